@@ -1,0 +1,137 @@
+//! The local key file: an AES-256 master key that wraps data keys, and a P-256 signing key.
+//!
+//! Created on first start with mode 0600 (written to a temporary file, then linked into place so
+//! two processes starting at once agree on one key file). Wrapped data keys are
+//! `nonce (12) || AES-256-GCM(master, data key, aad = encryption context)`, so a data key only
+//! unwraps under the context it was made for, as with KMS.
+
+use crate::ports::keys::*;
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use async_trait::async_trait;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use p256::ecdsa::{signature::Signer, Signature, SigningKey};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KeyFileContents {
+    version: u8,
+    master_key: String,
+    signing_key: String,
+}
+
+pub struct LocalKeyFile {
+    master: Aes256Gcm,
+    signing: SigningKey,
+    key_id: String,
+}
+
+impl LocalKeyFile {
+    /// Loads `path`, creating it (mode 0600) with fresh keys if it does not exist.
+    pub fn open_or_create(path: &Path) -> std::io::Result<Self> {
+        match std::fs::read(path) {
+            Ok(bytes) => Self::parse(&bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Self::create(path)?;
+                Self::parse(&std::fs::read(path)?)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn create(path: &Path) -> std::io::Result<()> {
+        let mut master = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut master);
+        let signing = SigningKey::random(&mut rand::rngs::OsRng);
+        let contents = KeyFileContents {
+            version: 1,
+            master_key: STANDARD.encode(master),
+            signing_key: STANDARD.encode(signing.to_bytes()),
+        };
+        let json = serde_json::to_vec_pretty(&contents).expect("key file serializes");
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&tmp)?;
+        file.write_all(&json)?;
+        file.sync_all()?;
+        drop(file);
+        // A hard link fails if the target exists: whoever links first wins, the other reads it.
+        let linked = std::fs::hard_link(&tmp, path);
+        std::fs::remove_file(&tmp)?;
+        match linked {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn parse(bytes: &[u8]) -> std::io::Result<Self> {
+        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+        let contents: KeyFileContents =
+            serde_json::from_slice(bytes).map_err(|_| invalid("key file is not valid JSON"))?;
+        let master = STANDARD.decode(contents.master_key).map_err(|_| invalid("bad master key"))?;
+        let master = Aes256Gcm::new_from_slice(&master).map_err(|_| invalid("bad master key"))?;
+        let signing = STANDARD.decode(contents.signing_key).map_err(|_| invalid("bad signing key"))?;
+        let signing =
+            SigningKey::from_slice(&signing).map_err(|_| invalid("bad signing key"))?;
+        let public = signing.verifying_key().to_encoded_point(false);
+        let key_id = format!("local-{}", &hex::encode(Sha256::digest(public.as_bytes()))[..16]);
+        Ok(Self { master, signing, key_id })
+    }
+}
+
+#[async_trait]
+impl KeyService for LocalKeyFile {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        let mut plaintext = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut plaintext);
+        let mut nonce = [0u8; 12];
+        rand::rngs::OsRng.fill_bytes(&mut nonce);
+        let aad = context.canonical();
+        let sealed = self
+            .master
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg: &plaintext, aad: &aad })
+            .map_err(|_| KeyError::Decrypt)?;
+        let mut wrapped = nonce.to_vec();
+        wrapped.extend_from_slice(&sealed);
+        Ok(DataKey { plaintext, wrapped })
+    }
+
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        if wrapped.len() < 12 {
+            return Err(KeyError::Decrypt);
+        }
+        let (nonce, sealed) = wrapped.split_at(12);
+        let aad = context.canonical();
+        let plain = self
+            .master
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad: &aad })
+            .map_err(|_| KeyError::Decrypt)?;
+        plain.try_into().map_err(|_| KeyError::Decrypt)
+    }
+
+    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let signature: Signature = self.signing.sign(message);
+        Ok(signature.to_bytes().to_vec())
+    }
+
+    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
+        Ok(self.signing.verifying_key().into())
+    }
+
+    fn signing_key_id(&self) -> String {
+        self.key_id.clone()
+    }
+}

@@ -1,0 +1,63 @@
+//! Embedded adapters: everything in one data directory, no AWS and no emulator.
+//!
+//! - `rp.redb`: an on-disk redb database holding items, index entries and queue messages;
+//! - `keys.json`: the local key file (AES-256 master key and P-256 signing key), mode 0600.
+
+mod keys;
+mod queue;
+mod store;
+
+pub use keys::LocalKeyFile;
+pub use queue::EmbeddedQueue;
+pub use store::EmbeddedStore;
+
+use crate::ports::StoreError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A shared handle to the data directory's database.
+#[derive(Clone)]
+pub struct EmbeddedDb {
+    db: Arc<redb::Database>,
+    dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create data directory {path}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("cannot open database {path}")]
+    Database { path: PathBuf, source: redb::Error },
+    #[error("cannot use key file {path}")]
+    Keys { path: PathBuf, source: std::io::Error },
+}
+
+impl EmbeddedDb {
+    /// Opens (creating on first use) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, OpenError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|source| OpenError::Dir { path: dir.to_owned(), source })?;
+        let path = dir.join("rp.redb");
+        let wrap = |e: redb::Error| OpenError::Database { path: path.clone(), source: e };
+        let db = redb::Database::create(&path).map_err(|e| wrap(e.into()))?;
+        let tx = db.begin_write().map_err(|e| wrap(e.into()))?;
+        tx.open_table(store::ITEMS).map_err(|e| wrap(e.into()))?;
+        tx.open_table(store::INDEX).map_err(|e| wrap(e.into()))?;
+        tx.open_table(queue::MESSAGES).map_err(|e| wrap(e.into()))?;
+        tx.open_table(queue::DEAD).map_err(|e| wrap(e.into()))?;
+        tx.commit().map_err(|e| wrap(e.into()))?;
+        Ok(Self { db: Arc::new(db), dir: dir.to_owned() })
+    }
+
+    pub fn database(&self) -> &redb::Database {
+        &self.db
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+pub(crate) fn db_err(err: impl Into<redb::Error>) -> StoreError {
+    StoreError::unavailable(err.into())
+}

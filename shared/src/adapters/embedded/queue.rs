@@ -1,0 +1,172 @@
+//! The embedded queue: messages in the data directory's database, keyed by the time they become
+//! visible, so a receive is one ordered range scan. Semantics follow SQS: delays, a visibility
+//! timeout, redelivery until acknowledged, and a dead-letter table after `max_receive_count`.
+
+use super::EmbeddedDb;
+use crate::ports::queue::*;
+use crate::ports::Clock;
+use async_trait::async_trait;
+use redb::{ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `(queue, visible at (epoch ms), message id)` → message.
+pub(super) const MESSAGES: TableDefinition<(&str, u64, &str), &[u8]> =
+    TableDefinition::new("queue_messages");
+/// `(queue, moved at (epoch ms), message id)` → message.
+pub(super) const DEAD: TableDefinition<(&str, u64, &str), &[u8]> =
+    TableDefinition::new("queue_dead_letters");
+
+#[derive(Serialize, Deserialize)]
+struct StoredMessage {
+    body: String,
+    receive_count: u32,
+}
+
+#[derive(Clone)]
+pub struct EmbeddedQueue {
+    db: EmbeddedDb,
+    clock: Arc<dyn Clock>,
+    name: String,
+    max_receive_count: u32,
+}
+
+fn err(e: impl Into<redb::Error>) -> QueueError {
+    QueueError::unavailable(e.into())
+}
+
+fn decode(bytes: &[u8]) -> Result<StoredMessage, QueueError> {
+    serde_json::from_slice(bytes).map_err(|e| QueueError::Invalid(format!("stored message: {e}")))
+}
+
+fn encode(message: &StoredMessage) -> Vec<u8> {
+    serde_json::to_vec(message).expect("a message always serializes")
+}
+
+impl EmbeddedQueue {
+    pub fn new(db: EmbeddedDb, clock: Arc<dyn Clock>, name: &str, max_receive_count: u32) -> Self {
+        Self { db, clock, name: name.to_owned(), max_receive_count: max_receive_count.max(1) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.epoch_millis().max(0) as u64
+    }
+}
+
+#[async_trait]
+impl Queue for EmbeddedQueue {
+    async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
+        if delay > MAX_DELAY {
+            return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let visible_at = self.now_ms() + delay.as_millis() as u64;
+        let message = encode(&StoredMessage { body: body.to_owned(), receive_count: 0 });
+        let (db, name, id2) = (self.db.clone(), self.name.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            let tx = db.database().begin_write().map_err(err)?;
+            tx.open_table(MESSAGES)
+                .map_err(err)?
+                .insert((name.as_str(), visible_at, id2.as_str()), message.as_slice())
+                .map_err(err)?;
+            tx.commit().map_err(err)
+        })
+        .await
+        .map_err(QueueError::unavailable)??;
+        Ok(id)
+    }
+
+    async fn receive(
+        &self,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+        if max == 0 || max > MAX_RECEIVE_BATCH {
+            return Err(QueueError::Invalid(format!("receive takes 1 to {MAX_RECEIVE_BATCH}")));
+        }
+        let now = self.now_ms();
+        let hidden_until = now + visibility.as_millis() as u64;
+        let (db, name, max_receive) = (self.db.clone(), self.name.clone(), self.max_receive_count);
+        tokio::task::spawn_blocking(move || {
+            let tx = db.database().begin_write().map_err(err)?;
+            let mut delivered = Vec::new();
+            {
+                let mut messages = tx.open_table(MESSAGES).map_err(err)?;
+                let mut dead = tx.open_table(DEAD).map_err(err)?;
+                let mut due = Vec::new();
+                for entry in messages.range((name.as_str(), 0u64, "")..).map_err(err)? {
+                    let (key, value) = entry.map_err(err)?;
+                    let (queue, visible_at, id) = key.value();
+                    if queue != name || visible_at > now || due.len() == max {
+                        break;
+                    }
+                    due.push((visible_at, id.to_owned(), decode(value.value())?));
+                }
+                for (visible_at, id, mut message) in due {
+                    messages.remove((name.as_str(), visible_at, id.as_str())).map_err(err)?;
+                    if message.receive_count >= max_receive {
+                        dead.insert((name.as_str(), now, id.as_str()), encode(&message).as_slice())
+                            .map_err(err)?;
+                        continue;
+                    }
+                    message.receive_count += 1;
+                    messages
+                        .insert((name.as_str(), hidden_until, id.as_str()), encode(&message).as_slice())
+                        .map_err(err)?;
+                    delivered.push(ReceivedMessage {
+                        receipt: format!("{hidden_until}:{id}"),
+                        message_id: id,
+                        body: message.body,
+                        receive_count: message.receive_count,
+                    });
+                }
+            }
+            tx.commit().map_err(err)?;
+            Ok(delivered)
+        })
+        .await
+        .map_err(QueueError::unavailable)?
+    }
+
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        let (at, id) = receipt
+            .split_once(':')
+            .and_then(|(at, id)| Some((at.parse::<u64>().ok()?, id.to_owned())))
+            .ok_or_else(|| QueueError::Invalid("malformed receipt".into()))?;
+        let (db, name) = (self.db.clone(), self.name.clone());
+        tokio::task::spawn_blocking(move || {
+            let tx = db.database().begin_write().map_err(err)?;
+            tx.open_table(MESSAGES).map_err(err)?.remove((name.as_str(), at, id.as_str())).map_err(err)?;
+            tx.commit().map_err(err)
+        })
+        .await
+        .map_err(QueueError::unavailable)?
+    }
+
+    async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let (db, name) = (self.db.clone(), self.name.clone());
+        tokio::task::spawn_blocking(move || {
+            let tx = db.database().begin_read().map_err(err)?;
+            let dead = tx.open_table(DEAD).map_err(err)?;
+            let mut out = Vec::new();
+            for entry in dead.range((name.as_str(), 0u64, "")..).map_err(err)? {
+                let (key, value) = entry.map_err(err)?;
+                let (queue, at, id) = key.value();
+                if queue != name || out.len() == max {
+                    break;
+                }
+                let message = decode(value.value())?;
+                out.push(ReceivedMessage {
+                    message_id: id.to_owned(),
+                    receipt: format!("dead:{at}:{id}"),
+                    body: message.body,
+                    receive_count: message.receive_count,
+                });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(QueueError::unavailable)?
+    }
+}

@@ -1,0 +1,398 @@
+//! The embedded storage adapter: one redb database file in the data directory.
+//!
+//! redb runs one write transaction at a time, so every conditional write is checked and applied
+//! atomically; each commit is durable before the call returns. Secondary indexes are kept in a
+//! second table, updated in the same transaction as the item.
+
+use super::{db_err, EmbeddedDb};
+use crate::ports::store::*;
+use crate::ports::Clock;
+use async_trait::async_trait;
+use redb::{ReadableTable, TableDefinition};
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::Arc;
+
+pub(super) const ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("items");
+/// Index entries: `("<index>\0<index pk>", "<index sk>\0<pk>\0<sk>")`, so entries sort by index
+/// sort key and stay unique per item.
+pub(super) const INDEX: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("index");
+
+const SEP: char = '\0';
+
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: EmbeddedDb,
+    clock: Arc<dyn Clock>,
+}
+
+impl EmbeddedStore {
+    pub fn new(db: EmbeddedDb, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&redb::Database, i64) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        let now = self.clock.epoch_secs();
+        tokio::task::spawn_blocking(move || work(db.database(), now))
+            .await
+            .map_err(StoreError::unavailable)?
+    }
+}
+
+fn index_partition(index: Index, pk: &str) -> String {
+    format!("{}{SEP}{pk}", index.name())
+}
+
+fn index_sort(index_sk: &str, key: &ItemKey) -> String {
+    format!("{index_sk}{SEP}{}{SEP}{}", key.pk, key.sk)
+}
+
+fn check_key(key: &ItemKey) -> Result<(), StoreError> {
+    let bad = |s: &str| s.is_empty() || s.contains(SEP);
+    if bad(&key.pk) || bad(&key.sk) {
+        return Err(StoreError::Invalid("keys must be non-empty and free of NUL".into()));
+    }
+    Ok(())
+}
+
+fn decode(bytes: &[u8]) -> Result<Item, StoreError> {
+    serde_json::from_slice(bytes).map_err(StoreError::encoding)
+}
+
+type Items<'t> = redb::Table<'t, (&'static str, &'static str), &'static [u8]>;
+
+fn read_item(items: &Items<'_>, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+    match items.get((key.pk.as_str(), key.sk.as_str())).map_err(db_err)? {
+        Some(bytes) => decode(bytes.value()).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The live item, if any: an expired one counts as absent.
+fn live(existing: Option<Item>, now: i64) -> Option<Item> {
+    existing.filter(|item| !item.is_expired(now))
+}
+
+fn holds(condition: Condition, current: Option<&Item>) -> bool {
+    match condition {
+        Condition::Any => true,
+        Condition::Absent => current.is_none(),
+        Condition::Exists => current.is_some(),
+        Condition::Version(v) => current.is_some_and(|item| item.version == v),
+    }
+}
+
+fn next_version(condition: Condition, item: &Item, current: Option<&Item>) -> u64 {
+    match condition {
+        Condition::Absent => 1,
+        Condition::Version(v) => v + 1,
+        Condition::Exists => current.map_or(1, |c| c.version + 1),
+        Condition::Any => item.version.max(1),
+    }
+}
+
+fn remove_item(
+    items: &mut Items<'_>,
+    index: &mut Items<'_>,
+    key: &ItemKey,
+) -> Result<(), StoreError> {
+    if let Some(old) = read_item(items, key)? {
+        for idx in Index::ALL {
+            if let Some(ik) = old.index_key(idx) {
+                let part = index_partition(idx, &ik.pk);
+                let sort = index_sort(&ik.sk, key);
+                index.remove((part.as_str(), sort.as_str())).map_err(db_err)?;
+            }
+        }
+        items.remove((key.pk.as_str(), key.sk.as_str())).map_err(db_err)?;
+    }
+    Ok(())
+}
+
+fn write_item(items: &mut Items<'_>, index: &mut Items<'_>, item: &Item) -> Result<(), StoreError> {
+    remove_item(items, index, &item.key)?;
+    for idx in Index::ALL {
+        if let Some(ik) = item.index_key(idx) {
+            check_key(ik)?;
+            let part = index_partition(idx, &ik.pk);
+            let sort = index_sort(&ik.sk, &item.key);
+            index.insert((part.as_str(), sort.as_str()), &[][..]).map_err(db_err)?;
+        }
+    }
+    let bytes = serde_json::to_vec(item).map_err(StoreError::encoding)?;
+    items.insert((item.key.pk.as_str(), item.key.sk.as_str()), bytes.as_slice()).map_err(db_err)?;
+    Ok(())
+}
+
+/// Applies `ops` inside one write transaction; the caller commits only on `Ok`.
+fn apply(
+    items: &mut Items<'_>,
+    index: &mut Items<'_>,
+    ops: Vec<WriteOp>,
+    now: i64,
+) -> Result<Vec<Item>, StoreError> {
+    let mut seen = HashSet::new();
+    let mut staged = Vec::with_capacity(ops.len());
+    for op in &ops {
+        let key = match op {
+            WriteOp::Put { item, .. } => &item.key,
+            WriteOp::Delete { key, .. } | WriteOp::Check { key, .. } => key,
+        };
+        check_key(key)?;
+        if !seen.insert(key.clone()) {
+            return Err(StoreError::Invalid("a transaction may touch an item only once".into()));
+        }
+        let condition = match op {
+            WriteOp::Put { condition, .. }
+            | WriteOp::Delete { condition, .. }
+            | WriteOp::Check { condition, .. } => *condition,
+        };
+        let current = live(read_item(items, key)?, now);
+        if !holds(condition, current.as_ref()) {
+            return Err(StoreError::Conflict);
+        }
+        staged.push(current);
+    }
+    let mut written = Vec::new();
+    for (op, current) in ops.into_iter().zip(staged) {
+        match op {
+            WriteOp::Put { mut item, condition } => {
+                item.version = next_version(condition, &item, current.as_ref());
+                write_item(items, index, &item)?;
+                written.push(item);
+            }
+            WriteOp::Delete { key, .. } => remove_item(items, index, &key)?,
+            WriteOp::Check { .. } => {}
+        }
+    }
+    Ok(written)
+}
+
+fn in_sort_range(sort: &SortKey, sk: &str) -> (bool, bool) {
+    // (matches, past the end)
+    match sort {
+        SortKey::All => (true, false),
+        SortKey::BeginsWith(prefix) => {
+            let m = sk.starts_with(prefix.as_str());
+            (m, !m && sk > prefix.as_str())
+        }
+        SortKey::Between(lo, hi) => (sk >= lo.as_str() && sk <= hi.as_str(), sk > hi.as_str()),
+    }
+}
+
+fn sort_start(sort: &SortKey) -> &str {
+    match sort {
+        SortKey::All => "",
+        SortKey::BeginsWith(prefix) => prefix,
+        SortKey::Between(lo, _) => lo,
+    }
+}
+
+fn run_query(
+    items: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    index: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    query: &Query,
+    now: i64,
+) -> Result<Page, StoreError> {
+    if query.limit == 0 {
+        return Err(StoreError::Invalid("a query limit must be at least 1".into()));
+    }
+    if let Some(cursor) = &query.cursor {
+        if !cursor.belongs_to(query) {
+            return Err(StoreError::Invalid("the cursor belongs to another query".into()));
+        }
+    }
+    let mut page = Page::default();
+    match query.index {
+        None => {
+            let start_sk;
+            let lower = match &query.cursor {
+                Some(c) => {
+                    start_sk = c.key.sk.clone();
+                    Bound::Excluded((query.pk.as_str(), start_sk.as_str()))
+                }
+                None => Bound::Included((query.pk.as_str(), sort_start(&query.sort))),
+            };
+            let range = items.range::<(&str, &str)>((lower, Bound::Unbounded)).map_err(db_err)?;
+            for entry in range {
+                let (key, value) = entry.map_err(db_err)?;
+                let (pk, sk) = key.value();
+                if pk != query.pk {
+                    break;
+                }
+                let (matches, past) = in_sort_range(&query.sort, sk);
+                if past {
+                    break;
+                }
+                if !matches {
+                    continue;
+                }
+                let item = decode(value.value())?;
+                if item.is_expired(now) {
+                    continue;
+                }
+                if page.items.len() == query.limit {
+                    let last = page.items.last().expect("limit is at least 1");
+                    page.cursor = Some(Cursor { key: last.key.clone(), index_key: None });
+                    break;
+                }
+                page.items.push(item);
+            }
+        }
+        Some(idx) => {
+            let part = index_partition(idx, &query.pk);
+            let start;
+            let lower = match &query.cursor {
+                Some(c) => {
+                    let ik = c.index_key.as_ref().expect("checked by belongs_to");
+                    start = index_sort(&ik.sk, &c.key);
+                    Bound::Excluded((part.as_str(), start.as_str()))
+                }
+                None => Bound::Included((part.as_str(), sort_start(&query.sort))),
+            };
+            let range = index.range::<(&str, &str)>((lower, Bound::Unbounded)).map_err(db_err)?;
+            for entry in range {
+                let (key, _) = entry.map_err(db_err)?;
+                let (p, composite) = key.value();
+                if p != part {
+                    break;
+                }
+                let mut parts = composite.splitn(3, SEP);
+                let (Some(isk), Some(pk), Some(sk)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    return Err(StoreError::Encoding("malformed index entry".into()));
+                };
+                let (matches, past) = in_sort_range(&query.sort, isk);
+                if past {
+                    break;
+                }
+                if !matches {
+                    continue;
+                }
+                let Some(bytes) = items.get((pk, sk)).map_err(db_err)? else {
+                    continue;
+                };
+                let item = decode(bytes.value())?;
+                if item.is_expired(now) {
+                    continue;
+                }
+                if page.items.len() == query.limit {
+                    let last = page.items.last().expect("limit is at least 1");
+                    page.cursor = Some(Cursor {
+                        key: last.key.clone(),
+                        index_key: last.index_key(idx).cloned(),
+                    });
+                    break;
+                }
+                page.items.push(item);
+            }
+        }
+    }
+    Ok(page)
+}
+
+#[async_trait]
+impl ItemStore for EmbeddedStore {
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        check_key(key)?;
+        let key = key.clone();
+        self.blocking(move |db, now| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let items = tx.open_table(ITEMS).map_err(db_err)?;
+            let found = match items.get((key.pk.as_str(), key.sk.as_str())).map_err(db_err)? {
+                Some(bytes) => Some(decode(bytes.value())?),
+                None => None,
+            };
+            Ok(live(found, now))
+        })
+        .await
+    }
+
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        let mut written = self.transact_returning(vec![WriteOp::Put { item, condition }]).await?;
+        Ok(written.pop().expect("one put writes one item"))
+    }
+
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.transact_returning(vec![WriteOp::Delete { key: key.clone(), condition }]).await?;
+        Ok(())
+    }
+
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        if ops.is_empty() || ops.len() > MAX_TRANSACTION_ITEMS {
+            return Err(StoreError::Invalid(format!(
+                "a transaction takes 1 to {MAX_TRANSACTION_ITEMS} operations"
+            )));
+        }
+        self.transact_returning(ops).await.map(|_| ())
+    }
+
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.blocking(move |db, now| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let items = tx.open_table(ITEMS).map_err(db_err)?;
+            let index = tx.open_table(INDEX).map_err(db_err)?;
+            run_query(&items, &index, &query, now)
+        })
+        .await
+    }
+
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        check_key(&increment.key)?;
+        self.blocking(move |db, now| {
+            let tx = db.begin_write().map_err(db_err)?;
+            let value = {
+                let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+                let mut index = tx.open_table(INDEX).map_err(db_err)?;
+                let current = live(read_item(&items, &increment.key)?, now);
+                let count = current
+                    .as_ref()
+                    .and_then(|item| item.attrs.get(COUNTER_ATTR))
+                    .and_then(|v| v.as_i64())
+                    .unwrap_or(0);
+                let value = count + increment.by;
+                if increment.limit.is_some_and(|limit| value > limit) {
+                    return Err(StoreError::LimitReached);
+                }
+                let mut item = match current {
+                    Some(mut item) => {
+                        item.version += 1;
+                        item
+                    }
+                    None => Item::new(increment.key.clone(), &serde_json::json!({}))?
+                        .with_ttl(increment.expires_at),
+                };
+                if item.version == 0 {
+                    item.version = 1;
+                }
+                item.attrs.insert(COUNTER_ATTR.into(), value.into());
+                write_item(&mut items, &mut index, &item)?;
+                value
+            };
+            tx.commit().map_err(db_err)?;
+            Ok(value)
+        })
+        .await
+    }
+}
+
+impl EmbeddedStore {
+    async fn transact_returning(&self, ops: Vec<WriteOp>) -> Result<Vec<Item>, StoreError> {
+        self.blocking(move |db, now| {
+            let tx = db.begin_write().map_err(db_err)?;
+            let written = {
+                let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+                let mut index = tx.open_table(INDEX).map_err(db_err)?;
+                apply(&mut items, &mut index, ops, now)?
+            };
+            // On error above the transaction is dropped uncommitted, so nothing is half-written.
+            tx.commit().map_err(db_err)?;
+            Ok(written)
+        })
+        .await
+    }
+}

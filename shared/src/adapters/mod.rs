@@ -1,0 +1,3 @@
+//! Adapters behind the ports: embedded (no AWS) and AWS.
+
+pub mod embedded;

@@ -1,0 +1,99 @@
+//! The operator's CLI (`rp-admin`): bootstrap tokens and apps without HTTP access.
+
+use crate::backend::Backend;
+use crate::domain::apps::{self, AppId, WorkstationSettings};
+use crate::domain::tokens::TokenKind;
+use crate::repo::apps::{AppRecord, Apps};
+use crate::repo::tokens;
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "rp-admin", about = "Administer the relying-party backend directly, without HTTP")]
+pub struct Cli {
+    /// Data directory of the embedded backend (stop the local server first: it holds the lock).
+    #[arg(long, env = "DATA_DIR", default_value = ".data", global = true)]
+    pub data_dir: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a controlCenterAdmin token; the token is printed once.
+    CreateAdminToken {
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        expires_in_secs: Option<i64>,
+    },
+    /// Create an access token bound to one app; the token is printed once.
+    CreateAccessToken {
+        #[arg(long)]
+        app_id: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        expires_in_secs: Option<i64>,
+    },
+    /// Create an RP app with default workstation settings.
+    CreateApp {
+        #[arg(long)]
+        app_id: String,
+        #[arg(long)]
+        display_name: String,
+    },
+    /// List RP apps.
+    ListApps,
+}
+
+/// Runs one command and returns what to print.
+pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
+    let store = backend.store.as_ref();
+    let now = backend.clock.epoch_millis();
+    match command {
+        Command::CreateAdminToken { description, expires_in_secs } => {
+            let (secret, record) =
+                tokens::issue(store, now, TokenKind::ControlCenterAdmin, None, description, expires_in_secs).await?;
+            Ok(json!({ "tokenId": record.token_id, "kind": record.kind, "token": secret.expose() }))
+        }
+        Command::CreateAccessToken { app_id, description, expires_in_secs } => {
+            let app_id = AppId::parse("app-id", &app_id)?;
+            Apps::new(store).get(&app_id).await?.with_context(|| format!("no app with id '{app_id}'"))?;
+            let (secret, record) =
+                tokens::issue(store, now, TokenKind::Access, Some(app_id), description, expires_in_secs).await?;
+            Ok(json!({ "tokenId": record.token_id, "kind": record.kind, "appId": record.app_id, "token": secret.expose() }))
+        }
+        Command::CreateApp { app_id, display_name } => {
+            let app_id = AppId::parse("app-id", &app_id)?;
+            apps::display_name("display-name", &display_name)?;
+            let app = AppRecord {
+                app_id,
+                display_name,
+                created_at: now,
+                updated_at: now,
+                workstation: WorkstationSettings::default(),
+            };
+            Apps::new(store).create(&app).await.map_err(|e| match e {
+                crate::ports::StoreError::Conflict => anyhow::anyhow!("app '{}' already exists", app.app_id),
+                other => other.into(),
+            })?;
+            Ok(json!({ "appId": app.app_id, "displayName": app.display_name }))
+        }
+        Command::ListApps => {
+            let mut all = Vec::new();
+            let mut cursor = None;
+            loop {
+                let (page, next) = Apps::new(store).list(200, cursor).await?;
+                all.extend(page.into_iter().map(|a| json!({ "appId": a.app_id, "displayName": a.display_name })));
+                match next {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            Ok(json!({ "apps": all }))
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! RP applications (the tenant unit) and their workstation settings.
+
+use super::validate::{self, FieldError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An RP application id, camel-case as in the control center (`workstationDemo`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AppId(String);
+
+impl AppId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(field: &str, value: &str) -> Result<Self, FieldError> {
+        validate::identifier(field, value, Self::MAX_LEN)?;
+        Ok(Self(value.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for AppId {
+    type Error = FieldError;
+    fn try_from(value: String) -> Result<Self, FieldError> {
+        Self::parse("appId", &value)
+    }
+}
+
+impl From<AppId> for String {
+    fn from(id: AppId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for AppId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Offline access configuration (DECISIONS §5): defaults and bounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct OfflineAccess {
+    pub enabled: bool,
+    pub token_length: i64,
+    pub token_count: i64,
+    pub token_entry_timeout_secs: i64,
+    pub offline_access_days: i64,
+    #[serde(rename = "offlinePINPromptSecs")]
+    pub offline_pin_prompt_secs: i64,
+    pub token_low_warning_threshold_percentage: i64,
+}
+
+impl Default for OfflineAccess {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            token_length: 8,
+            token_count: 25,
+            token_entry_timeout_secs: 180,
+            offline_access_days: 30,
+            offline_pin_prompt_secs: 5,
+            token_low_warning_threshold_percentage: 20,
+        }
+    }
+}
+
+impl OfflineAccess {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        validate::range("tokenLength", self.token_length, 6, 13)?;
+        validate::range("tokenCount", self.token_count, 10, 100)?;
+        validate::range("tokenEntryTimeoutSecs", self.token_entry_timeout_secs, 30, 3600)?;
+        validate::range("offlineAccessDays", self.offline_access_days, 7, 90)?;
+        validate::range("offlinePINPromptSecs", self.offline_pin_prompt_secs, 0, 300)?;
+        validate::range(
+            "tokenLowWarningThresholdPercentage",
+            self.token_low_warning_threshold_percentage,
+            0,
+            100,
+        )
+    }
+}
+
+/// An app's workstation settings. Omitted fields take their defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct WorkstationSettings {
+    pub offline_access: OfflineAccess,
+    /// How long an agent's lease on a certificate request lasts. At most 900 s, the longest
+    /// delay of the re-queue message (SQS `DelaySeconds`).
+    pub request_timeout_in_secs: i64,
+}
+
+impl Default for WorkstationSettings {
+    fn default() -> Self {
+        Self { offline_access: OfflineAccess::default(), request_timeout_in_secs: 300 }
+    }
+}
+
+impl WorkstationSettings {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        self.offline_access.validate().map_err(|e| e.under("offlineAccess"))?;
+        validate::range("requestTimeoutInSecs", self.request_timeout_in_secs, 1, 900)
+    }
+}
+
+/// A display name: 1 to 255 characters.
+pub fn display_name(field: &str, value: &str) -> Result<(), FieldError> {
+    validate::text(field, value, 1, 255)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_decisions() {
+        let s = WorkstationSettings::default();
+        assert!(s.validate().is_ok());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "offlineAccess": {
+                    "enabled": false, "tokenLength": 8, "tokenCount": 25,
+                    "tokenEntryTimeoutSecs": 180, "offlineAccessDays": 30,
+                    "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20
+                },
+                "requestTimeoutInSecs": 300
+            })
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_field() {
+        let mut s = WorkstationSettings::default();
+        s.offline_access.token_count = 9;
+        assert_eq!(s.validate().unwrap_err().field, "offlineAccess.tokenCount");
+        s.offline_access.token_count = 100;
+        s.offline_access.token_length = 14;
+        assert_eq!(s.validate().unwrap_err().field, "offlineAccess.tokenLength");
+        let s = WorkstationSettings { request_timeout_in_secs: 0, ..Default::default() };
+        assert_eq!(s.validate().unwrap_err().field, "requestTimeoutInSecs");
+    }
+
+    #[test]
+    fn partial_settings_fill_defaults() {
+        let s: WorkstationSettings =
+            serde_json::from_str(r#"{"offlineAccess":{"enabled":true}}"#).unwrap();
+        assert!(s.offline_access.enabled);
+        assert_eq!(s.offline_access.token_count, 25);
+        assert_eq!(s.request_timeout_in_secs, 300);
+    }
+
+    #[test]
+    fn app_ids_parse() {
+        assert!(AppId::parse("appId", "workstationDemo").is_ok());
+        assert_eq!(AppId::parse("appId", "").unwrap_err().field, "appId");
+        assert!(serde_json::from_str::<AppId>("\"bad id\"").is_err());
+    }
+}

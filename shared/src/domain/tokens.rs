@@ -1,0 +1,177 @@
+//! Opaque bearer tokens (DECISIONS §2).
+//!
+//! A token is `rpt_` followed by 32 random bytes in base64url (256 bits). Only its SHA-256 is
+//! stored. Its id is the first 16 hex digits of that hash, so a presented token is found with one
+//! key lookup and then compared in full, in constant time. The id is public (it is listed and
+//! used to revoke); it reveals nothing that helps guess the token.
+
+use super::apps::AppId;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TokenKind {
+    /// Global: certificate queue, RP apps, tokens, customizations, events.
+    ControlCenterAdmin,
+    /// Scoped to one RP app: OOB, client registration, enrollment.
+    Access,
+}
+
+/// A token's secret, as presented by a caller. Never logged: `Debug` hides it.
+pub struct TokenSecret(String);
+
+impl std::fmt::Debug for TokenSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenSecret(..)")
+    }
+}
+
+pub const TOKEN_PREFIX: &str = "rpt_";
+/// Shortest token accepted at all (a `LOCAL_ADMIN_TOKEN` included).
+pub const MIN_TOKEN_LEN: usize = 16;
+pub const MAX_TOKEN_LEN: usize = 512;
+
+impl TokenSecret {
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        Self(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes)))
+    }
+
+    /// Accepts a presented token of plausible shape (printable ASCII, sane length).
+    pub fn parse(value: &str) -> Option<Self> {
+        let ok_len = (MIN_TOKEN_LEN..=MAX_TOKEN_LEN).contains(&value.len());
+        let ok_chars = value.bytes().all(|b| b.is_ascii_graphic());
+        (ok_len && ok_chars).then(|| Self(value.to_owned()))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn hash(&self) -> TokenHash {
+        TokenHash(Sha256::digest(self.0.as_bytes()).into())
+    }
+}
+
+/// SHA-256 of a token: what is stored.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenHash([u8; 32]);
+
+impl TokenHash {
+    pub fn token_id(&self) -> String {
+        hex::encode(&self.0[..8])
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let bytes = hex::decode(text).ok()?;
+        Some(Self(bytes.try_into().ok()?))
+    }
+
+    /// Constant-time comparison.
+    pub fn matches(&self, other: &TokenHash) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+/// A stored token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRecord {
+    pub token_id: String,
+    pub kind: TokenKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<AppId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Hex SHA-256 of the token.
+    pub hash: String,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<i64>,
+}
+
+/// Why a presented token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRefusal {
+    Unknown,
+    Expired,
+    Revoked,
+}
+
+impl TokenRecord {
+    /// Checks a presented token against this record at `now_ms`.
+    pub fn admit(&self, presented: &TokenHash, now_ms: i64) -> Result<(), TokenRefusal> {
+        let stored = TokenHash::from_hex(&self.hash).ok_or(TokenRefusal::Unknown)?;
+        if !stored.matches(presented) {
+            return Err(TokenRefusal::Unknown);
+        }
+        if self.revoked_at.is_some() {
+            return Err(TokenRefusal::Revoked);
+        }
+        if self.expires_at.is_some_and(|at| at <= now_ms) {
+            return Err(TokenRefusal::Expired);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(secret: &TokenSecret) -> TokenRecord {
+        let hash = secret.hash();
+        TokenRecord {
+            token_id: hash.token_id(),
+            kind: TokenKind::Access,
+            app_id: None,
+            description: None,
+            hash: hash.to_hex(),
+            created_at: 0,
+            expires_at: Some(1_000),
+            revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn generated_tokens_carry_256_bits() {
+        let a = TokenSecret::generate();
+        let b = TokenSecret::generate();
+        assert!(a.expose().starts_with(TOKEN_PREFIX));
+        assert_eq!(a.expose().len(), TOKEN_PREFIX.len() + 43);
+        assert_ne!(a.expose(), b.expose());
+        assert_eq!(a.hash().token_id().len(), 16);
+    }
+
+    #[test]
+    fn admit_checks_hash_expiry_and_revocation() {
+        let secret = TokenSecret::generate();
+        let mut rec = record(&secret);
+        assert_eq!(rec.admit(&secret.hash(), 999), Ok(()));
+        assert_eq!(rec.admit(&secret.hash(), 1_000), Err(TokenRefusal::Expired));
+        assert_eq!(rec.admit(&TokenSecret::generate().hash(), 0), Err(TokenRefusal::Unknown));
+        rec.revoked_at = Some(5);
+        assert_eq!(rec.admit(&secret.hash(), 0), Err(TokenRefusal::Revoked));
+    }
+
+    #[test]
+    fn presented_tokens_are_shape_checked() {
+        assert!(TokenSecret::parse("short").is_none());
+        assert!(TokenSecret::parse("has a space in the token").is_none());
+        assert!(TokenSecret::parse(&"x".repeat(MAX_TOKEN_LEN + 1)).is_none());
+        assert!(TokenSecret::parse("local-dev-admin-token").is_some());
+        assert_eq!(format!("{:?}", TokenSecret::generate()), "TokenSecret(..)");
+    }
+}

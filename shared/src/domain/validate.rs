@@ -1,0 +1,93 @@
+//! Field-level validation shared by every request type.
+
+/// A request field that failed validation; `field` is its JSON path (`offlineAccess.tokenCount`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+
+    /// The same error, one level deeper (`tokenCount` under `offlineAccess`).
+    pub fn under(self, parent: &str) -> Self {
+        Self { field: format!("{parent}.{}", self.field), message: self.message }
+    }
+}
+
+/// A string of `min..=max` characters (Unicode scalar values), without control characters.
+pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), FieldError> {
+    let len = value.chars().count();
+    if len < min {
+        return Err(FieldError::new(
+            field,
+            if min == 1 { "must not be empty".to_owned() } else { format!("must be at least {min} characters") },
+        ));
+    }
+    if len > max {
+        return Err(FieldError::new(field, format!("must be at most {max} characters")));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\r' && c != '\t') {
+        return Err(FieldError::new(field, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// An integer within `min..=max`.
+pub fn range(field: &str, value: i64, min: i64, max: i64) -> Result<(), FieldError> {
+    if value < min || value > max {
+        return Err(FieldError::new(field, format!("must be between {min} and {max}")));
+    }
+    Ok(())
+}
+
+/// An identifier: ASCII letter first, then letters, digits, `_`, `-` or `.`, 1 to `max` long.
+pub fn identifier(field: &str, value: &str, max: usize) -> Result<(), FieldError> {
+    let mut chars = value.chars();
+    let ok_first = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let ok_rest = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if value.is_empty() {
+        return Err(FieldError::new(field, "must not be empty"));
+    }
+    if value.len() > max {
+        return Err(FieldError::new(field, format!("must be at most {max} characters")));
+    }
+    if !ok_first || !ok_rest {
+        return Err(FieldError::new(
+            field,
+            "must start with a letter and hold only letters, digits, '_', '-' or '.'",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_bounds_count_characters_not_bytes() {
+        assert!(text("f", "ééé", 1, 3).is_ok());
+        assert_eq!(text("f", "", 1, 3).unwrap_err().message, "must not be empty");
+        assert!(text("f", "abcd", 1, 3).unwrap_err().message.contains("at most 3"));
+        assert!(text("f", "a\u{0}b", 1, 3).is_err());
+    }
+
+    #[test]
+    fn identifiers_start_with_a_letter() {
+        assert!(identifier("appId", "workstationDemo", 64).is_ok());
+        assert!(identifier("appId", "9lives", 64).is_err());
+        assert!(identifier("appId", "has space", 64).is_err());
+        assert!(identifier("appId", &"a".repeat(65), 64).is_err());
+    }
+
+    #[test]
+    fn nested_fields_keep_their_path() {
+        let e = FieldError::new("tokenCount", "x").under("offlineAccess");
+        assert_eq!(e.field, "offlineAccess.tokenCount");
+    }
+}

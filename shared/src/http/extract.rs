@@ -1,0 +1,243 @@
+//! Extractors whose every rejection is a [`Problem`] naming the field or header at fault.
+
+use super::problem::{codes, Problem};
+use super::AppState;
+use crate::domain::apps::AppId;
+use crate::domain::tokens::{TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use crate::repo::tokens::Tokens;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::{header, request::Parts, StatusCode};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+
+/// A JSON body: `Content-Type: application/json`, within the body limit, every field known.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Problem> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase())
+            .is_some_and(|v| v == "application/json" || (v.starts_with("application/") && v.ends_with("+json")));
+        if !json {
+            return Err(Problem::unsupported_media_type());
+        }
+        let limit = req.extensions().get::<BodyLimit>().map_or(usize::MAX, |l| l.0);
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Problem::body_too_large(limit)
+            } else {
+                Problem::malformed_body("could not be read")
+            }
+        })?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// The configured body limit, put in request extensions so rejections can name it.
+#[derive(Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+/// Parses JSON, naming the failing field by its path (`offlineAccess.tokenCount`).
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Problem::malformed_body("a JSON object is required"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(value) => value,
+        Err(err) => {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            return Err(json_problem(&path, &inner));
+        }
+    };
+    de.end().map_err(|_| Problem::malformed_body("unexpected data after the JSON value"))?;
+    Ok(value)
+}
+
+fn json_problem(path: &str, err: &serde_json::Error) -> Problem {
+    use serde_json::error::Category;
+    let mut message = err.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    match err.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            Problem::malformed_body(format!("not valid JSON ({message})"))
+        }
+        Category::Data => {
+            let parent = if path == "." { String::new() } else { path.to_owned() };
+            // serde names unknown and missing fields in the message, at the parent's path.
+            let named = ["unknown field `", "missing field `"].iter().find_map(|lead| {
+                let rest = message.strip_prefix(lead)?;
+                Some(rest[..rest.find('`')?].to_owned())
+            });
+            let field = match named {
+                Some(name) if parent.is_empty() => name,
+                Some(name) if !parent.ends_with(&name) => format!("{parent}.{name}"),
+                _ if parent.is_empty() => "body".to_owned(),
+                _ => parent,
+            };
+            if message.starts_with("unknown field") {
+                message = "is not a known field".to_owned();
+            } else if message.starts_with("missing field") {
+                message = "is required".to_owned();
+            }
+            Problem::invalid(field, message)
+        }
+    }
+}
+
+/// Path parameters; a rejection names the parameter.
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|rejection| Problem::invalid("path", rejection.body_text()))
+    }
+}
+
+/// Query-string parameters; unknown ones are refused.
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de).map(ApiQuery).map_err(|err| {
+            let path = err.path().to_string();
+            let message = err.into_inner().to_string();
+            let named = ["unknown field `", "missing field `"].iter().find_map(|lead| {
+                let rest = message.strip_prefix(lead)?;
+                Some(rest[..rest.find('`')?].to_owned())
+            });
+            match named {
+                Some(name) => Problem::invalid(name, "is not a known query parameter"),
+                None if path != "." => Problem::invalid(path, message),
+                None => Problem::invalid("query", message),
+            }
+        })
+    }
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Admin(TokenRecord),
+    Access { app_id: AppId, token: TokenRecord },
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(caller.clone());
+        }
+        let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
+            Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
+        })?;
+        let malformed = || {
+            Problem::unauthorized(
+                codes::MISSING_CREDENTIALS,
+                "Authorization: must be 'Bearer <token>'",
+            )
+        };
+        let value = header.to_str().map_err(|_| malformed())?;
+        let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(malformed());
+        }
+        let secret = TokenSecret::parse(token.trim()).ok_or_else(malformed)?;
+        let presented = secret.hash();
+        let record = Tokens::new(state.backend.store.as_ref()).find(&presented).await?;
+        let now = state.backend.clock.epoch_millis();
+        let refused = |why: TokenRefusal| {
+            let detail = match why {
+                TokenRefusal::Unknown => "Authorization: the token is not valid",
+                TokenRefusal::Expired => "Authorization: the token has expired",
+                TokenRefusal::Revoked => "Authorization: the token has been revoked",
+            };
+            Problem::unauthorized(codes::INVALID_TOKEN, detail)
+        };
+        let record = record.ok_or(refused(TokenRefusal::Unknown))?;
+        record.admit(&presented, now).map_err(refused)?;
+        tracing::Span::current().record("token_id", record.token_id.as_str());
+        let caller = match (record.kind, record.app_id.clone()) {
+            (TokenKind::ControlCenterAdmin, _) => Caller::Admin(record),
+            (TokenKind::Access, Some(app_id)) => Caller::Access { app_id, token: record },
+            (TokenKind::Access, None) => return Err(refused(TokenRefusal::Unknown)),
+        };
+        parts.extensions.insert(caller.clone());
+        Ok(caller)
+    }
+}
+
+/// A caller holding a `controlCenterAdmin` token.
+pub struct Admin(pub TokenRecord);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        match Caller::from_request_parts(parts, state).await? {
+            Caller::Admin(token) => Ok(Admin(token)),
+            Caller::Access { .. } => Err(Problem::forbidden(
+                codes::WRONG_TOKEN_KIND,
+                "this endpoint requires a controlCenterAdmin token",
+            )),
+        }
+    }
+}
+
+/// A caller holding an `access` token, bound to one app.
+pub struct Access {
+    pub app_id: AppId,
+    pub token: TokenRecord,
+}
+
+impl Access {
+    /// 403 unless the token belongs to `app_id`.
+    pub fn require_app(&self, app_id: &str) -> Result<(), Problem> {
+        if self.app_id.as_str() == app_id {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(codes::OTHER_TENANT, "the access token belongs to another app"))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Access {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        match Caller::from_request_parts(parts, state).await? {
+            Caller::Access { app_id, token } => Ok(Access { app_id, token }),
+            Caller::Admin(_) => Err(Problem::forbidden(
+                codes::WRONG_TOKEN_KIND,
+                "this endpoint requires an access token",
+            )),
+        }
+    }
+}

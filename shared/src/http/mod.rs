@@ -1,0 +1,119 @@
+//! The HTTP layer: one router per endpoint path, the same code behind the local server
+//! (`axum::serve`) and each Lambda function (`lambda_http::run`).
+
+pub mod cc;
+pub mod extract;
+pub mod health;
+pub mod problem;
+
+use crate::backend::Backend;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{Method, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
+use extract::BodyLimit;
+use problem::Problem;
+use std::sync::Arc;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub backend: Backend,
+    pub config: Arc<HttpConfig>,
+}
+
+impl AppState {
+    pub fn new(backend: Backend, config: HttpConfig) -> Self {
+        Self { backend, config: Arc::new(config) }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// The server's public base URL (registration links and QR codes point here).
+    pub public_base_url: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self { body_limit: 64 * 1024, public_base_url: "http://127.0.0.1:8080".into() }
+    }
+}
+
+/// Every endpoint path with its router. The name is the Lambda function's package name.
+pub fn endpoints() -> Vec<(&'static str, Router<AppState>)> {
+    vec![
+        ("health", health::router()),
+        ("cc-apps", cc::apps_router()),
+        ("cc-app", cc::app_router()),
+        ("cc-app-workstation", cc::workstation_router()),
+        ("cc-tokens", cc::tokens_router()),
+        ("cc-token", cc::token_router()),
+    ]
+}
+
+/// The whole API, as the local server serves it.
+pub fn app(state: AppState) -> Router {
+    let all = endpoints().into_iter().fold(Router::new(), |acc, (_, r)| acc.merge(r));
+    finish(all, state)
+}
+
+/// One endpoint's router, as its Lambda function serves it. `None` for an unknown name.
+pub fn function(name: &str, state: AppState) -> Option<Router> {
+    let (_, router) = endpoints().into_iter().find(|(n, _)| *n == name)?;
+    Some(finish(router, state))
+}
+
+/// Adds what every endpoint shares: problem+json fallbacks, body limit, panic catching,
+/// request ids and the request span.
+fn finish(router: Router<AppState>, state: AppState) -> Router {
+    let limit = state.config.body_limit;
+    router
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(Extension(BodyLimit(limit)))
+        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
+            Problem::internal(Panicked).into_response()
+        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request| {
+                    let request_id = req
+                        .headers()
+                        .get("x-request-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    tracing::info_span!(
+                        "request",
+                        request_id,
+                        method = %req.method(),
+                        path = req.uri().path(),
+                        token_id = tracing::field::Empty,
+                    )
+                })
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(state)
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("a handler panicked")]
+struct Panicked;
+
+async fn route_not_found(uri: Uri) -> Response {
+    Problem::route_not_found(uri.path()).into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    Problem::method_not_allowed(method.as_str(), uri.path()).into_response()
+}

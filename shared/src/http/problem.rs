@@ -1,0 +1,248 @@
+//! RFC 7807 `application/problem+json`: the one error mapping every endpoint uses (DECISIONS §1).
+//!
+//! `detail` ends with ` (exceptionId: <uuid>)`; the same id is on the log line. Server-side
+//! failures keep their source chain for the log and show the client a fixed text.
+
+use crate::domain::FieldError;
+use crate::ports::{KeyError, QueueError, StoreError};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// The project's error codes, grouped per area (listed in the README).
+pub mod codes {
+    pub const INVALID_FIELD: u32 = 1_000_001;
+    pub const MALFORMED_BODY: u32 = 1_000_002;
+    pub const BODY_TOO_LARGE: u32 = 1_000_003;
+    pub const UNSUPPORTED_MEDIA_TYPE: u32 = 1_000_004;
+    pub const ROUTE_NOT_FOUND: u32 = 1_000_005;
+    pub const METHOD_NOT_ALLOWED: u32 = 1_000_006;
+    pub const CONFLICT: u32 = 1_000_409;
+    pub const INTERNAL: u32 = 1_000_500;
+    pub const UNAVAILABLE: u32 = 1_000_503;
+    pub const MISSING_CREDENTIALS: u32 = 1_100_001;
+    pub const INVALID_TOKEN: u32 = 1_100_002;
+    pub const WRONG_TOKEN_KIND: u32 = 1_100_003;
+    pub const OTHER_TENANT: u32 = 1_100_004;
+    pub const APP_NOT_FOUND: u32 = 1_050_001;
+    pub const APP_EXISTS: u32 = 1_050_002;
+    pub const TOKEN_NOT_FOUND: u32 = 1_050_003;
+}
+
+#[derive(Debug)]
+pub struct Problem {
+    pub status: StatusCode,
+    pub code: u32,
+    /// Slug of the problem type; `type` is `/problems/<slug>`.
+    pub slug: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+    /// The request field or header at fault, when there is one.
+    pub field: Option<String>,
+    pub retry_after: Option<u64>,
+    /// Why a 5xx happened: logged, never sent.
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProblemBody<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    error_code: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, code: u32, slug: &'static str, title: &'static str) -> Self {
+        Self {
+            status,
+            code,
+            slug,
+            title,
+            detail: title.to_owned(),
+            field: None,
+            retry_after: None,
+            source: None,
+        }
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// 400 naming the field at fault.
+    pub fn invalid(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        let field = field.into();
+        Self::new(StatusCode::BAD_REQUEST, codes::INVALID_FIELD, "invalid-field", "Invalid request field")
+            .detail(format!("{field}: {message}"))
+            .field(field)
+    }
+
+    pub fn malformed_body(message: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, codes::MALFORMED_BODY, "malformed-body", "Malformed request body")
+            .detail(format!("body: {message}"))
+            .field("body")
+    }
+
+    pub fn body_too_large(limit: usize) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, codes::BODY_TOO_LARGE, "body-too-large", "Request body too large")
+            .detail(format!("body: the request body exceeds {limit} bytes"))
+            .field("body")
+    }
+
+    pub fn unsupported_media_type() -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            codes::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Unsupported media type",
+        )
+        .detail("Content-Type: the request body must be sent as application/json")
+        .field("Content-Type")
+    }
+
+    pub fn route_not_found(path: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, codes::ROUTE_NOT_FOUND, "route-not-found", "No such endpoint")
+            .detail(format!("no endpoint at {path}"))
+    }
+
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            codes::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+        )
+        .detail(format!("{path} does not accept {method}"))
+    }
+
+    pub fn not_found(code: u32, slug: &'static str, title: &'static str, detail: String) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, slug, title).detail(detail)
+    }
+
+    pub fn conflict(code: u32, slug: &'static str, title: &'static str, detail: String) -> Self {
+        Self::new(StatusCode::CONFLICT, code, slug, title).detail(detail)
+    }
+
+    pub fn unauthorized(code: u32, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, "unauthorized", "Authentication required")
+            .detail(detail)
+            .field("Authorization")
+    }
+
+    pub fn forbidden(code: u32, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, code, "forbidden", "Insufficient permissions").detail(detail)
+    }
+
+    pub fn internal(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, "internal", "Internal server error")
+            .detail("The request could not be processed.")
+            .source(source)
+    }
+
+    pub fn unavailable(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, "unavailable", "Service unavailable")
+            .detail("A backing service is unavailable; try again shortly.")
+            .source(source)
+    }
+}
+
+impl From<FieldError> for Problem {
+    fn from(e: FieldError) -> Self {
+        Problem::invalid(e.field, e.message)
+    }
+}
+
+impl From<StoreError> for Problem {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict => Problem::conflict(
+                codes::CONFLICT,
+                "conflict",
+                "Concurrent update",
+                "the resource changed while the request was processed; retry it".into(),
+            ),
+            StoreError::Invalid(ref msg) if msg.contains("cursor") => {
+                Problem::invalid("cursor", "is not a cursor returned by this list")
+            }
+            StoreError::Unavailable(_) => Problem::unavailable(e),
+            other => Problem::internal(other),
+        }
+    }
+}
+
+impl From<QueueError> for Problem {
+    fn from(e: QueueError) -> Self {
+        match e {
+            QueueError::Unavailable(_) => Problem::unavailable(e),
+            other => Problem::internal(other),
+        }
+    }
+}
+
+impl From<KeyError> for Problem {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::Unavailable(_) => Problem::unavailable(e),
+            other => Problem::internal(other),
+        }
+    }
+}
+
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut next = err.source();
+    while let Some(e) = next {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        next = e.source();
+    }
+    text
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let exception_id = uuid::Uuid::new_v4();
+        if self.status.is_server_error() {
+            let cause = self.source.as_deref().map(|e| chain(e)).unwrap_or_default();
+            tracing::error!(%exception_id, error_code = self.code, status = self.status.as_u16(), cause, "request failed");
+        } else {
+            // Bad input is the caller's problem, not ours: recorded, not raised as an error.
+            tracing::info!(%exception_id, error_code = self.code, status = self.status.as_u16(), field = self.field.as_deref(), "request refused");
+        }
+        let body = ProblemBody {
+            kind: format!("/problems/{}", self.slug),
+            title: self.title,
+            status: self.status.as_u16(),
+            detail: format!("{} (exceptionId: {exception_id})", self.detail),
+            error_code: self.code,
+            field: self.field.as_deref(),
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

@@ -1,0 +1,14 @@
+//! The relying-party backend's common crate: domain, ports, adapters, repositories and the HTTP
+//! routers every Lambda function and the local server serve.
+
+pub mod adapters;
+pub mod admin;
+pub mod backend;
+pub mod domain;
+pub mod http;
+pub mod local;
+pub mod ports;
+pub mod repo;
+pub mod telemetry;
+pub mod testing;
+pub mod worker;

@@ -1,0 +1,159 @@
+//! The local server: the whole API on 127.0.0.1 over the embedded backend, with the queue
+//! consumer running inside it.
+
+use crate::backend::Backend;
+use crate::domain::tokens::{TokenKind, TokenSecret, MIN_TOKEN_LEN};
+use crate::http::{self, AppState, HttpConfig};
+use crate::ports::{Condition, Item, ItemKey, StoreError};
+use crate::repo::tokens;
+use crate::worker::{MessageHandler, QueueWorker};
+use anyhow::Context as _;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    pub port: u16,
+    pub data_dir: PathBuf,
+    /// `LOCAL_ADMIN_TOKEN`: use this value as the admin token instead of generating one.
+    pub admin_token: Option<String>,
+    pub public_base_url: Option<String>,
+}
+
+impl LocalConfig {
+    /// `PORT` (default 8080), `DATA_DIR` (default `./.data`), `LOCAL_ADMIN_TOKEN`,
+    /// `PUBLIC_BASE_URL`. Every invalid variable is reported at once.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let mut problems = Vec::new();
+        let port = match std::env::var("PORT") {
+            Ok(text) => text.parse().unwrap_or_else(|_| {
+                problems.push(format!("PORT must be a port number, not '{text}'"));
+                0
+            }),
+            Err(_) => 8080,
+        };
+        let admin_token = std::env::var("LOCAL_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
+        if let Some(token) = &admin_token {
+            if TokenSecret::parse(token).is_none() {
+                problems.push(format!(
+                    "LOCAL_ADMIN_TOKEN must be {MIN_TOKEN_LEN} to 512 printable ASCII characters without spaces"
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            anyhow::bail!("invalid configuration: {}", problems.join("; "));
+        }
+        Ok(Self {
+            port,
+            data_dir: std::env::var_os("DATA_DIR").map(PathBuf::from).unwrap_or_else(|| ".data".into()),
+            admin_token,
+            public_base_url: std::env::var("PUBLIC_BASE_URL").ok(),
+        })
+    }
+}
+
+const BOOTSTRAP_KEY: (&str, &str) = ("SYSTEM", "bootstrap");
+
+/// Creates the first admin token on first start; returns the token to print, if one was made.
+pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow::Result<Option<String>> {
+    let store = backend.store.as_ref();
+    let now = backend.clock.epoch_millis();
+    if let Some(value) = preset {
+        let secret = TokenSecret::parse(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
+        let created = tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, "LOCAL_ADMIN_TOKEN").await?;
+        mark_bootstrapped(backend).await?;
+        return Ok(created.then(|| value.to_owned()));
+    }
+    let marker = ItemKey::new(BOOTSTRAP_KEY.0, BOOTSTRAP_KEY.1);
+    if store.get(&marker).await?.is_some() {
+        return Ok(None);
+    }
+    let (secret, _) = tokens::issue(
+        store,
+        now,
+        TokenKind::ControlCenterAdmin,
+        None,
+        Some("created on first start".into()),
+        None,
+    )
+    .await?;
+    mark_bootstrapped(backend).await?;
+    Ok(Some(secret.expose().to_owned()))
+}
+
+async fn mark_bootstrapped(backend: &Backend) -> anyhow::Result<()> {
+    let marker = ItemKey::new(BOOTSTRAP_KEY.0, BOOTSTRAP_KEY.1);
+    let item = Item::new(marker, &serde_json::json!({ "at": backend.clock.epoch_millis() }))?;
+    match backend.store.put(item, Condition::Absent).await {
+        Ok(_) | Err(StoreError::Conflict) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Handles the local queue's messages. No message kinds exist yet: anything received is left
+/// for redelivery and ends in the dead-letter table, where an operator can see it.
+struct LocalHandler;
+
+#[async_trait::async_trait]
+impl MessageHandler for LocalHandler {
+    async fn handle(&self, _body: &str) -> anyhow::Result<()> {
+        anyhow::bail!("no handler for this message")
+    }
+}
+
+/// Runs until `shutdown` resolves, then stops accepting, drains in-flight requests, stops the
+/// queue worker and closes the database.
+pub async fn run(config: LocalConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let backend = Backend::embedded(&config.data_dir)
+        .with_context(|| format!("cannot open the data directory {}", config.data_dir.display()))?;
+    if let Some(token) = bootstrap_admin(&backend, config.admin_token.as_deref()).await? {
+        println!("admin token: {token}");
+    }
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port))
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{}", config.port))?;
+    let address = listener.local_addr()?;
+    let base_url = config.public_base_url.clone().unwrap_or_else(|| format!("http://{address}"));
+    println!("listening on http://{address}");
+    tracing::info!(%address, data_dir = %config.data_dir.display(), "local server started");
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let worker = QueueWorker {
+        queue: backend.queue.clone(),
+        handler: Arc::new(LocalHandler),
+        visibility: Duration::from_secs(30),
+        idle: Duration::from_millis(500),
+    };
+    let worker = tokio::spawn(worker.run(stop_rx));
+
+    let state = AppState::new(backend, HttpConfig { public_base_url: base_url, ..HttpConfig::default() });
+    axum::serve(listener, http::app(state)).with_graceful_shutdown(shutdown).await?;
+    let _ = stop_tx.send(true);
+    worker.await.context("the queue worker failed")?;
+    tracing::info!("local server stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

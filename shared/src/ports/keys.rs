@@ -1,0 +1,144 @@
+//! The key port: envelope encryption and ES256 signing, as KMS provides.
+//!
+//! Secrets are sealed with a fresh 256-bit data key each (AES-256-GCM); the data key is wrapped by
+//! the key service under an encryption context naming the tenant and the purpose, so a sealed
+//! secret cannot be opened for another tenant or another purpose.
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use async_trait::async_trait;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The encryption context bound to a wrapped data key (KMS `EncryptionContext`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncryptionContext(pub BTreeMap<String, String>);
+
+impl EncryptionContext {
+    pub fn new(tenant: &str, purpose: &str) -> Self {
+        let mut map = BTreeMap::new();
+        map.insert("tenant".to_owned(), tenant.to_owned());
+        map.insert("purpose".to_owned(), purpose.to_owned());
+        Self(map)
+    }
+
+    /// A canonical byte form (sorted keys), used as AES-GCM associated data.
+    pub fn canonical(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0).expect("a string map always serializes")
+    }
+}
+
+/// A fresh data key: the plaintext for one use, and its wrapped form to store.
+pub struct DataKey {
+    pub plaintext: [u8; 32],
+    pub wrapped: Vec<u8>,
+}
+
+impl Drop for DataKey {
+    fn drop(&mut self) {
+        self.plaintext = [0; 32];
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The wrapped key or ciphertext does not open under this context (tampered, or another
+    /// tenant's or purpose's secret).
+    #[error("the secret could not be decrypted")]
+    Decrypt,
+    #[error("the key service is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl KeyError {
+    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        KeyError::Unavailable(Box::new(err))
+    }
+}
+
+#[async_trait]
+pub trait KeyService: Send + Sync {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError>;
+
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError>;
+
+    /// An ES256 signature (fixed-size `r || s`, 64 bytes, as JWS wants) over `message`.
+    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError>;
+
+    /// The signing key's public half, SEC1 uncompressed.
+    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError>;
+
+    /// Identifies the signing key (a JWT `kid`).
+    fn signing_key_id(&self) -> String;
+}
+
+/// A secret sealed under a data key of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sealed {
+    #[serde(with = "b64")]
+    pub wrapped_key: Vec<u8>,
+    #[serde(with = "b64")]
+    pub nonce: Vec<u8>,
+    #[serde(with = "b64")]
+    pub ciphertext: Vec<u8>,
+}
+
+/// Encrypts `plaintext` under a fresh data key bound to `context`.
+pub async fn seal(
+    keys: &dyn KeyService,
+    context: &EncryptionContext,
+    plaintext: &[u8],
+) -> Result<Sealed, KeyError> {
+    let data_key = keys.generate_data_key(context).await?;
+    let cipher = Aes256Gcm::new_from_slice(&data_key.plaintext).expect("a data key is 32 bytes");
+    let mut nonce = [0u8; 12];
+    rand::rngs::OsRng.fill_bytes(&mut nonce);
+    let aad = context.canonical();
+    let ciphertext = cipher
+        .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: &aad })
+        .map_err(|_| KeyError::Decrypt)?;
+    Ok(Sealed { wrapped_key: data_key.wrapped.clone(), nonce: nonce.to_vec(), ciphertext })
+}
+
+/// Decrypts a [`Sealed`] secret; fails with [`KeyError::Decrypt`] under any other context.
+pub async fn open(
+    keys: &dyn KeyService,
+    context: &EncryptionContext,
+    sealed: &Sealed,
+) -> Result<Vec<u8>, KeyError> {
+    if sealed.nonce.len() != 12 {
+        return Err(KeyError::Decrypt);
+    }
+    let mut data_key = keys.decrypt_data_key(&sealed.wrapped_key, context).await?;
+    let cipher = Aes256Gcm::new_from_slice(&data_key).expect("a data key is 32 bytes");
+    data_key = [0; 32];
+    let _ = data_key;
+    let aad = context.canonical();
+    cipher
+        .decrypt(
+            Nonce::from_slice(&sealed.nonce),
+            Payload { msg: &sealed.ciphertext, aad: &aad },
+        )
+        .map_err(|_| KeyError::Decrypt)
+}
+
+mod b64 {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}

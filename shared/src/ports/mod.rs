@@ -1,0 +1,15 @@
+//! Ports: the traits every storage, queue, key and clock operation goes through. Each has an
+//! embedded adapter ([`crate::adapters::embedded`]) and an AWS adapter ([`crate::adapters::aws`]).
+
+pub mod clock;
+pub mod keys;
+pub mod queue;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
+pub use queue::{Queue, QueueError, ReceivedMessage};
+pub use store::{
+    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Page, Query, SortKey,
+    StoreError, WriteOp,
+};

@@ -1,0 +1,272 @@
+//! The storage port: keyed items with DynamoDB semantics.
+//!
+//! Items live under a partition key and a sort key, carry a version for optimistic concurrency and
+//! an optional expiry (TTL), and can be found through two secondary indexes. Repositories in
+//! [`crate::repo`] are written once against this trait; the embedded (redb) and DynamoDB adapters
+//! implement it, and one contract suite ([`crate::testing::contract`]) holds both to it.
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Address of one item: partition key and sort key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ItemKey {
+    pub pk: String,
+    pub sk: String,
+}
+
+impl ItemKey {
+    pub fn new(pk: impl Into<String>, sk: impl Into<String>) -> Self {
+        Self { pk: pk.into(), sk: sk.into() }
+    }
+}
+
+/// The secondary indexes every backend provides (DynamoDB GSIs `gsi1` and `gsi2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Index {
+    Gsi1,
+    Gsi2,
+}
+
+impl Index {
+    pub const ALL: [Index; 2] = [Index::Gsi1, Index::Gsi2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Index::Gsi1 => "gsi1",
+            Index::Gsi2 => "gsi2",
+        }
+    }
+}
+
+/// One stored item. `version` is maintained by the store: 1 on create, +1 on every update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub key: ItemKey,
+    pub version: u64,
+    /// Epoch seconds after which the item counts as absent (DynamoDB TTL semantics).
+    pub expires_at: Option<i64>,
+    pub gsi1: Option<ItemKey>,
+    pub gsi2: Option<ItemKey>,
+    pub attrs: Map<String, Value>,
+}
+
+impl Item {
+    /// An item whose attributes are `data` serialized as a JSON object.
+    pub fn new<T: Serialize>(key: ItemKey, data: &T) -> Result<Self, StoreError> {
+        let attrs = match serde_json::to_value(data).map_err(StoreError::encoding)? {
+            Value::Object(map) => map,
+            other => {
+                return Err(StoreError::Encoding(format!(
+                    "item data must serialize to an object, not {other}"
+                )))
+            }
+        };
+        Ok(Self { key, version: 0, expires_at: None, gsi1: None, gsi2: None, attrs })
+    }
+
+    pub fn with_ttl(mut self, expires_at: Option<i64>) -> Self {
+        self.expires_at = expires_at;
+        self
+    }
+
+    pub fn with_index(mut self, index: Index, key: ItemKey) -> Self {
+        match index {
+            Index::Gsi1 => self.gsi1 = Some(key),
+            Index::Gsi2 => self.gsi2 = Some(key),
+        }
+        self
+    }
+
+    pub fn index_key(&self, index: Index) -> Option<&ItemKey> {
+        match index {
+            Index::Gsi1 => self.gsi1.as_ref(),
+            Index::Gsi2 => self.gsi2.as_ref(),
+        }
+    }
+
+    /// The attributes read back as a domain record.
+    pub fn data<T: DeserializeOwned>(&self) -> Result<T, StoreError> {
+        serde_json::from_value(Value::Object(self.attrs.clone())).map_err(StoreError::encoding)
+    }
+
+    /// Whether the item has expired at `now` (epoch seconds).
+    pub fn is_expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+}
+
+/// The precondition of a write. A write whose condition does not hold fails with
+/// [`StoreError::Conflict`] and changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// Unconditional: the item is written as given (its version is kept, at least 1).
+    Any,
+    /// Only if no live item has the key (an expired one counts as absent). The new version is 1.
+    Absent,
+    /// Only if a live item with the key exists, whatever its version.
+    Exists,
+    /// Only if a live item with the key exists at exactly this version. The new version is +1.
+    Version(u64),
+}
+
+/// One write of an all-or-nothing transaction.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    Put { item: Item, condition: Condition },
+    Delete { key: ItemKey, condition: Condition },
+    Check { key: ItemKey, condition: Condition },
+}
+
+/// Which sort keys a query returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SortKey {
+    #[default]
+    All,
+    BeginsWith(String),
+    /// Inclusive on both ends, as DynamoDB's `BETWEEN`.
+    Between(String, String),
+}
+
+/// A query over one partition of the table or of an index, in ascending sort-key order.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub index: Option<Index>,
+    pub pk: String,
+    pub sort: SortKey,
+    pub limit: usize,
+    pub cursor: Option<Cursor>,
+}
+
+impl Query {
+    pub fn table(pk: impl Into<String>) -> Self {
+        Self { index: None, pk: pk.into(), sort: SortKey::All, limit: 100, cursor: None }
+    }
+
+    pub fn index(index: Index, pk: impl Into<String>) -> Self {
+        Self { index: Some(index), ..Self::table(pk) }
+    }
+
+    pub fn sort(mut self, sort: SortKey) -> Self {
+        self.sort = sort;
+        self
+    }
+
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    pub fn after(mut self, cursor: Option<Cursor>) -> Self {
+        self.cursor = cursor;
+        self
+    }
+}
+
+/// Where a query stopped: the last item's table key and, for an index query, its index key.
+/// Rendered to clients as an opaque base64url token; a cursor is only accepted for the partition
+/// it came from, so one tenant's cursor cannot walk another tenant's partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub key: ItemKey,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_key: Option<ItemKey>,
+}
+
+impl Cursor {
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).expect("a cursor always serializes");
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// Parses a client-supplied cursor; `None` for anything malformed.
+    pub fn decode(token: &str) -> Option<Self> {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Whether this cursor was produced by a query over the partition `query` reads.
+    pub fn belongs_to(&self, query: &Query) -> bool {
+        match (query.index, &self.index_key) {
+            (None, None) => self.key.pk == query.pk,
+            (Some(_), Some(index_key)) => index_key.pk == query.pk,
+            _ => false,
+        }
+    }
+}
+
+/// One page of a query. `cursor` is set when more items may follow.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub items: Vec<Item>,
+    pub cursor: Option<Cursor>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A write's condition did not hold (or a transaction was cancelled by one).
+    #[error("the write's condition did not hold")]
+    Conflict,
+    /// A counter is at its limit.
+    #[error("the counter is at its limit")]
+    LimitReached,
+    /// The request itself is invalid (for example a cursor from another partition).
+    #[error("invalid store request: {0}")]
+    Invalid(String),
+    #[error("stored data could not be encoded or decoded: {0}")]
+    Encoding(String),
+    #[error("the store is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    pub fn encoding(err: impl std::fmt::Display) -> Self {
+        StoreError::Encoding(err.to_string())
+    }
+
+    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Unavailable(Box::new(err))
+    }
+}
+
+/// A counter update: add `by` to the numeric attribute `n` of the item at `key`, creating it
+/// (with `expires_at`) if absent, but only while the result stays at or below `limit`.
+#[derive(Debug, Clone)]
+pub struct Increment {
+    pub key: ItemKey,
+    pub by: i64,
+    pub limit: Option<i64>,
+    pub expires_at: Option<i64>,
+}
+
+/// Most items a transaction may write, as in DynamoDB's `TransactWriteItems`.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+
+#[async_trait]
+pub trait ItemStore: Send + Sync {
+    /// The live item at `key`, if any.
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError>;
+
+    /// Writes `item` if `condition` holds and returns it as stored (with its new version).
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError>;
+
+    /// Deletes the item at `key` if `condition` holds. Deleting an absent item under
+    /// [`Condition::Any`] succeeds.
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError>;
+
+    /// Applies every op or none: one failed condition fails the whole transaction with
+    /// [`StoreError::Conflict`].
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError>;
+
+    /// One page of live items in ascending sort-key order.
+    async fn query(&self, query: Query) -> Result<Page, StoreError>;
+
+    /// Atomically adds to a counter; [`StoreError::LimitReached`] (and no change) if the result
+    /// would exceed the limit. Returns the new value.
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError>;
+}
+
+/// The attribute that holds a counter's value.
+pub const COUNTER_ATTR: &str = "n";

@@ -1,0 +1,64 @@
+//! RP apps. Layout: pk `APP`, sk `<appId>`; one partition, listed in app-id order.
+
+use crate::domain::apps::{AppId, WorkstationSettings};
+use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppRecord {
+    pub app_id: AppId,
+    pub display_name: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub workstation: WorkstationSettings,
+}
+
+const PARTITION: &str = "APP";
+
+fn key(app_id: &AppId) -> ItemKey {
+    ItemKey::new(PARTITION, app_id.as_str())
+}
+
+pub struct Apps<'a> {
+    store: &'a dyn ItemStore,
+}
+
+impl<'a> Apps<'a> {
+    pub fn new(store: &'a dyn ItemStore) -> Self {
+        Self { store }
+    }
+
+    /// Creates the app; [`StoreError::Conflict`] if the id is taken.
+    pub async fn create(&self, app: &AppRecord) -> Result<(), StoreError> {
+        self.store.put(Item::new(key(&app.app_id), app)?, Condition::Absent).await?;
+        Ok(())
+    }
+
+    pub async fn get(&self, app_id: &AppId) -> Result<Option<(AppRecord, u64)>, StoreError> {
+        match self.store.get(&key(app_id)).await? {
+            Some(item) => Ok(Some((item.data()?, item.version))),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn list(
+        &self,
+        limit: usize,
+        cursor: Option<Cursor>,
+    ) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
+        let page = self.store.query(Query::table(PARTITION).limit(limit).after(cursor)).await?;
+        let apps = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
+        Ok((apps, page.cursor))
+    }
+
+    /// Replaces the app's record if it is still at `version` ([`StoreError::Conflict`] if not).
+    pub async fn replace(&self, app: &AppRecord, version: u64) -> Result<(), StoreError> {
+        self.store.put(Item::new(key(&app.app_id), app)?, Condition::Version(version)).await?;
+        Ok(())
+    }
+
+    pub fn query_partition() -> Query {
+        Query::table(PARTITION)
+    }
+}

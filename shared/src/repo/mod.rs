@@ -1,0 +1,5 @@
+//! Repositories: the domain's records mapped onto the storage port, written once for every
+//! backend. Each module documents its item layout (partition key, sort key, indexes, TTL).
+
+pub mod apps;
+pub mod tokens;

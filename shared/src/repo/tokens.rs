@@ -1,0 +1,139 @@
+//! Bearer tokens. Layout: pk `TOKEN`, sk `<tokenId>`; TTL a week after expiry, so expired tokens
+//! stay listable for a while and then disappear.
+
+use crate::domain::tokens::{TokenHash, TokenRecord};
+use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+
+const PARTITION: &str = "TOKEN";
+const KEEP_AFTER_EXPIRY_SECS: i64 = 7 * 24 * 3600;
+
+fn key(token_id: &str) -> ItemKey {
+    ItemKey::new(PARTITION, token_id)
+}
+
+pub struct Tokens<'a> {
+    store: &'a dyn ItemStore,
+}
+
+impl<'a> Tokens<'a> {
+    pub fn new(store: &'a dyn ItemStore) -> Self {
+        Self { store }
+    }
+
+    fn item(record: &TokenRecord) -> Result<Item, StoreError> {
+        let ttl = record.expires_at.map(|ms| ms / 1000 + KEEP_AFTER_EXPIRY_SECS);
+        Ok(Item::new(key(&record.token_id), record)?.with_ttl(ttl))
+    }
+
+    /// Stores a new token; [`StoreError::Conflict`] if its id is taken.
+    pub async fn create(&self, record: &TokenRecord) -> Result<(), StoreError> {
+        self.store.put(Self::item(record)?, Condition::Absent).await?;
+        Ok(())
+    }
+
+    /// The record a presented token would match, found by the id its hash gives.
+    pub async fn find(&self, presented: &TokenHash) -> Result<Option<TokenRecord>, StoreError> {
+        self.get(&presented.token_id()).await
+    }
+
+    pub async fn get(&self, token_id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        match self.store.get(&key(token_id)).await? {
+            Some(item) => item.data().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn list(
+        &self,
+        limit: usize,
+        cursor: Option<Cursor>,
+    ) -> Result<(Vec<TokenRecord>, Option<Cursor>), StoreError> {
+        let page = self.store.query(Self::query_partition().limit(limit).after(cursor)).await?;
+        let tokens = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
+        Ok((tokens, page.cursor))
+    }
+
+    /// Marks a token revoked; `Ok(false)` if there is no such token. Revoking twice is a no-op.
+    pub async fn revoke(&self, token_id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let Some(item) = self.store.get(&key(token_id)).await? else {
+            return Ok(false);
+        };
+        let mut record: TokenRecord = item.data()?;
+        if record.revoked_at.is_some() {
+            return Ok(true);
+        }
+        record.revoked_at = Some(now_ms);
+        match self.store.put(Self::item(&record)?, Condition::Version(item.version)).await {
+            // Someone else changed it meanwhile: only revocation changes a token, so it is revoked.
+            Ok(_) | Err(StoreError::Conflict) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn query_partition() -> Query {
+        Query::table(PARTITION)
+    }
+}
+
+use crate::domain::apps::AppId;
+use crate::domain::tokens::{TokenKind, TokenSecret};
+
+/// Creates a token and returns its secret (to be shown once) and its record. A fresh token
+/// whose id is taken (a 64-bit prefix collision) is simply drawn again.
+pub async fn issue(
+    store: &dyn ItemStore,
+    now_ms: i64,
+    kind: TokenKind,
+    app_id: Option<AppId>,
+    description: Option<String>,
+    expires_in_secs: Option<i64>,
+) -> Result<(TokenSecret, TokenRecord), StoreError> {
+    for _ in 0..3 {
+        let secret = TokenSecret::generate();
+        let record = record_for(&secret, now_ms, kind, app_id.clone(), description.clone(), expires_in_secs);
+        match Tokens::new(store).create(&record).await {
+            Ok(()) => return Ok((secret, record)),
+            Err(StoreError::Conflict) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(StoreError::Conflict)
+}
+
+/// Installs a given token (a `LOCAL_ADMIN_TOKEN`) if it is not stored yet; `Ok(true)` if it was
+/// created now.
+pub async fn install(
+    store: &dyn ItemStore,
+    now_ms: i64,
+    secret: &TokenSecret,
+    kind: TokenKind,
+    description: &str,
+) -> Result<bool, StoreError> {
+    let record = record_for(secret, now_ms, kind, None, Some(description.to_owned()), None);
+    match Tokens::new(store).create(&record).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::Conflict) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn record_for(
+    secret: &TokenSecret,
+    now_ms: i64,
+    kind: TokenKind,
+    app_id: Option<AppId>,
+    description: Option<String>,
+    expires_in_secs: Option<i64>,
+) -> TokenRecord {
+    let hash = secret.hash();
+    TokenRecord {
+        token_id: hash.token_id(),
+        kind,
+        app_id,
+        description,
+        hash: hash.to_hex(),
+        created_at: now_ms,
+        expires_at: expires_in_secs.map(|secs| now_ms + secs * 1000),
+        revoked_at: None,
+    }
+}

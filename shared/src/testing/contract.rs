@@ -1,0 +1,372 @@
+//! The port contract suite, written once. Every adapter runs it: the embedded backend in
+//! `tests/tests/embedded.rs`, the AWS adapters against emulators in `tests/tests/aws.rs`.
+//!
+//! Each case works in partitions of its own (a random namespace), so cases can share one table
+//! and one queue and run in parallel. Queue cases need a queue of their own, empty, with
+//! `max_receive_count` = [`QUEUE_MAX_RECEIVE`].
+
+use crate::ports::keys::{open, seal};
+use crate::ports::*;
+use p256::ecdsa::signature::Verifier;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The `max_receive_count` the queue cases expect.
+pub const QUEUE_MAX_RECEIVE: u32 = 2;
+
+fn ns() -> String {
+    format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+fn item(pk: &str, sk: &str, value: i64) -> Item {
+    Item::new(ItemKey::new(pk, sk), &serde_json::json!({ "value": value, "text": "x" })).unwrap()
+}
+
+fn value(item: &Item) -> i64 {
+    item.attrs["value"].as_i64().unwrap()
+}
+
+pub async fn store_create_is_conditional(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let created = store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
+    assert_eq!(created.version, 1);
+    let again = store.put(item(&pk, "a", 2), Condition::Absent).await;
+    assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
+    let got = store.get(&ItemKey::new(&pk, "a")).await.unwrap().unwrap();
+    assert_eq!((value(&got), got.version), (1, 1));
+    assert_eq!(got.attrs["text"], "x");
+    assert!(store.get(&ItemKey::new(&pk, "b")).await.unwrap().is_none());
+}
+
+pub async fn store_update_checks_version(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
+    let updated = store.put(item(&pk, "a", 2), Condition::Version(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    let stale = store.put(item(&pk, "a", 3), Condition::Version(1)).await;
+    assert!(matches!(stale, Err(StoreError::Conflict)));
+    let missing = store.put(item(&pk, "zz", 3), Condition::Version(1)).await;
+    assert!(matches!(missing, Err(StoreError::Conflict)));
+    let exists = store.put(item(&pk, "zz", 3), Condition::Exists).await;
+    assert!(matches!(exists, Err(StoreError::Conflict)));
+    let got = store.get(&ItemKey::new(&pk, "a")).await.unwrap().unwrap();
+    assert_eq!((value(&got), got.version), (2, 2));
+    let next = store.put(item(&pk, "a", 4), Condition::Exists).await.unwrap();
+    assert_eq!(next.version, 3);
+}
+
+pub async fn store_delete_is_conditional(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let key = ItemKey::new(&pk, "a");
+    store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
+    assert!(matches!(store.delete(&key, Condition::Version(7)).await, Err(StoreError::Conflict)));
+    store.delete(&key, Condition::Version(1)).await.unwrap();
+    assert!(store.get(&key).await.unwrap().is_none());
+    store.delete(&key, Condition::Any).await.unwrap();
+    assert!(matches!(store.delete(&key, Condition::Exists).await, Err(StoreError::Conflict)));
+}
+
+pub async fn store_expired_items_count_as_absent(store: Arc<dyn ItemStore>, now_secs: i64) {
+    let pk = ns();
+    let key = ItemKey::new(&pk, "a");
+    store.put(item(&pk, "a", 1).with_ttl(Some(now_secs - 10)), Condition::Any).await.unwrap();
+    store.put(item(&pk, "b", 2).with_ttl(Some(now_secs + 3600)), Condition::Any).await.unwrap();
+    assert!(store.get(&key).await.unwrap().is_none());
+    let page = store.query(Query::table(&pk)).await.unwrap();
+    assert_eq!(page.items.iter().map(value).collect::<Vec<_>>(), vec![2]);
+    assert!(matches!(store.put(item(&pk, "a", 3), Condition::Exists).await, Err(StoreError::Conflict)));
+    let recreated = store.put(item(&pk, "a", 3), Condition::Absent).await.unwrap();
+    assert_eq!(recreated.version, 1);
+    assert_eq!(value(&store.get(&key).await.unwrap().unwrap()), 3);
+}
+
+pub async fn store_query_pages_in_order(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let other = ns();
+    for i in 0..25 {
+        store.put(item(&pk, &format!("k{i:03}"), i), Condition::Absent).await.unwrap();
+    }
+    store.put(item(&other, "k000", 99), Condition::Absent).await.unwrap();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.query(Query::table(&pk).limit(10).after(cursor)).await.unwrap();
+        assert!(page.items.len() <= 10);
+        seen.extend(page.items.iter().map(value));
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, (0..25).collect::<Vec<_>>());
+
+    let prefix = store
+        .query(Query::table(&pk).sort(SortKey::BeginsWith("k01".into())))
+        .await
+        .unwrap();
+    assert_eq!(prefix.items.iter().map(value).collect::<Vec<_>>(), (10..20).collect::<Vec<_>>());
+    let between = store
+        .query(Query::table(&pk).sort(SortKey::Between("k005".into(), "k007".into())))
+        .await
+        .unwrap();
+    assert_eq!(between.items.iter().map(value).collect::<Vec<_>>(), vec![5, 6, 7]);
+    assert!(between.cursor.is_none());
+
+    // A cursor only works for the partition it came from.
+    let first = store.query(Query::table(&pk).limit(2)).await.unwrap();
+    let foreign = store.query(Query::table(&other).after(first.cursor)).await;
+    assert!(matches!(foreign, Err(StoreError::Invalid(_))), "{foreign:?}");
+}
+
+pub async fn store_index_queries_follow_updates(store: Arc<dyn ItemStore>) {
+    let owner = ns();
+    let index_pk = ns();
+    for i in 0..12 {
+        let it = item(&format!("{owner}-{i}"), "meta", i)
+            .with_index(Index::Gsi1, ItemKey::new(&index_pk, format!("s{:02}", 11 - i)));
+        store.put(it, Condition::Absent).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.query(Query::index(Index::Gsi1, &index_pk).limit(5).after(cursor)).await.unwrap();
+        seen.extend(page.items.iter().map(value));
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, (0..12).rev().collect::<Vec<_>>(), "index order is by index sort key");
+
+    // Moving an item's index key moves it in the index; deleting removes it.
+    let moved = item(&format!("{owner}-0"), "meta", 0).with_index(Index::Gsi1, ItemKey::new(&index_pk, "a"));
+    store.put(moved, Condition::Version(1)).await.unwrap();
+    store.delete(&ItemKey::new(format!("{owner}-1"), "meta"), Condition::Any).await.unwrap();
+    let page = store.query(Query::index(Index::Gsi1, &index_pk).limit(100)).await.unwrap();
+    let values: Vec<_> = page.items.iter().map(value).collect();
+    assert_eq!(values.first(), Some(&0));
+    assert!(!values.contains(&1));
+    assert_eq!(values.len(), 11);
+
+    let range = store
+        .query(Query::index(Index::Gsi1, &index_pk).sort(SortKey::BeginsWith("s0".into())))
+        .await
+        .unwrap();
+    assert_eq!(range.items.len(), 10, "s00..s09: items 2 to 11");
+    let gsi2 = store.query(Query::index(Index::Gsi2, &index_pk)).await.unwrap();
+    assert!(gsi2.items.is_empty(), "indexes are separate");
+}
+
+pub async fn store_transactions_are_all_or_nothing(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
+    let failing = store
+        .transact(vec![
+            WriteOp::Put { item: item(&pk, "new", 1), condition: Condition::Absent },
+            WriteOp::Put { item: item(&pk, "taken", 1), condition: Condition::Absent },
+        ])
+        .await;
+    assert!(matches!(failing, Err(StoreError::Conflict)), "{failing:?}");
+    assert!(store.get(&ItemKey::new(&pk, "new")).await.unwrap().is_none(), "nothing half-written");
+
+    store
+        .transact(vec![
+            WriteOp::Put { item: item(&pk, "new", 1), condition: Condition::Absent },
+            WriteOp::Delete { key: ItemKey::new(&pk, "taken"), condition: Condition::Version(1) },
+            WriteOp::Check { key: ItemKey::new(&pk, "never"), condition: Condition::Absent },
+        ])
+        .await
+        .unwrap();
+    assert!(store.get(&ItemKey::new(&pk, "taken")).await.unwrap().is_none());
+    assert_eq!(store.get(&ItemKey::new(&pk, "new")).await.unwrap().unwrap().version, 1);
+
+    let check_fails = store
+        .transact(vec![
+            WriteOp::Put { item: item(&pk, "other", 1), condition: Condition::Absent },
+            WriteOp::Check { key: ItemKey::new(&pk, "new"), condition: Condition::Version(9) },
+        ])
+        .await;
+    assert!(matches!(check_fails, Err(StoreError::Conflict)));
+    assert!(store.get(&ItemKey::new(&pk, "other")).await.unwrap().is_none());
+}
+
+pub async fn store_concurrent_creates_have_one_winner(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            let pk = pk.clone();
+            tokio::spawn(async move { store.put(item(&pk, "race", i), Condition::Absent).await })
+        })
+        .collect();
+    let mut wins = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => wins += 1,
+            Err(StoreError::Conflict) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+}
+
+pub async fn store_counters_are_atomic_and_bounded(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let key = ItemKey::new(&pk, "counter");
+    let inc = |by, limit| Increment { key: key.clone(), by, limit, expires_at: None };
+    assert_eq!(store.increment(inc(1, None)).await.unwrap(), 1);
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let store = store.clone();
+            let i = inc(1, None);
+            tokio::spawn(async move { store.increment(i).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(store.increment(inc(0, None)).await.unwrap(), 11);
+    assert!(matches!(store.increment(inc(1, Some(11))).await, Err(StoreError::LimitReached)));
+    assert_eq!(store.increment(inc(1, Some(12))).await.unwrap(), 12);
+    assert!(matches!(store.increment(inc(1, Some(12))).await, Err(StoreError::LimitReached)));
+    assert_eq!(store.increment(inc(0, None)).await.unwrap(), 12, "a refused increment changes nothing");
+}
+
+pub async fn queue_delivers_and_acks(queue: Arc<dyn Queue>) {
+    let id = queue.send("hello", Duration::ZERO).await.unwrap();
+    let got = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(5)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].message_id.as_str(), got[0].body.as_str(), got[0].receive_count), (id.as_str(), "hello", 1));
+    queue.ack(&got[0].receipt).await.unwrap();
+    assert!(queue.receive(10, Duration::from_secs(30)).await.unwrap().is_empty());
+}
+
+pub async fn queue_delays_delivery(queue: Arc<dyn Queue>) {
+    queue.send("later", Duration::from_secs(2)).await.unwrap();
+    assert!(queue.receive(10, Duration::from_secs(30)).await.unwrap().is_empty(), "not before its delay");
+    let got = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(6)).await;
+    assert_eq!(got[0].body, "later");
+    queue.ack(&got[0].receipt).await.unwrap();
+}
+
+pub async fn queue_redelivers_until_dead_letter(queue: Arc<dyn Queue>) {
+    queue.send("stubborn", Duration::ZERO).await.unwrap();
+    let visibility = Duration::from_secs(1);
+    let first = receive_until(&queue, 1, visibility, Duration::from_secs(5)).await;
+    assert_eq!(first[0].receive_count, 1);
+    let second = receive_until(&queue, 1, visibility, Duration::from_secs(6)).await;
+    assert_eq!((second[0].body.as_str(), second[0].receive_count), ("stubborn", 2));
+    // A stale receipt no longer deletes the message.
+    queue.ack(&first[0].receipt).await.unwrap();
+    // After QUEUE_MAX_RECEIVE deliveries without an ack it moves to the dead-letter queue.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let redelivered = queue.receive(10, visibility).await.unwrap();
+        assert!(redelivered.is_empty(), "delivered past its max receive count: {redelivered:?}");
+        let dead = queue.dead_letters(10).await.unwrap();
+        if dead.iter().any(|m| m.body == "stubborn") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never reached the dead-letter queue");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn receive_until(queue: &Arc<dyn Queue>, n: usize, visibility: Duration, within: Duration) -> Vec<ReceivedMessage> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.extend(queue.receive(10, visibility).await.unwrap());
+        if got.len() >= n {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "only {} of {n} messages arrived", got.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    got
+}
+
+pub async fn keys_seal_and_open_under_context(keys: Arc<dyn KeyService>) {
+    let ctx = EncryptionContext::new("tenantA", "offline-tokens");
+    let sealed = seal(keys.as_ref(), &ctx, b"secret PINs").await.unwrap();
+    assert_ne!(sealed.ciphertext, b"secret PINs");
+    assert_eq!(open(keys.as_ref(), &ctx, &sealed).await.unwrap(), b"secret PINs");
+
+    let other_tenant = EncryptionContext::new("tenantB", "offline-tokens");
+    assert!(matches!(open(keys.as_ref(), &other_tenant, &sealed).await, Err(KeyError::Decrypt)));
+    let other_purpose = EncryptionContext::new("tenantA", "env-vars");
+    assert!(matches!(open(keys.as_ref(), &other_purpose, &sealed).await, Err(KeyError::Decrypt)));
+
+    let mut tampered = sealed.clone();
+    tampered.ciphertext[0] ^= 1;
+    assert!(matches!(open(keys.as_ref(), &ctx, &tampered).await, Err(KeyError::Decrypt)));
+
+    let again = seal(keys.as_ref(), &ctx, b"secret PINs").await.unwrap();
+    assert_ne!(again.wrapped_key, sealed.wrapped_key, "a data key per secret");
+}
+
+pub async fn keys_sign_es256(keys: Arc<dyn KeyService>) {
+    let message = b"header.payload";
+    let signature = keys.sign_es256(message).await.unwrap();
+    assert_eq!(signature.len(), 64, "JWS wants r || s");
+    let public = keys.signing_public_key().await.unwrap();
+    let verifier = p256::ecdsa::VerifyingKey::from(&public);
+    let sig = p256::ecdsa::Signature::from_slice(&signature).unwrap();
+    verifier.verify(message, &sig).unwrap();
+    assert!(verifier.verify(b"other", &sig).is_err());
+    assert!(!keys.signing_key_id().is_empty());
+}
+
+/// Every store case as a `#[tokio::test]`; `$make` is an async expression giving
+/// `Option<Arc<dyn ItemStore>>` (`None` skips: the backend is not configured).
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($make:expr, $now:expr) => {
+        $crate::__contract_case!(store_create_is_conditional, $make);
+        $crate::__contract_case!(store_update_checks_version, $make);
+        $crate::__contract_case!(store_delete_is_conditional, $make);
+        $crate::__contract_case!(store_query_pages_in_order, $make);
+        $crate::__contract_case!(store_index_queries_follow_updates, $make);
+        $crate::__contract_case!(store_transactions_are_all_or_nothing, $make);
+        $crate::__contract_case!(store_concurrent_creates_have_one_winner, $make);
+        $crate::__contract_case!(store_counters_are_atomic_and_bounded, $make);
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn store_expired_items_count_as_absent() {
+            if let Some(port) = $make.await {
+                $crate::testing::contract::store_expired_items_count_as_absent(port, $now).await;
+            }
+        }
+    };
+}
+
+/// Every queue case; `$make` gives `Option<Arc<dyn Queue>>`, a fresh empty queue each call.
+#[macro_export]
+macro_rules! queue_contract_tests {
+    ($make:expr) => {
+        $crate::__contract_case!(queue_delivers_and_acks, $make);
+        $crate::__contract_case!(queue_delays_delivery, $make);
+        $crate::__contract_case!(queue_redelivers_until_dead_letter, $make);
+    };
+}
+
+/// Every key case; `$make` gives `Option<Arc<dyn KeyService>>`.
+#[macro_export]
+macro_rules! keys_contract_tests {
+    ($make:expr) => {
+        $crate::__contract_case!(keys_seal_and_open_under_context, $make);
+        $crate::__contract_case!(keys_sign_es256, $make);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_case {
+    ($name:ident, $make:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            if let Some(port) = $make.await {
+                $crate::testing::contract::$name(port).await;
+            }
+        }
+    };
+}

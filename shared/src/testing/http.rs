@@ -1,0 +1,91 @@
+//! Drives a router in-process, as API Gateway or the local server would.
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+#[derive(Clone)]
+pub struct TestClient {
+    router: Router,
+}
+
+#[derive(Debug)]
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+impl TestResponse {
+    /// The body as JSON (`Value::Null` when empty).
+    pub fn json(&self) -> Value {
+        if self.body.is_empty() {
+            return Value::Null;
+        }
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a problem+json answer with `status` and `error_code`, and returns its body.
+    #[track_caller]
+    pub fn problem(&self, status: u16, error_code: u32) -> Value {
+        let body = self.json();
+        assert_eq!(self.status.as_u16(), status, "{body}");
+        assert_eq!(self.header("content-type"), Some("application/problem+json"), "{body}");
+        assert_eq!(body["status"], status, "{body}");
+        assert_eq!(body["errorCode"], error_code, "{body}");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("(exceptionId: "), "{body}");
+        assert!(body["type"].as_str().unwrap_or_default().starts_with("/problems/"), "{body}");
+        assert!(body["title"].is_string(), "{body}");
+        body
+    }
+}
+
+impl TestClient {
+    pub fn new(router: Router) -> Self {
+        Self { router }
+    }
+
+    pub async fn request(&self, request: Request<Body>) -> TestResponse {
+        let response = self.router.clone().oneshot(request).await.expect("routers are infallible");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("body collects").to_bytes();
+        TestResponse { status: parts.status, headers: parts.headers, body }
+    }
+
+    /// A request with an optional bearer token and an optional JSON body.
+    pub async fn send(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> TestResponse {
+        let mut builder = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let body = match body {
+            Some(json) => {
+                builder = builder.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.request(builder.body(body).expect("a valid request")).await
+    }
+
+    /// A request with a raw body and content type, for malformed-input tests.
+    pub async fn send_raw(&self, method: &str, path: &str, token: Option<&str>, content_type: Option<&str>, body: impl Into<Body>) -> TestResponse {
+        let mut builder = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(ct) = content_type {
+            builder = builder.header(header::CONTENT_TYPE, ct);
+        }
+        self.request(builder.body(body.into()).expect("a valid request")).await
+    }
+}
