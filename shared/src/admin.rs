@@ -56,15 +56,19 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
     match command {
         Command::CreateAdminToken { description, expires_in_secs } => {
             let (secret, record) =
-                tokens::issue(store, now, TokenKind::ControlCenterAdmin, None, description, expires_in_secs).await?;
+                tokens::issue(store, now, TokenKind::ControlCenterAdmin, None, description, expires_in_secs)
+                    .await?;
             Ok(json!({ "tokenId": record.token_id, "kind": record.kind, "token": secret.expose() }))
         }
         Command::CreateAccessToken { app_id, description, expires_in_secs } => {
             let app_id = AppId::parse("app-id", &app_id)?;
             Apps::new(store).get(&app_id).await?.with_context(|| format!("no app with id '{app_id}'"))?;
             let (secret, record) =
-                tokens::issue(store, now, TokenKind::Access, Some(app_id), description, expires_in_secs).await?;
-            Ok(json!({ "tokenId": record.token_id, "kind": record.kind, "appId": record.app_id, "token": secret.expose() }))
+                tokens::issue(store, now, TokenKind::Access, Some(app_id), description, expires_in_secs)
+                    .await?;
+            Ok(
+                json!({ "tokenId": record.token_id, "kind": record.kind, "appId": record.app_id, "token": secret.expose() }),
+            )
         }
         Command::CreateApp { app_id, display_name } => {
             let app_id = AppId::parse("app-id", &app_id)?;
@@ -87,7 +91,9 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             let mut cursor = None;
             loop {
                 let (page, next) = Apps::new(store).list(200, cursor).await?;
-                all.extend(page.into_iter().map(|a| json!({ "appId": a.app_id, "displayName": a.display_name })));
+                all.extend(
+                    page.into_iter().map(|a| json!({ "appId": a.app_id, "displayName": a.display_name })),
+                );
                 match next {
                     Some(c) => cursor = Some(c),
                     None => break,

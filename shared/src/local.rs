@@ -62,7 +62,8 @@ pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow:
     let now = backend.clock.epoch_millis();
     if let Some(value) = preset {
         let secret = TokenSecret::parse(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
-        let created = tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, "LOCAL_ADMIN_TOKEN").await?;
+        let created =
+            tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, "LOCAL_ADMIN_TOKEN").await?;
         mark_bootstrapped(backend).await?;
         return Ok(created.then(|| value.to_owned()));
     }
@@ -105,7 +106,10 @@ impl MessageHandler for LocalHandler {
 
 /// Runs until `shutdown` resolves, then stops accepting, drains in-flight requests, stops the
 /// queue worker and closes the database.
-pub async fn run(config: LocalConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    config: LocalConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let backend = Backend::embedded(&config.data_dir)
         .with_context(|| format!("cannot open the data directory {}", config.data_dir.display()))?;
     if let Some(token) = bootstrap_admin(&backend, config.admin_token.as_deref()).await? {

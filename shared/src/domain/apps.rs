@@ -149,8 +149,7 @@ mod tests {
 
     #[test]
     fn partial_settings_fill_defaults() {
-        let s: WorkstationSettings =
-            serde_json::from_str(r#"{"offlineAccess":{"enabled":true}}"#).unwrap();
+        let s: WorkstationSettings = serde_json::from_str(r#"{"offlineAccess":{"enabled":true}}"#).unwrap();
         assert!(s.offline_access.enabled);
         assert_eq!(s.offline_access.token_count, 25);
         assert_eq!(s.request_timeout_in_secs, 300);

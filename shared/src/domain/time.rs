@@ -8,10 +8,8 @@ use time::OffsetDateTime;
 pub fn iso8601(epoch_millis: i64) -> String {
     let at = OffsetDateTime::from_unix_timestamp_nanos(epoch_millis as i128 * 1_000_000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    at.format(format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    ))
-    .expect("a UTC timestamp always formats")
+    at.format(format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"))
+        .expect("a UTC timestamp always formats")
 }
 
 /// Parses an RFC 3339 timestamp into epoch milliseconds.

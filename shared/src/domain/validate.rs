@@ -25,7 +25,11 @@ pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), Fiel
     if len < min {
         return Err(FieldError::new(
             field,
-            if min == 1 { "must not be empty".to_owned() } else { format!("must be at least {min} characters") },
+            if min == 1 {
+                "must not be empty".to_owned()
+            } else {
+                format!("must be at least {min} characters")
+            },
         ));
     }
     if len > max {

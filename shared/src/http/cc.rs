@@ -61,7 +61,9 @@ impl ListParams {
             None => DEFAULT_PAGE,
             Some(text) => match text.parse::<usize>() {
                 Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-                _ => return Err(Problem::invalid("limit", format!("must be an integer from 1 to {MAX_PAGE}"))),
+                _ => {
+                    return Err(Problem::invalid("limit", format!("must be an integer from 1 to {MAX_PAGE}")))
+                }
             },
         };
         let cursor = match &self.cursor {
@@ -76,7 +78,12 @@ impl ListParams {
 }
 
 fn app_not_found(app_id: &str) -> Problem {
-    Problem::not_found(codes::APP_NOT_FOUND, "app-not-found", "App not found", format!("no app with appId '{app_id}'"))
+    Problem::not_found(
+        codes::APP_NOT_FOUND,
+        "app-not-found",
+        "App not found",
+        format!("no app with appId '{app_id}'"),
+    )
 }
 
 fn parse_app_id(value: &str) -> Result<AppId, Problem> {
@@ -243,7 +250,9 @@ async fn create_token(
     ApiJson(body): ApiJson<CreateToken>,
 ) -> Result<Response, Problem> {
     let app_id = match (body.kind, body.app_id.as_deref()) {
-        (TokenKind::Access, None) => return Err(Problem::invalid("appId", "is required for an access token")),
+        (TokenKind::Access, None) => {
+            return Err(Problem::invalid("appId", "is required for an access token"))
+        }
         (TokenKind::ControlCenterAdmin, Some(_)) => {
             return Err(Problem::invalid("appId", "must be absent for a controlCenterAdmin token"))
         }

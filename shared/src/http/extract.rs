@@ -23,7 +23,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(';').next())
             .map(|v| v.trim().to_ascii_lowercase())
-            .is_some_and(|v| v == "application/json" || (v.starts_with("application/") && v.ends_with("+json")));
+            .is_some_and(|v| {
+                v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
+            });
         if !json {
             return Err(Problem::unsupported_media_type());
         }
@@ -66,6 +68,9 @@ fn json_problem(path: &str, err: &serde_json::Error) -> Problem {
     let mut message = err.to_string();
     if let Some(at) = message.rfind(" at line ") {
         message.truncate(at);
+    }
+    for rust_type in ["i64", "u64", "i32", "u32", "usize", "u16", "u8"] {
+        message = message.replace(&format!("expected {rust_type}"), "expected an integer");
     }
     match err.classify() {
         Category::Syntax | Category::Eof | Category::Io => {
@@ -158,12 +163,8 @@ impl FromRequestParts<AppState> for Caller {
         let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
             Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
         })?;
-        let malformed = || {
-            Problem::unauthorized(
-                codes::MISSING_CREDENTIALS,
-                "Authorization: must be 'Bearer <token>'",
-            )
-        };
+        let malformed =
+            || Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: must be 'Bearer <token>'");
         let value = header.to_str().map_err(|_| malformed())?;
         let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
         if !scheme.eq_ignore_ascii_case("bearer") {
@@ -234,10 +235,9 @@ impl FromRequestParts<AppState> for Access {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
         match Caller::from_request_parts(parts, state).await? {
             Caller::Access { app_id, token } => Ok(Access { app_id, token }),
-            Caller::Admin(_) => Err(Problem::forbidden(
-                codes::WRONG_TOKEN_KIND,
-                "this endpoint requires an access token",
-            )),
+            Caller::Admin(_) => {
+                Err(Problem::forbidden(codes::WRONG_TOKEN_KIND, "this endpoint requires an access token"))
+            }
         }
     }
 }

@@ -85,11 +85,8 @@ fn finish(router: Router<AppState>, state: AppState) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request| {
-                    let request_id = req
-                        .headers()
-                        .get("x-request-id")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default();
+                    let request_id =
+                        req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
                     tracing::info_span!(
                         "request",
                         request_id,

@@ -101,9 +101,14 @@ impl Problem {
     }
 
     pub fn body_too_large(limit: usize) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, codes::BODY_TOO_LARGE, "body-too-large", "Request body too large")
-            .detail(format!("body: the request body exceeds {limit} bytes"))
-            .field("body")
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            codes::BODY_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+        )
+        .detail(format!("body: the request body exceeds {limit} bytes"))
+        .field("body")
     }
 
     pub fn unsupported_media_type() -> Self {

@@ -121,10 +121,7 @@ pub async fn open(
     let _ = data_key;
     let aad = context.canonical();
     cipher
-        .decrypt(
-            Nonce::from_slice(&sealed.nonce),
-            Payload { msg: &sealed.ciphertext, aad: &aad },
-        )
+        .decrypt(Nonce::from_slice(&sealed.nonce), Payload { msg: &sealed.ciphertext, aad: &aad })
         .map_err(|_| KeyError::Decrypt)
 }
 

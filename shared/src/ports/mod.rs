@@ -10,6 +10,5 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
 pub use queue::{Queue, QueueError, ReceivedMessage};
 pub use store::{
-    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Page, Query, SortKey,
-    StoreError, WriteOp,
+    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Page, Query, SortKey, StoreError, WriteOp,
 };

@@ -41,11 +41,7 @@ pub trait Queue: Send + Sync {
     async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError>;
 
     /// Up to `max` visible messages, each hidden for `visibility` after delivery.
-    async fn receive(
-        &self,
-        max: usize,
-        visibility: Duration,
-    ) -> Result<Vec<ReceivedMessage>, QueueError>;
+    async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError>;
 
     /// Removes a delivered message for good. A stale receipt (the message was delivered again
     /// since) is ignored, as SQS does.

@@ -100,15 +100,10 @@ pub async fn store_query_pages_in_order(store: Arc<dyn ItemStore>) {
     }
     assert_eq!(seen, (0..25).collect::<Vec<_>>());
 
-    let prefix = store
-        .query(Query::table(&pk).sort(SortKey::BeginsWith("k01".into())))
-        .await
-        .unwrap();
+    let prefix = store.query(Query::table(&pk).sort(SortKey::BeginsWith("k01".into()))).await.unwrap();
     assert_eq!(prefix.items.iter().map(value).collect::<Vec<_>>(), (10..20).collect::<Vec<_>>());
-    let between = store
-        .query(Query::table(&pk).sort(SortKey::Between("k005".into(), "k007".into())))
-        .await
-        .unwrap();
+    let between =
+        store.query(Query::table(&pk).sort(SortKey::Between("k005".into(), "k007".into()))).await.unwrap();
     assert_eq!(between.items.iter().map(value).collect::<Vec<_>>(), vec![5, 6, 7]);
     assert!(between.cursor.is_none());
 
@@ -236,7 +231,10 @@ pub async fn queue_delivers_and_acks(queue: Arc<dyn Queue>) {
     let id = queue.send("hello", Duration::ZERO).await.unwrap();
     let got = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(5)).await;
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].message_id.as_str(), got[0].body.as_str(), got[0].receive_count), (id.as_str(), "hello", 1));
+    assert_eq!(
+        (got[0].message_id.as_str(), got[0].body.as_str(), got[0].receive_count),
+        (id.as_str(), "hello", 1)
+    );
     queue.ack(&got[0].receipt).await.unwrap();
     assert!(queue.receive(10, Duration::from_secs(30)).await.unwrap().is_empty());
 }
@@ -272,7 +270,12 @@ pub async fn queue_redelivers_until_dead_letter(queue: Arc<dyn Queue>) {
     }
 }
 
-async fn receive_until(queue: &Arc<dyn Queue>, n: usize, visibility: Duration, within: Duration) -> Vec<ReceivedMessage> {
+async fn receive_until(
+    queue: &Arc<dyn Queue>,
+    n: usize,
+    visibility: Duration,
+    within: Duration,
+) -> Vec<ReceivedMessage> {
     let deadline = tokio::time::Instant::now() + within;
     let mut got = Vec::new();
     while got.len() < n {

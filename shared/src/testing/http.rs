@@ -62,7 +62,13 @@ impl TestClient {
     }
 
     /// A request with an optional bearer token and an optional JSON body.
-    pub async fn send(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> TestResponse {
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> TestResponse {
         let mut builder = Request::builder().method(method).uri(path);
         if let Some(token) = token {
             builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -78,7 +84,14 @@ impl TestClient {
     }
 
     /// A request with a raw body and content type, for malformed-input tests.
-    pub async fn send_raw(&self, method: &str, path: &str, token: Option<&str>, content_type: Option<&str>, body: impl Into<Body>) -> TestResponse {
+    pub async fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+    ) -> TestResponse {
         let mut builder = Request::builder().method(method).uri(path);
         if let Some(token) = token {
             builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));

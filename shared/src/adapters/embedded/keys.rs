@@ -80,8 +80,7 @@ impl LocalKeyFile {
         let master = STANDARD.decode(contents.master_key).map_err(|_| invalid("bad master key"))?;
         let master = Aes256Gcm::new_from_slice(&master).map_err(|_| invalid("bad master key"))?;
         let signing = STANDARD.decode(contents.signing_key).map_err(|_| invalid("bad signing key"))?;
-        let signing =
-            SigningKey::from_slice(&signing).map_err(|_| invalid("bad signing key"))?;
+        let signing = SigningKey::from_slice(&signing).map_err(|_| invalid("bad signing key"))?;
         let public = signing.verifying_key().to_encoded_point(false);
         let key_id = format!("local-{}", &hex::encode(Sha256::digest(public.as_bytes()))[..16]);
         Ok(Self { master, signing, key_id })

@@ -27,7 +27,7 @@ pub enum OpenError {
     #[error("cannot create data directory {path}")]
     Dir { path: PathBuf, source: std::io::Error },
     #[error("cannot open database {path}")]
-    Database { path: PathBuf, source: redb::Error },
+    Database { path: PathBuf, source: Box<redb::Error> },
     #[error("cannot use key file {path}")]
     Keys { path: PathBuf, source: std::io::Error },
 }
@@ -35,10 +35,9 @@ pub enum OpenError {
 impl EmbeddedDb {
     /// Opens (creating on first use) the database in `dir`.
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| OpenError::Dir { path: dir.to_owned(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir { path: dir.to_owned(), source })?;
         let path = dir.join("rp.redb");
-        let wrap = |e: redb::Error| OpenError::Database { path: path.clone(), source: e };
+        let wrap = |e: redb::Error| OpenError::Database { path: path.clone(), source: Box::new(e) };
         let db = redb::Database::create(&path).map_err(|e| wrap(e.into()))?;
         let tx = db.begin_write().map_err(|e| wrap(e.into()))?;
         tx.open_table(store::ITEMS).map_err(|e| wrap(e.into()))?;

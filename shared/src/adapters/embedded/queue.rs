@@ -12,11 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// `(queue, visible at (epoch ms), message id)` → message.
-pub(super) const MESSAGES: TableDefinition<(&str, u64, &str), &[u8]> =
-    TableDefinition::new("queue_messages");
+pub(super) const MESSAGES: TableDefinition<(&str, u64, &str), &[u8]> = TableDefinition::new("queue_messages");
 /// `(queue, moved at (epoch ms), message id)` → message.
-pub(super) const DEAD: TableDefinition<(&str, u64, &str), &[u8]> =
-    TableDefinition::new("queue_dead_letters");
+pub(super) const DEAD: TableDefinition<(&str, u64, &str), &[u8]> = TableDefinition::new("queue_dead_letters");
 
 #[derive(Serialize, Deserialize)]
 struct StoredMessage {
@@ -77,11 +75,7 @@ impl Queue for EmbeddedQueue {
         Ok(id)
     }
 
-    async fn receive(
-        &self,
-        max: usize,
-        visibility: Duration,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+    async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
         if max == 0 || max > MAX_RECEIVE_BATCH {
             return Err(QueueError::Invalid(format!("receive takes 1 to {MAX_RECEIVE_BATCH}")));
         }

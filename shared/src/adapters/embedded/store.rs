@@ -95,11 +95,7 @@ fn next_version(condition: Condition, item: &Item, current: Option<&Item>) -> u6
     }
 }
 
-fn remove_item(
-    items: &mut Items<'_>,
-    index: &mut Items<'_>,
-    key: &ItemKey,
-) -> Result<(), StoreError> {
+fn remove_item(items: &mut Items<'_>, index: &mut Items<'_>, key: &ItemKey) -> Result<(), StoreError> {
     if let Some(old) = read_item(items, key)? {
         for idx in Index::ALL {
             if let Some(ik) = old.index_key(idx) {
@@ -262,8 +258,7 @@ fn run_query(
                     break;
                 }
                 let mut parts = composite.splitn(3, SEP);
-                let (Some(isk), Some(pk), Some(sk)) = (parts.next(), parts.next(), parts.next())
-                else {
+                let (Some(isk), Some(pk), Some(sk)) = (parts.next(), parts.next(), parts.next()) else {
                     return Err(StoreError::Encoding("malformed index entry".into()));
                 };
                 let (matches, past) = in_sort_range(&query.sort, isk);
@@ -282,10 +277,8 @@ fn run_query(
                 }
                 if page.items.len() == query.limit {
                     let last = page.items.last().expect("limit is at least 1");
-                    page.cursor = Some(Cursor {
-                        key: last.key.clone(),
-                        index_key: last.index_key(idx).cloned(),
-                    });
+                    page.cursor =
+                        Some(Cursor { key: last.key.clone(), index_key: last.index_key(idx).cloned() });
                     break;
                 }
                 page.items.push(item);

@@ -1,0 +1,165 @@
+//! The local server as a user runs it: a real process on a real port, stopped with SIGTERM and
+//! started again on the same data directory.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+struct Server {
+    child: Child,
+    base: String,
+    admin_token: Option<String>,
+}
+
+fn start(data_dir: &Path, preset_token: Option<&str>) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rp-local"));
+    command
+        .env("DATA_DIR", data_dir)
+        .env("PORT", "0")
+        .env("RUST_LOG", "warn")
+        .env_remove("LOCAL_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(token) = preset_token {
+        command.env("LOCAL_ADMIN_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("rp-local starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut admin_token = None;
+    loop {
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not report its address within 30 s");
+        };
+        if let Some(token) = line.strip_prefix("admin token: ") {
+            admin_token = Some(token.to_owned());
+        }
+        if let Some(base) = line.strip_prefix("listening on ") {
+            return Server { child, base: base.to_owned(), admin_token };
+        }
+    }
+}
+
+fn stop(mut server: Server) {
+    let status = Command::new("kill").arg("-TERM").arg(server.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    for _ in 0..100 {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            assert!(exit.success(), "clean exit on SIGTERM: {exit}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.child.kill().unwrap();
+    panic!("the server did not stop within 10 s of SIGTERM");
+}
+
+async fn call(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let mut request = client.request(method, format!("{}{path}", server.base)).bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("the server answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+}
+
+#[tokio::test]
+async fn data_and_tokens_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), None);
+    let admin = server.admin_token.clone().expect("first start prints the admin token");
+    assert!(admin.starts_with("rpt_"));
+    let (status, _) = call(
+        &server,
+        reqwest::Method::POST,
+        "/cc/api/apps",
+        &admin,
+        Some(json!({"appId": "workstationDemo", "displayName": "Demo"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, created) = call(
+        &server,
+        reqwest::Method::POST,
+        "/cc/api/tokens",
+        &admin,
+        Some(json!({"kind": "access", "appId": "workstationDemo"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let access = created["token"].as_str().unwrap().to_owned();
+    let (status, problem) = call(&server, reqwest::Method::GET, "/cc/api/apps", &access, None).await;
+    assert_eq!((status, problem["errorCode"].as_u64()), (403, Some(1_100_003)));
+    stop(server);
+
+    let server = start(dir.path(), None);
+    assert_eq!(server.admin_token, None, "the admin token is shown once, on first start");
+    let (status, app) =
+        call(&server, reqwest::Method::GET, "/cc/api/apps/workstationDemo", &admin, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(app["displayName"], "Demo");
+    stop(server);
+}
+
+#[tokio::test]
+async fn local_admin_token_is_used_when_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let preset = "local-dev-admin-token-0123456789";
+    let server = start(dir.path(), Some(preset));
+    assert_eq!(server.admin_token.as_deref(), Some(preset));
+    let (status, _) = call(&server, reqwest::Method::GET, "/cc/api/apps", preset, None).await;
+    assert_eq!(status, 200);
+    stop(server);
+}
+
+#[tokio::test]
+async fn admin_cli_works_on_the_same_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rp-admin"))
+            .env("DATA_DIR", dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let token = run(&["create-admin-token", "--description", "ops"]);
+    let admin = token["token"].as_str().unwrap().to_owned();
+    run(&["create-app", "--app-id", "fromCli", "--display-name", "From the CLI"]);
+    let access = run(&["create-access-token", "--app-id", "fromCli"]);
+    assert_eq!(access["appId"], "fromCli");
+    let dup = Command::new(env!("CARGO_BIN_EXE_rp-admin"))
+        .env("DATA_DIR", dir.path())
+        .args(["create-app", "--app-id", "fromCli", "--display-name", "x"])
+        .output()
+        .unwrap();
+    assert!(!dup.status.success());
+    assert!(String::from_utf8_lossy(&dup.stderr).contains("already exists"));
+
+    let server = start(dir.path(), None);
+    let (status, app) = call(&server, reqwest::Method::GET, "/cc/api/apps/fromCli", &admin, None).await;
+    assert_eq!((status, app["displayName"].as_str()), (200, Some("From the CLI")));
+    stop(server);
+}

@@ -1,0 +1,98 @@
+//! The router suite, written once and run on every backend: `router_tests!(make)` expands to one
+//! `#[tokio::test]` per case, where `make(clock)` builds a backend (or `None` to skip).
+//! Cases share nothing but the backend: ids are unique per case, so they can run in parallel
+//! against one DynamoDB table.
+
+#![allow(dead_code)]
+
+pub mod cases;
+
+use rp_shared::backend::Backend;
+use rp_shared::domain::tokens::TokenKind;
+use rp_shared::http::{self, AppState, HttpConfig};
+use rp_shared::ports::ManualClock;
+use rp_shared::repo::tokens;
+use rp_shared::testing::http::{TestClient, TestResponse};
+use serde_json::{json, Value};
+
+pub struct Harness {
+    pub client: TestClient,
+    pub admin: String,
+    pub backend: Backend,
+    pub clock: ManualClock,
+}
+
+impl Harness {
+    pub async fn new(backend: Backend, clock: ManualClock) -> Self {
+        let now = clock_ms(&clock);
+        let (secret, _) =
+            tokens::issue(backend.store.as_ref(), now, TokenKind::ControlCenterAdmin, None, None, None)
+                .await
+                .expect("admin token");
+        let state =
+            AppState::new(backend.clone(), HttpConfig { body_limit: 16 * 1024, ..HttpConfig::default() });
+        Self { client: TestClient::new(http::app(state)), admin: secret.expose().to_owned(), backend, clock }
+    }
+
+    pub fn unique(prefix: &str) -> String {
+        format!("{prefix}{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+    }
+
+    pub async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> TestResponse {
+        self.client.send(method, path, Some(&self.admin), body).await
+    }
+
+    /// Creates an app with a unique id and returns the id.
+    pub async fn app(&self) -> String {
+        let id = Self::unique("app");
+        let r = self.admin("POST", "/cc/api/apps", Some(json!({"appId": id, "displayName": "Demo"}))).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+        id
+    }
+
+    /// Creates an access token for `app_id` and returns the token.
+    pub async fn access_token(&self, app_id: &str) -> String {
+        let r = self.admin("POST", "/cc/api/tokens", Some(json!({"kind": "access", "appId": app_id}))).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+        r.json()["token"].as_str().unwrap().to_owned()
+    }
+}
+
+fn clock_ms(clock: &ManualClock) -> i64 {
+    use rp_shared::ports::Clock;
+    clock.epoch_millis()
+}
+
+#[macro_export]
+macro_rules! router_tests {
+    ($make:ident) => {
+        $crate::router_case!($make, health_needs_no_token);
+        $crate::router_case!($make, unknown_routes_and_methods_are_problems);
+        $crate::router_case!($make, every_response_has_a_request_id);
+        $crate::router_case!($make, missing_or_malformed_authorization_is_401);
+        $crate::router_case!($make, unknown_expired_and_revoked_tokens_are_401);
+        $crate::router_case!($make, access_tokens_are_403_on_admin_routes);
+        $crate::router_case!($make, apps_are_created_read_and_listed);
+        $crate::router_case!($make, app_ids_are_unique_even_under_races);
+        $crate::router_case!($make, app_input_is_validated_field_by_field);
+        $crate::router_case!($make, malformed_bodies_are_refused_cleanly);
+        $crate::router_case!($make, workstation_settings_have_defaults_and_bounds);
+        $crate::router_case!($make, tokens_are_created_listed_and_revoked);
+        $crate::router_case!($make, token_input_is_validated);
+        $crate::router_case!($make, lists_reject_foreign_cursors_and_bad_limits);
+    };
+}
+
+#[macro_export]
+macro_rules! router_case {
+    ($make:ident, $name:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let clock = rp_shared::ports::ManualClock::starting_now();
+            let Some(backend) = $make(clock.clone()).await else {
+                return;
+            };
+            common::cases::$name(common::Harness::new(backend, clock).await).await;
+        }
+    };
+}
