@@ -102,11 +102,11 @@ impl Item {
 /// [`StoreError::Conflict`] and changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Condition {
-    /// Unconditional: the item is written as given (its version is kept, at least 1).
+    /// Unconditional. The new version is the live item's +1, or 1.
     Any,
     /// Only if no live item has the key (an expired one counts as absent). The new version is 1.
     Absent,
-    /// Only if a live item with the key exists, whatever its version.
+    /// Only if a live item with the key exists, whatever its version. The new version is +1.
     Exists,
     /// Only if a live item with the key exists at exactly this version. The new version is +1.
     Version(u64),

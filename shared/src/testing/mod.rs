@@ -1,5 +1,6 @@
 //! Test support shared by every backend's suites: the port contract suite and an HTTP driver.
 //! Compiled into the library (it is small) so that `tests/` can run it against any backend.
 
+pub mod aws;
 pub mod contract;
 pub mod http;

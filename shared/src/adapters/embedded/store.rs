@@ -86,12 +86,11 @@ fn holds(condition: Condition, current: Option<&Item>) -> bool {
     }
 }
 
-fn next_version(condition: Condition, item: &Item, current: Option<&Item>) -> u64 {
+fn next_version(condition: Condition, current: Option<&Item>) -> u64 {
     match condition {
         Condition::Absent => 1,
         Condition::Version(v) => v + 1,
-        Condition::Exists => current.map_or(1, |c| c.version + 1),
-        Condition::Any => item.version.max(1),
+        Condition::Exists | Condition::Any => current.map_or(1, |c| c.version + 1),
     }
 }
 
@@ -157,7 +156,7 @@ fn apply(
     for (op, current) in ops.into_iter().zip(staged) {
         match op {
             WriteOp::Put { mut item, condition } => {
-                item.version = next_version(condition, &item, current.as_ref());
+                item.version = next_version(condition, current.as_ref());
                 write_item(items, index, &item)?;
                 written.push(item);
             }

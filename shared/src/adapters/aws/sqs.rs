@@ -1,0 +1,99 @@
+//! The SQS adapter of the queue port. The dead-letter queue and `maxReceiveCount` are the queue's
+//! redrive policy (set in `infra/template.yaml`), so SQS itself moves a message that keeps failing.
+
+use crate::ports::queue::*;
+use async_trait::async_trait;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use aws_sdk_sqs::Client;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct SqsQueue {
+    client: Client,
+    queue_url: String,
+    dead_letter_url: Option<String>,
+}
+
+impl SqsQueue {
+    pub fn new(client: Client, queue_url: impl Into<String>, dead_letter_url: Option<String>) -> Self {
+        Self { client, queue_url: queue_url.into(), dead_letter_url }
+    }
+
+    async fn receive_from(
+        &self,
+        url: &str,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(max as i32)
+            .visibility_timeout(visibility.as_secs() as i32)
+            .wait_time_seconds(0)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(QueueError::unavailable)?;
+        Ok(out
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| ReceivedMessage {
+                receive_count: m
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1),
+                message_id: m.message_id.unwrap_or_default(),
+                body: m.body.unwrap_or_default(),
+                receipt: m.receipt_handle.unwrap_or_default(),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
+        if delay > MAX_DELAY {
+            return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+        }
+        let out = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .delay_seconds(delay.as_secs() as i32)
+            .send()
+            .await
+            .map_err(QueueError::unavailable)?;
+        Ok(out.message_id.unwrap_or_default())
+    }
+
+    async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        if max == 0 || max > MAX_RECEIVE_BATCH {
+            return Err(QueueError::Invalid(format!("receive takes 1 to {MAX_RECEIVE_BATCH}")));
+        }
+        self.receive_from(&self.queue_url, max, visibility).await
+    }
+
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        match self.client.delete_message().queue_url(&self.queue_url).receipt_handle(receipt).send().await {
+            Ok(_) => Ok(()),
+            // A receipt from an earlier delivery: the message is someone else's now.
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_receipt_handle_is_invalid()) => Ok(()),
+            Err(e) => Err(QueueError::unavailable(e)),
+        }
+    }
+
+    async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let Some(url) = &self.dead_letter_url else {
+            return Err(QueueError::Invalid("no dead-letter queue is configured".into()));
+        };
+        // Visibility 0: looking does not hide them from the next look.
+        self.receive_from(url, max.clamp(1, MAX_RECEIVE_BATCH), Duration::ZERO).await
+    }
+}

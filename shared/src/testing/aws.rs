@@ -1,0 +1,146 @@
+//! The emulator harness for the AWS-backed suites (moto, DynamoDB Local, LocalStack).
+//!
+//! Endpoints come from `AWS_ENDPOINT_URL_<SERVICE>` or `AWS_ENDPOINT_URL`; with none set the
+//! AWS-backed cases skip, saying so. An endpoint that is not on the loopback interface is refused:
+//! these suites create and delete resources and must never reach a real account. The harness sets
+//! the region, dummy credentials and `AWS_EC2_METADATA_DISABLED` itself, whatever the shell has.
+
+use crate::adapters::aws::{create_table, AwsClients, AwsConfig};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_sqs::types::QueueAttributeName;
+use std::sync::Once;
+
+/// The services the suites use, by their `AWS_ENDPOINT_URL_<SERVICE>` suffix.
+pub const SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
+
+/// The endpoint for `service`, if the suites should run at all.
+pub fn endpoint(service: &str) -> Option<String> {
+    let url = std::env::var(format!("AWS_ENDPOINT_URL_{service}"))
+        .ok()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .filter(|u| !u.is_empty())?;
+    let host = url.split("://").nth(1).and_then(|rest| rest.split(['/', ':']).next()).unwrap_or_default();
+    assert!(
+        matches!(host, "127.0.0.1" | "localhost" | "[") || host.starts_with("127."),
+        "refusing AWS endpoint {url}: the AWS-backed tests only talk to emulators on the loopback interface"
+    );
+    Some(url)
+}
+
+static SKIP_NOTICE: Once = Once::new();
+static ENV: Once = Once::new();
+
+/// Whether every service has an emulator endpoint; prints a skip notice once if not.
+pub fn configured() -> bool {
+    let missing: Vec<_> = SERVICES.iter().filter(|s| endpoint(s).is_none()).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    SKIP_NOTICE.call_once(|| {
+        eprintln!(
+            "skipping the AWS-backed tests: no emulator endpoint for {missing:?} \
+             (set AWS_ENDPOINT_URL, or AWS_ENDPOINT_URL_<SERVICE>, to a 127.0.0.1 URL)"
+        )
+    });
+    false
+}
+
+/// An SDK config for `service` on its emulator: fixed region, dummy credentials, no IMDS.
+pub async fn sdk_config(service: &str) -> Option<SdkConfig> {
+    let url = endpoint(service)?;
+    ENV.call_once(|| {
+        // Anything in the SDK that still looks at the environment finds nothing to leave for.
+        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+    });
+    let credentials = aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "emulator");
+    Some(
+        aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(credentials)
+            .endpoint_url(url)
+            .load()
+            .await,
+    )
+}
+
+/// Clients for every service, or `None` (skip) when the emulators are not configured.
+pub async fn clients() -> Option<AwsClients> {
+    if !configured() {
+        return None;
+    }
+    Some(AwsClients {
+        dynamo: aws_sdk_dynamodb::Client::new(&sdk_config("DYNAMODB").await?),
+        sqs: aws_sdk_sqs::Client::new(&sdk_config("SQS").await?),
+        kms: aws_sdk_kms::Client::new(&sdk_config("KMS").await?),
+    })
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+/// A fresh table (with its indexes and TTL).
+pub async fn fresh_table(clients: &AwsClients) -> String {
+    let name = unique("rp-test");
+    create_table(&clients.dynamo, &name).await.expect("the emulator creates a table");
+    name
+}
+
+/// A fresh queue with a dead-letter queue after `max_receive_count` deliveries; returns
+/// `(queue url, dead-letter queue url)`.
+pub async fn fresh_queue(clients: &AwsClients, max_receive_count: u32) -> (String, String) {
+    let dlq = clients.sqs.create_queue().queue_name(unique("rp-dlq")).send().await.expect("create DLQ");
+    let dlq_url = dlq.queue_url.expect("a queue url");
+    let arn = clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("DLQ attributes")
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .expect("a queue ARN");
+    let policy =
+        serde_json::json!({ "deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count }).to_string();
+    let queue = clients
+        .sqs
+        .create_queue()
+        .queue_name(unique("rp-queue"))
+        .attributes(QueueAttributeName::RedrivePolicy, policy)
+        .send()
+        .await
+        .expect("create queue");
+    (queue.queue_url.expect("a queue url"), dlq_url)
+}
+
+/// A fresh symmetric envelope key and a fresh P-256 signing key; returns their ids.
+pub async fn fresh_keys(clients: &AwsClients) -> (String, String) {
+    use aws_sdk_kms::types::{KeySpec, KeyUsageType};
+    let envelope = clients.kms.create_key().send().await.expect("create envelope key");
+    let signing = clients
+        .kms
+        .create_key()
+        .key_spec(KeySpec::EccNistP256)
+        .key_usage(KeyUsageType::SignVerify)
+        .send()
+        .await
+        .expect("create signing key");
+    let id = |m: Option<aws_sdk_kms::types::KeyMetadata>| m.map(|m| m.key_id).expect("a key id");
+    (id(envelope.key_metadata), id(signing.key_metadata))
+}
+
+/// A whole fresh deployment: table, queue with DLQ, keys.
+pub async fn fresh_config(clients: &AwsClients, max_receive_count: u32) -> AwsConfig {
+    let table_name = fresh_table(clients).await;
+    let (queue_url, dead_letter_queue_url) = fresh_queue(clients, max_receive_count).await;
+    let (envelope_key_id, signing_key_id) = fresh_keys(clients).await;
+    AwsConfig {
+        table_name,
+        queue_url,
+        dead_letter_queue_url: Some(dead_letter_queue_url),
+        envelope_key_id,
+        signing_key_id,
+    }
+}

@@ -1,0 +1,46 @@
+//! The port contract suite and the router suite on the AWS adapters, against emulators
+//! (moto, DynamoDB Local, or LocalStack). Skipped, with a notice, when no endpoint is set.
+
+#[macro_use]
+mod common;
+
+use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
+use rp_shared::backend::Backend;
+use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
+use rp_shared::testing::aws::{clients, fresh_config, fresh_keys, fresh_queue, fresh_table};
+use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
+use std::sync::Arc;
+
+async fn store() -> Option<Arc<dyn ItemStore>> {
+    let clients = clients().await?;
+    let table = fresh_table(&clients).await;
+    Some(Arc::new(DynamoStore::new(clients.dynamo, table, Arc::new(SystemClock))))
+}
+
+async fn queue() -> Option<Arc<dyn Queue>> {
+    let clients = clients().await?;
+    let (url, dlq) = fresh_queue(&clients, QUEUE_MAX_RECEIVE).await;
+    Some(Arc::new(SqsQueue::new(clients.sqs, url, Some(dlq))))
+}
+
+async fn keys() -> Option<Arc<dyn KeyService>> {
+    let clients = clients().await?;
+    let (envelope, signing) = fresh_keys(&clients).await;
+    Some(Arc::new(KmsKeys::new(clients.kms, envelope, signing)))
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+rp_shared::store_contract_tests!(store(), now());
+rp_shared::queue_contract_tests!(queue());
+rp_shared::keys_contract_tests!(keys());
+
+async fn backend(clock: ManualClock) -> Option<Backend> {
+    let clients = clients().await?;
+    let config = fresh_config(&clients, rp_shared::backend::MAX_RECEIVE_COUNT).await;
+    Some(Backend::aws_with_clients(&config, clients, Arc::new(clock)))
+}
+
+router_tests!(backend);
