@@ -2,7 +2,7 @@
 
 use crate::backend::Backend;
 use crate::domain::apps::{self, AppId, WorkstationSettings};
-use crate::domain::tokens::TokenKind;
+use crate::domain::tokens::{TokenKind, TokenSecret};
 use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::tokens;
 use anyhow::Context as _;
@@ -13,6 +13,10 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "rp-admin", about = "Administer the relying-party backend directly, without HTTP")]
 pub struct Cli {
+    /// Which backend to administer: the embedded data directory, or the AWS deployment named by
+    /// TABLE_NAME, QUEUE_URL, KMS_ENVELOPE_KEY_ID and KMS_SIGNING_KEY_ID (the stack's outputs).
+    #[arg(long, env = "RP_BACKEND", value_enum, default_value_t = BackendKind::Embedded, global = true)]
+    pub backend: BackendKind,
     /// Data directory of the embedded backend (stop the local server first: it holds the lock).
     #[arg(long, env = "DATA_DIR", default_value = ".data", global = true)]
     pub data_dir: PathBuf,
@@ -24,6 +28,9 @@ pub struct Cli {
 pub enum Command {
     /// Create a controlCenterAdmin token; the token is printed once.
     CreateAdminToken {
+        /// Use this value instead of a generated one (16 to 512 printable ASCII characters).
+        #[arg(long, env = "RP_ADMIN_TOKEN_VALUE", hide_env_values = true)]
+        token: Option<String>,
         #[arg(long)]
         description: Option<String>,
         #[arg(long)]
@@ -47,6 +54,31 @@ pub enum Command {
     },
     /// List RP apps.
     ListApps,
+    /// Create the DynamoDB table with its indexes and TTL (for emulators; on AWS the SAM
+    /// template creates it). AWS backend only.
+    CreateTable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    Embedded,
+    Aws,
+}
+
+/// Opens the backend the CLI was pointed at.
+pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
+    Ok(match cli.backend {
+        BackendKind::Embedded => Backend::embedded(&cli.data_dir)?,
+        BackendKind::Aws => Backend::aws_from_env().await?,
+    })
+}
+
+/// Creates the table named by `TABLE_NAME` on the configured DynamoDB endpoint.
+pub async fn create_table_from_env() -> anyhow::Result<Value> {
+    let table = std::env::var("TABLE_NAME").context("TABLE_NAME is not set")?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    crate::adapters::aws::create_table(&aws_sdk_dynamodb::Client::new(&sdk), &table).await?;
+    Ok(json!({ "table": table, "status": "active" }))
 }
 
 /// Runs one command and returns what to print.
@@ -54,7 +86,19 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
     let store = backend.store.as_ref();
     let now = backend.clock.epoch_millis();
     match command {
-        Command::CreateAdminToken { description, expires_in_secs } => {
+        Command::CreateAdminToken { token: Some(value), description, expires_in_secs: None } => {
+            let secret = TokenSecret::parse(&value)
+                .context("--token must be 16 to 512 printable ASCII characters without spaces")?;
+            let description = description.unwrap_or_else(|| "installed by rp-admin".into());
+            let created =
+                tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, &description).await?;
+            anyhow::ensure!(created, "this token is already installed");
+            Ok(json!({ "tokenId": secret.hash().token_id(), "kind": TokenKind::ControlCenterAdmin }))
+        }
+        Command::CreateAdminToken { token: Some(_), .. } => {
+            anyhow::bail!("--token and --expires-in-secs do not go together")
+        }
+        Command::CreateAdminToken { token: None, description, expires_in_secs } => {
             let (secret, record) =
                 tokens::issue(store, now, TokenKind::ControlCenterAdmin, None, description, expires_in_secs)
                     .await?;
@@ -101,5 +145,6 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             }
             Ok(json!({ "apps": all }))
         }
+        Command::CreateTable => create_table_from_env().await,
     }
 }

@@ -4,8 +4,10 @@
 pub mod adapters;
 pub mod admin;
 pub mod backend;
+pub mod consumer;
 pub mod domain;
 pub mod http;
+pub mod lambda;
 pub mod local;
 pub mod ports;
 pub mod repo;

@@ -2,11 +2,12 @@
 //! consumer running inside it.
 
 use crate::backend::Backend;
+use crate::consumer::Dispatcher;
 use crate::domain::tokens::{TokenKind, TokenSecret, MIN_TOKEN_LEN};
 use crate::http::{self, AppState, HttpConfig};
 use crate::ports::{Condition, Item, ItemKey, StoreError};
 use crate::repo::tokens;
-use crate::worker::{MessageHandler, QueueWorker};
+use crate::worker::QueueWorker;
 use anyhow::Context as _;
 use std::future::Future;
 use std::path::PathBuf;
@@ -93,17 +94,6 @@ async fn mark_bootstrapped(backend: &Backend) -> anyhow::Result<()> {
     }
 }
 
-/// Handles the local queue's messages. No message kinds exist yet: anything received is left
-/// for redelivery and ends in the dead-letter table, where an operator can see it.
-struct LocalHandler;
-
-#[async_trait::async_trait]
-impl MessageHandler for LocalHandler {
-    async fn handle(&self, _body: &str) -> anyhow::Result<()> {
-        anyhow::bail!("no handler for this message")
-    }
-}
-
 /// Runs until `shutdown` resolves, then stops accepting, drains in-flight requests, stops the
 /// queue worker and closes the database.
 pub async fn run(
@@ -126,7 +116,7 @@ pub async fn run(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let worker = QueueWorker {
         queue: backend.queue.clone(),
-        handler: Arc::new(LocalHandler),
+        handler: Arc::new(Dispatcher::new(backend.clone())),
         visibility: Duration::from_secs(30),
         idle: Duration::from_millis(500),
     };

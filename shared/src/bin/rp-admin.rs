@@ -1,13 +1,20 @@
-//! `rp-admin`: create the first admin token, apps and access tokens without HTTP.
+//! `rp-admin`: create the first admin token, apps and access tokens without HTTP, on the
+//! embedded backend or on DynamoDB.
 
 use clap::Parser;
-use rp_shared::admin::{run, Cli};
+use rp_shared::admin::{create_table_from_env, open_backend, run, BackendKind, Cli, Command};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let backend = rp_shared::backend::Backend::embedded(&cli.data_dir)?;
-    let output = run(&backend, cli.command).await?;
+    let output = match (&cli.command, cli.backend) {
+        (Command::CreateTable, BackendKind::Aws) => create_table_from_env().await?,
+        (Command::CreateTable, BackendKind::Embedded) => anyhow::bail!("create-table is for --backend aws"),
+        _ => {
+            let backend = open_backend(&cli).await?;
+            run(&backend, cli.command).await?
+        }
+    };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())
 }
