@@ -1,6 +1,7 @@
 //! The domain: newtypes that can only be built by parsing, records and their rules. No AWS here.
 
 pub mod apps;
+pub mod content;
 pub mod time;
 pub mod tokens;
 pub mod validate;

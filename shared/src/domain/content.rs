@@ -1,0 +1,285 @@
+//! Content customizations (content-customization-api.md, DECISIONS §7): named sets of screen
+//! texts. Bodies are validated field by field with the JSON path of the first fault
+//! (`contentMap.otpScreen.cardHeader.title`); a patch may use `null` to remove, a full map may not.
+
+use super::validate::{self, FieldError};
+use serde_json::{Map, Value};
+
+/// The twelve screens a content map may hold.
+pub const SCREENS: [&str; 12] = [
+    "consentScreen",
+    "instructionsScreen",
+    "loginIdentifierScreen",
+    "phoneNumberOrEmailScreen",
+    "otpScreen",
+    "locationScreen",
+    "idvAwaitScreen",
+    "idvRequestorReportScreen",
+    "documentLivenessScreen",
+    "autoApprovalAwaitScreen",
+    "outcomeScreen",
+    "deniedScreen",
+];
+
+/// The card parts of a screen and their text fields; `buttonLabels` is a free string map.
+pub const PARTS: [(&str, [&str; 2]); 3] = [
+    ("cardHeader", ["title", "description"]),
+    ("cardContent", ["mainContent", "extraContent"]),
+    ("cardFooter", ["caption1", "caption2"]),
+];
+
+pub const MAX_TEXT: usize = 5000;
+pub const MAX_DISPLAY_NAME: usize = 255;
+pub const MAX_DESCRIPTION: usize = 2000;
+pub const MAX_BUTTON_KEY: usize = 64;
+
+/// Whether `null` is allowed (a merge patch) or not (a whole content map).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Whole,
+    Patch,
+}
+
+fn object<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>, FieldError> {
+    value.as_object().ok_or_else(|| FieldError::new(path, "must be an object"))
+}
+
+fn nullable(value: &Value, path: &str, mode: Mode) -> Result<bool, FieldError> {
+    match (value.is_null(), mode) {
+        (true, Mode::Patch) => Ok(true),
+        (true, Mode::Whole) => Err(FieldError::new(path, "must not be null")),
+        (false, _) => Ok(false),
+    }
+}
+
+fn text(value: &Value, path: &str, mode: Mode) -> Result<(), FieldError> {
+    if nullable(value, path, mode)? {
+        return Ok(());
+    }
+    let text = value.as_str().ok_or_else(|| FieldError::new(path, "must be a string"))?;
+    validate::text(path, text, 0, MAX_TEXT)
+}
+
+/// Validates a content map (or a merge patch of one).
+pub fn validate_content_map(value: &Value, mode: Mode) -> Result<(), FieldError> {
+    let root = "contentMap";
+    for (screen, body) in object(value, root)? {
+        let path = format!("{root}.{screen}");
+        if !SCREENS.contains(&screen.as_str()) {
+            return Err(FieldError::new(path, "is not a known screen"));
+        }
+        if nullable(body, &path, mode)? {
+            continue;
+        }
+        for (part, fields) in object(body, &path)? {
+            let part_path = format!("{path}.{part}");
+            if nullable(fields, &part_path, mode)? {
+                continue;
+            }
+            let fields_obj = object(fields, &part_path)?;
+            if part == "buttonLabels" {
+                for (key, label) in fields_obj {
+                    let key_path = format!("{part_path}.{key}");
+                    if key.is_empty() || key.chars().count() > MAX_BUTTON_KEY {
+                        return Err(FieldError::new(
+                            key_path,
+                            format!("button keys are 1 to {MAX_BUTTON_KEY} characters"),
+                        ));
+                    }
+                    text(label, &key_path, mode)?;
+                }
+                continue;
+            }
+            let Some((_, allowed)) = PARTS.iter().find(|(name, _)| name == part) else {
+                return Err(FieldError::new(part_path, "is not a known part of a screen"));
+            };
+            for (field, value) in fields_obj {
+                let field_path = format!("{part_path}.{field}");
+                if !allowed.contains(&field.as_str()) {
+                    return Err(FieldError::new(field_path, "is not a known field"));
+                }
+                text(value, &field_path, mode)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A validated create body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewContent {
+    pub display_name: String,
+    pub description: Option<String>,
+    pub content_map: Value,
+}
+
+/// What an update does to `description`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DescriptionChange {
+    Keep,
+    Clear,
+    Set(String),
+}
+
+/// A validated update body: omitted fields keep their values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContentPatch {
+    pub display_name: Option<String>,
+    pub description: DescriptionChange,
+    pub content_map: Option<Value>,
+}
+
+fn body_object(body: &Value) -> Result<&Map<String, Value>, FieldError> {
+    let map = body.as_object().ok_or_else(|| FieldError::new("body", "must be a JSON object"))?;
+    if let Some(unknown) =
+        map.keys().find(|k| !["displayName", "description", "contentMap"].contains(&k.as_str()))
+    {
+        return Err(FieldError::new(unknown.clone(), "is not a known field"));
+    }
+    Ok(map)
+}
+
+fn display_name(value: &Value) -> Result<String, FieldError> {
+    let name = value.as_str().ok_or_else(|| FieldError::new("displayName", "must be a string"))?;
+    validate::text("displayName", name, 1, MAX_DISPLAY_NAME)?;
+    Ok(name.to_owned())
+}
+
+fn description(value: &str) -> Result<String, FieldError> {
+    validate::text("description", value, 0, MAX_DESCRIPTION)?;
+    Ok(value.to_owned())
+}
+
+pub fn parse_create(body: &Value) -> Result<NewContent, FieldError> {
+    let map = body_object(body)?;
+    let display_name = match map.get("displayName") {
+        None | Some(Value::Null) => return Err(FieldError::new("displayName", "is required")),
+        Some(v) => display_name(v)?,
+    };
+    let description = match map.get("description") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(description(s)?),
+        Some(_) => return Err(FieldError::new("description", "must be a string")),
+    };
+    let content_map = match map.get("contentMap") {
+        None => Value::Object(Map::new()),
+        Some(v) => {
+            validate_content_map(v, Mode::Whole)?;
+            v.clone()
+        }
+    };
+    Ok(NewContent { display_name, description, content_map })
+}
+
+pub fn parse_patch(body: &Value) -> Result<ContentPatch, FieldError> {
+    let map = body_object(body)?;
+    if map.is_empty() {
+        return Err(FieldError::new(
+            "body",
+            "an update must give at least one of displayName, description, contentMap",
+        ));
+    }
+    let display_name = match map.get("displayName") {
+        None => None,
+        Some(Value::Null) => return Err(FieldError::new("displayName", "must not be null")),
+        Some(v) => Some(display_name(v)?),
+    };
+    let description = match map.get("description") {
+        None => DescriptionChange::Keep,
+        Some(Value::Null) => DescriptionChange::Clear,
+        Some(Value::String(s)) => DescriptionChange::Set(description(s)?),
+        Some(_) => return Err(FieldError::new("description", "must be a string or null")),
+    };
+    let content_map = match map.get("contentMap") {
+        None => None,
+        Some(v) => {
+            validate_content_map(v, Mode::Patch)?;
+            Some(v.clone())
+        }
+    };
+    Ok(ContentPatch { display_name, description, content_map })
+}
+
+/// Applies an RFC 7396 JSON Merge Patch to a content map.
+pub fn merge_content_map(current: &Value, patch: &Value) -> Value {
+    let mut merged = current.clone();
+    json_patch::merge(&mut merged, patch);
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field(result: Result<impl std::fmt::Debug, FieldError>) -> String {
+        result.unwrap_err().field
+    }
+
+    #[test]
+    fn whole_maps_are_checked_down_to_the_field() {
+        let ok = json!({"otpScreen": {"cardHeader": {"title": "Code"}, "buttonLabels": {"continue": "Go"}}});
+        assert!(validate_content_map(&ok, Mode::Whole).is_ok());
+        let cases = [
+            (json!({"fooScreen": {}}), "contentMap.fooScreen"),
+            (json!({"otpScreen": []}), "contentMap.otpScreen"),
+            (json!({"otpScreen": {"cardBody": {}}}), "contentMap.otpScreen.cardBody"),
+            (
+                json!({"otpScreen": {"cardHeader": {"subtitle": "x"}}}),
+                "contentMap.otpScreen.cardHeader.subtitle",
+            ),
+            (json!({"otpScreen": {"cardHeader": {"title": 5}}}), "contentMap.otpScreen.cardHeader.title"),
+            (json!({"otpScreen": {"cardHeader": {"title": null}}}), "contentMap.otpScreen.cardHeader.title"),
+            (
+                json!({"otpScreen": {"cardFooter": {"caption1": "x".repeat(5001)}}}),
+                "contentMap.otpScreen.cardFooter.caption1",
+            ),
+            (
+                json!({"consentScreen": {"buttonLabels": {"k".repeat(65): "x"}}}),
+                &format!("contentMap.consentScreen.buttonLabels.{}", "k".repeat(65)),
+            ),
+            (
+                json!({"consentScreen": {"buttonLabels": {"accept": 1}}}),
+                "contentMap.consentScreen.buttonLabels.accept",
+            ),
+            (json!([1]), "contentMap"),
+        ];
+        for (map, path) in cases {
+            assert_eq!(field(validate_content_map(&map, Mode::Whole)), path, "{map}");
+        }
+    }
+
+    #[test]
+    fn patches_may_remove_with_null() {
+        let patch = json!({"otpScreen": null, "consentScreen": {"cardHeader": {"title": null}, "buttonLabels": {"accept": null}}});
+        assert!(validate_content_map(&patch, Mode::Patch).is_ok());
+        assert!(validate_content_map(&patch, Mode::Whole).is_err());
+    }
+
+    #[test]
+    fn create_and_patch_bodies() {
+        assert_eq!(field(parse_create(&json!({}))), "displayName");
+        assert_eq!(field(parse_create(&json!({"displayName": ""}))), "displayName");
+        assert_eq!(field(parse_create(&json!({"displayName": "x", "extra": 1}))), "extra");
+        assert_eq!(
+            field(parse_create(&json!({"displayName": "x", "description": "d".repeat(2001)}))),
+            "description"
+        );
+        let created = parse_create(&json!({"displayName": "x"})).unwrap();
+        assert_eq!((created.description, created.content_map), (None, json!({})));
+        assert_eq!(field(parse_patch(&json!({}))), "body");
+        assert_eq!(field(parse_patch(&json!({"displayName": null}))), "displayName");
+        assert_eq!(parse_patch(&json!({"description": null})).unwrap().description, DescriptionChange::Clear);
+        assert_eq!(field(parse_patch(&json!({"contentMap": null}))), "contentMap");
+    }
+
+    #[test]
+    fn merge_follows_rfc_7396() {
+        let current = json!({"otpScreen": {"cardHeader": {"title": "A", "description": "B"}}, "deniedScreen": {"cardFooter": {"caption1": "C"}}});
+        let patch = json!({"otpScreen": {"cardHeader": {"title": "A2", "description": null}}, "deniedScreen": null, "outcomeScreen": {"cardContent": {"mainContent": "M"}}});
+        assert_eq!(
+            merge_content_map(&current, &patch),
+            json!({"otpScreen": {"cardHeader": {"title": "A2"}}, "outcomeScreen": {"cardContent": {"mainContent": "M"}}})
+        );
+    }
+}
