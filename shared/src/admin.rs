@@ -1,7 +1,7 @@
 //! The operator's CLI (`rp-admin`): bootstrap tokens and apps without HTTP access.
 
 use crate::backend::Backend;
-use crate::domain::apps::{self, AppId, WorkstationSettings};
+use crate::domain::apps::{self, AppId};
 use crate::domain::tokens::{TokenKind, TokenSecret};
 use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::tokens;
@@ -117,13 +117,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
         Command::CreateApp { app_id, display_name } => {
             let app_id = AppId::parse("app-id", &app_id)?;
             apps::display_name("display-name", &display_name)?;
-            let app = AppRecord {
-                app_id,
-                display_name,
-                created_at: now,
-                updated_at: now,
-                workstation: WorkstationSettings::default(),
-            };
+            let app = AppRecord::new(app_id, display_name, now);
             Apps::new(store).create(&app).await.map_err(|e| match e {
                 crate::ports::StoreError::Conflict => anyhow::anyhow!("app '{}' already exists", app.app_id),
                 other => other.into(),

@@ -24,13 +24,19 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 6] = [
+const REPLAY: [(&str, u16); 12] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
     ("cc-app-workstation", 200),
+    ("cc-app-rate-limit", 200),
     ("cc-tokens", 201),
     ("cc-token", 204),
+    ("content-customizations", 201),
+    ("content-customization", 200),
+    ("content-customization-versions", 200),
+    ("content-customization-version", 200),
+    ("content-customization-restore", 200),
 ];
 
 #[tokio::test]
@@ -73,7 +79,7 @@ async fn the_sqs_event_reports_failed_messages_for_retry() {
 #[test]
 fn routers_functions_events_and_template_agree() {
     let template = read("infra/template.yaml");
-    let endpoints: Vec<_> = http::endpoints().into_iter().map(|(name, _)| name).collect();
+    let endpoints: Vec<_> = http::ENDPOINTS.iter().map(|e| e.name).collect();
     for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {
         let manifest = read(&format!("functions/{name}/Cargo.toml"));
         assert!(manifest.contains(&format!("name = \"{name}\"")), "functions/{name} is package {name}");
@@ -82,6 +88,7 @@ fn routers_functions_events_and_template_agree() {
     }
     let functions = std::fs::read_dir(root().join("functions")).unwrap().count();
     assert_eq!(functions, endpoints.len() + 1, "one function per endpoint, plus the consumer");
+    assert_eq!(REPLAY.len(), endpoints.len(), "every endpoint has a replayed event");
     for (name, _) in REPLAY {
         let event: serde_json::Value = serde_json::from_str(&read(&format!("events/{name}.json"))).unwrap();
         let route = event["routeKey"].as_str().unwrap();

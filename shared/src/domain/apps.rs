@@ -108,6 +108,34 @@ impl WorkstationSettings {
     }
 }
 
+/// A tenant's request budget on the customization APIs: `limit` requests per fixed window of
+/// `windowSecs`, counted in the backend so it holds across Lambda instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct RateLimit {
+    pub limit: i64,
+    pub window_secs: i64,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self { limit: 120, window_secs: 60 }
+    }
+}
+
+impl RateLimit {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        validate::range("limit", self.limit, 1, 100_000)?;
+        validate::range("windowSecs", self.window_secs, 1, 86_400)
+    }
+
+    /// The window holding `now` (epoch seconds): its start and its end (the reset time).
+    pub fn window(&self, now: i64) -> (i64, i64) {
+        let start = now - now.rem_euclid(self.window_secs);
+        (start, start + self.window_secs)
+    }
+}
+
 /// A display name: 1 to 255 characters.
 pub fn display_name(field: &str, value: &str) -> Result<(), FieldError> {
     validate::text(field, value, 1, 255)
@@ -153,6 +181,16 @@ mod tests {
         assert!(s.offline_access.enabled);
         assert_eq!(s.offline_access.token_count, 25);
         assert_eq!(s.request_timeout_in_secs, 300);
+    }
+
+    #[test]
+    fn rate_limit_windows_are_fixed_and_bounded() {
+        let rl = RateLimit { limit: 5, window_secs: 60 };
+        assert_eq!(rl.window(120), (120, 180));
+        assert_eq!(rl.window(179), (120, 180));
+        assert_eq!(rl.window(180), (180, 240));
+        assert_eq!(RateLimit { limit: 0, window_secs: 60 }.validate().unwrap_err().field, "limit");
+        assert_eq!(RateLimit { limit: 1, window_secs: 0 }.validate().unwrap_err().field, "windowSecs");
     }
 
     #[test]

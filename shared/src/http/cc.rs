@@ -3,7 +3,7 @@
 use super::extract::{Admin, ApiJson, ApiPath, ApiQuery};
 use super::problem::{codes, Problem};
 use super::AppState;
-use crate::domain::apps::{self, AppId, WorkstationSettings};
+use crate::domain::apps::{self, AppId, RateLimit, WorkstationSettings};
 use crate::domain::time::iso8601;
 use crate::domain::tokens::{TokenKind, TokenRecord};
 use crate::domain::validate;
@@ -19,27 +19,32 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// `/cc/api/apps`
-pub fn apps_router() -> Router<AppState> {
+pub fn apps_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/apps", get(list_apps).post(create_app))
 }
 
 /// `/cc/api/apps/{appId}`
-pub fn app_router() -> Router<AppState> {
+pub fn app_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/apps/{app_id}", get(get_app))
 }
 
 /// `/cc/api/apps/{appId}/workstation`
-pub fn workstation_router() -> Router<AppState> {
+pub fn workstation_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/apps/{app_id}/workstation", get(get_workstation).put(put_workstation))
 }
 
+/// `/cc/api/apps/{appId}/rate-limit`
+pub fn rate_limit_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/cc/api/apps/{app_id}/rate-limit", get(get_rate_limit).put(put_rate_limit))
+}
+
 /// `/cc/api/tokens`
-pub fn tokens_router() -> Router<AppState> {
+pub fn tokens_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/tokens", get(list_tokens).post(create_token))
 }
 
 /// `/cc/api/tokens/{tokenId}`
-pub fn token_router() -> Router<AppState> {
+pub fn token_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/tokens/{token_id}", delete(revoke_token))
 }
 
@@ -97,6 +102,7 @@ fn app_json(app: &AppRecord) -> Value {
         "createdAt": iso8601(app.created_at),
         "updatedAt": iso8601(app.updated_at),
         "workstation": app.workstation,
+        "rateLimit": app.rate_limit,
     })
 }
 
@@ -115,13 +121,7 @@ async fn create_app(
     let app_id = parse_app_id(&body.app_id)?;
     apps::display_name("displayName", &body.display_name)?;
     let now = state.backend.clock.epoch_millis();
-    let app = AppRecord {
-        app_id,
-        display_name: body.display_name,
-        created_at: now,
-        updated_at: now,
-        workstation: WorkstationSettings::default(),
-    };
+    let app = AppRecord::new(app_id, body.display_name, now);
     match Apps::new(state.backend.store.as_ref()).create(&app).await {
         Ok(()) => {}
         Err(StoreError::Conflict) => {
@@ -184,17 +184,42 @@ async fn put_workstation(
     ApiJson(settings): ApiJson<WorkstationSettings>,
 ) -> Result<Json<WorkstationSettings>, Problem> {
     settings.validate()?;
+    update_app(&state, &app_id, |app| app.workstation = settings.clone()).await?;
+    tracing::info!(%app_id, "workstation settings replaced");
+    Ok(Json(settings))
+}
+
+async fn get_rate_limit(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ApiPath(app_id): ApiPath<String>,
+) -> Result<Json<RateLimit>, Problem> {
+    let (app, _) = load_app(&state, &app_id).await?;
+    Ok(Json(app.rate_limit))
+}
+
+async fn put_rate_limit(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ApiPath(app_id): ApiPath<String>,
+    ApiJson(rule): ApiJson<RateLimit>,
+) -> Result<Json<RateLimit>, Problem> {
+    rule.validate()?;
+    update_app(&state, &app_id, |app| app.rate_limit = rule.clone()).await?;
+    tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
+    Ok(Json(rule))
+}
+
+/// Changes one part of an app's record, retrying on a concurrent change so that the other parts
+/// are never lost.
+async fn update_app(state: &AppState, app_id: &str, change: impl Fn(&mut AppRecord)) -> Result<(), Problem> {
     let apps = Apps::new(state.backend.store.as_ref());
-    // A full replacement: retry on a concurrent change so the other fields are never lost.
     for _ in 0..5 {
-        let (mut app, version) = load_app(&state, &app_id).await?;
-        app.workstation = settings.clone();
+        let (mut app, version) = load_app(state, app_id).await?;
+        change(&mut app);
         app.updated_at = state.backend.clock.epoch_millis();
         match apps.replace(&app, version).await {
-            Ok(()) => {
-                tracing::info!(app_id = %app.app_id, "workstation settings replaced");
-                return Ok(Json(settings));
-            }
+            Ok(()) => return Ok(()),
             Err(StoreError::Conflict) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -253,10 +278,7 @@ async fn create_token(
         (TokenKind::Access, None) => {
             return Err(Problem::invalid("appId", "is required for an access token"))
         }
-        (TokenKind::ControlCenterAdmin, Some(_)) => {
-            return Err(Problem::invalid("appId", "must be absent for a controlCenterAdmin token"))
-        }
-        (TokenKind::Access, Some(id)) => {
+        (_, Some(id)) => {
             let id = parse_app_id(id)?;
             if Apps::new(state.backend.store.as_ref()).get(&id).await?.is_none() {
                 return Err(Problem::invalid("appId", format!("no app with appId '{id}'")));

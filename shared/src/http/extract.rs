@@ -146,10 +146,11 @@ where
     }
 }
 
-/// An authenticated caller.
+/// An authenticated caller. An admin token may be scoped to one app (a tenant's own admin);
+/// a global one is the control center's.
 #[derive(Debug, Clone)]
 pub enum Caller {
-    Admin(TokenRecord),
+    Admin { token: TokenRecord, app_id: Option<AppId> },
     Access { app_id: AppId, token: TokenRecord },
 }
 
@@ -186,7 +187,7 @@ impl FromRequestParts<AppState> for Caller {
         record.admit(&presented, now).map_err(refused)?;
         tracing::Span::current().record("token_id", record.token_id.as_str());
         let caller = match (record.kind, record.app_id.clone()) {
-            (TokenKind::ControlCenterAdmin, _) => Caller::Admin(record),
+            (TokenKind::ControlCenterAdmin, app_id) => Caller::Admin { token: record, app_id },
             (TokenKind::Access, Some(app_id)) => Caller::Access { app_id, token: record },
             (TokenKind::Access, None) => return Err(refused(TokenRefusal::Unknown)),
         };
@@ -195,7 +196,7 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// A caller holding a `controlCenterAdmin` token.
+/// A caller holding a global `controlCenterAdmin` token.
 pub struct Admin(pub TokenRecord);
 
 impl FromRequestParts<AppState> for Admin {
@@ -203,12 +204,77 @@ impl FromRequestParts<AppState> for Admin {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
         match Caller::from_request_parts(parts, state).await? {
-            Caller::Admin(token) => Ok(Admin(token)),
+            Caller::Admin { token, app_id: None } => Ok(Admin(token)),
+            Caller::Admin { app_id: Some(app_id), .. } => Err(Problem::forbidden(
+                codes::TENANT_SCOPED_TOKEN,
+                format!("this endpoint requires a global controlCenterAdmin token; this one is scoped to app '{app_id}'"),
+            )),
             Caller::Access { .. } => Err(Problem::forbidden(
                 codes::WRONG_TOKEN_KIND,
                 "this endpoint requires a controlCenterAdmin token",
             )),
         }
+    }
+}
+
+/// The header a global admin token names its tenant with on tenant-scoped endpoints.
+pub const TENANT_HEADER: &str = "x-tenant-id";
+
+/// The tenant (RP app) a tenant-scoped admin call acts for: the app an admin token is scoped to,
+/// or, for a global admin token, the app named in `X-Tenant-Id`. The app must exist.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub app: crate::repo::apps::AppRecord,
+}
+
+impl Tenant {
+    pub fn id(&self) -> &AppId {
+        &self.app.app_id
+    }
+}
+
+impl FromRequestParts<AppState> for Tenant {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        if let Some(tenant) = parts.extensions.get::<Tenant>() {
+            return Ok(tenant.clone());
+        }
+        let scope = match Caller::from_request_parts(parts, state).await? {
+            Caller::Admin { app_id, .. } => app_id,
+            Caller::Access { .. } => {
+                return Err(Problem::forbidden(
+                    codes::WRONG_TOKEN_KIND,
+                    "this endpoint requires a controlCenterAdmin token",
+                ))
+            }
+        };
+        let header = match parts.headers.get(TENANT_HEADER) {
+            None => None,
+            Some(value) => {
+                let text =
+                    value.to_str().map_err(|_| Problem::invalid("X-Tenant-Id", "must be an app id"))?;
+                Some(AppId::parse("X-Tenant-Id", text)?)
+            }
+        };
+        let app_id = match (scope, header) {
+            (Some(scoped), Some(named)) if scoped != named => {
+                return Err(Problem::forbidden(codes::OTHER_TENANT, "the token is scoped to another app"))
+            }
+            (Some(scoped), _) => scoped,
+            (None, Some(named)) => named,
+            (None, None) => {
+                return Err(Problem::invalid("X-Tenant-Id", "is required with a global admin token"))
+            }
+        };
+        let apps = crate::repo::apps::Apps::new(state.backend.store.as_ref());
+        let (app, _) = apps
+            .get(&app_id)
+            .await?
+            .ok_or_else(|| Problem::invalid("X-Tenant-Id", format!("no app with appId '{app_id}'")))?;
+        let tenant = Tenant { app };
+        parts.extensions.insert(tenant.clone());
+        Ok(tenant)
     }
 }
 
@@ -235,7 +301,7 @@ impl FromRequestParts<AppState> for Access {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
         match Caller::from_request_parts(parts, state).await? {
             Caller::Access { app_id, token } => Ok(Access { app_id, token }),
-            Caller::Admin(_) => {
+            Caller::Admin { .. } => {
                 Err(Problem::forbidden(codes::WRONG_TOKEN_KIND, "this endpoint requires an access token"))
             }
         }

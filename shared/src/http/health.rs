@@ -5,7 +5,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-pub fn router() -> Router<AppState> {
+pub fn router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/health", get(health))
 }
 

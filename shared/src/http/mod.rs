@@ -2,6 +2,7 @@
 //! (`axum::serve`) and each Lambda function (`lambda_http::run`).
 
 pub mod cc;
+pub mod content;
 pub mod extract;
 pub mod health;
 pub mod problem;
@@ -46,28 +47,38 @@ impl Default for HttpConfig {
     }
 }
 
-/// Every endpoint path with its router. The name is the Lambda function's package name.
-pub fn endpoints() -> Vec<(&'static str, Router<AppState>)> {
-    vec![
-        ("health", health::router()),
-        ("cc-apps", cc::apps_router()),
-        ("cc-app", cc::app_router()),
-        ("cc-app-workstation", cc::workstation_router()),
-        ("cc-tokens", cc::tokens_router()),
-        ("cc-token", cc::token_router()),
-    ]
+/// One endpoint path: the Lambda function's package name and its router.
+pub struct Endpoint {
+    pub name: &'static str,
+    pub router: fn(&AppState) -> Router<AppState>,
 }
+
+/// Every endpoint path. The name is the Lambda function's package name.
+pub const ENDPOINTS: &[Endpoint] = &[
+    Endpoint { name: "health", router: health::router },
+    Endpoint { name: "cc-apps", router: cc::apps_router },
+    Endpoint { name: "cc-app", router: cc::app_router },
+    Endpoint { name: "cc-app-workstation", router: cc::workstation_router },
+    Endpoint { name: "cc-app-rate-limit", router: cc::rate_limit_router },
+    Endpoint { name: "cc-tokens", router: cc::tokens_router },
+    Endpoint { name: "cc-token", router: cc::token_router },
+    Endpoint { name: "content-customizations", router: content::collection_router },
+    Endpoint { name: "content-customization", router: content::item_router },
+    Endpoint { name: "content-customization-versions", router: content::versions_router },
+    Endpoint { name: "content-customization-version", router: content::version_router },
+    Endpoint { name: "content-customization-restore", router: content::restore_router },
+];
 
 /// The whole API, as the local server serves it.
 pub fn app(state: AppState) -> Router {
-    let all = endpoints().into_iter().fold(Router::new(), |acc, (_, r)| acc.merge(r));
+    let all = ENDPOINTS.iter().fold(Router::new(), |acc, e| acc.merge((e.router)(&state)));
     finish(all, state)
 }
 
 /// One endpoint's router, as its Lambda function serves it. `None` for an unknown name.
 pub fn function(name: &str, state: AppState) -> Option<Router> {
-    let (_, router) = endpoints().into_iter().find(|(n, _)| *n == name)?;
-    Some(finish(router, state))
+    let endpoint = ENDPOINTS.iter().find(|e| e.name == name)?;
+    Some(finish((endpoint.router)(&state), state))
 }
 
 /// Adds what every endpoint shares: problem+json fallbacks, body limit, panic catching,

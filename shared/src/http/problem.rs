@@ -24,6 +24,10 @@ pub mod codes {
     pub const INVALID_TOKEN: u32 = 1_100_002;
     pub const WRONG_TOKEN_KIND: u32 = 1_100_003;
     pub const OTHER_TENANT: u32 = 1_100_004;
+    pub const TENANT_SCOPED_TOKEN: u32 = 1_100_005;
+    pub const CONTENT_NOT_FOUND: u32 = 1_600_001;
+    pub const CONTENT_VERSION_NOT_FOUND: u32 = 1_600_002;
+    pub const RATE_LIMITED: u32 = 1_900_001;
     pub const APP_NOT_FOUND: u32 = 1_050_001;
     pub const APP_EXISTS: u32 = 1_050_002;
     pub const TOKEN_NOT_FOUND: u32 = 1_050_003;

@@ -1,6 +1,6 @@
 //! RP apps. Layout: pk `APP`, sk `<appId>`; one partition, listed in app-id order.
 
-use crate::domain::apps::{AppId, WorkstationSettings};
+use crate::domain::apps::{AppId, RateLimit, WorkstationSettings};
 use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +12,22 @@ pub struct AppRecord {
     pub created_at: i64,
     pub updated_at: i64,
     pub workstation: WorkstationSettings,
+    #[serde(default)]
+    pub rate_limit: RateLimit,
+}
+
+impl AppRecord {
+    /// A new app with default settings.
+    pub fn new(app_id: AppId, display_name: String, now: i64) -> Self {
+        Self {
+            app_id,
+            display_name,
+            created_at: now,
+            updated_at: now,
+            workstation: WorkstationSettings::default(),
+            rate_limit: RateLimit::default(),
+        }
+    }
 }
 
 const PARTITION: &str = "APP";

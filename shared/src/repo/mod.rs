@@ -2,4 +2,6 @@
 //! backend. Each module documents its item layout (partition key, sort key, indexes, TTL).
 
 pub mod apps;
+pub mod content;
+pub mod ratelimit;
 pub mod tokens;

@@ -69,7 +69,22 @@ impl TestClient {
         token: Option<&str>,
         body: Option<Value>,
     ) -> TestResponse {
+        self.send_with(method, path, token, &[], body).await
+    }
+
+    /// [`send`](Self::send) with extra headers.
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> TestResponse {
         let mut builder = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
         if let Some(token) = token {
             builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }

@@ -6,6 +6,10 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod content;
+
+pub use cases::*;
+pub use content::*;
 
 use rp_shared::backend::Backend;
 use rp_shared::domain::tokens::TokenKind;
@@ -40,6 +44,24 @@ impl Harness {
 
     pub async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> TestResponse {
         self.client.send(method, path, Some(&self.admin), body).await
+    }
+
+    /// A request as the global admin acting for `tenant` (`X-Tenant-Id`).
+    pub async fn as_tenant(
+        &self,
+        tenant: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> TestResponse {
+        self.client.send_with(method, path, Some(&self.admin), &[("x-tenant-id", tenant)], body).await
+    }
+
+    /// Creates a token of `kind` scoped to `app_id` and returns it.
+    pub async fn token_for(&self, kind: &str, app_id: &str) -> String {
+        let r = self.admin("POST", "/cc/api/tokens", Some(json!({"kind": kind, "appId": app_id}))).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+        r.json()["token"].as_str().unwrap().to_owned()
     }
 
     /// Creates an app with a unique id and returns the id.
@@ -80,6 +102,14 @@ macro_rules! router_tests {
         $crate::router_case!($make, tokens_are_created_listed_and_revoked);
         $crate::router_case!($make, token_input_is_validated);
         $crate::router_case!($make, lists_reject_foreign_cursors_and_bad_limits);
+        $crate::router_case!($make, content_customizations_round_trip);
+        $crate::router_case!($make, content_lists_page_and_count);
+        $crate::router_case!($make, content_input_is_validated_with_paths);
+        $crate::router_case!($make, content_is_isolated_per_tenant);
+        $crate::router_case!($make, content_rate_limit_headers_and_429);
+        $crate::router_case!($make, content_versions_and_restore);
+        $crate::router_case!($make, content_races_lose_nothing);
+        $crate::router_case!($make, content_maps_round_trip_and_merge_per_rfc_7396);
     };
 }
 
@@ -92,7 +122,7 @@ macro_rules! router_case {
             let Some(backend) = $make(clock.clone()).await else {
                 return;
             };
-            common::cases::$name(common::Harness::new(backend, clock).await).await;
+            common::$name(common::Harness::new(backend, clock).await).await;
         }
     };
 }

@@ -1,0 +1,215 @@
+//! Content customizations of one tenant. Layout, all in the tenant's partition `CONTENT#<tenant>`:
+//!
+//! | sk | item |
+//! |---|---|
+//! | `META` | `{nextId, count}`: id allocation and the list's `total` |
+//! | `ITEM#<id, 19 digits>` | the current customization; its store version is its version |
+//! | `VER#<id, 19 digits>#<version, 10 digits>` | each earlier version, as it was |
+//!
+//! A create writes the item and advances `META` in one transaction conditional on `META`'s
+//! version, so ids are gap-free and increasing and `total` is exact under concurrent creates. An
+//! update writes the new item (conditional on the version it read) and the old one's snapshot in
+//! one transaction.
+
+use crate::domain::apps::AppId;
+use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentRecord {
+    pub id: i64,
+    pub display_name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub content_map: Value,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Set from the store's item version when read; not stored.
+    #[serde(skip)]
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    next_id: i64,
+    count: i64,
+}
+
+/// Most attempts at a write that lost a race before giving up with a conflict.
+const ATTEMPTS: usize = 8;
+
+pub struct Contents<'a> {
+    store: &'a dyn ItemStore,
+    partition: String,
+}
+
+fn item_sk(id: i64) -> String {
+    format!("ITEM#{id:019}")
+}
+
+fn version_sk(id: i64, version: u64) -> String {
+    format!("VER#{id:019}#{version:010}")
+}
+
+fn record(item: &Item) -> Result<ContentRecord, StoreError> {
+    let mut record: ContentRecord = item.data()?;
+    record.version = item.version;
+    Ok(record)
+}
+
+impl<'a> Contents<'a> {
+    pub fn new(store: &'a dyn ItemStore, tenant: &AppId) -> Self {
+        Self { store, partition: format!("CONTENT#{tenant}") }
+    }
+
+    fn key(&self, sk: String) -> ItemKey {
+        ItemKey::new(self.partition.clone(), sk)
+    }
+
+    async fn meta(&self) -> Result<(Meta, Option<u64>), StoreError> {
+        match self.store.get(&self.key("META".into())).await? {
+            Some(item) => Ok((item.data()?, Some(item.version))),
+            None => Ok((Meta { next_id: 1, count: 0 }, None)),
+        }
+    }
+
+    /// Stores a new customization under the next id and returns it.
+    pub async fn create(
+        &self,
+        display_name: String,
+        description: Option<String>,
+        content_map: Value,
+        now: i64,
+    ) -> Result<ContentRecord, StoreError> {
+        for _ in 0..ATTEMPTS {
+            let (meta, meta_version) = self.meta().await?;
+            let mut created = ContentRecord {
+                id: meta.next_id,
+                display_name: display_name.clone(),
+                description: description.clone(),
+                content_map: content_map.clone(),
+                created_at: now,
+                updated_at: now,
+                version: 1,
+            };
+            let next = Meta { next_id: meta.next_id + 1, count: meta.count + 1 };
+            let ops = vec![
+                WriteOp::Put {
+                    item: Item::new(self.key(item_sk(created.id)), &created)?,
+                    condition: Condition::Absent,
+                },
+                WriteOp::Put {
+                    item: Item::new(self.key("META".into()), &next)?,
+                    condition: meta_version.map_or(Condition::Absent, Condition::Version),
+                },
+            ];
+            match self.store.transact(ops).await {
+                Ok(()) => {
+                    created.version = 1;
+                    return Ok(created);
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    pub async fn get(&self, id: i64) -> Result<Option<ContentRecord>, StoreError> {
+        self.store.get(&self.key(item_sk(id))).await?.as_ref().map(record).transpose()
+    }
+
+    /// The tenant's customizations in id order, and the tenant's total.
+    pub async fn list(
+        &self,
+        limit: usize,
+        cursor: Option<Cursor>,
+    ) -> Result<(Vec<ContentRecord>, Option<Cursor>, i64), StoreError> {
+        let page = self.store.query(self.list_query().limit(limit).after(cursor)).await?;
+        let items = page.items.iter().map(record).collect::<Result<_, _>>()?;
+        let (meta, _) = self.meta().await?;
+        Ok((items, page.cursor, meta.count))
+    }
+
+    pub fn list_query(&self) -> Query {
+        Query::table(self.partition.clone()).sort(SortKey::BeginsWith("ITEM#".into()))
+    }
+
+    /// Replaces customization `id` with `change(current)`, keeping the current one as a version.
+    /// `Ok(None)` if there is no such customization; `change`'s error is passed through.
+    pub async fn update<E: From<StoreError>>(
+        &self,
+        id: i64,
+        now: i64,
+        mut change: impl FnMut(&ContentRecord) -> Result<ContentRecord, E>,
+    ) -> Result<Option<ContentRecord>, E> {
+        for _ in 0..ATTEMPTS {
+            let Some(current) = self.get(id).await? else {
+                return Ok(None);
+            };
+            let mut next = change(&current)?;
+            next.id = current.id;
+            next.created_at = current.created_at;
+            next.updated_at = now.max(current.updated_at);
+            let ops = vec![
+                WriteOp::Put {
+                    item: Item::new(self.key(item_sk(id)), &next).map_err(E::from)?,
+                    condition: Condition::Version(current.version),
+                },
+                WriteOp::Put {
+                    item: Item::new(self.key(version_sk(id, current.version)), &current).map_err(E::from)?,
+                    condition: Condition::Absent,
+                },
+            ];
+            match self.store.transact(ops).await {
+                Ok(()) => {
+                    next.version = current.version + 1;
+                    return Ok(Some(next));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::Conflict.into())
+    }
+
+    /// Earlier versions of customization `id`, oldest first.
+    pub async fn versions(
+        &self,
+        id: i64,
+        limit: usize,
+        cursor: Option<Cursor>,
+    ) -> Result<(Vec<ContentRecord>, Option<Cursor>), StoreError> {
+        let page = self.store.query(self.versions_query(id).limit(limit).after(cursor)).await?;
+        let mut versions = Vec::with_capacity(page.items.len());
+        for item in &page.items {
+            let mut snapshot: ContentRecord = item.data()?;
+            snapshot.version = version_of(&item.key.sk);
+            versions.push(snapshot);
+        }
+        Ok((versions, page.cursor))
+    }
+
+    pub fn versions_query(&self, id: i64) -> Query {
+        Query::table(self.partition.clone()).sort(SortKey::BeginsWith(format!("VER#{id:019}#")))
+    }
+
+    /// One earlier version of customization `id`.
+    pub async fn version(&self, id: i64, version: u64) -> Result<Option<ContentRecord>, StoreError> {
+        match self.store.get(&self.key(version_sk(id, version))).await? {
+            Some(item) => {
+                let mut snapshot: ContentRecord = item.data()?;
+                snapshot.version = version;
+                Ok(Some(snapshot))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+fn version_of(sk: &str) -> u64 {
+    sk.rsplit('#').next().and_then(|v| v.parse().ok()).unwrap_or_default()
+}
