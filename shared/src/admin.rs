@@ -91,7 +91,8 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
                 .context("--token must be 16 to 512 printable ASCII characters without spaces")?;
             let description = description.unwrap_or_else(|| "installed by rp-admin".into());
             let created =
-                tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, &description).await?;
+                tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, None, &description)
+                    .await?;
             anyhow::ensure!(created, "this token is already installed");
             Ok(json!({ "tokenId": secret.hash().token_id(), "kind": TokenKind::ControlCenterAdmin }))
         }

@@ -64,7 +64,8 @@ pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow:
     if let Some(value) = preset {
         let secret = TokenSecret::parse(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
         let created =
-            tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, "LOCAL_ADMIN_TOKEN").await?;
+            tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, None, "LOCAL_ADMIN_TOKEN")
+                .await?;
         mark_bootstrapped(backend).await?;
         return Ok(created.then(|| value.to_owned()));
     }

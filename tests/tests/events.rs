@@ -6,8 +6,11 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use rp_shared::backend::Backend;
 use rp_shared::consumer::{process_batch, Dispatcher};
+use rp_shared::domain::apps::AppId;
+use rp_shared::domain::devices::RegistrationCode;
 use rp_shared::domain::tokens::{TokenKind, TokenSecret};
 use rp_shared::http::{self, AppState, HttpConfig};
+use rp_shared::repo::devices::{Devices, LinkRecord};
 use rp_shared::repo::tokens;
 use rp_shared::testing::http::TestClient;
 use std::path::{Path, PathBuf};
@@ -24,7 +27,7 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 12] = [
+const REPLAY: [(&str, u16); 19] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -32,12 +35,22 @@ const REPLAY: [(&str, u16); 12] = [
     ("cc-app-rate-limit", 200),
     ("cc-tokens", 201),
     ("cc-token", 204),
+    ("cc-registration-links", 201),
+    ("rp-register-page", 200),
+    ("rp-device-registrations", 201),
+    ("rp-enroll", 200),
+    ("rp-enroll-complete", 200),
+    ("rp-client-reg", 201),
+    ("rp-events", 201),
     ("content-customizations", 201),
     ("content-customization", 200),
     ("content-customization-versions", 200),
     ("content-customization-version", 200),
     ("content-customization-restore", 200),
 ];
+
+const SAMPLE_ACCESS: &str = "rpt_sample-access-token-for-workstationDemo";
+const SAMPLE_CODE: &str = "SampleRegistrationCode01";
 
 #[tokio::test]
 async fn every_http_event_runs_through_its_function() {
@@ -47,9 +60,37 @@ async fn every_http_event_runs_through_its_function() {
         [(SAMPLE_ADMIN, TokenKind::ControlCenterAdmin), (SAMPLE_REVOKED, TokenKind::ControlCenterAdmin)]
     {
         let secret = TokenSecret::parse(token).unwrap();
-        tokens::install(backend.store.as_ref(), 0, &secret, kind, "sample").await.unwrap();
+        tokens::install(backend.store.as_ref(), 0, &secret, kind, None, "sample").await.unwrap();
     }
     for (name, expected) in REPLAY {
+        if name == "rp-register-page" {
+            // The sample events carry a fixed registration code and access token; put them in
+            // place as the admin's link and token calls would.
+            let app = AppId::parse("appId", "workstationDemo").unwrap();
+            let access = TokenSecret::parse(SAMPLE_ACCESS).unwrap();
+            tokens::install(
+                backend.store.as_ref(),
+                0,
+                &access,
+                TokenKind::Access,
+                Some(app.clone()),
+                "sample",
+            )
+            .await
+            .unwrap();
+            let code = RegistrationCode::parse("code", SAMPLE_CODE).unwrap();
+            let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+            let link = LinkRecord {
+                app_id: app,
+                named_user: "alice@example.com".into(),
+                machine_user_name_ws: Some("CORP\\alice".into()),
+                created_at: now,
+                expires_at: now + 900_000,
+                used_at: None,
+                device_id: None,
+            };
+            Devices::new(backend.store.as_ref()).create_link(&code.digest(), &link).await.unwrap();
+        }
         let event = read(&format!("events/{name}.json"));
         let request = lambda_http::request::from_str(&event).unwrap_or_else(|e| panic!("{name}: {e}"));
         let request = request.map(|body| axum::body::Body::from(body.to_vec()));

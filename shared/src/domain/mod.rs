@@ -2,6 +2,7 @@
 
 pub mod apps;
 pub mod content;
+pub mod devices;
 pub mod time;
 pub mod tokens;
 pub mod validate;

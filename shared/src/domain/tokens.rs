@@ -38,9 +38,14 @@ pub const MAX_TOKEN_LEN: usize = 512;
 
 impl TokenSecret {
     pub fn generate() -> Self {
+        Self::generate_with_prefix(TOKEN_PREFIX)
+    }
+
+    /// A token of the same strength with another prefix (`rpd_` for device tokens).
+    pub fn generate_with_prefix(prefix: &str) -> Self {
         let mut bytes = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut bytes);
-        Self(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes)))
+        Self(format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes)))
     }
 
     /// Accepts a presented token of plausible shape (printable ASCII, sane length).

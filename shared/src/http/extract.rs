@@ -17,28 +17,50 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Problem> {
-        let json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|v| v.trim().to_ascii_lowercase())
-            .is_some_and(|v| {
-                v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
-            });
+        let (json, bytes) = read_body(req, state).await?;
         if !json {
             return Err(Problem::unsupported_media_type());
         }
-        let limit = req.extensions().get::<BodyLimit>().map_or(usize::MAX, |l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Problem::body_too_large(limit)
-            } else {
-                Problem::malformed_body("could not be read")
-            }
-        })?;
         parse_json(&bytes).map(ApiJson)
     }
+}
+
+/// An optional JSON body: none at all is `None`; anything else is held to [`ApiJson`]'s rules.
+pub struct MaybeJson<T>(pub Option<T>);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for MaybeJson<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Problem> {
+        let (json, bytes) = read_body(req, state).await?;
+        if bytes.is_empty() {
+            return Ok(MaybeJson(None));
+        }
+        if !json {
+            return Err(Problem::unsupported_media_type());
+        }
+        parse_json(&bytes).map(|v| MaybeJson(Some(v)))
+    }
+}
+
+/// The body within the limit, and whether it is declared JSON.
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<(bool, Bytes), Problem> {
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .is_some_and(|v| v == "application/json" || (v.starts_with("application/") && v.ends_with("+json")));
+    let limit = req.extensions().get::<BodyLimit>().map_or(usize::MAX, |l| l.0);
+    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::body_too_large(limit)
+        } else {
+            Problem::malformed_body("could not be read")
+        }
+    })?;
+    Ok((json, bytes))
 }
 
 /// The configured body limit, put in request extensions so rejections can name it.

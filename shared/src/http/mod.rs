@@ -3,9 +3,12 @@
 
 pub mod cc;
 pub mod content;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod problem;
+pub mod registration;
+pub mod workstation;
 
 use crate::backend::Backend;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -62,6 +65,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "cc-app-rate-limit", router: cc::rate_limit_router },
     Endpoint { name: "cc-tokens", router: cc::tokens_router },
     Endpoint { name: "cc-token", router: cc::token_router },
+    Endpoint { name: "cc-registration-links", router: registration::links_router },
+    Endpoint { name: "rp-register-page", router: registration::page_router },
+    Endpoint { name: "rp-device-registrations", router: registration::registrations_router },
+    Endpoint { name: "rp-enroll", router: workstation::enroll_router },
+    Endpoint { name: "rp-enroll-complete", router: workstation::complete_router },
+    Endpoint { name: "rp-client-reg", router: workstation::client_reg_router },
+    Endpoint { name: "rp-events", router: events::router },
     Endpoint { name: "content-customizations", router: content::collection_router },
     Endpoint { name: "content-customization", router: content::item_router },
     Endpoint { name: "content-customization-versions", router: content::versions_router },

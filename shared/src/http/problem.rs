@@ -25,6 +25,18 @@ pub mod codes {
     pub const WRONG_TOKEN_KIND: u32 = 1_100_003;
     pub const OTHER_TENANT: u32 = 1_100_004;
     pub const TENANT_SCOPED_TOKEN: u32 = 1_100_005;
+    pub const LINK_NOT_FOUND: u32 = 1_400_001;
+    pub const LINK_EXPIRED: u32 = 1_400_002;
+    pub const LINK_USED: u32 = 1_400_003;
+    pub const DEVICE_EXISTS: u32 = 1_400_004;
+    pub const UNKNOWN_USER: u32 = 1_400_005;
+    pub const NO_DEVICE: u32 = 1_400_006;
+    pub const SESSION_NOT_FOUND: u32 = 1_400_007;
+    pub const CROSS_CHECK_FAILED: u32 = 1_400_008;
+    pub const SESSION_CONFLICT: u32 = 1_400_009;
+    pub const UNKNOWN_DEVICE: u32 = 1_400_010;
+    pub const PAIRING_NOT_FOUND: u32 = 1_400_011;
+    pub const OFFLINE_DISABLED: u32 = 1_500_001;
     pub const CONTENT_NOT_FOUND: u32 = 1_600_001;
     pub const CONTENT_VERSION_NOT_FOUND: u32 = 1_600_002;
     pub const RATE_LIMITED: u32 = 1_900_001;
@@ -77,6 +89,12 @@ impl Problem {
 
     pub fn detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = detail.into();
+        self
+    }
+
+    /// The same problem under a more specific error code.
+    pub fn with_code(mut self, code: u32) -> Self {
+        self.code = code;
         self
     }
 

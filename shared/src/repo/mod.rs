@@ -3,5 +3,8 @@
 
 pub mod apps;
 pub mod content;
+pub mod devices;
+pub mod events;
 pub mod ratelimit;
 pub mod tokens;
+pub mod workstations;

@@ -107,9 +107,10 @@ pub async fn install(
     now_ms: i64,
     secret: &TokenSecret,
     kind: TokenKind,
+    app_id: Option<AppId>,
     description: &str,
 ) -> Result<bool, StoreError> {
-    let record = record_for(secret, now_ms, kind, None, Some(description.to_owned()), None);
+    let record = record_for(secret, now_ms, kind, app_id, Some(description.to_owned()), None);
     match Tokens::new(store).create(&record).await {
         Ok(()) => Ok(true),
         Err(StoreError::Conflict) => Ok(false),

@@ -7,9 +7,11 @@
 
 pub mod cases;
 pub mod content;
+pub mod workstation;
 
 pub use cases::*;
 pub use content::*;
+pub use workstation::*;
 
 use rp_shared::backend::Backend;
 use rp_shared::domain::tokens::TokenKind;
@@ -110,6 +112,12 @@ macro_rules! router_tests {
         $crate::router_case!($make, content_versions_and_restore);
         $crate::router_case!($make, content_races_lose_nothing);
         $crate::router_case!($make, content_maps_round_trip_and_merge_per_rfc_7396);
+        $crate::router_case!($make, registration_links_and_qr_page);
+        $crate::router_case!($make, device_registration_validates_and_is_single_use);
+        $crate::router_case!($make, enrollment_ties_enroll_to_complete);
+        $crate::router_case!($make, pairing_queues_one_certificate_request);
+        $crate::router_case!($make, events_are_reported_and_listed);
+        $crate::router_case!($make, link_to_queued_certificate_request_end_to_end);
     };
 }
 

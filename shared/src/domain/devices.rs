@@ -1,0 +1,123 @@
+//! Users, devices and their registration (DECISIONS §4).
+
+use super::validate::{self, FieldError};
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+/// A user name as registered (`alice@example.com`): 1 to 255 characters, no control characters,
+/// no `/`, `#` or whitespace at either end.
+pub fn named_user(field: &str, value: &str) -> Result<String, FieldError> {
+    validate::text(field, value, 1, 255)?;
+    if value.trim() != value {
+        return Err(FieldError::new(field, "must not start or end with white space"));
+    }
+    if value.contains(['#', '/']) {
+        return Err(FieldError::new(field, "must not contain '#' or '/'"));
+    }
+    Ok(value.to_owned())
+}
+
+/// A device or machine identifier: 1 to 128 of letters, digits, `.`, `_`, `-`, `:`.
+pub fn identifier(field: &str, value: &str) -> Result<String, FieldError> {
+    let ok = !value.is_empty()
+        && value.len() <= 128
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(FieldError::new(field, "must be 1 to 128 letters, digits, '.', '_', '-' or ':'"))
+    }
+}
+
+/// A P-256 public key, SEC1 (compressed or uncompressed) in standard base64; checked to be a
+/// point on the curve. Returns the key and its canonical uncompressed base64 form.
+pub fn public_key(field: &str, value: &str) -> Result<(p256::PublicKey, String), FieldError> {
+    let bytes = STANDARD
+        .decode(value)
+        .map_err(|_| FieldError::new(field, "must be a base64 SEC1 P-256 public key"))?;
+    let key = p256::PublicKey::from_sec1_bytes(&bytes)
+        .map_err(|_| FieldError::new(field, "is not a valid P-256 point"))?;
+    Ok((key, encode_public_key(&key)))
+}
+
+pub fn encode_public_key(key: &p256::PublicKey) -> String {
+    use p256::elliptic_curve::sec1::ToEncodedPoint;
+    STANDARD.encode(key.to_encoded_point(false).as_bytes())
+}
+
+/// A fingerprint of a public key: base64url SHA-256 of its uncompressed SEC1 form.
+pub fn fingerprint(key_b64: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(key_b64.as_bytes()))
+}
+
+/// A one-time registration code: 128 random bits, base64url. Stored only as its hash.
+pub struct RegistrationCode(String);
+
+impl RegistrationCode {
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        Self(URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// A presented code of plausible shape.
+    pub fn parse(field: &str, value: &str) -> Result<Self, FieldError> {
+        let ok = (16..=64).contains(&value.len())
+            && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if ok {
+            Ok(Self(value.to_owned()))
+        } else {
+            Err(FieldError::new(field, "is not a registration code"))
+        }
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The key it is stored under.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.0.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p256::elliptic_curve::sec1::ToEncodedPoint;
+
+    #[test]
+    fn public_keys_must_be_points_on_the_curve() {
+        let secret = p256::SecretKey::random(&mut rand::rngs::OsRng);
+        let public = secret.public_key();
+        let compressed = STANDARD.encode(public.to_encoded_point(true).as_bytes());
+        let uncompressed = STANDARD.encode(public.to_encoded_point(false).as_bytes());
+        let (_, canonical) = public_key("k", &compressed).unwrap();
+        assert_eq!(canonical, uncompressed, "stored in one canonical form");
+        let mut off_curve = public.to_encoded_point(false).as_bytes().to_vec();
+        off_curve[64] ^= 1;
+        assert_eq!(
+            public_key("k", &STANDARD.encode(off_curve)).unwrap_err().message,
+            "is not a valid P-256 point"
+        );
+        assert!(public_key("k", "not base64!").is_err());
+        assert!(public_key("k", &STANDARD.encode([4u8; 10])).is_err());
+    }
+
+    #[test]
+    fn codes_and_names() {
+        let code = RegistrationCode::generate();
+        assert_eq!(code.expose().len(), 22);
+        assert!(RegistrationCode::parse("code", code.expose()).is_ok());
+        assert!(RegistrationCode::parse("code", "short").is_err());
+        assert!(RegistrationCode::parse("code", "has space in it!!!!!").is_err());
+        assert_ne!(code.digest(), RegistrationCode::generate().digest());
+        assert!(named_user("namedUser", "alice@example.com").is_ok());
+        assert!(named_user("namedUser", " alice").is_err());
+        assert!(named_user("namedUser", "a/b").is_err());
+        assert!(identifier("deviceId", "iphone-15.A1:2").is_ok());
+        assert!(identifier("deviceId", "bad id").is_err());
+    }
+}

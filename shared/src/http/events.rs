@@ -1,0 +1,154 @@
+//! Events (DECISIONS §9): agents (admin token) and workstations (access token) report theirs;
+//! global admins list them by name, app and time range.
+
+use super::cc::ListParams;
+use super::extract::{Admin, ApiJson, ApiQuery, Caller};
+use super::problem::Problem;
+use super::AppState;
+use crate::domain::apps::AppId;
+use crate::domain::time::{iso8601, parse_iso8601};
+use crate::domain::validate;
+use crate::repo::events::{EventFilter, EventRecord, Events, NAMES};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// `/rp/api/events`
+pub fn router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/api/events", get(list).post(report))
+}
+
+const MAX_ATTRIBUTES: usize = 32;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Report {
+    name: String,
+    app_id: Option<String>,
+    #[serde(default)]
+    attributes: Map<String, Value>,
+}
+
+fn check_name(field: &str, name: &str) -> Result<(), Problem> {
+    if NAMES.contains(&name) {
+        Ok(())
+    } else {
+        Err(Problem::invalid(field, format!("must be one of {}", NAMES.join(", "))))
+    }
+}
+
+fn check_attributes(attributes: &Map<String, Value>) -> Result<(), Problem> {
+    if attributes.len() > MAX_ATTRIBUTES {
+        return Err(Problem::invalid("attributes", format!("at most {MAX_ATTRIBUTES} attributes")));
+    }
+    for (key, value) in attributes {
+        let path = format!("attributes.{key}");
+        validate::text(&path, key, 1, 64)?;
+        match value {
+            Value::String(text) => validate::text(&path, text, 0, 5000)?,
+            Value::Number(_) | Value::Bool(_) => {}
+            _ => return Err(Problem::invalid(path, "must be a string, number or boolean")),
+        }
+    }
+    Ok(())
+}
+
+async fn report(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<Report>,
+) -> Result<Response, Problem> {
+    check_name("name", &body.name)?;
+    check_attributes(&body.attributes)?;
+    let named = body.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+    let (app_id, source) = match &caller {
+        Caller::Access { app_id, token } => {
+            if named.as_ref().is_some_and(|n| n != app_id) {
+                return Err(Problem::forbidden(
+                    super::problem::codes::OTHER_TENANT,
+                    "appId: the token belongs to another app",
+                ));
+            }
+            (Some(app_id.clone()), format!("workstation:{}", token.token_id))
+        }
+        Caller::Admin { token, app_id: scope } => {
+            if scope.is_some() && named.is_some() && named != *scope {
+                return Err(Problem::forbidden(
+                    super::problem::codes::OTHER_TENANT,
+                    "appId: the token is scoped to another app",
+                ));
+            }
+            (named.or(scope.clone()), format!("agent:{}", token.token_id))
+        }
+    };
+    if let Some(app) = &app_id {
+        if crate::repo::apps::Apps::new(state.backend.store.as_ref()).get(app).await?.is_none() {
+            return Err(Problem::invalid("appId", format!("no app with appId '{app}'")));
+        }
+    }
+    let event =
+        EventRecord::new(&body.name, app_id, source, state.backend.clock.epoch_millis(), body.attributes);
+    Events::new(state.backend.store.as_ref()).record(&event).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "eventId": event.event_id, "timestamp": iso8601(event.at) })))
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListQuery {
+    name: Option<String>,
+    app_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+fn time_param(field: &str, value: Option<&str>) -> Result<Option<i64>, Problem> {
+    value
+        .map(|text| {
+            parse_iso8601(text).ok_or_else(|| {
+                Problem::invalid(field, "must be an RFC 3339 timestamp (2026-11-22T14:00:00Z)")
+            })
+        })
+        .transpose()
+}
+
+async fn list(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Value>, Problem> {
+    if let Some(name) = &query.name {
+        check_name("name", name)?;
+    }
+    let filter = EventFilter {
+        name: query.name.clone(),
+        app_id: query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?,
+        from: time_param("from", query.from.as_deref())?,
+        to: time_param("to", query.to.as_deref())?,
+    };
+    if let (Some(from), Some(to)) = (filter.from, filter.to) {
+        if from > to {
+            return Err(Problem::invalid("from", "must not be after 'to'"));
+        }
+    }
+    let params = ListParams { limit: query.limit, cursor: query.cursor };
+    let (limit, cursor) = params.page(&filter.query())?;
+    let (events, next) = Events::new(state.backend.store.as_ref()).list(&filter, limit, cursor).await?;
+    Ok(Json(json!({
+        "events": events.iter().map(|e| json!({
+            "eventId": e.event_id,
+            "name": e.name,
+            "appId": e.app_id,
+            "source": e.source,
+            "timestamp": iso8601(e.at),
+            "attributes": e.attributes,
+        })).collect::<Vec<_>>(),
+        "nextCursor": next.map(|c| c.encode()),
+    })))
+}

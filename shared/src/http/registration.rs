@@ -1,0 +1,275 @@
+//! Registration (DECISIONS §4): an admin creates a one-time link for a user; the link's page
+//! shows a QR code; the mobile app registers the device with the code and its P-256 keys and
+//! receives a device token.
+
+use super::extract::{Admin, ApiJson, ApiPath, MaybeJson};
+use super::problem::{codes, Problem};
+use super::AppState;
+use crate::domain::devices::{self, RegistrationCode};
+use crate::domain::time::iso8601;
+use crate::domain::tokens::TokenSecret;
+use crate::domain::validate;
+use crate::repo::devices::{DeviceRecord, DeviceTokenRecord, Devices, LinkRecord, RegisterError};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+/// `/cc/api/apps/{appId}/users/{namedUser}/registration-links`
+pub fn links_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/cc/api/apps/{app_id}/users/{named_user}/registration-links", post(create_link))
+}
+
+/// `/rp/register/{code}`
+pub fn page_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/register/{code}", get(page))
+}
+
+/// `/rp/versioned/device/registrations`
+pub fn registrations_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/registrations", post(register))
+}
+
+/// Default and bounds of a link's lifetime.
+const LINK_TTL_SECS: i64 = 15 * 60;
+const MAX_LINK_TTL_SECS: i64 = 7 * 24 * 3600;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LinkOptions {
+    /// The user's workstation name (`CORP\alice`), if the directory knows it.
+    #[serde(rename = "machineUserNameWS")]
+    machine_user_name_ws: Option<String>,
+    expires_in_secs: Option<i64>,
+}
+
+/// The base URL links point at: the configured one, else the request's own host.
+pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    if !state.config.public_base_url.is_empty() {
+        return state.config.public_base_url.trim_end_matches('/').to_owned();
+    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+    let proto = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("https");
+    format!("{proto}://{host}")
+}
+
+async fn create_link(
+    State(state): State<AppState>,
+    _admin: Admin,
+    headers: HeaderMap,
+    ApiPath((app_id, named_user)): ApiPath<(String, String)>,
+    MaybeJson(options): MaybeJson<LinkOptions>,
+) -> Result<Response, Problem> {
+    let named_user = devices::named_user("namedUser", &named_user)?;
+    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let options = options.unwrap_or(LinkOptions { machine_user_name_ws: None, expires_in_secs: None });
+    if let Some(name) = &options.machine_user_name_ws {
+        validate::text("machineUserNameWS", name, 1, 255)?;
+    }
+    let ttl = options.expires_in_secs.unwrap_or(LINK_TTL_SECS);
+    validate::range("expiresInSecs", ttl, 60, MAX_LINK_TTL_SECS)?;
+    let now = state.backend.clock.epoch_millis();
+    let code = RegistrationCode::generate();
+    let link = LinkRecord {
+        app_id: app.app_id,
+        named_user,
+        machine_user_name_ws: options.machine_user_name_ws,
+        created_at: now,
+        expires_at: now + ttl * 1000,
+        used_at: None,
+        device_id: None,
+    };
+    Devices::new(state.backend.store.as_ref()).create_link(&code.digest(), &link).await?;
+    tracing::info!(app_id = %link.app_id, "registration link created");
+    let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
+    let body = json!({ "code": code.expose(), "url": url, "expiresAt": iso8601(link.expires_at) });
+    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+/// Why a link cannot be used.
+enum LinkState {
+    Unknown,
+    Expired,
+    Used,
+}
+
+async fn usable_link(
+    state: &AppState,
+    code: &RegistrationCode,
+) -> Result<Result<(LinkRecord, u64), LinkState>, Problem> {
+    let Some((link, version)) = Devices::new(state.backend.store.as_ref()).link(&code.digest()).await? else {
+        return Ok(Err(LinkState::Unknown));
+    };
+    if link.used_at.is_some() {
+        return Ok(Err(LinkState::Used));
+    }
+    if link.expires_at <= state.backend.clock.epoch_millis() {
+        return Ok(Err(LinkState::Expired));
+    }
+    Ok(Ok((link, version)))
+}
+
+fn html_page(status: StatusCode, title: &str, body: &str) -> Response {
+    let title = html_escape::encode_text(title);
+    let page = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title}</title><style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:2rem auto;\
+         padding:0 1rem;color:#1b1b1b}}svg{{width:18rem;height:18rem}}.muted{{color:#555}}</style></head>\
+         <body><h1>{title}</h1>{body}</body></html>\n"
+    );
+    let mut response = (status, Html(page)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, "no-store".parse().expect("static"));
+    headers.insert(header::REFERRER_POLICY, "no-referrer".parse().expect("static"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
+            .parse()
+            .expect("static"),
+    );
+    response
+}
+
+/// The HTML page a user opens from the link: a QR code for the mobile app to scan.
+async fn page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiPath(code): ApiPath<String>,
+) -> Result<Response, Problem> {
+    let not_found = || {
+        html_page(
+            StatusCode::NOT_FOUND,
+            "Registration link not found",
+            "<p>This registration link does not exist. Ask your administrator for a new one.</p>",
+        )
+    };
+    let Ok(code) = RegistrationCode::parse("code", &code) else { return Ok(not_found()) };
+    let (link, _) = match usable_link(&state, &code).await? {
+        Ok(found) => found,
+        Err(LinkState::Unknown) => return Ok(not_found()),
+        Err(LinkState::Expired) => {
+            return Ok(html_page(
+                StatusCode::GONE,
+                "Registration link expired",
+                "<p>This registration link has expired. Ask your administrator for a new one.</p>",
+            ))
+        }
+        Err(LinkState::Used) => return Ok(html_page(
+            StatusCode::GONE,
+            "Registration link already used",
+            "<p>This registration link has been used to register a device already. Each link works once.</p>",
+        )),
+    };
+    let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
+    let qr = qrcode::QrCode::new(url.as_bytes()).map_err(Problem::internal)?;
+    let svg = qr.render::<qrcode::render::svg::Color>().min_dimensions(240, 240).quiet_zone(true).build();
+    let body = format!(
+        "<p>Scan this code with the mobile app to register your device for <strong>{app}</strong> as <strong>{user}</strong>.</p>\
+         {svg}<ol><li>Open the mobile app and choose <em>Add account</em>.</li><li>Point the camera at the code.</li>\
+         <li>Confirm the registration in the app.</li></ol><p class=\"muted\">The code works once and expires at {expires}.</p>",
+        app = html_escape::encode_text(link.app_id.as_str()),
+        user = html_escape::encode_text(&link.named_user),
+        expires = iso8601(link.expires_at),
+    );
+    Ok(html_page(StatusCode::OK, "Register your device", &body))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Registration {
+    code: String,
+    device_id: String,
+    friendly_name: String,
+    model_number: String,
+    signing_public_key: String,
+    key_agreement_public_key: String,
+}
+
+async fn register(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<Registration>,
+) -> Result<Response, Problem> {
+    let code = RegistrationCode::parse("code", &body.code)?;
+    let device_id = devices::identifier("deviceId", &body.device_id)?;
+    validate::text("friendlyName", &body.friendly_name, 1, 255)?;
+    validate::text("modelNumber", &body.model_number, 1, 255)?;
+    let (_, signing) = devices::public_key("signingPublicKey", &body.signing_public_key)?;
+    let (_, agreement) = devices::public_key("keyAgreementPublicKey", &body.key_agreement_public_key)?;
+    let (link, version) = match usable_link(&state, &code).await? {
+        Ok(found) => found,
+        Err(LinkState::Unknown) => {
+            return Err(Problem::not_found(
+                codes::LINK_NOT_FOUND,
+                "registration-code-not-found",
+                "Registration code not found",
+                "code: no such registration code".into(),
+            )
+            .field("code"))
+        }
+        Err(LinkState::Expired) => {
+            return Err(gone(codes::LINK_EXPIRED, "code: the registration code has expired"))
+        }
+        Err(LinkState::Used) => {
+            return Err(gone(codes::LINK_USED, "code: the registration code was used already"))
+        }
+    };
+    let now = state.backend.clock.epoch_millis();
+    let secret = TokenSecret::generate_with_prefix("rpd_");
+    let hash = secret.hash();
+    let device = DeviceRecord {
+        app_id: link.app_id.clone(),
+        named_user: link.named_user.clone(),
+        device_id,
+        friendly_name: body.friendly_name,
+        model_number: body.model_number,
+        signing_public_key: signing,
+        key_agreement_public_key: agreement,
+        registered_at: now,
+        token_id: hash.token_id(),
+    };
+    let token = DeviceTokenRecord {
+        token_id: hash.token_id(),
+        app_id: device.app_id.clone(),
+        named_user: device.named_user.clone(),
+        device_id: device.device_id.clone(),
+        hash: hash.to_hex(),
+        created_at: now,
+    };
+    match Devices::new(state.backend.store.as_ref())
+        .register(&code.digest(), &link, version, &device, &token, now)
+        .await
+    {
+        Ok(()) => {}
+        Err(RegisterError::CodeUsed) => {
+            return Err(gone(codes::LINK_USED, "code: the registration code was used already"))
+        }
+        Err(RegisterError::DeviceExists) => {
+            return Err(Problem::conflict(
+                codes::DEVICE_EXISTS,
+                "device-exists",
+                "Device already registered",
+                format!("deviceId: device '{}' is registered already", device.device_id),
+            )
+            .field("deviceId"))
+        }
+        Err(RegisterError::Store(e)) => return Err(e.into()),
+    }
+    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
+    let body = json!({
+        "deviceId": device.device_id,
+        "appId": device.app_id,
+        "namedUser": device.named_user,
+        "deviceToken": secret.expose(),
+    });
+    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
+fn gone(code: u32, detail: &str) -> Problem {
+    Problem::new(StatusCode::GONE, code, "registration-code-gone", "Registration code no longer valid")
+        .detail(detail)
+        .field("code")
+}

@@ -1,0 +1,246 @@
+//! Registration links, users and their devices. Layout:
+//!
+//! | pk | sk | item |
+//! |---|---|---|
+//! | `REGLINK#<sha256 of code>` | `LINK` | a one-time link; TTL a day after it expires |
+//! | `USER#<app>#<namedUser>` | `USER` | the user |
+//! | `USER#<app>#<namedUser>` | `DEVICE#<deviceId>` | one of the user's devices |
+//! | `DEVICEID#<app>#<deviceId>` | `DEVICE` | which user a device id belongs to (keeps ids unique per app) |
+//! | `ALIAS#<app>#<lowercased name>` | `ALIAS` | a workstation user name (`CORP\alice`) standing for a user |
+//! | `DEVTOKEN` | `<tokenId>` | a device token (hash only) |
+//!
+//! A registration writes the used link, the device, its id guard, its token and the user in one
+//! transaction conditional on the link's version: of two racing registrations one wins.
+
+use crate::domain::apps::AppId;
+use crate::domain::tokens::TokenHash;
+use crate::ports::{Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkRecord {
+    pub app_id: AppId,
+    pub named_user: String,
+    #[serde(default)]
+    pub machine_user_name_ws: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    #[serde(default)]
+    pub used_at: Option<i64>,
+    #[serde(default)]
+    pub device_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserRecord {
+    pub app_id: AppId,
+    pub named_user: String,
+    /// Other names the directory knows the user by (workstation names, e-mails).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRecord {
+    pub app_id: AppId,
+    pub named_user: String,
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+    /// Canonical (uncompressed SEC1, base64) P-256 keys.
+    pub signing_public_key: String,
+    pub key_agreement_public_key: String,
+    pub registered_at: i64,
+    pub token_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTokenRecord {
+    pub token_id: String,
+    pub app_id: AppId,
+    pub named_user: String,
+    pub device_id: String,
+    pub hash: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Pointer {
+    named_user: String,
+}
+
+/// Why a registration did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error("the registration code was used already")]
+    CodeUsed,
+    #[error("a device with this id is registered already")]
+    DeviceExists,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn link_key(digest: &str) -> ItemKey {
+    ItemKey::new(format!("REGLINK#{digest}"), "LINK")
+}
+
+fn user_pk(app: &AppId, user: &str) -> String {
+    format!("USER#{app}#{user}")
+}
+
+fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
+    ItemKey::new(format!("DEVICEID#{app}#{device_id}"), "DEVICE")
+}
+
+fn alias_key(app: &AppId, alias: &str) -> ItemKey {
+    ItemKey::new(format!("ALIAS#{app}#{}", alias.to_lowercase()), "ALIAS")
+}
+
+const LINK_KEPT_AFTER_EXPIRY_SECS: i64 = 24 * 3600;
+
+pub struct Devices<'a> {
+    store: &'a dyn ItemStore,
+}
+
+impl<'a> Devices<'a> {
+    pub fn new(store: &'a dyn ItemStore) -> Self {
+        Self { store }
+    }
+
+    pub async fn create_link(&self, digest: &str, link: &LinkRecord) -> Result<(), StoreError> {
+        let ttl = link.expires_at / 1000 + LINK_KEPT_AFTER_EXPIRY_SECS;
+        self.store.put(Item::new(link_key(digest), link)?.with_ttl(Some(ttl)), Condition::Absent).await?;
+        Ok(())
+    }
+
+    pub async fn link(&self, digest: &str) -> Result<Option<(LinkRecord, u64)>, StoreError> {
+        match self.store.get(&link_key(digest)).await? {
+            Some(item) => Ok(Some((item.data()?, item.version))),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn user(&self, app: &AppId, named_user: &str) -> Result<Option<UserRecord>, StoreError> {
+        let key = ItemKey::new(user_pk(app, named_user), "USER");
+        self.store.get(&key).await?.map(|i| i.data()).transpose()
+    }
+
+    /// The user a name stands for: the registered name itself or one of its aliases.
+    pub async fn resolve_user(&self, app: &AppId, name: &str) -> Result<Option<UserRecord>, StoreError> {
+        if let Some(user) = self.user(app, name).await? {
+            return Ok(Some(user));
+        }
+        match self.store.get(&alias_key(app, name)).await? {
+            Some(item) => {
+                let pointer: Pointer = item.data()?;
+                self.user(app, &pointer.named_user).await
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The user's devices, most recently registered last.
+    pub async fn devices_of(&self, app: &AppId, named_user: &str) -> Result<Vec<DeviceRecord>, StoreError> {
+        let query =
+            Query::table(user_pk(app, named_user)).sort(SortKey::BeginsWith("DEVICE#".into())).limit(100);
+        let page = self.store.query(query).await?;
+        let mut devices: Vec<DeviceRecord> = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
+        devices.sort_by_key(|d| d.registered_at);
+        Ok(devices)
+    }
+
+    pub async fn device(&self, app: &AppId, device_id: &str) -> Result<Option<DeviceRecord>, StoreError> {
+        let Some(guard) = self.store.get(&device_guard(app, device_id)).await? else {
+            return Ok(None);
+        };
+        let pointer: Pointer = guard.data()?;
+        let key = ItemKey::new(user_pk(app, &pointer.named_user), format!("DEVICE#{device_id}"));
+        self.store.get(&key).await?.map(|i| i.data()).transpose()
+    }
+
+    pub async fn device_token(&self, presented: &TokenHash) -> Result<Option<DeviceTokenRecord>, StoreError> {
+        let key = ItemKey::new("DEVTOKEN", presented.token_id());
+        self.store.get(&key).await?.map(|i| i.data()).transpose()
+    }
+
+    /// Consumes the link (at `link_version`) and registers the device, all or nothing.
+    pub async fn register(
+        &self,
+        digest: &str,
+        link: &LinkRecord,
+        link_version: u64,
+        device: &DeviceRecord,
+        token: &DeviceTokenRecord,
+        now: i64,
+    ) -> Result<(), RegisterError> {
+        let app = &device.app_id;
+        let mut used = link.clone();
+        used.used_at = Some(now);
+        used.device_id = Some(device.device_id.clone());
+        let ttl = link.expires_at / 1000 + LINK_KEPT_AFTER_EXPIRY_SECS;
+        let existing_user = self.user(app, &device.named_user).await?;
+        let mut user = existing_user.clone().unwrap_or(UserRecord {
+            app_id: app.clone(),
+            named_user: device.named_user.clone(),
+            aliases: Vec::new(),
+            created_at: now,
+        });
+        let mut ops = vec![
+            WriteOp::Put {
+                item: Item::new(link_key(digest), &used)?.with_ttl(Some(ttl)),
+                condition: Condition::Version(link_version),
+            },
+            WriteOp::Put {
+                item: Item::new(
+                    device_guard(app, &device.device_id),
+                    &Pointer { named_user: device.named_user.clone() },
+                )?,
+                condition: Condition::Absent,
+            },
+            WriteOp::Put {
+                item: Item::new(
+                    ItemKey::new(user_pk(app, &device.named_user), format!("DEVICE#{}", device.device_id)),
+                    device,
+                )?,
+                condition: Condition::Absent,
+            },
+            WriteOp::Put {
+                item: Item::new(ItemKey::new("DEVTOKEN", token.token_id.clone()), token)?,
+                condition: Condition::Absent,
+            },
+        ];
+        if let Some(alias) = &link.machine_user_name_ws {
+            if !user.aliases.iter().any(|a| a.eq_ignore_ascii_case(alias)) {
+                user.aliases.push(alias.clone());
+            }
+            let pointer = Pointer { named_user: device.named_user.clone() };
+            ops.push(WriteOp::Put {
+                item: Item::new(alias_key(app, alias), &pointer)?,
+                condition: Condition::Any,
+            });
+        }
+        let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
+        let user_condition = if existing_user.is_some() { Condition::Exists } else { Condition::Absent };
+        ops.push(WriteOp::Put { item: Item::new(user_key, &user)?, condition: user_condition });
+        match self.store.transact(ops).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict) => {
+                // Say why: the code went first, or the device id is taken.
+                match self.link(digest).await? {
+                    Some((current, _)) if current.used_at.is_some() => Err(RegisterError::CodeUsed),
+                    _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
+                        Err(RegisterError::DeviceExists)
+                    }
+                    _ => Err(RegisterError::Store(StoreError::Conflict)),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,528 @@
+//! Registration, enrollment, pairing and events cases, ending in the full flow: admin link →
+//! QR page → device registration → enroll → complete → pairing → the queued certificate
+//! request in the store.
+
+use super::Harness;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use p256::elliptic_curve::sec1::ToEncodedPoint;
+use rp_shared::domain::apps::AppId;
+use rp_shared::http::problem::codes;
+use rp_shared::ports::{Index, Query};
+use rp_shared::repo::workstations::{RequestKind, RequestState, Workstations, PENDING_QUEUE};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub fn public_key_b64(compressed: bool) -> String {
+    let secret = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    STANDARD.encode(secret.public_key().to_encoded_point(compressed).as_bytes())
+}
+
+/// A registration link for `user` of `app`, optionally with a workstation alias.
+pub async fn link(h: &Harness, app: &str, user: &str, body: Option<Value>) -> Value {
+    let r = h.admin("POST", &format!("/cc/api/apps/{app}/users/{user}/registration-links"), body).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+pub fn registration(code: &str, device_id: &str) -> Value {
+    json!({
+        "code": code, "deviceId": device_id, "friendlyName": "Alice's phone", "modelNumber": "Pixel 9",
+        "signingPublicKey": public_key_b64(false), "keyAgreementPublicKey": public_key_b64(true),
+    })
+}
+
+/// A user with one registered device; returns the device id.
+pub async fn registered_user(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> String {
+    let body = alias.map(|a| json!({"machineUserNameWS": a}));
+    let code = link(h, app, user, body).await["code"].as_str().unwrap().to_owned();
+    let device_id = Harness::unique("dev");
+    let r = h
+        .client
+        .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&code, &device_id)))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    device_id
+}
+
+pub async fn registration_links_and_qr_page(h: Harness) {
+    let app = h.app().await;
+    let created = link(&h, &app, "alice@example.com", None).await;
+    let code = created["code"].as_str().unwrap();
+    assert!(created["url"].as_str().unwrap().ends_with(&format!("/rp/register/{code}")));
+    assert!(created["expiresAt"].as_str().unwrap().ends_with('Z'));
+
+    let page = h.client.send("GET", &format!("/rp/register/{code}"), None, None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-type").unwrap().starts_with("text/html"));
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert!(html.contains("<svg") && html.contains("alice@example.com") && html.contains(&app));
+
+    // User-supplied text is escaped on the page.
+    let sneaky = link(&h, &app, "%3Cb%20onclick%3Dx%3Ebob", None).await;
+    let page =
+        h.client.send("GET", &format!("/rp/register/{}", sneaky["code"].as_str().unwrap()), None, None).await;
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert!(html.contains("&lt;b onclick=x&gt;bob") && !html.contains("<b onclick"));
+
+    let unknown = h.client.send("GET", "/rp/register/AAAAAAAAAAAAAAAAAAAAAA", None, None).await;
+    assert_eq!(unknown.status, 404);
+    assert!(String::from_utf8_lossy(&unknown.body).contains("not found"));
+    assert_eq!(h.client.send("GET", "/rp/register/x", None, None).await.status, 404);
+    h.clock.advance(Duration::from_secs(15 * 60 + 1));
+    let expired = h.client.send("GET", &format!("/rp/register/{code}"), None, None).await;
+    assert_eq!(expired.status, 410);
+    assert!(String::from_utf8_lossy(&expired.body).contains("expired"));
+
+    h.admin("POST", "/cc/api/apps/noSuchApp/users/alice/registration-links", None)
+        .await
+        .problem(404, codes::APP_NOT_FOUND);
+    let r = h
+        .admin(
+            "POST",
+            &format!("/cc/api/apps/{app}/users/alice/registration-links"),
+            Some(json!({"expiresInSecs": 10})),
+        )
+        .await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "expiresInSecs");
+    let r = h
+        .admin(
+            "POST",
+            &format!("/cc/api/apps/{app}/users/alice/registration-links"),
+            Some(json!({"color": 1})),
+        )
+        .await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "color");
+    let access = h.access_token(&app).await;
+    let r = h
+        .client
+        .send("POST", &format!("/cc/api/apps/{app}/users/alice/registration-links"), Some(&access), None)
+        .await;
+    r.problem(403, codes::WRONG_TOKEN_KIND);
+}
+
+pub async fn device_registration_validates_and_is_single_use(h: Harness) {
+    let app = h.app().await;
+    let code = link(&h, &app, "alice@example.com", None).await["code"].as_str().unwrap().to_owned();
+    let mut off_curve = STANDARD.decode(public_key_b64(false)).unwrap();
+    off_curve[64] ^= 1;
+    for (change, field) in [
+        (json!({"signingPublicKey": "not base64!"}), "signingPublicKey"),
+        (json!({"signingPublicKey": STANDARD.encode(&off_curve)}), "signingPublicKey"),
+        (json!({"keyAgreementPublicKey": STANDARD.encode([4u8; 65])}), "keyAgreementPublicKey"),
+        (json!({"deviceId": "has space"}), "deviceId"),
+        (json!({"friendlyName": ""}), "friendlyName"),
+        (json!({"code": "short"}), "code"),
+        (json!({"extra": true}), "extra"),
+    ] {
+        let mut body = registration(&code, "dev-validate");
+        for (k, v) in change.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body.clone())).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field, "{change}");
+    }
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/versioned/device/registrations",
+            None,
+            Some(registration("AAAAAAAAAAAAAAAAAAAAAA", "d1")),
+        )
+        .await;
+    assert_eq!(r.problem(404, codes::LINK_NOT_FOUND)["field"], "code");
+
+    // Racing registrations with one code: exactly one wins.
+    let h = std::sync::Arc::new(h);
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let (h, code) = (h.clone(), code.clone());
+            tokio::spawn(async move {
+                let r = h
+                    .client
+                    .send(
+                        "POST",
+                        "/rp/versioned/device/registrations",
+                        None,
+                        Some(registration(&code, &format!("race-{i}"))),
+                    )
+                    .await;
+                (r.status.as_u16(), r.json())
+            })
+        })
+        .collect();
+    let mut wins = Vec::new();
+    for t in tasks {
+        let (status, body) = t.await.unwrap();
+        match status {
+            201 => wins.push(body),
+            410 => assert_eq!(body["errorCode"], codes::LINK_USED),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(wins.len(), 1, "one registration per code");
+    let won = &wins[0];
+    assert!(won["deviceToken"].as_str().unwrap().starts_with("rpd_"));
+    assert_eq!(won["namedUser"], "alice@example.com");
+    assert_eq!(won["appId"], app.as_str());
+    let page = h.client.send("GET", &format!("/rp/register/{code}"), None, None).await;
+    assert_eq!(page.status, 410, "a used link's page says so");
+
+    // A device id is registered once per app.
+    let second = link(&h, &app, "bob@example.com", None).await["code"].as_str().unwrap().to_owned();
+    let taken = won["deviceId"].as_str().unwrap();
+    let r = h
+        .client
+        .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&second, taken)))
+        .await;
+    assert_eq!(r.problem(409, codes::DEVICE_EXISTS)["field"], "deviceId");
+    let again = h
+        .client
+        .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&second, "bobs-phone")))
+        .await;
+    assert_eq!(again.status, 201, "the failed attempt did not use up the code: {}", again.json());
+    h.clock.advance(Duration::from_secs(16 * 60));
+    let third = link(&h, &app, "carol@example.com", None).await["code"].as_str().unwrap().to_owned();
+    h.clock.advance(Duration::from_secs(16 * 60));
+    let r = h
+        .client
+        .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&third, "carols-phone")))
+        .await;
+    r.problem(410, codes::LINK_EXPIRED);
+}
+
+fn enroll_body(app: &str, user: &str, session: Option<&str>) -> Value {
+    let mut body = json!({"rpAppId": app, "machineUserNameWS": user});
+    if let Some(s) = session {
+        body["sessionId"] = json!(s);
+    }
+    body
+}
+
+fn complete_body(session: &str, user: &str, error_code: i64) -> Value {
+    json!({
+        "errorCode": error_code, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
+        "machineName": "WS-0042", "machineId": "machine-42", "machineUserName": user, "machineVersion": "10.0.22631",
+    })
+}
+
+pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
+    let app = h.app().await;
+    let device_id = registered_user(&h, &app, "alice@example.com", Some("CORP\\alice")).await;
+    let access = h.access_token(&app).await;
+    let post = |path: &'static str, body: Value| {
+        let (h, access) = (&h, access.clone());
+        async move { h.client.send("POST", path, Some(&access), Some(body)).await }
+    };
+
+    // The enroll response is exactly the seed's shape; the alias finds the user.
+    let r = post("/rp/wsapi/client/enroll", enroll_body(&app, "corp\\ALICE", Some("fido-session-1"))).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.header("x-enrollment-session-id"), Some("fido-session-1"));
+    let body = r.json();
+    assert_eq!(body["status"], json!({"responseCode": 200, "responseMessage": "Success"}));
+    let device = body["response"]["device"].as_object().unwrap();
+    let mut keys: Vec<_> = device.keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "authenticationKey",
+            "deviceId",
+            "deviceKey",
+            "encCounter",
+            "friendlyName",
+            "keyAgreementPublicKey",
+            "modelNumber"
+        ]
+    );
+    assert_eq!(device["deviceId"], device_id.as_str());
+    assert_eq!(device["encCounter"], "0");
+    assert_eq!(body.as_object().unwrap().len(), 2);
+
+    // Cross-checks name the field; an unknown session is refused.
+    let r =
+        post("/rp/wasapi/client/enroll/complete", complete_body("fido-session-1", "mallory@example.com", 0))
+            .await;
+    assert_eq!(r.problem(400, codes::CROSS_CHECK_FAILED)["field"], "machineUserName");
+    let r =
+        post("/rp/wasapi/client/enroll/complete", complete_body("no-such-session", "alice@example.com", 0))
+            .await;
+    assert_eq!(r.problem(400, codes::SESSION_NOT_FOUND)["field"], "sessionId");
+    let mut incomplete = complete_body("fido-session-1", "alice@example.com", 0);
+    incomplete.as_object_mut().unwrap().remove("machineVersion");
+    let r = post("/rp/wasapi/client/enroll/complete", incomplete).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "machineVersion");
+
+    let r =
+        post("/rp/wasapi/client/enroll/complete", complete_body("fido-session-1", "alice@example.com", 0))
+            .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["status"]["responseCode"], 200);
+    let again =
+        post("/rp/wasapi/client/enroll/complete", complete_body("fido-session-1", "alice@example.com", 0))
+            .await;
+    assert_eq!(again.status, 200, "re-completing is idempotent");
+    let mut other = complete_body("fido-session-1", "alice@example.com", 0);
+    other["machineVersion"] = json!("11.0");
+    let r = post("/rp/wasapi/client/enroll/complete", other).await;
+    assert_eq!(r.problem(400, codes::CROSS_CHECK_FAILED)["field"], "machineVersion", "the machine is pinned");
+    let stored = Workstations::new(h.backend.store.as_ref())
+        .enrollment(&AppId::parse("a", &app).unwrap(), "machine-42")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (stored.named_user.as_str(), stored.device_id.as_str(), stored.machine_name.as_str()),
+        ("alice@example.com", device_id.as_str(), "WS-0042")
+    );
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_ENROLL"), None).await.json();
+    assert_eq!(events["events"].as_array().unwrap().len(), 1, "one event for one enrollment: {events}");
+
+    // The password path: no sessionId, a server-issued one in the header; a failure is recorded.
+    let r = post("/rp/wsapi/client/enroll", enroll_body(&app, "alice@example.com", None)).await;
+    let issued = r.header("x-enrollment-session-id").unwrap().to_owned();
+    assert!(issued.starts_with("ens-"));
+    let r =
+        post("/rp/wasapi/client/enroll/complete", complete_body(&issued, "alice@example.com", 1207)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let failed =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=OOB_WORKSTATION_REG"), None).await.json();
+    let event = &failed["events"][0];
+    assert_eq!(
+        (event["attributes"]["success"].as_bool(), event["attributes"]["errorCode"].as_i64()),
+        (Some(false), Some(1207))
+    );
+
+    // Other apps, unknown users, expired sessions.
+    let other_app = h.app().await;
+    let r = post("/rp/wsapi/client/enroll", enroll_body(&other_app, "alice@example.com", None)).await;
+    r.problem(403, codes::OTHER_TENANT);
+    let r = post("/rp/wsapi/client/enroll", enroll_body(&app, "nobody@example.com", None)).await;
+    assert_eq!(r.problem(400, codes::UNKNOWN_USER)["field"], "machineUserNameWS");
+    let r =
+        post("/rp/wsapi/client/enroll", enroll_body(&app, "alice@example.com", Some("late-session"))).await;
+    assert_eq!(r.status, 200);
+    h.clock.advance(Duration::from_secs(11 * 60));
+    let r = post("/rp/wasapi/client/enroll/complete", complete_body("late-session", "alice@example.com", 0))
+        .await;
+    r.problem(400, codes::SESSION_NOT_FOUND);
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/wsapi/client/enroll",
+            Some(&h.admin),
+            Some(enroll_body(&app, "alice@example.com", None)),
+        )
+        .await;
+    r.problem(403, codes::WRONG_TOKEN_KIND);
+}
+
+pub async fn pairing_queues_one_certificate_request(h: Harness) {
+    let app = h.app().await;
+    let device_id = registered_user(&h, &app, "alice@example.com", None).await;
+    let access = h.access_token(&app).await;
+    let body = json!({"machineId": "machine-7", "deviceId": device_id, "machineName": "WS-7", "machineUserNameWS": "CORP\\alice"});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    let pairing = r.json();
+    assert_eq!(pairing["rpConfig"]["workstation"]["offlineAccess"]["tokenCount"], 25);
+    assert_eq!(pairing["workstation"]["offline"], json!({"tokens": "", "tokensAuth": ""}));
+    let request_id = pairing["certificateRequestId"].as_str().unwrap().to_owned();
+
+    let (request, _) =
+        Workstations::new(h.backend.store.as_ref()).cert_request(&request_id).await.unwrap().unwrap();
+    assert_eq!((request.kind, request.state), (RequestKind::LoginCert, RequestState::Pending));
+    assert_eq!(request.request_timeout_in_secs, 300);
+    assert_eq!(request.machine_user_name_ws.as_deref(), Some("CORP\\alice"));
+    assert_eq!(request.machine_user_name.as_deref(), Some("alice@example.com"));
+    assert_eq!(request.device_id.as_deref(), Some(device_id.as_str()));
+    assert!(request.device_key_agreement_public_key.as_ref().is_some_and(|k| STANDARD
+        .decode(k)
+        .unwrap()
+        .len()
+        == 65));
+    assert_eq!(request.enc_counter.as_deref(), Some("1"));
+
+    // Seed rule 4: the same machine and device again returns the pairing and queues nothing.
+    let again = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.json()["certificateRequestId"], request_id.as_str());
+    let queued = h.backend.store.query(Query::index(Index::Gsi1, PENDING_QUEUE).limit(1000)).await.unwrap();
+    let mine = queued.items.iter().filter(|i| i.attrs["deviceId"] == device_id.as_str()).count();
+    assert_eq!(mine, 1, "one request per pairing");
+
+    let path = format!("/rp/api/client/reg?machineId=machine-7&deviceId={device_id}");
+    let read = h.client.send("GET", &path, Some(&access), None).await;
+    assert_eq!((read.status.as_u16(), read.json()["machineName"].as_str()), (200, Some("WS-7")));
+    let r = h.client.send("GET", "/rp/api/client/reg?machineId=machine-7", Some(&access), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "deviceId");
+    h.client
+        .send("GET", "/rp/api/client/reg?machineId=other&deviceId=x1", Some(&access), None)
+        .await
+        .problem(404, codes::PAIRING_NOT_FOUND);
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/client/reg",
+            Some(&access),
+            Some(json!({"machineId": "m", "deviceId": "ghost"})),
+        )
+        .await;
+    assert_eq!(r.problem(400, codes::UNKNOWN_DEVICE)["field"], "deviceId");
+
+    // Offline tokens: refused while offline access is off, sealed at rest once on.
+    let offline = json!({"machineId": "machine-7", "deviceId": device_id, "offline": {"tokens": "12345678,87654321", "tokensAuth": "c2lnbmF0dXJl"}});
+    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(offline.clone())).await;
+    r.problem(403, codes::OFFLINE_DISABLED);
+    h.admin(
+        "PUT",
+        &format!("/cc/api/apps/{app}/workstation"),
+        Some(json!({"offlineAccess": {"enabled": true}})),
+    )
+    .await;
+    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(offline)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["workstation"]["offline"]["tokens"], "12345678,87654321");
+    assert_eq!(r.json()["rpConfig"]["workstation"]["offlineAccess"]["enabled"], true);
+    let raw = h
+        .backend
+        .store
+        .get(&rp_shared::ports::ItemKey::new(format!("PAIR#{app}#machine-7"), format!("DEVICE#{device_id}")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!serde_json::to_string(&raw.attrs).unwrap().contains("12345678"), "tokens are encrypted at rest");
+    assert_eq!(
+        h.client.send("GET", &path, Some(&access), None).await.json()["workstation"]["offline"]["tokensAuth"],
+        "c2lnbmF0dXJl"
+    );
+    let r = h
+        .client
+        .send(
+            "PATCH",
+            "/rp/api/client/reg",
+            Some(&access),
+            Some(json!({"machineId": "machine-7", "deviceId": device_id})),
+        )
+        .await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "body");
+
+    // Another app's token sees nothing of it.
+    let other = h.access_token(&h.app().await).await;
+    h.client.send("GET", &path, Some(&other), None).await.problem(404, codes::PAIRING_NOT_FOUND);
+}
+
+pub async fn events_are_reported_and_listed(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/events",
+            Some(&access),
+            Some(json!({"name": "OOB_WORKSTATION_REG", "attributes": {"success": false, "machineId": "m1"}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    let start = {
+        use rp_shared::ports::Clock;
+        h.clock.epoch_millis()
+    };
+    h.clock.advance(Duration::from_secs(60));
+    let r = h.admin("POST", "/rp/api/events", Some(json!({"name": "WORKSTATION_CERTIFICATE_ISSUED", "appId": app, "attributes": {"isSuccessful": false, "errorCode": 17}}))).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    for (body, field) in [
+        (json!({"name": "SOMETHING_ELSE"}), "name"),
+        (json!({"name": "WORKSTATION_ENROLL", "attributes": {"nested": {"a": 1}}}), "attributes.nested"),
+        (json!({"name": "WORKSTATION_ENROLL", "appId": "noSuchApp"}), "appId"),
+        (json!({"attributes": {}}), "name"),
+    ] {
+        let r = h.admin("POST", "/rp/api/events", Some(body.clone())).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field, "{body}");
+    }
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/events",
+            Some(&access),
+            Some(json!({"name": "WORKSTATION_ENROLL", "appId": "otherApp"})),
+        )
+        .await;
+    r.problem(403, codes::OTHER_TENANT);
+
+    let all = h.admin("GET", &format!("/rp/api/events?appId={app}"), None).await.json();
+    let names: Vec<_> =
+        all["events"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(names, ["OOB_WORKSTATION_REG", "WORKSTATION_CERTIFICATE_ISSUED"], "in time order");
+    let first = &all["events"][0];
+    assert!(first["source"].as_str().unwrap().starts_with("workstation:"));
+    assert_eq!(all["events"][1]["attributes"]["errorCode"], 17);
+    let by_name = h
+        .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
+        .await
+        .json();
+    assert_eq!(by_name["events"].as_array().unwrap().len(), 1);
+    let cutoff = rp_shared::domain::time::iso8601(start - 1);
+    let later = h.admin("GET", &format!("/rp/api/events?appId={app}&to={cutoff}"), None).await.json();
+    assert_eq!(later["events"].as_array().unwrap().len(), 0, "nothing before the first event");
+    let from_second = rp_shared::domain::time::iso8601(start + 1);
+    let tail = h.admin("GET", &format!("/rp/api/events?appId={app}&from={from_second}"), None).await.json();
+    assert_eq!(tail["events"].as_array().unwrap().len(), 1, "only the later event");
+    let paged = h.admin("GET", &format!("/rp/api/events?appId={app}&limit=1"), None).await.json();
+    assert_eq!(paged["events"].as_array().unwrap().len(), 1);
+    let next = paged["nextCursor"].as_str().expect("a second page");
+    let second =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&limit=1&cursor={next}"), None).await.json();
+    assert_eq!(second["events"][0]["name"], "WORKSTATION_CERTIFICATE_ISSUED");
+    let r = h.admin("GET", "/rp/api/events?from=yesterday", None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "from");
+    h.client.send("GET", "/rp/api/events", Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
+}
+
+pub async fn link_to_queued_certificate_request_end_to_end(h: Harness) {
+    let app = h.app().await;
+    h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"requestTimeoutInSecs": 2})))
+        .await;
+    let created = link(&h, &app, "dave@example.com", Some(json!({"machineUserNameWS": "CORP\\dave"}))).await;
+    let code = created["code"].as_str().unwrap().to_owned();
+    let page = h.client.send("GET", &format!("/rp/register/{code}"), None, None).await;
+    assert_eq!(page.status, 200);
+    let registered = h
+        .client
+        .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&code, "daves-phone")))
+        .await;
+    assert_eq!(registered.status, 201);
+    let access = h.access_token(&app).await;
+    let enrolled = h
+        .client
+        .send("POST", "/rp/wsapi/client/enroll", Some(&access), Some(enroll_body(&app, "CORP\\dave", None)))
+        .await;
+    let session = enrolled.header("x-enrollment-session-id").unwrap().to_owned();
+    let done = h
+        .client
+        .send(
+            "POST",
+            "/rp/wasapi/client/enroll/complete",
+            Some(&access),
+            Some(complete_body(&session, "dave@example.com", 0)),
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.json());
+    let paired = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(json!({"machineId": "machine-42", "deviceId": "daves-phone", "machineUserNameWS": "CORP\\dave"}))).await;
+    assert_eq!(paired.status, 201);
+    let request_id = paired.json()["certificateRequestId"].as_str().unwrap().to_owned();
+    let (request, _) =
+        Workstations::new(h.backend.store.as_ref()).cert_request(&request_id).await.unwrap().unwrap();
+    assert_eq!(request.state, RequestState::Pending);
+    assert_eq!(request.request_timeout_in_secs, 2);
+    assert_eq!(request.machine_user_name.as_deref(), Some("dave@example.com"));
+}
