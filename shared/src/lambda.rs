@@ -14,6 +14,7 @@ pub async fn serve_endpoint(name: &str) -> Result<(), lambda_http::Error> {
     let backend = Backend::aws_from_env().await?;
     let config = HttpConfig {
         public_base_url: std::env::var("PUBLIC_BASE_URL").unwrap_or_default(),
+        poll_batch: env_number("CERT_POLL_BATCH", crate::repo::certificates::DEFAULT_BATCH)?,
         ..HttpConfig::default()
     };
     let router = http::function(name, AppState::new(backend, config))
@@ -25,7 +26,8 @@ pub async fn serve_endpoint(name: &str) -> Result<(), lambda_http::Error> {
 pub async fn serve_queue_consumer() -> Result<(), lambda_runtime::Error> {
     crate::telemetry::init();
     let backend = Backend::aws_from_env().await?;
-    let dispatcher = Arc::new(Dispatcher::new(backend));
+    let max_attempts = env_number("CERT_MAX_ATTEMPTS", crate::repo::certificates::DEFAULT_MAX_ATTEMPTS)?;
+    let dispatcher = Arc::new(Dispatcher::new(backend).with_max_attempts(max_attempts));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let dispatcher = dispatcher.clone();
         async move {
@@ -35,4 +37,15 @@ pub async fn serve_queue_consumer() -> Result<(), lambda_runtime::Error> {
         }
     }))
     .await
+}
+
+/// A positive number from the environment, or `default` when unset.
+pub fn env_number<T: std::str::FromStr + PartialOrd + Default>(name: &str, default: T) -> Result<T, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(text) => match text.parse::<T>() {
+            Ok(n) if n > T::default() => Ok(n),
+            _ => Err(format!("{name} must be a positive number, not '{text}'")),
+        },
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod adapters;
 pub mod admin;
+pub mod agent;
 pub mod backend;
 pub mod consumer;
 pub mod domain;

@@ -21,6 +21,10 @@ pub struct LocalConfig {
     /// `LOCAL_ADMIN_TOKEN`: use this value as the admin token instead of generating one.
     pub admin_token: Option<String>,
     pub public_base_url: Option<String>,
+    /// `CERT_POLL_BATCH`: most certificate requests one poll hands out.
+    pub poll_batch: usize,
+    /// `CERT_MAX_ATTEMPTS`: leases a certificate request gets before it is DEAD.
+    pub max_attempts: u32,
 }
 
 impl LocalConfig {
@@ -43,6 +47,18 @@ impl LocalConfig {
                 ));
             }
         }
+        let poll_batch =
+            crate::lambda::env_number("CERT_POLL_BATCH", crate::repo::certificates::DEFAULT_BATCH)
+                .unwrap_or_else(|e| {
+                    problems.push(e);
+                    1
+                });
+        let max_attempts =
+            crate::lambda::env_number("CERT_MAX_ATTEMPTS", crate::repo::certificates::DEFAULT_MAX_ATTEMPTS)
+                .unwrap_or_else(|e| {
+                    problems.push(e);
+                    1
+                });
         if !problems.is_empty() {
             anyhow::bail!("invalid configuration: {}", problems.join("; "));
         }
@@ -51,6 +67,8 @@ impl LocalConfig {
             data_dir: std::env::var_os("DATA_DIR").map(PathBuf::from).unwrap_or_else(|| ".data".into()),
             admin_token,
             public_base_url: std::env::var("PUBLIC_BASE_URL").ok(),
+            poll_batch,
+            max_attempts,
         })
     }
 }
@@ -117,13 +135,16 @@ pub async fn run(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let worker = QueueWorker {
         queue: backend.queue.clone(),
-        handler: Arc::new(Dispatcher::new(backend.clone())),
+        handler: Arc::new(Dispatcher::new(backend.clone()).with_max_attempts(config.max_attempts)),
         visibility: Duration::from_secs(30),
         idle: Duration::from_millis(500),
     };
     let worker = tokio::spawn(worker.run(stop_rx));
 
-    let state = AppState::new(backend, HttpConfig { public_base_url: base_url, ..HttpConfig::default() });
+    let state = AppState::new(
+        backend,
+        HttpConfig { public_base_url: base_url, poll_batch: config.poll_batch, ..HttpConfig::default() },
+    );
     axum::serve(listener, http::app(state)).with_graceful_shutdown(shutdown).await?;
     let _ = stop_tx.send(true);
     worker.await.context("the queue worker failed")?;

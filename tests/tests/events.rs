@@ -10,8 +10,11 @@ use rp_shared::domain::apps::AppId;
 use rp_shared::domain::devices::RegistrationCode;
 use rp_shared::domain::tokens::{TokenKind, TokenSecret};
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::repo::devices::{Devices, LinkRecord};
+use rp_shared::ports::{Condition, Item, ItemKey};
+use rp_shared::repo::certificates::{Certificates, IssuedCert};
+use rp_shared::repo::devices::{DeviceTokenRecord, Devices, LinkRecord};
 use rp_shared::repo::tokens;
+use rp_shared::repo::workstations::{CertRequestRecord, RequestKind, RequestState, Workstations};
 use rp_shared::testing::http::TestClient;
 use std::path::{Path, PathBuf};
 
@@ -27,7 +30,7 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 19] = [
+const REPLAY: [(&str, u16); 24] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -41,6 +44,11 @@ const REPLAY: [(&str, u16); 19] = [
     ("rp-enroll", 200),
     ("rp-enroll-complete", 200),
     ("rp-client-reg", 201),
+    ("rp-certificate-requests", 200),
+    ("rp-certificate", 204),
+    ("rp-certificate-revoke", 204),
+    ("cc-certificate-revoke", 202),
+    ("rp-device-certificates", 200),
     ("rp-events", 201),
     ("content-customizations", 201),
     ("content-customization", 200),
@@ -63,6 +71,9 @@ async fn every_http_event_runs_through_its_function() {
         tokens::install(backend.store.as_ref(), 0, &secret, kind, None, "sample").await.unwrap();
     }
     for (name, expected) in REPLAY {
+        if name == "rp-certificate" {
+            certificate_fixtures(&backend).await;
+        }
         if name == "rp-register-page" {
             // The sample events carry a fixed registration code and access token; put them in
             // place as the admin's link and token calls would.
@@ -104,17 +115,114 @@ async fn every_http_event_runs_through_its_function() {
     assert_eq!(app.send("GET", "/cc/api/apps", Some(SAMPLE_REVOKED), None).await.status, 401);
 }
 
+/// What the certificate samples refer to: two leased requests with the samples' ids, an issued
+/// certificate with the sample serial, and the sample device token.
+async fn certificate_fixtures(backend: &Backend) {
+    let app = AppId::parse("appId", "workstationDemo").unwrap();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+    for (id, kind) in [(LOGIN_REQUEST, RequestKind::LoginCert), (REVOKE_REQUEST, RequestKind::Revocation)] {
+        let request = CertRequestRecord {
+            request_id: id.into(),
+            kind,
+            app_id: app.clone(),
+            state: RequestState::Leased,
+            request_timeout_in_secs: 300,
+            machine_user_name_ws: None,
+            machine_user_name: Some("alice@example.com".into()),
+            device_id: Some("alice-pixel-9".into()),
+            device_key_agreement_public_key: None,
+            enc_counter: Some("1".into()),
+            cert_serial_number: None,
+            created_at: now,
+            attempts: 1,
+            lease_id: Some(SAMPLE_LEASE.into()),
+            leased_until: Some(now + 300_000),
+            result_digest: None,
+            error_code: None,
+            error_message: None,
+        };
+        backend.store.put(request.item().unwrap(), Condition::Absent).await.unwrap();
+    }
+    let cert = IssuedCert {
+        cert_serial_number: SAMPLE_SERIAL.into(),
+        app_id: app.clone(),
+        request_id: "earlier".into(),
+        device_id: "alice-pixel-9".into(),
+        named_user: "alice@example.com".into(),
+        machine_user_name_ws: None,
+        machine_user_names: vec!["alice@example.com".into()],
+        login_cert: "c2VhbGVk".into(),
+        iv_login_cert: "aXY=".into(),
+        login_cert_auth: "YXV0aA==".into(),
+        issuer_key_agreement_public_key: "a2V5".into(),
+        issuer_key_agreement_public_key_auth: "YXV0aA==".into(),
+        login_cert_expiry_date: now + 86_400_000,
+        signing_cert: "Y2E=".into(),
+        issued_at: now,
+        revoked_at: None,
+        revocation_request_id: None,
+    };
+    backend.store.transact(vec![Certificates::issue_op(&cert).unwrap()]).await.unwrap();
+    let secret = TokenSecret::parse(SAMPLE_DEVICE_TOKEN).unwrap();
+    let record = DeviceTokenRecord {
+        token_id: secret.hash().token_id(),
+        app_id: app,
+        named_user: "alice@example.com".into(),
+        device_id: "alice-pixel-9".into(),
+        hash: secret.hash().to_hex(),
+        created_at: now,
+    };
+    let item = Item::new(ItemKey::new("DEVTOKEN", record.token_id.clone()), &record).unwrap();
+    backend.store.put(item, Condition::Absent).await.unwrap();
+}
+
+const LOGIN_REQUEST: &str = "00000000-0000-4000-8000-000000000001";
+const REVOKE_REQUEST: &str = "00000000-0000-4000-8000-000000000002";
+const SAMPLE_LEASE: &str = "5b0e9a52-8d2c-4c6e-9f1c-0d7f3f1b2a44";
+const SAMPLE_SERIAL: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+const SAMPLE_DEVICE_TOKEN: &str = "rpd_sample-device-token-replace-with-yours";
+
 #[tokio::test]
-async fn the_sqs_event_reports_failed_messages_for_retry() {
+async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
-    let event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
-    let ids: Vec<_> = event.records.iter().map(|r| r.message_id.clone().unwrap()).collect();
-    let response = process_batch(&Dispatcher::new(backend), event).await;
-    // The sample's kind has no handler, so it is reported failed (and SQS retries, then
-    // dead-letters it) rather than silently dropped.
+    let app = AppId::parse("appId", "workstationDemo").unwrap();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+    let leased = CertRequestRecord {
+        request_id: LOGIN_REQUEST.into(),
+        kind: RequestKind::LoginCert,
+        app_id: app,
+        state: RequestState::Leased,
+        request_timeout_in_secs: 300,
+        machine_user_name_ws: None,
+        machine_user_name: Some("alice@example.com".into()),
+        device_id: Some("alice-pixel-9".into()),
+        device_key_agreement_public_key: None,
+        enc_counter: Some("1".into()),
+        cert_serial_number: None,
+        created_at: now,
+        attempts: 1,
+        lease_id: Some(SAMPLE_LEASE.into()),
+        leased_until: Some(now),
+        result_digest: None,
+        error_code: None,
+        error_message: None,
+    };
+    backend.store.put(leased.item().unwrap(), Condition::Absent).await.unwrap();
+    let mut event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
+    let mut garbage = event.records[0].clone();
+    garbage.message_id = Some("garbage".into());
+    garbage.body = Some("not json".into());
+    event.records.push(garbage);
+    let dispatcher = Dispatcher::new(backend.clone());
+    let response = process_batch(&dispatcher, event.clone()).await;
     let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
-    assert_eq!(failed, ids);
+    assert_eq!(failed, ["garbage"], "only the bad message is retried");
+    let (request, _) =
+        Workstations::new(backend.store.as_ref()).cert_request(LOGIN_REQUEST).await.unwrap().unwrap();
+    assert_eq!(request.state, RequestState::Pending, "the sample's lease ended: re-queued");
+    let again = process_batch(&dispatcher, event).await;
+    assert_eq!(again.batch_item_failures.len(), 1, "redelivery is idempotent");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 pub mod apps;
 pub mod content;
 pub mod devices;
+pub mod envelope;
 pub mod time;
 pub mod tokens;
 pub mod validate;

@@ -2,6 +2,7 @@
 //! (`axum::serve`) and each Lambda function (`lambda_http::run`).
 
 pub mod cc;
+pub mod certificates;
 pub mod content;
 pub mod events;
 pub mod extract;
@@ -42,11 +43,17 @@ pub struct HttpConfig {
     pub body_limit: usize,
     /// The server's public base URL (registration links and QR codes point here).
     pub public_base_url: String,
+    /// Most certificate requests one poll hands out.
+    pub poll_batch: usize,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { body_limit: 64 * 1024, public_base_url: "http://127.0.0.1:8080".into() }
+        Self {
+            body_limit: 64 * 1024,
+            public_base_url: "http://127.0.0.1:8080".into(),
+            poll_batch: crate::repo::certificates::DEFAULT_BATCH,
+        }
     }
 }
 
@@ -72,6 +79,11 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "rp-enroll-complete", router: workstation::complete_router },
     Endpoint { name: "rp-client-reg", router: workstation::client_reg_router },
     Endpoint { name: "rp-events", router: events::router },
+    Endpoint { name: "rp-certificate-requests", router: certificates::requests_router },
+    Endpoint { name: "rp-certificate", router: certificates::issued_router },
+    Endpoint { name: "rp-certificate-revoke", router: certificates::revoked_router },
+    Endpoint { name: "cc-certificate-revoke", router: certificates::admin_revoke_router },
+    Endpoint { name: "rp-device-certificates", router: certificates::device_router },
     Endpoint { name: "content-customizations", router: content::collection_router },
     Endpoint { name: "content-customization", router: content::item_router },
     Endpoint { name: "content-customization-versions", router: content::versions_router },

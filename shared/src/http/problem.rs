@@ -25,6 +25,12 @@ pub mod codes {
     pub const WRONG_TOKEN_KIND: u32 = 1_100_003;
     pub const OTHER_TENANT: u32 = 1_100_004;
     pub const TENANT_SCOPED_TOKEN: u32 = 1_100_005;
+    pub const CERT_REQUEST_NOT_FOUND: u32 = 1_300_001;
+    pub const LEASE_ENDED: u32 = 1_300_002;
+    pub const RESULT_DIFFERS: u32 = 1_300_003;
+    pub const CERT_NOT_FOUND: u32 = 1_300_004;
+    pub const SERIAL_TAKEN: u32 = 1_300_005;
+    pub const CERT_REVOKED: u32 = 1_300_006;
     pub const LINK_NOT_FOUND: u32 = 1_400_001;
     pub const LINK_EXPIRED: u32 = 1_400_002;
     pub const LINK_USED: u32 = 1_400_003;

@@ -362,6 +362,11 @@ async fn pair(
         cert_serial_number: None,
         created_at: now,
         attempts: 0,
+        lease_id: None,
+        leased_until: None,
+        result_digest: None,
+        error_code: None,
+        error_message: None,
     };
     let pairing = PairingRecord {
         app_id: app.clone(),

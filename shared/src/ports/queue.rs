@@ -47,6 +47,18 @@ pub trait Queue: Send + Sync {
     /// since) is ignored, as SQS does.
     async fn ack(&self, receipt: &str) -> Result<(), QueueError>;
 
+    /// Enqueues several messages; the SQS adapter sends them ten to a call.
+    async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
+        let mut ids = Vec::with_capacity(messages.len());
+        for (body, delay) in messages {
+            ids.push(self.send(body, *delay).await?);
+        }
+        Ok(ids)
+    }
+
+    /// Puts a message straight into the dead-letter queue (a consumer that gives up on it).
+    async fn dead_letter(&self, body: &str) -> Result<(), QueueError>;
+
     /// Messages moved to the dead-letter queue, oldest first (for operators and tests).
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError>;
 }

@@ -246,6 +246,9 @@ pub const MAX_TRANSACTION_ITEMS: usize = 100;
 
 #[async_trait]
 pub trait ItemStore: Send + Sync {
+    /// Which adapter this is (`embedded`, `dynamodb`), for logs and diagnostics.
+    fn kind(&self) -> &'static str;
+
     /// The live item at `key`, if any.
     async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError>;
 

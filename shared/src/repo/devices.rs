@@ -243,4 +243,46 @@ impl<'a> Devices<'a> {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// Adds names the directory knows the user by (from an issued certificate), so the user
+    /// stays one entity. A name that already stands for another user is left to that user.
+    pub async fn add_aliases(
+        &self,
+        app: &AppId,
+        named_user: &str,
+        names: &[String],
+    ) -> Result<(), StoreError> {
+        let key = ItemKey::new(user_pk(app, named_user), "USER");
+        for _ in 0..5 {
+            let Some(item) = self.store.get(&key).await? else { return Ok(()) };
+            let mut user: UserRecord = item.data()?;
+            let mut ops = Vec::new();
+            for name in names {
+                let known = name.eq_ignore_ascii_case(named_user)
+                    || user.aliases.iter().any(|a| a.eq_ignore_ascii_case(name));
+                if known || name.is_empty() || self.store.get(&alias_key(app, name)).await?.is_some() {
+                    continue;
+                }
+                user.aliases.push(name.clone());
+                let pointer = Pointer { named_user: named_user.to_owned() };
+                ops.push(WriteOp::Put {
+                    item: Item::new(alias_key(app, name), &pointer)?,
+                    condition: Condition::Absent,
+                });
+            }
+            if ops.is_empty() {
+                return Ok(());
+            }
+            ops.push(WriteOp::Put {
+                item: Item::new(key.clone(), &user)?,
+                condition: Condition::Version(item.version),
+            });
+            match self.store.transact(ops).await {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
 }

@@ -2,6 +2,7 @@
 //! backend. Each module documents its item layout (partition key, sort key, indexes, TTL).
 
 pub mod apps;
+pub mod certificates;
 pub mod content;
 pub mod devices;
 pub mod events;

@@ -128,8 +128,21 @@ pub struct CertRequestRecord {
     #[serde(default)]
     pub cert_serial_number: Option<String>,
     pub created_at: i64,
+    /// How many times it was leased.
     #[serde(default)]
     pub attempts: u32,
+    #[serde(default)]
+    pub lease_id: Option<String>,
+    /// Epoch ms at which the current lease ends.
+    #[serde(default)]
+    pub leased_until: Option<i64>,
+    /// SHA-256 of the posted result, so the same result posted again is recognised.
+    #[serde(default)]
+    pub result_digest: Option<String>,
+    #[serde(default)]
+    pub error_code: Option<i64>,
+    #[serde(default)]
+    pub error_message: Option<String>,
 }
 
 pub const PENDING_QUEUE: &str = "CERTQ#PENDING";

@@ -268,6 +268,27 @@ pub async fn queue_redelivers_until_dead_letter(queue: Arc<dyn Queue>) {
     }
 }
 
+pub async fn queue_batches_and_dead_letters(queue: Arc<dyn Queue>) {
+    let messages: Vec<_> = (0..13).map(|i| (format!("m{i}"), Duration::ZERO)).collect();
+    let ids = queue.send_batch(&messages).await.unwrap();
+    assert_eq!(ids.len(), 13);
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < 13 && tokio::time::Instant::now() < deadline {
+        for m in queue.receive(10, Duration::from_secs(30)).await.unwrap() {
+            queue.ack(&m.receipt).await.unwrap();
+            got.push(m.body);
+        }
+    }
+    got.sort();
+    let mut expected: Vec<_> = messages.into_iter().map(|(b, _)| b).collect();
+    expected.sort();
+    assert_eq!(got, expected, "every batched message once");
+    queue.dead_letter("given up").await.unwrap();
+    let dead = queue.dead_letters(10).await.unwrap();
+    assert!(dead.iter().any(|m| m.body == "given up"));
+}
+
 async fn receive_until(
     queue: &Arc<dyn Queue>,
     n: usize,
@@ -347,6 +368,7 @@ macro_rules! queue_contract_tests {
         $crate::__contract_case!(queue_delivers_and_acks, $make);
         $crate::__contract_case!(queue_delays_delivery, $make);
         $crate::__contract_case!(queue_redelivers_until_dead_letter, $make);
+        $crate::__contract_case!(queue_batches_and_dead_letters, $make);
     };
 }
 

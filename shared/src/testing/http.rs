@@ -117,3 +117,14 @@ impl TestClient {
         self.request(builder.body(body.into()).expect("a valid request")).await
     }
 }
+
+/// Serves `router` on a free port of 127.0.0.1 until the returned handle is dropped or aborted;
+/// returns the base URL.
+pub async fn serve(router: Router) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("a free loopback port");
+    let address = listener.local_addr().expect("a bound address");
+    let handle = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (format!("http://{address}"), handle)
+}

@@ -6,10 +6,12 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod certificates;
 pub mod content;
 pub mod workstation;
 
 pub use cases::*;
+pub use certificates::*;
 pub use content::*;
 pub use workstation::*;
 
@@ -118,6 +120,11 @@ macro_rules! router_tests {
         $crate::router_case!($make, pairing_queues_one_certificate_request);
         $crate::router_case!($make, events_are_reported_and_listed);
         $crate::router_case!($make, link_to_queued_certificate_request_end_to_end);
+        $crate::router_case!($make, certificate_poll_and_results_contract);
+        $crate::router_case!($make, agent_issues_and_the_device_decrypts);
+        $crate::router_case!($make, revocation_round_trip);
+        $crate::router_case!($make, leases_time_out_requeue_and_die);
+        $crate::router_case!($make, concurrent_pollers_issue_each_request_once);
     };
 }
 

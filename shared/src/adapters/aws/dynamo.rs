@@ -308,6 +308,10 @@ where
 
 #[async_trait]
 impl ItemStore for DynamoStore {
+    fn kind(&self) -> &'static str {
+        "dynamodb"
+    }
+
     async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
         let out = self
             .client

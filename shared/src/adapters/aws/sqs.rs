@@ -89,6 +89,54 @@ impl Queue for SqsQueue {
         }
     }
 
+    async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
+        let mut ids = Vec::with_capacity(messages.len());
+        for chunk in messages.chunks(10) {
+            let mut entries = Vec::with_capacity(chunk.len());
+            for (i, (body, delay)) in chunk.iter().enumerate() {
+                if *delay > MAX_DELAY {
+                    return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+                }
+                let entry = aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(body)
+                    .delay_seconds(delay.as_secs() as i32)
+                    .build()
+                    .map_err(QueueError::unavailable)?;
+                entries.push(entry);
+            }
+            let out = self
+                .client
+                .send_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(QueueError::unavailable)?;
+            if let Some(failed) = out.failed.first() {
+                return Err(QueueError::Invalid(format!("a batched message was refused: {}", failed.code)));
+            }
+            let mut sent = out.successful;
+            sent.sort_by_key(|m| m.id.parse::<usize>().unwrap_or_default());
+            ids.extend(sent.into_iter().map(|m| m.message_id));
+        }
+        Ok(ids)
+    }
+
+    async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
+        let Some(url) = &self.dead_letter_url else {
+            return Err(QueueError::Invalid("no dead-letter queue is configured".into()));
+        };
+        self.client
+            .send_message()
+            .queue_url(url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(QueueError::unavailable)?;
+        Ok(())
+    }
+
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
         let Some(url) = &self.dead_letter_url else {
             return Err(QueueError::Invalid("no dead-letter queue is configured".into()));

@@ -138,6 +138,22 @@ impl Queue for EmbeddedQueue {
         .map_err(QueueError::unavailable)?
     }
 
+    async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let message = encode(&StoredMessage { body: body.to_owned(), receive_count: 0 });
+        let (db, name, now) = (self.db.clone(), self.name.clone(), self.now_ms());
+        tokio::task::spawn_blocking(move || {
+            let tx = db.database().begin_write().map_err(err)?;
+            tx.open_table(DEAD)
+                .map_err(err)?
+                .insert((name.as_str(), now, id.as_str()), message.as_slice())
+                .map_err(err)?;
+            tx.commit().map_err(err)
+        })
+        .await
+        .map_err(QueueError::unavailable)?
+    }
+
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
         let (db, name) = (self.db.clone(), self.name.clone());
         tokio::task::spawn_blocking(move || {

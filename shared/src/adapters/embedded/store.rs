@@ -289,6 +289,10 @@ fn run_query(
 
 #[async_trait]
 impl ItemStore for EmbeddedStore {
+    fn kind(&self) -> &'static str {
+        "embedded"
+    }
+
     async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
         check_key(key)?;
         let key = key.clone();

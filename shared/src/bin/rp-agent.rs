@@ -1,0 +1,51 @@
+//! `rp-agent`: the reference enrollment agent.
+
+use clap::Parser;
+use rp_shared::agent::{Agent, LocalCa};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "rp-agent",
+    about = "Reference enrollment agent: issues and revokes workstation login certificates"
+)]
+struct Cli {
+    /// Base URL of the relying-party API.
+    #[arg(long, env = "RP_BASE_URL", default_value = "http://127.0.0.1:8080")]
+    base_url: String,
+    /// A controlCenterAdmin token.
+    #[arg(long, env = "RP_ADMIN_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Where the agent's CA lives (created on first run).
+    #[arg(long, env = "RP_AGENT_CA_DIR", default_value = ".agent-ca")]
+    ca_dir: PathBuf,
+    /// Seconds between polls.
+    #[arg(long, env = "RP_AGENT_INTERVAL_SECS", default_value_t = 15)]
+    interval_secs: u64,
+    /// Poll once and exit.
+    #[arg(long)]
+    once: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    rp_shared::telemetry::init();
+    let cli = Cli::parse();
+    let agent = Agent::new(&cli.base_url, &cli.token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
+    if cli.once {
+        let report = agent.run_once().await?;
+        println!(
+            "issued {} revoked {} failed {} dropped {} refused {}",
+            report.issued.len(),
+            report.revoked.len(),
+            report.failed.len(),
+            report.dropped.len(),
+            report.refused.len()
+        );
+        return Ok(());
+    }
+    agent.run(Duration::from_secs(cli.interval_secs), rp_shared::local::shutdown_signal()).await;
+    Ok(())
+}

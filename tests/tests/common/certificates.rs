@@ -1,0 +1,480 @@
+//! Certificate queue cases: the poll and result contract, issuance end to end (device keys →
+//! registration → pairing → agent → the device decrypts and checks the chain), revocation,
+//! lease time-outs with re-queue and death, and concurrent pollers.
+
+use super::workstation::link;
+use super::Harness;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use p256::ecdsa::signature::Verifier;
+use p256::elliptic_curve::sec1::ToEncodedPoint;
+use p256::pkcs8::DecodePublicKey;
+use rp_shared::agent::{Agent, LocalCa};
+use rp_shared::consumer::Dispatcher;
+use rp_shared::domain::apps::AppId;
+use rp_shared::domain::envelope::{self, LoginCertEnvelope};
+use rp_shared::http::problem::codes;
+use rp_shared::http::{self, AppState, HttpConfig};
+use rp_shared::repo::workstations::{CertRequestRecord, RequestKind, RequestState, Workstations};
+use rp_shared::testing::http::serve;
+use rp_shared::worker::QueueWorker;
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use x509_cert::der::{Decode, Encode};
+
+/// A device the test holds the keys of.
+pub struct TestDevice {
+    pub device_id: String,
+    pub token: String,
+    pub agreement: p256::SecretKey,
+}
+
+pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
+    let code = link(h, app, user, alias.map(|a| json!({"machineUserNameWS": a}))).await["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let signing = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    let agreement = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    let device_id = Harness::unique("dev");
+    let body = json!({
+        "code": code, "deviceId": device_id, "friendlyName": "phone", "modelNumber": "m1",
+        "signingPublicKey": STANDARD.encode(signing.public_key().to_encoded_point(false).as_bytes()),
+        "keyAgreementPublicKey": STANDARD.encode(agreement.public_key().to_encoded_point(false).as_bytes()),
+    });
+    let r = h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    TestDevice { device_id, token: r.json()["deviceToken"].as_str().unwrap().to_owned(), agreement }
+}
+
+/// Pairs `device` with a machine and returns the queued request's id.
+pub async fn pair(h: &Harness, access: &str, device: &TestDevice, machine: &str) -> String {
+    let body =
+        json!({"machineId": machine, "deviceId": device.device_id, "machineUserNameWS": "CORP\\someone"});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(access), Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    r.json()["certificateRequestId"].as_str().unwrap().to_owned()
+}
+
+/// The API on a real loopback port, and an agent with a fresh CA talking to it.
+async fn agent_for(h: &Harness) -> (Agent, Arc<LocalCa>, tokio::task::JoinHandle<()>) {
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    let (base, server) = serve(http::app(state)).await;
+    let ca = Arc::new(LocalCa::open_or_create(&tempfile::tempdir().unwrap().keep()).unwrap());
+    (Agent::new(&base, &h.admin, ca.clone()).unwrap(), ca, server)
+}
+
+async fn state_of(h: &Harness, id: &str) -> CertRequestRecord {
+    Workstations::new(h.backend.store.as_ref()).cert_request(id).await.unwrap().unwrap().0
+}
+
+fn pem_der(pem: &str, label: &str) -> Vec<u8> {
+    let begin = format!("-----BEGIN {label}-----");
+    let start = pem.find(&begin).expect("a PEM block") + begin.len();
+    let end = pem[start..].find("-----END").unwrap() + start;
+    STANDARD.decode(pem[start..end].split_whitespace().collect::<String>()).unwrap()
+}
+
+/// Verifies that `cert_der` is signed by the CA certificate `ca_der`.
+fn assert_chains_to(cert_der: &[u8], ca_der: &[u8]) {
+    let cert = x509_cert::Certificate::from_der(cert_der).unwrap();
+    let ca = x509_cert::Certificate::from_der(ca_der).unwrap();
+    assert_eq!(cert.tbs_certificate.issuer, ca.tbs_certificate.subject, "issued by the CA");
+    let spki = ca.tbs_certificate.subject_public_key_info.to_der().unwrap();
+    let ca_key = p256::ecdsa::VerifyingKey::from_public_key_der(&spki).unwrap();
+    let signature = p256::ecdsa::Signature::from_der(cert.signature.raw_bytes()).unwrap();
+    ca_key.verify(&cert.tbs_certificate.to_der().unwrap(), &signature).expect("the CA's signature verifies");
+}
+
+pub async fn certificate_poll_and_results_contract(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    h.client
+        .send("GET", "/rp/api/certificate/requests", Some(&access), None)
+        .await
+        .problem(403, codes::WRONG_TOKEN_KIND);
+    h.client
+        .send("GET", "/rp/api/certificate/requests", None, None)
+        .await
+        .problem(401, codes::MISSING_CREDENTIALS);
+    let dev = device(&h, &app, "alice@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-contract").await;
+    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    let login = polled["loginCerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["requestId"] == id.as_str())
+        .expect("leased to us")
+        .clone();
+    let mut fields: Vec<_> = login.as_object().unwrap().keys().cloned().collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "deviceId",
+            "deviceKeyAgreementPublicKey",
+            "encCounter",
+            "machineUserName",
+            "machineUserNameWS",
+            "requestId",
+            "requestTimeoutInSecs"
+        ]
+    );
+    assert_eq!(state_of(&h, &id).await.state, RequestState::Leased);
+    let again = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    assert!(
+        again["loginCerts"].as_array().unwrap().iter().all(|r| r["requestId"] != id.as_str()),
+        "a leased request is not handed out again"
+    );
+
+    let r = h
+        .admin(
+            "POST",
+            "/rp/api/certificate",
+            Some(json!({"errorCode": 3, "errorMessage": "no", "requestId": "no-such-request"})),
+        )
+        .await;
+    assert_eq!(r.problem(404, codes::CERT_REQUEST_NOT_FOUND)["field"], "requestId");
+    h.admin(
+        "POST",
+        "/rp/api/certificate",
+        Some(json!({"errorCode": 3, "errorMessage": "no", "requestId": 12345})),
+    )
+    .await
+    .problem(404, codes::CERT_REQUEST_NOT_FOUND);
+    let long = h
+        .admin(
+            "POST",
+            "/rp/api/certificate",
+            Some(json!({"errorCode": 3, "errorMessage": "x".repeat(5001), "requestId": id})),
+        )
+        .await;
+    assert_eq!(long.problem(400, codes::INVALID_FIELD)["field"], "errorMessage");
+    let partial = h
+        .admin(
+            "POST",
+            "/rp/api/certificate",
+            Some(json!({"errorCode": 0, "errorMessage": "", "requestId": id})),
+        )
+        .await;
+    partial.problem(400, codes::INVALID_FIELD);
+    h.admin(
+        "POST",
+        "/rp/api/certificate/revoke",
+        Some(json!({"errorCode": 1, "errorMessage": "", "requestId": id})),
+    )
+    .await
+    .problem(404, codes::CERT_REQUEST_NOT_FOUND);
+
+    let failure = json!({"errorCode": 42, "errorMessage": "directory lookup failed", "requestId": id});
+    let r = h.admin("POST", "/rp/api/certificate", Some(failure.clone())).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        h.admin("POST", "/rp/api/certificate", Some(failure)).await.status,
+        204,
+        "the same result twice"
+    );
+    let stored = state_of(&h, &id).await;
+    assert_eq!((stored.state, stored.error_code), (RequestState::Failed, Some(42)));
+    let events = h
+        .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
+        .await
+        .json();
+    let events = events["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "stored once");
+    assert_eq!(
+        (events[0]["attributes"]["errorCode"].as_i64(), events[0]["attributes"]["isSuccessful"].as_bool()),
+        (Some(42), Some(false))
+    );
+    let other = h
+        .admin(
+            "POST",
+            "/rp/api/certificate",
+            Some(json!({"errorCode": 43, "errorMessage": "", "requestId": id})),
+        )
+        .await;
+    other.problem(409, codes::RESULT_DIFFERS);
+    let empty = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    assert!(empty["loginCerts"].is_array() && empty["revokedCerts"].is_array());
+}
+
+pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "erin@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-issue").await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    let report = agent.run_once().await.unwrap();
+    assert!(report.issued.contains(&id), "{report:?}");
+    let done = state_of(&h, &id).await;
+    assert_eq!(done.state, RequestState::Done);
+
+    let r = h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let certs = r.json()["certificates"].as_array().unwrap().clone();
+    assert_eq!(certs.len(), 1);
+    let c = &certs[0];
+    let envelope = LoginCertEnvelope {
+        login_cert: c["loginCert"].as_str().unwrap().into(),
+        iv_login_cert: c["ivLoginCert"].as_str().unwrap().into(),
+        login_cert_auth: c["loginCertAuth"].as_str().unwrap().into(),
+        issuer_key_agreement_public_key: c["issuerKeyAgreementPublicKey"].as_str().unwrap().into(),
+        issuer_key_agreement_public_key_auth: c["issuerKeyAgreementPublicKeyAuth"].as_str().unwrap().into(),
+    };
+    let bundle =
+        envelope::open(&dev.agreement, &envelope, &id, done.enc_counter.as_deref().unwrap()).unwrap();
+    let bundle = String::from_utf8(bundle).unwrap();
+    assert!(bundle.contains("BEGIN PRIVATE KEY"), "the login certificate comes with its key");
+    let cert_der = pem_der(&bundle, "CERTIFICATE");
+    let signing_cert = STANDARD.decode(c["signingCert"].as_str().unwrap()).unwrap();
+    assert_eq!(signing_cert, ca.certificate_der());
+    assert_chains_to(&cert_der, &signing_cert);
+    let parsed = x509_cert::Certificate::from_der(&cert_der).unwrap();
+    assert_eq!(
+        hex::encode(parsed.tbs_certificate.serial_number.as_bytes()),
+        c["certSerialNumber"].as_str().unwrap()
+    );
+    assert!(parsed.tbs_certificate.subject.to_string().contains("erin@example.com"));
+    // Another device cannot open it; a wrong device token gets nothing.
+    assert!(envelope::open(&p256::SecretKey::random(&mut rand::rngs::OsRng), &envelope, &id, "1").is_err());
+    let r = h
+        .client
+        .send("GET", "/rp/versioned/device/certificates", Some("rpd_not-a-real-device-token-at-all"), None)
+        .await;
+    r.problem(401, codes::INVALID_TOKEN);
+    h.client
+        .send("GET", "/rp/versioned/device/certificates", Some(&h.admin), None)
+        .await
+        .problem(401, codes::INVALID_TOKEN);
+
+    let events = h
+        .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
+        .await
+        .json();
+    assert_eq!(events["events"][0]["attributes"]["isSuccessful"], true);
+    // The names the directory found are one user entity: the workstation name now finds Erin.
+    let enroll = h
+        .client
+        .send(
+            "POST",
+            "/rp/wsapi/client/enroll",
+            Some(&access),
+            Some(json!({"rpAppId": app, "machineUserNameWS": "CORP\\someone"})),
+        )
+        .await;
+    assert_eq!(enroll.status, 200, "{}", enroll.json());
+}
+
+pub async fn revocation_round_trip(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "frank@example.com", None).await;
+    pair(&h, &access, &dev, "m-revoke").await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+
+    let r = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
+    assert_eq!(r.status, 202, "{}", r.json());
+    let request_id = r.json()["requestId"].as_str().unwrap().to_owned();
+    let again = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
+    assert_eq!(
+        (again.status.as_u16(), again.json()["requestId"].as_str()),
+        (202, Some(request_id.as_str())),
+        "one revocation per certificate"
+    );
+    h.admin("POST", "/cc/api/certificates/00ff/revoke", None).await.problem(404, codes::CERT_NOT_FOUND);
+
+    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    let revoked = polled["revokedCerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["requestId"] == request_id.as_str())
+        .expect("handed out")
+        .clone();
+    let mut fields: Vec<_> = revoked.as_object().unwrap().keys().cloned().collect();
+    fields.sort();
+    assert_eq!(fields, ["certSerialNumber", "requestId", "requestTimeoutInSecs"]);
+    // The lease was taken by that poll; put it back so the agent gets it.
+    let (rec, _) =
+        Workstations::new(h.backend.store.as_ref()).cert_request(&request_id).await.unwrap().unwrap();
+    let expired =
+        rp_shared::repo::certificates::LeaseExpired::new(&request_id, rec.lease_id.as_deref().unwrap());
+    rp_shared::repo::certificates::Certificates::new(h.backend.store.as_ref())
+        .expire_lease(&expired, 5, 0)
+        .await
+        .unwrap();
+    let report = agent.run_once().await.unwrap();
+    assert_eq!(report.revoked, vec![request_id.clone()], "{report:?}");
+    assert!(ca.is_revoked(&serial));
+    assert_eq!(state_of(&h, &request_id).await.state, RequestState::Done);
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    assert_eq!(certs["certificates"][0]["revoked"], true);
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=WS_CERTIFICATE_REVOKED"), None).await.json();
+    assert_eq!(events["events"][0]["attributes"]["errorCode"], 0);
+    h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None)
+        .await
+        .problem(409, codes::CERT_REVOKED);
+}
+
+async fn until<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub async fn leases_time_out_requeue_and_die(h: Harness) {
+    let app = h.app().await;
+    h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"requestTimeoutInSecs": 1})))
+        .await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "gina@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-timeout").await;
+    // The consumer, as the SQS event source runs it on AWS and the local server runs it locally.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let worker = QueueWorker {
+        queue: h.backend.queue.clone(),
+        handler: Arc::new(Dispatcher::new(h.backend.clone()).with_max_attempts(2)),
+        visibility: Duration::from_secs(5),
+        idle: Duration::from_millis(200),
+    };
+    let worker = tokio::spawn(worker.run(stop_rx));
+
+    let first = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    assert!(first["loginCerts"].as_array().unwrap().iter().any(|r| r["requestId"] == id.as_str()));
+    let lease_one = state_of(&h, &id).await;
+    assert_eq!((lease_one.state, lease_one.attempts), (RequestState::Leased, 1));
+    h.clock.advance(Duration::from_secs(2));
+    until("the re-queue", Duration::from_secs(15), || async {
+        state_of(&h, &id).await.state == RequestState::Pending
+    })
+    .await;
+    assert_eq!(state_of(&h, &id).await.attempts, 1, "the attempt count stays with the request");
+    // A result for the ended lease is refused, and the request stays queued.
+    let late = json!({"errorCode": 9, "errorMessage": "late", "requestId": id});
+    h.admin("POST", "/rp/api/certificate", Some(late)).await.problem(409, codes::LEASE_ENDED);
+    assert_eq!(state_of(&h, &id).await.state, RequestState::Pending);
+
+    let second = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    assert!(
+        second["loginCerts"].as_array().unwrap().iter().any(|r| r["requestId"] == id.as_str()),
+        "handed out again"
+    );
+    assert_eq!(state_of(&h, &id).await.attempts, 2);
+    h.clock.advance(Duration::from_secs(2));
+    until("the request to die", Duration::from_secs(15), || async {
+        state_of(&h, &id).await.state == RequestState::Dead
+    })
+    .await;
+    let events = h
+        .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
+        .await
+        .json();
+    assert_eq!(
+        events["events"][0]["attributes"]["errorCode"],
+        rp_shared::repo::certificates::DEAD_ERROR_CODE
+    );
+    until("the dead letter", Duration::from_secs(10), || async {
+        let dead = h.backend.queue.dead_letters(10).await.unwrap();
+        dead.iter().any(|m| m.body.contains(&id))
+    })
+    .await;
+    let third = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    assert!(
+        third["loginCerts"].as_array().unwrap().iter().all(|r| r["requestId"] != id.as_str()),
+        "a dead request is not handed out"
+    );
+    let _ = stop_tx.send(true);
+    worker.await.unwrap();
+}
+
+pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
+    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
+        return;
+    }
+    let app = AppId::parse("appId", &h.app().await).unwrap();
+    let agreement = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    let key = STANDARD.encode(agreement.public_key().to_encoded_point(false).as_bytes());
+    let mut ids = HashSet::new();
+    let store = h.backend.store.clone();
+    let creates: Vec<_> = (0..200)
+        .map(|i| {
+            let request = CertRequestRecord {
+                request_id: format!("bulk-{}-{i:03}", uuid::Uuid::new_v4().simple()),
+                kind: RequestKind::LoginCert,
+                app_id: app.clone(),
+                state: RequestState::Pending,
+                request_timeout_in_secs: 300,
+                machine_user_name_ws: None,
+                machine_user_name: Some(format!("user{i}@example.com")),
+                device_id: Some(format!("device-{i}")),
+                device_key_agreement_public_key: Some(key.clone()),
+                enc_counter: Some("1".into()),
+                cert_serial_number: None,
+                created_at: 1_000 + i,
+                attempts: 0,
+                lease_id: None,
+                leased_until: None,
+                result_digest: None,
+                error_code: None,
+                error_message: None,
+            };
+            ids.insert(request.request_id.clone());
+            let store = store.clone();
+            tokio::spawn(async move {
+                store.put(request.item().unwrap(), rp_shared::ports::Condition::Absent).await.unwrap()
+            })
+        })
+        .collect();
+    for c in creates {
+        c.await.unwrap();
+    }
+    let (agent, _ca, _server) = agent_for(&h).await;
+    let agent = Arc::new(agent);
+    let pollers: Vec<_> = (0..4)
+        .map(|_| {
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                let mut issued = Vec::new();
+                let mut idle = 0;
+                while idle < 3 {
+                    let report = agent.run_once().await.unwrap();
+                    assert!(report.failed.is_empty() && report.refused.is_empty(), "{report:?}");
+                    if report.issued.is_empty() {
+                        idle += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    } else {
+                        idle = 0;
+                    }
+                    issued.extend(report.issued);
+                }
+                issued
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for p in pollers {
+        all.extend(p.await.unwrap());
+    }
+    let mine: Vec<_> = all.iter().filter(|id| ids.contains(*id)).collect();
+    let distinct: HashSet<_> = mine.iter().collect();
+    assert_eq!(mine.len(), 200, "every request issued");
+    assert_eq!(distinct.len(), 200, "none issued twice");
+    for id in &ids {
+        assert_eq!(state_of(&h, id).await.state, RequestState::Done, "{id}");
+    }
+}
