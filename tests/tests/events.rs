@@ -121,26 +121,7 @@ async fn certificate_fixtures(backend: &Backend) {
     let app = AppId::parse("appId", "workstationDemo").unwrap();
     let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
     for (id, kind) in [(LOGIN_REQUEST, RequestKind::LoginCert), (REVOKE_REQUEST, RequestKind::Revocation)] {
-        let request = CertRequestRecord {
-            request_id: id.into(),
-            kind,
-            app_id: app.clone(),
-            state: RequestState::Leased,
-            request_timeout_in_secs: 300,
-            machine_user_name_ws: None,
-            machine_user_name: Some("alice@example.com".into()),
-            device_id: Some("alice-pixel-9".into()),
-            device_key_agreement_public_key: None,
-            enc_counter: Some("1".into()),
-            cert_serial_number: None,
-            created_at: now,
-            attempts: 1,
-            lease_id: Some(SAMPLE_LEASE.into()),
-            leased_until: Some(now + 300_000),
-            result_digest: None,
-            error_code: None,
-            error_message: None,
-        };
+        let request = leased_fixture(id, kind, app.clone(), now, now + 300_000);
         backend.store.put(request.item().unwrap(), Condition::Absent).await.unwrap();
     }
     let cert = IssuedCert {
@@ -176,6 +157,21 @@ async fn certificate_fixtures(backend: &Backend) {
     backend.store.put(item, Condition::Absent).await.unwrap();
 }
 
+/// A request of the samples, leased under the samples' lease until `leased_until`.
+fn leased_fixture(id: &str, kind: RequestKind, app: AppId, now: i64, leased_until: i64) -> CertRequestRecord {
+    CertRequestRecord {
+        request_id: id.into(),
+        state: RequestState::Leased,
+        machine_user_name: Some("alice@example.com".into()),
+        device_id: Some("alice-pixel-9".into()),
+        enc_counter: Some("1".into()),
+        attempts: 1,
+        lease_id: Some(SAMPLE_LEASE.into()),
+        leased_until: Some(leased_until),
+        ..CertRequestRecord::new(kind, app, 300, now)
+    }
+}
+
 const LOGIN_REQUEST: &str = "00000000-0000-4000-8000-000000000001";
 const REVOKE_REQUEST: &str = "00000000-0000-4000-8000-000000000002";
 const SAMPLE_LEASE: &str = "5b0e9a52-8d2c-4c6e-9f1c-0d7f3f1b2a44";
@@ -188,26 +184,7 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let backend = Backend::embedded(dir.path()).unwrap();
     let app = AppId::parse("appId", "workstationDemo").unwrap();
     let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
-    let leased = CertRequestRecord {
-        request_id: LOGIN_REQUEST.into(),
-        kind: RequestKind::LoginCert,
-        app_id: app,
-        state: RequestState::Leased,
-        request_timeout_in_secs: 300,
-        machine_user_name_ws: None,
-        machine_user_name: Some("alice@example.com".into()),
-        device_id: Some("alice-pixel-9".into()),
-        device_key_agreement_public_key: None,
-        enc_counter: Some("1".into()),
-        cert_serial_number: None,
-        created_at: now,
-        attempts: 1,
-        lease_id: Some(SAMPLE_LEASE.into()),
-        leased_until: Some(now),
-        result_digest: None,
-        error_code: None,
-        error_message: None,
-    };
+    let leased = leased_fixture(LOGIN_REQUEST, RequestKind::LoginCert, app, now, now);
     backend.store.put(leased.item().unwrap(), Condition::Absent).await.unwrap();
     let mut event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
     let mut garbage = event.records[0].clone();

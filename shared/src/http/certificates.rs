@@ -236,6 +236,39 @@ fn source(admin: &Admin) -> String {
     format!("agent:{}", admin.0.token_id)
 }
 
+/// Marks `request` with the result's outcome and stores it, what it `produced` and its event in
+/// one transaction. `Ok(false)` if a concurrent post of the same result stored it first.
+#[allow(clippy::too_many_arguments)]
+async fn settle(
+    state: &AppState,
+    admin: &Admin,
+    body: &ResultBody,
+    digest: &str,
+    mut request: CertRequestRecord,
+    version: u64,
+    produced: Vec<crate::ports::WriteOp>,
+) -> Result<bool, Problem> {
+    let now = state.backend.clock.epoch_millis();
+    request.result_digest = Some(digest.to_owned());
+    request.lease_id = None;
+    request.leased_until = None;
+    if body.error_code == 0 {
+        request.state = RequestState::Done;
+    } else {
+        request.state = RequestState::Failed;
+        request.error_code = Some(body.error_code);
+        request.error_message = body.error_message.clone();
+    }
+    let event = result_event(&request, body.error_code, &source(admin), now);
+    match Certificates::new(state.backend.store.as_ref()).settle(&request, version, produced, &event).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::Conflict) => {
+            after_conflict(state, request.kind, &request.request_id, digest).await.map(|_| false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 async fn post_issuance(
     State(state): State<AppState>,
     admin: Admin,
@@ -286,9 +319,6 @@ async fn post_issuance(
     let store = state.backend.store.as_ref();
     let certs = Certificates::new(store);
     let now = state.backend.clock.epoch_millis();
-    request.result_digest = Some(digest.clone());
-    request.lease_id = None;
-    request.leased_until = None;
     let mut produced = Vec::new();
     let mut remember = None;
     if let Some((login_cert, iv, auth, serial, issuer_key, issuer_auth, signing_cert, expiry, names)) = cert {
@@ -301,7 +331,6 @@ async fn post_issuance(
             )
             .field("loginCertSerialNumber"));
         }
-        request.state = RequestState::Done;
         request.cert_serial_number = Some(serial.clone());
         let issued = IssuedCert {
             cert_serial_number: serial,
@@ -328,18 +357,9 @@ async fn post_issuance(
         };
         produced.push(Certificates::issue_op(&issued)?);
         remember = Some((issued.app_id.clone(), issued.named_user.clone(), names));
-    } else {
-        request.state = RequestState::Failed;
-        request.error_code = Some(body.error_code);
-        request.error_message = body.error_message.clone();
     }
-    let event = result_event(&request, body.error_code, &source(&admin), now);
-    match certs.settle(&request, version, produced, &event).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict) => {
-            return after_conflict(&state, RequestKind::LoginCert, &id, &digest).await
-        }
-        Err(e) => return Err(e.into()),
+    if !settle(&state, &admin, &body, &digest, request, version, produced).await? {
+        return Ok(StatusCode::NO_CONTENT);
     }
     if let Some((app, user, names)) = remember {
         // The directory's names for the user: one user entity. Best effort; the result stands.
@@ -371,15 +391,11 @@ async fn post_revocation(
         None
     };
     let digest = digest(&body);
-    let Some((mut request, version)) = admissible(&state, RequestKind::Revocation, &id, &digest).await?
-    else {
+    let Some((request, version)) = admissible(&state, RequestKind::Revocation, &id, &digest).await? else {
         return Ok(StatusCode::NO_CONTENT);
     };
     let certs = Certificates::new(state.backend.store.as_ref());
     let now = state.backend.clock.epoch_millis();
-    request.result_digest = Some(digest.clone());
-    request.lease_id = None;
-    request.leased_until = None;
     let mut produced = Vec::new();
     if let Some(serial) = serial {
         if request.cert_serial_number.as_deref() != Some(serial.as_str()) {
@@ -388,23 +404,13 @@ async fn post_revocation(
                 "is not the serial number this request revokes",
             ));
         }
-        request.state = RequestState::Done;
         if let Some((mut cert, cert_version)) = certs.by_serial(&serial).await? {
             cert.revoked_at.get_or_insert(now);
             produced.push(Certificates::revoke_op(&cert, cert_version)?);
         }
-    } else {
-        request.state = RequestState::Failed;
-        request.error_code = Some(body.error_code);
-        request.error_message = body.error_message.clone();
     }
-    let event = result_event(&request, body.error_code, &source(&admin), now);
-    match certs.settle(&request, version, produced, &event).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict) => {
-            return after_conflict(&state, RequestKind::Revocation, &id, &digest).await
-        }
-        Err(e) => return Err(e.into()),
+    if !settle(&state, &admin, &body, &digest, request, version, produced).await? {
+        return Ok(StatusCode::NO_CONTENT);
     }
     tracing::info!(request_id = %id, success, "revocation result stored");
     Ok(StatusCode::NO_CONTENT)
@@ -452,24 +458,14 @@ async fn queue_revocation(
         }
         let (app, _) = super::cc::load_app(&state, cert.app_id.as_str()).await?;
         let request = CertRequestRecord {
-            request_id: uuid::Uuid::new_v4().to_string(),
-            kind: RequestKind::Revocation,
-            app_id: cert.app_id.clone(),
-            state: RequestState::Pending,
-            request_timeout_in_secs: app.workstation.request_timeout_in_secs,
-            machine_user_name_ws: None,
-            machine_user_name: None,
             device_id: Some(cert.device_id.clone()),
-            device_key_agreement_public_key: None,
-            enc_counter: None,
             cert_serial_number: Some(serial.clone()),
-            created_at: state.backend.clock.epoch_millis(),
-            attempts: 0,
-            lease_id: None,
-            leased_until: None,
-            result_digest: None,
-            error_code: None,
-            error_message: None,
+            ..CertRequestRecord::new(
+                RequestKind::Revocation,
+                cert.app_id.clone(),
+                app.workstation.request_timeout_in_secs,
+                state.backend.clock.epoch_millis(),
+            )
         };
         match certs.queue_revocation(&cert, version, &request).await {
             Ok(()) => {

@@ -20,7 +20,7 @@ use crate::repo::devices::{DeviceRecord, Devices};
 use crate::repo::events::EventRecord;
 use crate::repo::workstations::{
     CertRequestRecord, Completion, EnrollmentRecord, EnrollmentSession, PairingRecord, RequestKind,
-    RequestState, SessionState, Workstations,
+    SessionState, Workstations,
 };
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -349,24 +349,17 @@ async fn pair(
     let now = state.backend.clock.epoch_millis();
     let enc_counter = workstations.next_enc_counter(&app, &device_id).await?;
     let request = CertRequestRecord {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        kind: RequestKind::LoginCert,
-        app_id: app.clone(),
-        state: RequestState::Pending,
-        request_timeout_in_secs: settings.workstation.request_timeout_in_secs,
         machine_user_name_ws: body.machine_user_name_ws.clone(),
         machine_user_name: Some(device.named_user.clone()),
         device_id: Some(device_id.clone()),
         device_key_agreement_public_key: Some(device.key_agreement_public_key.clone()),
         enc_counter: Some(enc_counter.to_string()),
-        cert_serial_number: None,
-        created_at: now,
-        attempts: 0,
-        lease_id: None,
-        leased_until: None,
-        result_digest: None,
-        error_code: None,
-        error_message: None,
+        ..CertRequestRecord::new(
+            RequestKind::LoginCert,
+            app.clone(),
+            settings.workstation.request_timeout_in_secs,
+            now,
+        )
     };
     let pairing = PairingRecord {
         app_id: app.clone(),

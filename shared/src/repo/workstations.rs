@@ -148,6 +148,31 @@ pub struct CertRequestRecord {
 pub const PENDING_QUEUE: &str = "CERTQ#PENDING";
 
 impl CertRequestRecord {
+    /// A new PENDING request of `kind` with a fresh id; the kind's own fields are set by the
+    /// caller.
+    pub fn new(kind: RequestKind, app_id: AppId, request_timeout_in_secs: i64, created_at: i64) -> Self {
+        Self {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            kind,
+            app_id,
+            state: RequestState::Pending,
+            request_timeout_in_secs,
+            machine_user_name_ws: None,
+            machine_user_name: None,
+            device_id: None,
+            device_key_agreement_public_key: None,
+            enc_counter: None,
+            cert_serial_number: None,
+            created_at,
+            attempts: 0,
+            lease_id: None,
+            leased_until: None,
+            result_digest: None,
+            error_code: None,
+            error_message: None,
+        }
+    }
+
     pub fn item(&self) -> Result<Item, StoreError> {
         let item = Item::new(ItemKey::new(format!("CERTREQ#{}", self.request_id), "REQUEST"), self)?;
         Ok(match self.state {

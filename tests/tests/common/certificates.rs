@@ -415,23 +415,11 @@ pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
         .map(|i| {
             let request = CertRequestRecord {
                 request_id: format!("bulk-{}-{i:03}", uuid::Uuid::new_v4().simple()),
-                kind: RequestKind::LoginCert,
-                app_id: app.clone(),
-                state: RequestState::Pending,
-                request_timeout_in_secs: 300,
-                machine_user_name_ws: None,
                 machine_user_name: Some(format!("user{i}@example.com")),
                 device_id: Some(format!("device-{i}")),
                 device_key_agreement_public_key: Some(key.clone()),
                 enc_counter: Some("1".into()),
-                cert_serial_number: None,
-                created_at: 1_000 + i,
-                attempts: 0,
-                lease_id: None,
-                leased_until: None,
-                result_digest: None,
-                error_code: None,
-                error_message: None,
+                ..CertRequestRecord::new(RequestKind::LoginCert, app.clone(), 300, 1_000 + i)
             };
             ids.insert(request.request_id.clone());
             let store = store.clone();

@@ -1,0 +1,98 @@
+//! Poll latency against queue depth on the embedded backend: `cargo bench -p rp-shared --bench poll`.
+//!
+//! Two queues, 10 and 10,000 pending certificate requests. Each timed poll goes through the HTTP
+//! router (auth, index query, time-out messages, conditional leases) and leases 10 requests in
+//! both cases, so the two measure the same work at different depths; after each poll the 10
+//! leases are ended (untimed) so every poll sees the same depth. Prints the medians and their
+//! ratio (target: ≤ 1.5).
+
+use rp_shared::backend::Backend;
+use rp_shared::domain::apps::AppId;
+use rp_shared::domain::tokens::TokenKind;
+use rp_shared::http::{self, AppState, HttpConfig};
+use rp_shared::ports::{Condition, WriteOp};
+use rp_shared::repo::certificates::{Certificates, LeaseExpired};
+use rp_shared::repo::tokens;
+use rp_shared::repo::workstations::{CertRequestRecord, RequestKind, Workstations};
+use rp_shared::testing::http::TestClient;
+use std::time::{Duration, Instant};
+
+const BATCH: usize = 10;
+const ROUNDS: usize = 40;
+
+fn request(i: usize) -> CertRequestRecord {
+    CertRequestRecord {
+        request_id: format!("bench-{i:06}"),
+        machine_user_name_ws: Some(format!("CORP\\user{i}")),
+        machine_user_name: Some(format!("user{i}@example.com")),
+        device_id: Some(format!("device-{i}")),
+        device_key_agreement_public_key: Some(DEVICE_KEY.into()),
+        enc_counter: Some("1".into()),
+        ..CertRequestRecord::new(
+            RequestKind::LoginCert,
+            AppId::parse("appId", "bench").unwrap(),
+            300,
+            1_000 + i as i64,
+        )
+    }
+}
+
+/// A P-256 point (the curve's generator), SEC1 uncompressed, base64.
+const DEVICE_KEY: &str =
+    "BGsX0fLhLEJH+Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT+NC4v4af5uO5+tKfA+eFivOM1drMV7Oy7ZAaDe/UfU=";
+
+async fn setup(depth: usize) -> (tempfile::TempDir, Backend, TestClient, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::embedded(dir.path()).unwrap();
+    let (secret, _) =
+        tokens::issue(backend.store.as_ref(), 0, TokenKind::ControlCenterAdmin, None, None, None)
+            .await
+            .unwrap();
+    for chunk in (0..depth).collect::<Vec<_>>().chunks(100) {
+        let ops = chunk
+            .iter()
+            .map(|i| WriteOp::Put { item: request(*i).item().unwrap(), condition: Condition::Absent })
+            .collect();
+        backend.store.transact(ops).await.unwrap();
+    }
+    let config = HttpConfig { poll_batch: BATCH, ..HttpConfig::default() };
+    let client = TestClient::new(http::app(AppState::new(backend.clone(), config)));
+    (dir, backend, client, secret.expose().to_owned())
+}
+
+/// Median poll latency at `depth` pending requests.
+async fn measure(depth: usize) -> Duration {
+    let (_dir, backend, client, token) = setup(depth).await;
+    let mut samples = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS + 3 {
+        let started = Instant::now();
+        let response = client.send("GET", "/rp/api/certificate/requests", Some(&token), None).await;
+        let elapsed = started.elapsed();
+        assert_eq!(response.status, 200);
+        let leased = response.json()["loginCerts"].as_array().unwrap().clone();
+        assert_eq!(leased.len(), BATCH.min(depth));
+        if round >= 3 {
+            samples.push(elapsed); // the first rounds warm caches
+        }
+        let store = backend.store.as_ref();
+        for r in leased {
+            let id = r["requestId"].as_str().unwrap();
+            let (rec, _) = Workstations::new(store).cert_request(id).await.unwrap().unwrap();
+            let expired = LeaseExpired::new(id, rec.lease_id.as_deref().unwrap());
+            Certificates::new(store).expire_lease(&expired, u32::MAX, 0).await.unwrap();
+        }
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let shallow = measure(10).await;
+        let deep = measure(10_000).await;
+        println!("poll of {BATCH} with 10 pending:     median {shallow:?} over {ROUNDS} polls");
+        println!("poll of {BATCH} with 10,000 pending: median {deep:?} over {ROUNDS} polls");
+        println!("ratio 10,000 / 10: {:.2} (target <= 1.5)", deep.as_secs_f64() / shallow.as_secs_f64());
+    });
+}
