@@ -124,7 +124,7 @@ fn finish(router: Router<AppState>, state: AppState) -> Router {
                         "request",
                         request_id,
                         method = %req.method(),
-                        path = req.uri().path(),
+                        path = loggable_path(req.uri().path()),
                         token_id = tracing::field::Empty,
                     )
                 })
@@ -134,6 +134,15 @@ fn finish(router: Router<AppState>, state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// The path as it may be logged: a registration code in it is a live secret.
+fn loggable_path(path: &str) -> &str {
+    if path.starts_with("/rp/register/") {
+        "/rp/register/{code}"
+    } else {
+        path
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,4 +155,13 @@ async fn route_not_found(uri: Uri) -> Response {
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     Problem::method_not_allowed(method.as_str(), uri.path()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn registration_codes_stay_out_of_the_logs() {
+        assert_eq!(super::loggable_path("/rp/register/SampleRegistrationCode01"), "/rp/register/{code}");
+        assert_eq!(super::loggable_path("/cc/api/apps"), "/cc/api/apps");
+    }
 }
