@@ -5,14 +5,13 @@
 use super::extract::{Admin, ApiJson, ApiPath};
 use super::problem::{codes, Problem};
 use super::AppState;
-use crate::domain::tokens::TokenSecret;
 use crate::domain::validate;
 use crate::ports::StoreError;
 use crate::repo::certificates::{result_event, Certificates, IssuedCert, LeaseExpired, DEFAULT_MAX_ATTEMPTS};
 use crate::repo::devices::Devices;
 use crate::repo::workstations::{CertRequestRecord, RequestKind, RequestState, Workstations};
 use axum::extract::{FromRequestParts, State};
-use axum::http::{header, request::Parts, StatusCode};
+use axum::http::{request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -493,23 +492,7 @@ impl FromRequestParts<AppState> for DeviceCaller {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
-        let malformed = || {
-            Problem::unauthorized(
-                codes::MISSING_CREDENTIALS,
-                "Authorization: a device token is required ('Bearer <device token>')",
-            )
-        };
-        let value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(malformed)?
-            .to_str()
-            .map_err(|_| malformed())?;
-        let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(malformed());
-        }
-        let secret = TokenSecret::parse(token.trim()).ok_or_else(malformed)?;
+        let secret = super::extract::bearer(parts)?;
         let presented = secret.hash();
         let record = Devices::new(state.backend.store.as_ref()).device_token(&presented).await?;
         let invalid =

@@ -168,6 +168,21 @@ where
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` header; 401 naming the header otherwise.
+pub fn bearer(parts: &Parts) -> Result<TokenSecret, Problem> {
+    let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
+    })?;
+    let malformed =
+        || Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: must be 'Bearer <token>'");
+    let value = header.to_str().map_err(|_| malformed())?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(malformed());
+    }
+    TokenSecret::parse(token.trim()).ok_or_else(malformed)
+}
+
 /// An authenticated caller. An admin token may be scoped to one app (a tenant's own admin);
 /// a global one is the control center's.
 #[derive(Debug, Clone)]
@@ -183,17 +198,7 @@ impl FromRequestParts<AppState> for Caller {
         if let Some(caller) = parts.extensions.get::<Caller>() {
             return Ok(caller.clone());
         }
-        let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
-            Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
-        })?;
-        let malformed =
-            || Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: must be 'Bearer <token>'");
-        let value = header.to_str().map_err(|_| malformed())?;
-        let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(malformed());
-        }
-        let secret = TokenSecret::parse(token.trim()).ok_or_else(malformed)?;
+        let secret = bearer(parts)?;
         let presented = secret.hash();
         let record = Tokens::new(state.backend.store.as_ref()).find(&presented).await?;
         let now = state.backend.clock.epoch_millis();
