@@ -28,6 +28,13 @@ pub fn endpoint(service: &str) -> Option<String> {
 }
 
 static SKIP_NOTICE: Once = Once::new();
+
+/// Writes to the stderr handle itself: the test harness captures `eprintln!`, and a skip must be
+/// seen.
+fn notice(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
 static ENV: Once = Once::new();
 
 /// Whether every service has an emulator endpoint; prints a skip notice once if not.
@@ -37,10 +44,10 @@ pub fn configured() -> bool {
         return true;
     }
     SKIP_NOTICE.call_once(|| {
-        eprintln!(
+        notice(&format!(
             "skipping the AWS-backed tests: no emulator endpoint for {missing:?} \
              (set AWS_ENDPOINT_URL, or AWS_ENDPOINT_URL_<SERVICE>, to a 127.0.0.1 URL)"
-        )
+        ))
     });
     false
 }
@@ -153,9 +160,7 @@ pub async fn fresh_config(clients: &AwsClients, max_receive_count: u32) -> AwsCo
 pub fn transactions_race_unsafely(store: &dyn crate::ports::ItemStore) -> bool {
     let moto = std::env::var("RP_DYNAMODB_EMULATOR").is_ok_and(|v| v == "moto");
     if moto && store.kind() == "dynamodb" {
-        eprintln!(
-            "skipping a racing-transactions check: moto does not isolate concurrent TransactWriteItems"
-        );
+        notice("skipping a racing-transactions check: moto does not isolate concurrent TransactWriteItems");
         return true;
     }
     false
