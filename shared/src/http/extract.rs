@@ -101,11 +101,7 @@ fn json_problem(path: &str, err: &serde_json::Error) -> Problem {
         Category::Data => {
             let parent = if path == "." { String::new() } else { path.to_owned() };
             // serde names unknown and missing fields in the message, at the parent's path.
-            let named = ["unknown field `", "missing field `"].iter().find_map(|lead| {
-                let rest = message.strip_prefix(lead)?;
-                Some(rest[..rest.find('`')?].to_owned())
-            });
-            let field = match named {
+            let field = match serde_named_field(&message) {
                 Some(name) if parent.is_empty() => name,
                 Some(name) if !parent.ends_with(&name) => format!("{parent}.{name}"),
                 _ if parent.is_empty() => "body".to_owned(),
@@ -119,6 +115,14 @@ fn json_problem(path: &str, err: &serde_json::Error) -> Problem {
             Problem::invalid(field, message)
         }
     }
+}
+
+/// The field serde names in an "unknown field `x`" or "missing field `x`" message.
+fn serde_named_field(message: &str) -> Option<String> {
+    ["unknown field `", "missing field `"].iter().find_map(|lead| {
+        let rest = message.strip_prefix(lead)?;
+        Some(rest[..rest.find('`')?].to_owned())
+    })
 }
 
 /// Path parameters; a rejection names the parameter.
@@ -155,11 +159,7 @@ where
         serde_path_to_error::deserialize(de).map(ApiQuery).map_err(|err| {
             let path = err.path().to_string();
             let message = err.into_inner().to_string();
-            let named = ["unknown field `", "missing field `"].iter().find_map(|lead| {
-                let rest = message.strip_prefix(lead)?;
-                Some(rest[..rest.find('`')?].to_owned())
-            });
-            match named {
+            match serde_named_field(&message) {
                 Some(name) => Problem::invalid(name, "is not a known query parameter"),
                 None if path != "." => Problem::invalid(path, message),
                 None => Problem::invalid("query", message),

@@ -16,6 +16,7 @@ use crate::domain::time::iso8601;
 use crate::domain::validate::{self, FieldError};
 use crate::ports::keys::{open, seal};
 use crate::ports::{EncryptionContext, StoreError};
+use crate::repo::apps::AppRecord;
 use crate::repo::devices::{DeviceRecord, Devices};
 use crate::repo::events::EventRecord;
 use crate::repo::workstations::{
@@ -298,8 +299,8 @@ struct PairRequest {
     machine_user_name_ws: Option<String>,
 }
 
-async fn pairing_json(state: &AppState, pairing: &PairingRecord) -> Result<Value, Problem> {
-    let (app, _) = super::cc::load_app(state, pairing.app_id.as_str()).await?;
+/// A pairing as every `/rp/api/client/reg` response shows it; `app` is the pairing's app.
+async fn pairing_json(state: &AppState, pairing: &PairingRecord, app: &AppRecord) -> Result<Value, Problem> {
     let offline = match &pairing.offline {
         Some(sealed) => {
             let plain = open(state.backend.keys.as_ref(), &offline_context(&pairing.app_id), sealed).await?;
@@ -337,15 +338,15 @@ async fn pair(
     }
     let store = state.backend.store.as_ref();
     let workstations = Workstations::new(store);
+    let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
     // Seed rule 4: a pairing that exists is returned as it is, and nothing is queued again.
     if let Some((existing, _)) = workstations.pairing(&app, &machine_id, &device_id).await? {
-        return Ok((StatusCode::OK, Json(pairing_json(&state, &existing).await?)).into_response());
+        return Ok((StatusCode::OK, Json(pairing_json(&state, &existing, &settings).await?)).into_response());
     }
     let device = Devices::new(store).device(&app, &device_id).await?.ok_or_else(|| {
         Problem::invalid("deviceId", "no registered device of this app has this id")
             .with_code(codes::UNKNOWN_DEVICE)
     })?;
-    let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
     let now = state.backend.clock.epoch_millis();
     let enc_counter = workstations.next_enc_counter(&app, &device_id).await?;
     let request = CertRequestRecord {
@@ -375,14 +376,16 @@ async fn pair(
     };
     if workstations.pair(&pairing, &request).await? {
         tracing::info!(app_id = %app, %machine_id, %device_id, request_id = %request.request_id, "paired; login certificate requested");
-        return Ok((StatusCode::CREATED, Json(pairing_json(&state, &pairing).await?)).into_response());
+        return Ok(
+            (StatusCode::CREATED, Json(pairing_json(&state, &pairing, &settings).await?)).into_response()
+        );
     }
     // A concurrent POST created it first.
     let (existing, _) = workstations
         .pairing(&app, &machine_id, &device_id)
         .await?
         .ok_or_else(|| Problem::from(StoreError::Conflict))?;
-    Ok((StatusCode::OK, Json(pairing_json(&state, &existing).await?)).into_response())
+    Ok((StatusCode::OK, Json(pairing_json(&state, &existing, &settings).await?)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -418,7 +421,8 @@ async fn read_pairing(
         .pairing(&access.app_id, &machine_id, &device_id)
         .await?
         .ok_or_else(pairing_not_found)?;
-    Ok(Json(pairing_json(&state, &pairing).await?))
+    let (app, _) = super::cc::load_app(&state, access.app_id.as_str()).await?;
+    Ok(Json(pairing_json(&state, &pairing, &app).await?))
 }
 
 #[derive(Deserialize)]
@@ -444,11 +448,11 @@ async fn update_pairing(
         text_field("machineName", name, 255)?;
     }
     let app = access.app_id.clone();
+    let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
     let sealed = match &body.offline {
         Some(tokens) => {
             validate::text("offline.tokens", &tokens.tokens, 1, 16 * 1024)?;
             validate::text("offline.tokensAuth", &tokens.tokens_auth, 1, 1024)?;
-            let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
             if !settings.workstation.offline_access.enabled {
                 return Err(Problem::forbidden(codes::OFFLINE_DISABLED, format!("offline access is disabled for app '{app}'; an admin enables it in the app's workstation settings")));
             }
@@ -471,7 +475,7 @@ async fn update_pairing(
         match workstations.replace_pairing(&pairing, version).await {
             Ok(()) => {
                 tracing::info!(app_id = %app, %machine_id, %device_id, offline = sealed.is_some(), "pairing updated");
-                return Ok(Json(pairing_json(&state, &pairing).await?));
+                return Ok(Json(pairing_json(&state, &pairing, &settings).await?));
             }
             Err(StoreError::Conflict) => continue,
             Err(e) => return Err(e.into()),

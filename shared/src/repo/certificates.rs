@@ -131,8 +131,8 @@ impl<'a> Certificates<'a> {
             .collect()
     }
 
-    /// Leases `request` (read at `version`) under `lease_id` until `now` + its timeout; `false`
-    /// if another poll leased it first.
+    /// Leases `request` (read at `version`) under `lease_id` until `now` + its timeout and returns
+    /// the leased request; `None` if another poll leased it first.
     pub async fn lease(
         &self,
         request: &CertRequestRecord,

@@ -284,7 +284,10 @@ impl<'a> Workstations<'a> {
     /// The device's current encryption counter value (0 before the first request).
     pub async fn enc_counter(&self, app: &AppId, device_id: &str) -> Result<i64, StoreError> {
         let key = ItemKey::new(format!("ENCCTR#{app}#{device_id}"), "COUNTER");
-        self.store.increment(Increment { key, by: 0, limit: None, expires_at: None }).await
+        let item = self.store.get(&key).await?;
+        Ok(item
+            .and_then(|i| i.attrs.get(crate::ports::store::COUNTER_ATTR).and_then(|n| n.as_i64()))
+            .unwrap_or(0))
     }
 
     /// Creates the pairing and queues its certificate request in one transaction. `Ok(false)` if
