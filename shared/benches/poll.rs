@@ -7,32 +7,34 @@
 //! ratio (target: ≤ 1.5).
 
 use rp_shared::backend::Backend;
+use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
+use rp_shared::domain::certificates::{CertRequest, RequestKind};
 use rp_shared::domain::tokens::TokenKind;
+use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Condition, WriteOp};
-use rp_shared::repo::certificates::{Certificates, LeaseExpired};
+use rp_shared::repo::certificates::{request_item, Certificates};
 use rp_shared::repo::tokens;
-use rp_shared::repo::workstations::{CertRequestRecord, RequestKind, Workstations};
 use rp_shared::testing::http::TestClient;
 use std::time::{Duration, Instant};
 
 const BATCH: usize = 10;
 const ROUNDS: usize = 40;
 
-fn request(i: usize) -> CertRequestRecord {
-    CertRequestRecord {
+fn request(i: usize) -> CertRequest {
+    CertRequest {
         request_id: format!("bench-{i:06}"),
         machine_user_name_ws: Some(format!("CORP\\user{i}")),
         machine_user_name: Some(format!("user{i}@example.com")),
         device_id: Some(format!("device-{i}")),
         device_key_agreement_public_key: Some(DEVICE_KEY.into()),
         enc_counter: Some("1".into()),
-        ..CertRequestRecord::new(
+        ..CertRequest::new(
             RequestKind::LoginCert,
             AppId::parse("appId", "bench").unwrap(),
             300,
-            1_000 + i as i64,
+            EpochMillis(1_000 + i as i64),
         )
     }
 }
@@ -44,14 +46,20 @@ const DEVICE_KEY: &str =
 async fn setup(depth: usize) -> (tempfile::TempDir, Backend, TestClient, String) {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
-    let (secret, _) =
-        tokens::issue(backend.store.as_ref(), 0, TokenKind::ControlCenterAdmin, None, None, None)
-            .await
-            .unwrap();
+    let (secret, _) = tokens::issue(
+        backend.store.as_ref(),
+        EpochMillis(0),
+        TokenKind::ControlCenterAdmin,
+        None,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
     for chunk in (0..depth).collect::<Vec<_>>().chunks(100) {
         let ops = chunk
             .iter()
-            .map(|i| WriteOp::Put { item: request(*i).item().unwrap(), condition: Condition::Absent })
+            .map(|i| WriteOp::Put { item: request_item(&request(*i)).unwrap(), condition: Condition::Absent })
             .collect();
         backend.store.transact(ops).await.unwrap();
     }
@@ -74,12 +82,12 @@ async fn measure(depth: usize) -> Duration {
         if round >= 3 {
             samples.push(elapsed); // the first rounds warm caches
         }
-        let store = backend.store.as_ref();
+        let certs = Certificates::new(backend.store.as_ref());
+        let requeue = Dispatcher::new(backend.clone()).with_max_attempts(u32::MAX);
         for r in leased {
             let id = r["requestId"].as_str().unwrap();
-            let (rec, _) = Workstations::new(store).cert_request(id).await.unwrap().unwrap();
-            let expired = LeaseExpired::new(id, rec.lease_id.as_deref().unwrap());
-            Certificates::new(store).expire_lease(&expired, u32::MAX, 0).await.unwrap();
+            let (rec, _) = certs.request(id).await.unwrap().unwrap();
+            requeue.lease_expired(id, rec.lease_id.as_deref().unwrap()).await.unwrap();
         }
     }
     samples.sort();

@@ -1,6 +1,8 @@
 //! The operator's CLI (`rp-admin`): bootstrap tokens and apps without HTTP access.
 
 use crate::backend::Backend;
+pub use crate::config::BackendKind;
+use crate::config::Config;
 use crate::domain::apps::{self, AppId};
 use crate::domain::tokens::{TokenKind, TokenSecret};
 use crate::repo::apps::{AppRecord, Apps};
@@ -59,17 +61,14 @@ pub enum Command {
     CreateTable,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendKind {
-    Embedded,
-    Aws,
-}
-
 /// Opens the backend the CLI was pointed at.
 pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
     Ok(match cli.backend {
         BackendKind::Embedded => Backend::embedded(&cli.data_dir)?,
-        BackendKind::Aws => Backend::aws_from_env().await?,
+        BackendKind::Aws => {
+            let config = Config::from_env(BackendKind::Aws)?;
+            Backend::aws_from_config(config.aws.as_ref().expect("read for BackendKind::Aws")).await
+        }
     })
 }
 
@@ -84,7 +83,7 @@ pub async fn create_table_from_env() -> anyhow::Result<Value> {
 /// Runs one command and returns what to print.
 pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
     let store = backend.store.as_ref();
-    let now = backend.clock.epoch_millis();
+    let now = backend.clock.now_millis();
     match command {
         Command::CreateAdminToken { token: Some(value), description, expires_in_secs: None } => {
             let secret = TokenSecret::parse(&value)

@@ -3,6 +3,9 @@
 //! [`crate::domain::envelope`]), revokes serials in its CA's list, and posts every result. It
 //! drops requests it could not finish inside their timeout window: the server re-queues those.
 
+use crate::domain::certificates::{
+    CertificateRequestList, IssuanceResult, LoginCertRequest, RevocationResult,
+};
 use crate::domain::envelope;
 use anyhow::Context as _;
 use base64::engine::general_purpose::STANDARD;
@@ -12,7 +15,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, KeyUsagePurpose, SerialNumber,
 };
-use serde::Deserialize;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -127,34 +130,6 @@ impl LocalCa {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LoginCertRequest {
-    pub request_id: String,
-    pub request_timeout_in_secs: u64,
-    #[serde(rename = "machineUserNameWS")]
-    pub machine_user_name_ws: Option<String>,
-    pub machine_user_name: Option<String>,
-    pub device_id: Option<String>,
-    pub device_key_agreement_public_key: Option<String>,
-    pub enc_counter: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RevokedCertRequest {
-    pub request_id: String,
-    pub request_timeout_in_secs: u64,
-    pub cert_serial_number: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestList {
-    pub login_certs: Vec<LoginCertRequest>,
-    pub revoked_certs: Vec<RevokedCertRequest>,
-}
-
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PassReport {
@@ -180,7 +155,7 @@ impl Agent {
         Ok(Self { http, base_url: base_url.trim_end_matches('/').to_owned(), token: token.to_owned(), ca })
     }
 
-    async fn post(&self, path: &str, body: &Value) -> anyhow::Result<reqwest::StatusCode> {
+    async fn post(&self, path: &str, body: &impl Serialize) -> anyhow::Result<reqwest::StatusCode> {
         let response = self
             .http
             .post(format!("{}{path}", self.base_url))
@@ -201,10 +176,10 @@ impl Agent {
             .send()
             .await?;
         anyhow::ensure!(response.status().is_success(), "poll answered {}", response.status());
-        let list: RequestList = response.json().await?;
+        let list: CertificateRequestList = response.json().await?;
         let mut report = PassReport::default();
         for request in list.login_certs {
-            if polled_at.elapsed() >= Duration::from_secs(request.request_timeout_in_secs) {
+            if polled_at.elapsed() >= Duration::from_secs(request.request_timeout_in_secs.max(0) as u64) {
                 report.dropped.push(request.request_id);
                 continue;
             }
@@ -229,13 +204,18 @@ impl Agent {
             }
         }
         for request in list.revoked_certs {
-            if polled_at.elapsed() >= Duration::from_secs(request.request_timeout_in_secs) {
+            if polled_at.elapsed() >= Duration::from_secs(request.request_timeout_in_secs.max(0) as u64) {
                 report.dropped.push(request.request_id);
                 continue;
             }
             match self.ca.revoke(&request.cert_serial_number) {
                 Ok(()) => {
-                    let body = json!({"errorCode": 0, "errorMessage": "", "requestId": request.request_id, "certSerialNumber": request.cert_serial_number});
+                    let body = RevocationResult {
+                        error_code: 0,
+                        error_message: Some(String::new()),
+                        request_id: Value::String(request.request_id.clone()),
+                        cert_serial_number: Some(request.cert_serial_number.clone()),
+                    };
                     match self.post("/rp/api/certificate/revoke", &body).await? {
                         s if s.is_success() => report.revoked.push(request.request_id),
                         reqwest::StatusCode::CONFLICT => report.refused.push(request.request_id),
@@ -258,7 +238,7 @@ impl Agent {
         Ok(report)
     }
 
-    fn issue(&self, request: &LoginCertRequest) -> anyhow::Result<Value> {
+    fn issue(&self, request: &LoginCertRequest) -> anyhow::Result<IssuanceResult> {
         let user = request.machine_user_name.as_deref().context("the request names no user")?;
         let device_key =
             request.device_key_agreement_public_key.as_deref().context("the request has no device key")?;
@@ -267,21 +247,21 @@ impl Agent {
         let sealed = envelope::seal(device_key, &request.request_id, counter, bundle.as_bytes())?;
         let mut names = vec![user.to_owned()];
         names.extend(request.machine_user_name_ws.iter().filter(|n| !n.is_empty()).cloned());
-        Ok(json!({
-            "errorCode": 0,
-            "errorMessage": "",
-            "requestId": request.request_id,
-            "issuerKeyAgreementPublicKey": sealed.issuer_key_agreement_public_key,
-            "issuerKeyAgreementPublicKeyAuth": sealed.issuer_key_agreement_public_key_auth,
-            "loginCert": sealed.login_cert,
-            "loginCertAuth": sealed.login_cert_auth,
-            "loginCertSerialNumber": serial,
-            "loginCertExpiryDate": expiry,
-            "ivLoginCert": sealed.iv_login_cert,
-            "signingCert": STANDARD.encode(self.ca.certificate_der()),
-            "machineUserNameWS": request.machine_user_name_ws.clone().unwrap_or_default(),
-            "machineUserNames": names,
-        }))
+        Ok(IssuanceResult {
+            error_code: 0,
+            error_message: Some(String::new()),
+            request_id: Value::String(request.request_id.clone()),
+            issuer_key_agreement_public_key: Some(sealed.issuer_key_agreement_public_key),
+            issuer_key_agreement_public_key_auth: Some(sealed.issuer_key_agreement_public_key_auth),
+            login_cert: Some(sealed.login_cert),
+            login_cert_auth: Some(sealed.login_cert_auth),
+            login_cert_serial_number: Some(serial),
+            login_cert_expiry_date: Some(expiry),
+            iv_login_cert: Some(sealed.iv_login_cert),
+            signing_cert: Some(STANDARD.encode(self.ca.certificate_der())),
+            machine_user_name_ws: Some(request.machine_user_name_ws.clone().unwrap_or_default()),
+            machine_user_names: Some(names),
+        })
     }
 
     /// Posts the error payload and the failure event (`isSuccessful=false`).

@@ -2,16 +2,20 @@
 //! local server's queue worker. Handlers are idempotent (delivery is at least once).
 
 use crate::backend::Backend;
-use crate::repo::certificates::{Certificates, Expiry, LeaseExpired, DEFAULT_MAX_ATTEMPTS};
+use crate::domain::certificates::{CertError, Expiry, DEFAULT_MAX_ATTEMPTS};
+use crate::domain::messages::QueueMessage;
+use crate::ports::retry_on_conflict;
+use crate::repo::certificates::Certificates;
 use crate::worker::MessageHandler;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use serde::Deserialize;
 
-/// Every message names its kind; the rest of the body belongs to that kind.
-#[derive(Debug, Deserialize)]
-struct Envelope {
-    kind: String,
+/// What handling an expired lease did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseOutcome {
+    Requeued,
+    Dead,
+    Ignored,
 }
 
 /// Dispatches a message to the handler of its kind.
@@ -31,37 +35,43 @@ impl Dispatcher {
         self
     }
 
-    /// Ends a certificate request's lease: back to PENDING, or DEAD (and into the dead-letter
-    /// queue) when out of attempts. Idempotent.
-    async fn lease_expired(&self, body: &str) -> anyhow::Result<()> {
-        let expired: LeaseExpired = serde_json::from_str(body)?;
-        let now = self.backend.clock.epoch_millis();
-        let outcome = Certificates::new(self.backend.store.as_ref())
-            .expire_lease(&expired, self.max_attempts, now)
-            .await?;
-        match outcome {
-            Expiry::Requeued => {
-                tracing::info!(request_id = %expired.request_id, "lease ended; request re-queued")
-            }
-            Expiry::Dead => {
-                tracing::warn!(request_id = %expired.request_id, "request out of attempts; dead");
-                self.backend.queue.dead_letter(body).await?;
-            }
-            Expiry::Ignored => {}
-        }
-        Ok(())
+    /// Ends a certificate request's lease if it is still current: back to PENDING, or DEAD
+    /// when out of attempts. Idempotent.
+    pub async fn lease_expired(&self, request_id: &str, lease_id: &str) -> Result<LeaseOutcome, CertError> {
+        let certs = Certificates::new(self.backend.store.as_ref());
+        retry_on_conflict(|| async {
+            let Some((request, version)) = certs.request(request_id).await? else {
+                return Ok(LeaseOutcome::Ignored);
+            };
+            let expiry = request.expire(lease_id, self.max_attempts, self.backend.clock.now_millis());
+            certs.persist_expiry(&expiry, version).await?;
+            Ok(match expiry {
+                Expiry::Requeued(_) => LeaseOutcome::Requeued,
+                Expiry::Dead(..) => LeaseOutcome::Dead,
+                Expiry::Ignored => LeaseOutcome::Ignored,
+            })
+        })
+        .await
     }
 }
 
 #[async_trait]
 impl MessageHandler for Dispatcher {
     async fn handle(&self, body: &str) -> anyhow::Result<()> {
-        let envelope: Envelope = serde_json::from_str(body)?;
-        match envelope.kind.as_str() {
-            LeaseExpired::KIND => self.lease_expired(body).await,
-            // Unknown kinds are retried and then dead-lettered, where an operator sees them.
-            other => anyhow::bail!("no handler for message kind '{other}'"),
+        // An unparsable message is retried and then dead-lettered, where an operator sees it.
+        match QueueMessage::parse(body)? {
+            QueueMessage::LeaseExpired { request_id, lease_id } => {
+                match self.lease_expired(&request_id, &lease_id).await? {
+                    LeaseOutcome::Requeued => tracing::info!(%request_id, "lease ended; request re-queued"),
+                    LeaseOutcome::Dead => {
+                        tracing::warn!(%request_id, "request out of attempts; dead");
+                        self.backend.queue.dead_letter(body).await?;
+                    }
+                    LeaseOutcome::Ignored => {}
+                }
+            }
         }
+        Ok(())
     }
 }
 

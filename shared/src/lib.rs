@@ -5,6 +5,7 @@ pub mod adapters;
 pub mod admin;
 pub mod agent;
 pub mod backend;
+pub mod config;
 pub mod consumer;
 pub mod domain;
 pub mod http;
@@ -13,5 +14,6 @@ pub mod local;
 pub mod ports;
 pub mod repo;
 pub mod telemetry;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod worker;

@@ -2,83 +2,24 @@
 //! consumer running inside it.
 
 use crate::backend::Backend;
+use crate::config::Config;
 use crate::consumer::Dispatcher;
-use crate::domain::tokens::{TokenKind, TokenSecret, MIN_TOKEN_LEN};
-use crate::http::{self, AppState, HttpConfig};
+use crate::domain::tokens::{TokenKind, TokenSecret};
+use crate::http::{self, AppState};
 use crate::ports::{Condition, Item, ItemKey, StoreError};
 use crate::repo::tokens;
 use crate::worker::QueueWorker;
 use anyhow::Context as _;
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-#[derive(Debug, Clone)]
-pub struct LocalConfig {
-    pub port: u16,
-    pub data_dir: PathBuf,
-    /// `LOCAL_ADMIN_TOKEN`: use this value as the admin token instead of generating one.
-    pub admin_token: Option<String>,
-    pub public_base_url: Option<String>,
-    /// `CERT_POLL_BATCH`: most certificate requests one poll hands out.
-    pub poll_batch: usize,
-    /// `CERT_MAX_ATTEMPTS`: leases a certificate request gets before it is DEAD.
-    pub max_attempts: u32,
-}
-
-impl LocalConfig {
-    /// `PORT` (default 8080), `DATA_DIR` (default `./.data`), `LOCAL_ADMIN_TOKEN`,
-    /// `PUBLIC_BASE_URL`. Every invalid variable is reported at once.
-    pub fn from_env() -> anyhow::Result<Self> {
-        let mut problems = Vec::new();
-        let port = match std::env::var("PORT") {
-            Ok(text) => text.parse().unwrap_or_else(|_| {
-                problems.push(format!("PORT must be a port number, not '{text}'"));
-                0
-            }),
-            Err(_) => 8080,
-        };
-        let admin_token = std::env::var("LOCAL_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
-        if let Some(token) = &admin_token {
-            if TokenSecret::parse(token).is_none() {
-                problems.push(format!(
-                    "LOCAL_ADMIN_TOKEN must be {MIN_TOKEN_LEN} to 512 printable ASCII characters without spaces"
-                ));
-            }
-        }
-        let poll_batch =
-            crate::lambda::env_number("CERT_POLL_BATCH", crate::repo::certificates::DEFAULT_BATCH)
-                .unwrap_or_else(|e| {
-                    problems.push(e);
-                    1
-                });
-        let max_attempts =
-            crate::lambda::env_number("CERT_MAX_ATTEMPTS", crate::repo::certificates::DEFAULT_MAX_ATTEMPTS)
-                .unwrap_or_else(|e| {
-                    problems.push(e);
-                    1
-                });
-        if !problems.is_empty() {
-            anyhow::bail!("invalid configuration: {}", problems.join("; "));
-        }
-        Ok(Self {
-            port,
-            data_dir: std::env::var_os("DATA_DIR").map(PathBuf::from).unwrap_or_else(|| ".data".into()),
-            admin_token,
-            public_base_url: std::env::var("PUBLIC_BASE_URL").ok(),
-            poll_batch,
-            max_attempts,
-        })
-    }
-}
 
 const BOOTSTRAP_KEY: (&str, &str) = ("SYSTEM", "bootstrap");
 
 /// Creates the first admin token on first start; returns the token to print, if one was made.
 pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow::Result<Option<String>> {
     let store = backend.store.as_ref();
-    let now = backend.clock.epoch_millis();
+    let now = backend.clock.now_millis();
     if let Some(value) = preset {
         let secret = TokenSecret::parse(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
         let created =
@@ -106,7 +47,7 @@ pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow:
 
 async fn mark_bootstrapped(backend: &Backend) -> anyhow::Result<()> {
     let marker = ItemKey::new(BOOTSTRAP_KEY.0, BOOTSTRAP_KEY.1);
-    let item = Item::new(marker, &serde_json::json!({ "at": backend.clock.epoch_millis() }))?;
+    let item = Item::new(marker, &serde_json::json!({ "at": backend.clock.now_millis() }))?;
     match backend.store.put(item, Condition::Absent).await {
         Ok(_) | Err(StoreError::Conflict) => Ok(()),
         Err(e) => Err(e.into()),
@@ -115,10 +56,7 @@ async fn mark_bootstrapped(backend: &Backend) -> anyhow::Result<()> {
 
 /// Runs until `shutdown` resolves, then stops accepting, drains in-flight requests, stops the
 /// queue worker and closes the database.
-pub async fn run(
-    config: LocalConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
     let backend = Backend::embedded(&config.data_dir)
         .with_context(|| format!("cannot open the data directory {}", config.data_dir.display()))?;
     if let Some(token) = bootstrap_admin(&backend, config.admin_token.as_deref()).await? {
@@ -128,7 +66,6 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", config.port))?;
     let address = listener.local_addr()?;
-    let base_url = config.public_base_url.clone().unwrap_or_else(|| format!("http://{address}"));
     println!("listening on http://{address}");
     tracing::info!(%address, data_dir = %config.data_dir.display(), "local server started");
 
@@ -141,10 +78,7 @@ pub async fn run(
     };
     let worker = tokio::spawn(worker.run(stop_rx));
 
-    let state = AppState::new(
-        backend,
-        HttpConfig { public_base_url: base_url, poll_batch: config.poll_batch, ..HttpConfig::default() },
-    );
+    let state = AppState::new(backend, config.http(&format!("http://{address}")));
     axum::serve(listener, http::app(state)).with_graceful_shutdown(shutdown).await?;
     let _ = stop_tx.send(true);
     worker.await.context("the queue worker failed")?;

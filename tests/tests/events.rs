@@ -7,14 +7,16 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use rp_shared::backend::Backend;
 use rp_shared::consumer::{process_batch, Dispatcher};
 use rp_shared::domain::apps::AppId;
+use rp_shared::domain::certificates::{CertRequest, IssuedCert, RequestKind, RequestState};
 use rp_shared::domain::devices::RegistrationCode;
+use rp_shared::domain::devices::{DeviceTokenRecord, LinkRecord};
 use rp_shared::domain::tokens::{TokenKind, TokenSecret};
+use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Condition, Item, ItemKey};
-use rp_shared::repo::certificates::{Certificates, IssuedCert};
-use rp_shared::repo::devices::{DeviceTokenRecord, Devices, LinkRecord};
+use rp_shared::repo::certificates::{cert_item, request_item, Certificates};
+use rp_shared::repo::devices::Devices;
 use rp_shared::repo::tokens;
-use rp_shared::repo::workstations::{CertRequestRecord, RequestKind, RequestState, Workstations};
 use rp_shared::testing::http::TestClient;
 use std::path::{Path, PathBuf};
 
@@ -68,7 +70,7 @@ async fn every_http_event_runs_through_its_function() {
         [(SAMPLE_ADMIN, TokenKind::ControlCenterAdmin), (SAMPLE_REVOKED, TokenKind::ControlCenterAdmin)]
     {
         let secret = TokenSecret::parse(token).unwrap();
-        tokens::install(backend.store.as_ref(), 0, &secret, kind, None, "sample").await.unwrap();
+        tokens::install(backend.store.as_ref(), EpochMillis(0), &secret, kind, None, "sample").await.unwrap();
     }
     for (name, expected) in REPLAY {
         if name == "rp-certificate" {
@@ -81,7 +83,7 @@ async fn every_http_event_runs_through_its_function() {
             let access = TokenSecret::parse(SAMPLE_ACCESS).unwrap();
             tokens::install(
                 backend.store.as_ref(),
-                0,
+                EpochMillis(0),
                 &access,
                 TokenKind::Access,
                 Some(app.clone()),
@@ -90,13 +92,13 @@ async fn every_http_event_runs_through_its_function() {
             .await
             .unwrap();
             let code = RegistrationCode::parse("code", SAMPLE_CODE).unwrap();
-            let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+            let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
             let link = LinkRecord {
                 app_id: app,
                 named_user: "alice@example.com".into(),
                 machine_user_name_ws: Some("CORP\\alice".into()),
                 created_at: now,
-                expires_at: now + 900_000,
+                expires_at: now.plus_secs(900),
                 used_at: None,
                 device_id: None,
             };
@@ -119,10 +121,10 @@ async fn every_http_event_runs_through_its_function() {
 /// certificate with the sample serial, and the sample device token.
 async fn certificate_fixtures(backend: &Backend) {
     let app = AppId::parse("appId", "workstationDemo").unwrap();
-    let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+    let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
     for (id, kind) in [(LOGIN_REQUEST, RequestKind::LoginCert), (REVOKE_REQUEST, RequestKind::Revocation)] {
-        let request = leased_fixture(id, kind, app.clone(), now, now + 300_000);
-        backend.store.put(request.item().unwrap(), Condition::Absent).await.unwrap();
+        let request = leased_fixture(id, kind, app.clone(), now, now.plus_secs(300));
+        backend.store.put(request_item(&request).unwrap(), Condition::Absent).await.unwrap();
     }
     let cert = IssuedCert {
         cert_serial_number: SAMPLE_SERIAL.into(),
@@ -137,13 +139,13 @@ async fn certificate_fixtures(backend: &Backend) {
         login_cert_auth: "YXV0aA==".into(),
         issuer_key_agreement_public_key: "a2V5".into(),
         issuer_key_agreement_public_key_auth: "YXV0aA==".into(),
-        login_cert_expiry_date: now + 86_400_000,
+        login_cert_expiry_date: now.plus_secs(86_400),
         signing_cert: "Y2E=".into(),
         issued_at: now,
         revoked_at: None,
         revocation_request_id: None,
     };
-    backend.store.transact(vec![Certificates::issue_op(&cert).unwrap()]).await.unwrap();
+    backend.store.put(cert_item(&cert).unwrap(), Condition::Absent).await.unwrap();
     let secret = TokenSecret::parse(SAMPLE_DEVICE_TOKEN).unwrap();
     let record = DeviceTokenRecord {
         token_id: secret.hash().token_id(),
@@ -158,8 +160,14 @@ async fn certificate_fixtures(backend: &Backend) {
 }
 
 /// A request of the samples, leased under the samples' lease until `leased_until`.
-fn leased_fixture(id: &str, kind: RequestKind, app: AppId, now: i64, leased_until: i64) -> CertRequestRecord {
-    CertRequestRecord {
+fn leased_fixture(
+    id: &str,
+    kind: RequestKind,
+    app: AppId,
+    now: EpochMillis,
+    leased_until: EpochMillis,
+) -> CertRequest {
+    CertRequest {
         request_id: id.into(),
         state: RequestState::Leased,
         machine_user_name: Some("alice@example.com".into()),
@@ -168,7 +176,7 @@ fn leased_fixture(id: &str, kind: RequestKind, app: AppId, now: i64, leased_unti
         attempts: 1,
         lease_id: Some(SAMPLE_LEASE.into()),
         leased_until: Some(leased_until),
-        ..CertRequestRecord::new(kind, app, 300, now)
+        ..CertRequest::new(kind, app, 300, now)
     }
 }
 
@@ -183,9 +191,9 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
     let app = AppId::parse("appId", "workstationDemo").unwrap();
-    let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+    let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
     let leased = leased_fixture(LOGIN_REQUEST, RequestKind::LoginCert, app, now, now);
-    backend.store.put(leased.item().unwrap(), Condition::Absent).await.unwrap();
+    backend.store.put(request_item(&leased).unwrap(), Condition::Absent).await.unwrap();
     let mut event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
     let mut garbage = event.records[0].clone();
     garbage.message_id = Some("garbage".into());
@@ -196,7 +204,7 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
     assert_eq!(failed, ["garbage"], "only the bad message is retried");
     let (request, _) =
-        Workstations::new(backend.store.as_ref()).cert_request(LOGIN_REQUEST).await.unwrap().unwrap();
+        Certificates::new(backend.store.as_ref()).request(LOGIN_REQUEST).await.unwrap().unwrap();
     assert_eq!(request.state, RequestState::Pending, "the sample's lease ended: re-queued");
     let again = process_batch(&dispatcher, event).await;
     assert_eq!(again.batch_item_failures.len(), 1, "redelivery is idempotent");

@@ -1,6 +1,7 @@
 //! RP applications (the tenant unit) and their workstation settings.
 
 use super::validate::{self, FieldError};
+use crate::ports::{MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -139,6 +140,27 @@ impl RateLimit {
 /// A display name: 1 to 255 characters.
 pub fn display_name(field: &str, value: &str) -> Result<(), FieldError> {
     validate::text(field, value, 1, 255)
+}
+
+/// The control center's errors (apps and tokens).
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("no app with appId '{0}'")]
+    AppNotFound(String),
+    #[error("an app with appId '{0}' already exists")]
+    AppExists(AppId),
+    #[error("no token with tokenId '{0}'")]
+    TokenNotFound(String),
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl MaybeConflict for ControlError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, ControlError::Store(e) if e.is_conflict())
+    }
 }
 
 #[cfg(test)]

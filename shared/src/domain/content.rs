@@ -2,8 +2,75 @@
 //! texts. Bodies are validated field by field with the JSON path of the first fault
 //! (`contentMap.otpScreen.cardHeader.title`); a patch may use `null` to remove, a full map may not.
 
+use super::time::EpochMillis;
 use super::validate::{self, FieldError};
+use crate::ports::{MaybeConflict, StoreError};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// A content customization as stored: one tenant's, under a per-tenant id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentRecord {
+    pub id: i64,
+    pub display_name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub content_map: Value,
+    pub created_at: EpochMillis,
+    pub updated_at: EpochMillis,
+    /// Set from the store's item version when read; not stored.
+    #[serde(skip)]
+    pub version: u64,
+}
+
+impl ContentRecord {
+    /// The customization after `patch`; the merged map must still be a valid whole map.
+    pub fn patched(&self, patch: &ContentPatch) -> Result<ContentRecord, FieldError> {
+        let mut next = self.clone();
+        if let Some(name) = &patch.display_name {
+            next.display_name = name.clone();
+        }
+        match &patch.description {
+            DescriptionChange::Keep => {}
+            DescriptionChange::Clear => next.description = None,
+            DescriptionChange::Set(text) => next.description = Some(text.clone()),
+        }
+        if let Some(map_patch) = &patch.content_map {
+            next.content_map = merge_content_map(&self.content_map, map_patch);
+            validate_content_map(&next.content_map, Mode::Whole)?;
+        }
+        Ok(next)
+    }
+
+    /// The current customization with an earlier version's texts, as a new version.
+    pub fn restored_from(&self, earlier: &ContentRecord) -> ContentRecord {
+        ContentRecord {
+            display_name: earlier.display_name.clone(),
+            description: earlier.description.clone(),
+            content_map: earlier.content_map.clone(),
+            ..self.clone()
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContentError {
+    #[error("id: no content customization {0}")]
+    NotFound(i64),
+    #[error("version: content customization {id} has no earlier version {version}")]
+    VersionNotFound { id: i64, version: u64 },
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl MaybeConflict for ContentError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, ContentError::Store(e) if e.is_conflict())
+    }
+}
 
 /// The twelve screens a content map may hold.
 pub const SCREENS: [&str; 12] = [

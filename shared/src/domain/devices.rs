@@ -1,9 +1,13 @@
 //! Users, devices and their registration (DECISIONS §4).
 
+use super::apps::AppId;
+use super::time::EpochMillis;
 use super::validate::{self, FieldError};
+use crate::ports::{MaybeConflict, StoreError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use rand::RngCore;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// A user name as registered (`alice@example.com`): 1 to 255 characters, no control characters,
@@ -80,6 +84,152 @@ impl RegistrationCode {
     /// The key it is stored under.
     pub fn digest(&self) -> String {
         hex::encode(Sha256::digest(self.0.as_bytes()))
+    }
+}
+
+/// A one-time registration link for `(app, namedUser)`; stored under its code's hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkRecord {
+    pub app_id: AppId,
+    pub named_user: String,
+    #[serde(default)]
+    pub machine_user_name_ws: Option<String>,
+    pub created_at: EpochMillis,
+    pub expires_at: EpochMillis,
+    #[serde(default)]
+    pub used_at: Option<EpochMillis>,
+    #[serde(default)]
+    pub device_id: Option<String>,
+}
+
+impl LinkRecord {
+    /// Whether the link can still register a device at `now`.
+    pub fn check_usable(&self, now: EpochMillis) -> Result<(), RegistrationError> {
+        if self.used_at.is_some() {
+            return Err(RegistrationError::LinkUsed);
+        }
+        if self.expires_at <= now {
+            return Err(RegistrationError::LinkExpired);
+        }
+        Ok(())
+    }
+
+    /// The link as used by `device_id` at `now`.
+    pub fn used_by(&self, device_id: &str, now: EpochMillis) -> LinkRecord {
+        LinkRecord { used_at: Some(now), device_id: Some(device_id.to_owned()), ..self.clone() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserRecord {
+    pub app_id: AppId,
+    pub named_user: String,
+    /// Other names the directory knows the user by (workstation names, e-mails).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub created_at: EpochMillis,
+}
+
+impl UserRecord {
+    /// Whether `name` is the user's own name or one of its aliases (case-insensitively).
+    pub fn is_known_as(&self, name: &str) -> bool {
+        name.eq_ignore_ascii_case(&self.named_user)
+            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRecord {
+    pub app_id: AppId,
+    pub named_user: String,
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+    /// Canonical (uncompressed SEC1, base64) P-256 keys.
+    pub signing_public_key: String,
+    pub key_agreement_public_key: String,
+    pub registered_at: EpochMillis,
+    pub token_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTokenRecord {
+    pub token_id: String,
+    pub app_id: AppId,
+    pub named_user: String,
+    pub device_id: String,
+    pub hash: String,
+    pub created_at: EpochMillis,
+}
+
+/// Registration's errors (DECISIONS §4).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    #[error("code: no such registration code")]
+    LinkNotFound,
+    #[error("code: the registration code has expired")]
+    LinkExpired,
+    #[error("code: the registration code was used already")]
+    LinkUsed,
+    #[error("deviceId: device '{0}' is registered already")]
+    DeviceExists(String),
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl MaybeConflict for RegistrationError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, RegistrationError::Store(e) if e.is_conflict())
+    }
+}
+
+/// The body of `POST /rp/versioned/device/registrations`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistrationRequest {
+    pub code: String,
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+    pub signing_public_key: String,
+    pub key_agreement_public_key: String,
+}
+
+/// A registration, checked: both keys are P-256 points, kept in canonical form.
+pub struct Registration {
+    pub code: RegistrationCode,
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+    pub signing_public_key: String,
+    pub key_agreement_public_key: String,
+}
+
+impl TryFrom<RegistrationRequest> for Registration {
+    type Error = FieldError;
+
+    fn try_from(body: RegistrationRequest) -> Result<Self, FieldError> {
+        let code = RegistrationCode::parse("code", &body.code)?;
+        let device_id = identifier("deviceId", &body.device_id)?;
+        validate::text("friendlyName", &body.friendly_name, 1, 255)?;
+        validate::text("modelNumber", &body.model_number, 1, 255)?;
+        let (_, signing_public_key) = public_key("signingPublicKey", &body.signing_public_key)?;
+        let (_, key_agreement_public_key) =
+            public_key("keyAgreementPublicKey", &body.key_agreement_public_key)?;
+        Ok(Self {
+            code,
+            device_id,
+            friendly_name: body.friendly_name,
+            model_number: body.model_number,
+            signing_public_key,
+            key_agreement_public_key,
+        })
     }
 }
 

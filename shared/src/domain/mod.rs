@@ -1,11 +1,18 @@
-//! The domain: newtypes that can only be built by parsing, records and their rules. No AWS here.
+//! The domain: newtypes that can only be built by parsing, records, and each area's lifecycle as
+//! pure functions of (state, event, now) with an error enum of its own. No I/O, no AWS.
 
 pub mod apps;
+pub mod certificates;
 pub mod content;
 pub mod devices;
+pub mod enrollment;
 pub mod envelope;
+pub mod events;
+pub mod messages;
+pub mod pairing;
 pub mod time;
 pub mod tokens;
 pub mod validate;
 
+pub use time::EpochMillis;
 pub use validate::FieldError;

@@ -6,6 +6,7 @@
 //! used to revoke); it reveals nothing that helps guess the token.
 
 use super::apps::AppId;
+use super::time::EpochMillis;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use rand::RngCore;
@@ -100,11 +101,11 @@ pub struct TokenRecord {
     pub description: Option<String>,
     /// Hex SHA-256 of the token.
     pub hash: String,
-    pub created_at: i64,
+    pub created_at: EpochMillis,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<i64>,
+    pub expires_at: Option<EpochMillis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<i64>,
+    pub revoked_at: Option<EpochMillis>,
 }
 
 /// Why a presented token was refused.
@@ -116,8 +117,8 @@ pub enum TokenRefusal {
 }
 
 impl TokenRecord {
-    /// Checks a presented token against this record at `now_ms`.
-    pub fn admit(&self, presented: &TokenHash, now_ms: i64) -> Result<(), TokenRefusal> {
+    /// Checks a presented token against this record at `now`.
+    pub fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), TokenRefusal> {
         let stored = TokenHash::from_hex(&self.hash).ok_or(TokenRefusal::Unknown)?;
         if !stored.matches(presented) {
             return Err(TokenRefusal::Unknown);
@@ -125,7 +126,7 @@ impl TokenRecord {
         if self.revoked_at.is_some() {
             return Err(TokenRefusal::Revoked);
         }
-        if self.expires_at.is_some_and(|at| at <= now_ms) {
+        if self.expires_at.is_some_and(|at| at <= now) {
             return Err(TokenRefusal::Expired);
         }
         Ok(())
@@ -144,8 +145,8 @@ mod tests {
             app_id: None,
             description: None,
             hash: hash.to_hex(),
-            created_at: 0,
-            expires_at: Some(1_000),
+            created_at: EpochMillis(0),
+            expires_at: Some(EpochMillis(1_000)),
             revoked_at: None,
         }
     }
@@ -164,11 +165,11 @@ mod tests {
     fn admit_checks_hash_expiry_and_revocation() {
         let secret = TokenSecret::generate();
         let mut rec = record(&secret);
-        assert_eq!(rec.admit(&secret.hash(), 999), Ok(()));
-        assert_eq!(rec.admit(&secret.hash(), 1_000), Err(TokenRefusal::Expired));
-        assert_eq!(rec.admit(&TokenSecret::generate().hash(), 0), Err(TokenRefusal::Unknown));
-        rec.revoked_at = Some(5);
-        assert_eq!(rec.admit(&secret.hash(), 0), Err(TokenRefusal::Revoked));
+        assert_eq!(rec.admit(&secret.hash(), EpochMillis(999)), Ok(()));
+        assert_eq!(rec.admit(&secret.hash(), EpochMillis(1_000)), Err(TokenRefusal::Expired));
+        assert_eq!(rec.admit(&TokenSecret::generate().hash(), EpochMillis(0)), Err(TokenRefusal::Unknown));
+        rec.revoked_at = Some(EpochMillis(5));
+        assert_eq!(rec.admit(&secret.hash(), EpochMillis(0)), Err(TokenRefusal::Revoked));
     }
 
     #[test]

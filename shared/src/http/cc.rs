@@ -1,13 +1,12 @@
 //! Control-center API (DECISIONS §2): apps, workstation settings and tokens. Admin tokens only.
 
 use super::extract::{Admin, ApiJson, ApiPath, ApiQuery};
-use super::problem::{codes, Problem};
+use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::{self, AppId, RateLimit, WorkstationSettings};
-use crate::domain::time::iso8601;
+use crate::domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
 use crate::domain::tokens::{TokenKind, TokenRecord};
 use crate::domain::validate;
-use crate::ports::{Cursor, Query, StoreError};
+use crate::ports::{retry_on_conflict, Cursor, Query, StoreError};
 use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::tokens::{self, Tokens};
 use axum::extract::State;
@@ -16,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 /// `/cc/api/apps`
 pub fn apps_router(_state: &AppState) -> Router<AppState> {
@@ -82,97 +80,100 @@ impl ListParams {
     }
 }
 
-fn app_not_found(app_id: &str) -> Problem {
-    Problem::not_found(
-        codes::APP_NOT_FOUND,
-        "app-not-found",
-        "App not found",
-        format!("no app with appId '{app_id}'"),
-    )
+/// An app as the control center shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppView {
+    pub app_id: AppId,
+    pub display_name: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub workstation: WorkstationSettings,
+    pub rate_limit: RateLimit,
 }
 
-fn parse_app_id(value: &str) -> Result<AppId, Problem> {
-    Ok(AppId::parse("appId", value)?)
+impl From<AppRecord> for AppView {
+    fn from(app: AppRecord) -> Self {
+        Self {
+            app_id: app.app_id,
+            display_name: app.display_name,
+            created_at: app.created_at.iso8601(),
+            updated_at: app.updated_at.iso8601(),
+            workstation: app.workstation,
+            rate_limit: app.rate_limit,
+        }
+    }
 }
 
-fn app_json(app: &AppRecord) -> Value {
-    json!({
-        "appId": app.app_id,
-        "displayName": app.display_name,
-        "createdAt": iso8601(app.created_at),
-        "updatedAt": iso8601(app.updated_at),
-        "workstation": app.workstation,
-        "rateLimit": app.rate_limit,
-    })
+/// A page of a list, `nextCursor` `null` on the last.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppList {
+    pub apps: Vec<AppView>,
+    pub next_cursor: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CreateApp {
-    app_id: String,
-    display_name: String,
+pub struct CreateApp {
+    pub app_id: String,
+    pub display_name: String,
 }
 
 async fn create_app(
     State(state): State<AppState>,
     _admin: Admin,
     ApiJson(body): ApiJson<CreateApp>,
-) -> Result<Response, Problem> {
-    let app_id = parse_app_id(&body.app_id)?;
+) -> Result<Response, ControlError> {
+    let app_id = AppId::parse("appId", &body.app_id)?;
     apps::display_name("displayName", &body.display_name)?;
-    let now = state.backend.clock.epoch_millis();
-    let app = AppRecord::new(app_id, body.display_name, now);
+    let app = AppRecord::new(app_id, body.display_name, state.backend.clock.now_millis());
     match Apps::new(state.backend.store.as_ref()).create(&app).await {
         Ok(()) => {}
-        Err(StoreError::Conflict) => {
-            return Err(Problem::conflict(
-                codes::APP_EXISTS,
-                "app-exists",
-                "App already exists",
-                format!("an app with appId '{}' already exists", app.app_id),
-            )
-            .field("appId"))
-        }
+        Err(StoreError::Conflict) => return Err(ControlError::AppExists(app.app_id)),
         Err(e) => return Err(e.into()),
     }
     tracing::info!(app_id = %app.app_id, "app created");
     let location = format!("/cc/api/apps/{}", app.app_id);
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(app_json(&app))).into_response())
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(AppView::from(app))).into_response())
 }
 
 async fn list_apps(
     State(state): State<AppState>,
     _admin: Admin,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<AppList>, Problem> {
     let (limit, cursor) = params.page(&Apps::query_partition())?;
     let (apps, next) = Apps::new(state.backend.store.as_ref()).list(limit, cursor).await?;
-    Ok(Json(json!({
-        "apps": apps.iter().map(app_json).collect::<Vec<_>>(),
-        "nextCursor": next.map(|c| c.encode()),
-    })))
+    Ok(Json(AppList {
+        apps: apps.into_iter().map(AppView::from).collect(),
+        next_cursor: next.map(|c| c.encode()),
+    }))
 }
 
 /// The app at `app_id` with its version, or 404.
-pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), Problem> {
-    let id = parse_app_id(app_id)?;
-    Apps::new(state.backend.store.as_ref()).get(&id).await?.ok_or_else(|| app_not_found(app_id))
+pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
+    let id = AppId::parse("appId", app_id)?;
+    Apps::new(state.backend.store.as_ref())
+        .get(&id)
+        .await?
+        .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
 }
 
 async fn get_app(
     State(state): State<AppState>,
     _admin: Admin,
     ApiPath(app_id): ApiPath<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<AppView>, ControlError> {
     let (app, _) = load_app(&state, &app_id).await?;
-    Ok(Json(app_json(&app)))
+    Ok(Json(AppView::from(app)))
 }
 
 async fn get_workstation(
     State(state): State<AppState>,
     _admin: Admin,
     ApiPath(app_id): ApiPath<String>,
-) -> Result<Json<WorkstationSettings>, Problem> {
+) -> Result<Json<WorkstationSettings>, ControlError> {
     let (app, _) = load_app(&state, &app_id).await?;
     Ok(Json(app.workstation))
 }
@@ -182,7 +183,7 @@ async fn put_workstation(
     _admin: Admin,
     ApiPath(app_id): ApiPath<String>,
     ApiJson(settings): ApiJson<WorkstationSettings>,
-) -> Result<Json<WorkstationSettings>, Problem> {
+) -> Result<Json<WorkstationSettings>, ControlError> {
     settings.validate()?;
     update_app(&state, &app_id, |app| app.workstation = settings.clone()).await?;
     tracing::info!(%app_id, "workstation settings replaced");
@@ -193,7 +194,7 @@ async fn get_rate_limit(
     State(state): State<AppState>,
     _admin: Admin,
     ApiPath(app_id): ApiPath<String>,
-) -> Result<Json<RateLimit>, Problem> {
+) -> Result<Json<RateLimit>, ControlError> {
     let (app, _) = load_app(&state, &app_id).await?;
     Ok(Json(app.rate_limit))
 }
@@ -203,7 +204,7 @@ async fn put_rate_limit(
     _admin: Admin,
     ApiPath(app_id): ApiPath<String>,
     ApiJson(rule): ApiJson<RateLimit>,
-) -> Result<Json<RateLimit>, Problem> {
+) -> Result<Json<RateLimit>, ControlError> {
     rule.validate()?;
     update_app(&state, &app_id, |app| app.rate_limit = rule.clone()).await?;
     tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
@@ -212,61 +213,79 @@ async fn put_rate_limit(
 
 /// Changes one part of an app's record, retrying on a concurrent change so that the other parts
 /// are never lost.
-async fn update_app(state: &AppState, app_id: &str, change: impl Fn(&mut AppRecord)) -> Result<(), Problem> {
+async fn update_app(
+    state: &AppState,
+    app_id: &str,
+    change: impl Fn(&mut AppRecord),
+) -> Result<(), ControlError> {
     let apps = Apps::new(state.backend.store.as_ref());
-    for _ in 0..5 {
+    let change = &change;
+    retry_on_conflict(|| async move {
         let (mut app, version) = load_app(state, app_id).await?;
         change(&mut app);
-        app.updated_at = state.backend.clock.epoch_millis();
-        match apps.replace(&app, version).await {
-            Ok(()) => return Ok(()),
-            Err(StoreError::Conflict) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(StoreError::Conflict.into())
+        app.updated_at = state.backend.clock.now_millis();
+        apps.replace(&app, version).await?;
+        Ok(())
+    })
+    .await
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CreateToken {
-    kind: TokenKind,
-    app_id: Option<String>,
-    description: Option<String>,
-    expires_in_secs: Option<i64>,
+pub struct CreateToken {
+    pub kind: TokenKind,
+    pub app_id: Option<String>,
+    pub description: Option<String>,
+    pub expires_in_secs: Option<i64>,
 }
 
 /// Longest token lifetime: two years.
 const MAX_TOKEN_LIFETIME_SECS: i64 = 2 * 366 * 24 * 3600;
 
-#[derive(Serialize)]
+/// A token as listed: never its secret.
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TokenView<'a> {
-    token_id: &'a str,
-    kind: TokenKind,
+pub struct TokenView {
+    pub token_id: String,
+    pub kind: TokenKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    app_id: Option<&'a AppId>,
+    pub app_id: Option<AppId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    created_at: String,
+    pub description: Option<String>,
+    pub created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at: Option<String>,
+    pub expires_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    revoked_at: Option<String>,
+    pub revoked_at: Option<String>,
 }
 
-impl<'a> From<&'a TokenRecord> for TokenView<'a> {
-    fn from(t: &'a TokenRecord) -> Self {
+impl From<TokenRecord> for TokenView {
+    fn from(t: TokenRecord) -> Self {
         TokenView {
-            token_id: &t.token_id,
+            token_id: t.token_id,
             kind: t.kind,
-            app_id: t.app_id.as_ref(),
-            description: t.description.as_deref(),
-            created_at: iso8601(t.created_at),
-            expires_at: t.expires_at.map(iso8601),
-            revoked_at: t.revoked_at.map(iso8601),
+            app_id: t.app_id,
+            description: t.description,
+            created_at: t.created_at.iso8601(),
+            expires_at: t.expires_at.map(|at| at.iso8601()),
+            revoked_at: t.revoked_at.map(|at| at.iso8601()),
         }
     }
+}
+
+/// A created token: the view, and the secret, shown only here.
+#[derive(Debug, Serialize)]
+pub struct TokenCreated {
+    #[serde(flatten)]
+    pub view: TokenView,
+    pub token: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenList {
+    pub tokens: Vec<TokenView>,
+    pub next_cursor: Option<String>,
 }
 
 async fn create_token(
@@ -279,7 +298,7 @@ async fn create_token(
             return Err(Problem::invalid("appId", "is required for an access token"))
         }
         (_, Some(id)) => {
-            let id = parse_app_id(id)?;
+            let id = AppId::parse("appId", id)?;
             if Apps::new(state.backend.store.as_ref()).get(&id).await?.is_none() {
                 return Err(Problem::invalid("appId", format!("no app with appId '{id}'")));
             }
@@ -293,7 +312,7 @@ async fn create_token(
     if let Some(secs) = body.expires_in_secs {
         validate::range("expiresInSecs", secs, 60, MAX_TOKEN_LIFETIME_SECS)?;
     }
-    let now = state.backend.clock.epoch_millis();
+    let now = state.backend.clock.now_millis();
     let (secret, record) = tokens::issue(
         state.backend.store.as_ref(),
         now,
@@ -304,42 +323,36 @@ async fn create_token(
     )
     .await?;
     tracing::info!(token_id = %record.token_id, kind = ?record.kind, "token created");
-    let mut view = serde_json::to_value(TokenView::from(&record)).expect("a view serializes");
-    view["token"] = Value::String(secret.expose().to_owned());
-    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(view)).into_response())
+    let body = TokenCreated { view: TokenView::from(record), token: secret.expose().to_owned() };
+    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
 async fn list_tokens(
     State(state): State<AppState>,
     _admin: Admin,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<TokenList>, Problem> {
     let (limit, cursor) = params.page(&Tokens::query_partition())?;
     let (tokens, next) = Tokens::new(state.backend.store.as_ref()).list(limit, cursor).await?;
-    Ok(Json(json!({
-        "tokens": tokens.iter().map(TokenView::from).collect::<Vec<_>>(),
-        "nextCursor": next.map(|c| c.encode()),
-    })))
+    Ok(Json(TokenList {
+        tokens: tokens.into_iter().map(TokenView::from).collect(),
+        next_cursor: next.map(|c| c.encode()),
+    }))
 }
 
 async fn revoke_token(
     State(state): State<AppState>,
     _admin: Admin,
     ApiPath(token_id): ApiPath<String>,
-) -> Result<StatusCode, Problem> {
+) -> Result<StatusCode, ControlError> {
     if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Problem::invalid("tokenId", "must be 16 hexadecimal digits"));
+        return Err(crate::domain::FieldError::new("tokenId", "must be 16 hexadecimal digits").into());
     }
-    let now = state.backend.clock.epoch_millis();
+    let now = state.backend.clock.now_millis();
     if Tokens::new(state.backend.store.as_ref()).revoke(&token_id, now).await? {
         tracing::info!(%token_id, "token revoked");
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(Problem::not_found(
-            codes::TOKEN_NOT_FOUND,
-            "token-not-found",
-            "Token not found",
-            format!("no token with tokenId '{token_id}'"),
-        ))
+        Err(ControlError::TokenNotFound(token_id))
     }
 }

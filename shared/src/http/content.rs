@@ -2,13 +2,14 @@
 //! retrieve, plus version history and restore. Tenant-scoped admin calls (see [`Tenant`]); every
 //! answer past authentication carries the tenant's rate-limit headers.
 
+use super::errors;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
-use super::problem::{codes, Problem};
+use super::problem::Problem;
 use super::AppState;
-use crate::domain::content::{self, DescriptionChange};
-use crate::domain::time::iso8601;
+use crate::domain::content::{self, ContentError, ContentRecord};
+use crate::domain::FieldError;
 use crate::http::cc::ListParams;
-use crate::repo::content::{ContentRecord, Contents};
+use crate::repo::content::Contents;
 use crate::repo::ratelimit::{self, Decision};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -16,7 +17,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 /// `/content-customization`
 pub fn collection_router(state: &AppState) -> Router<AppState> {
@@ -65,18 +67,13 @@ async fn rate_limit_gate(State(state): State<AppState>, request: Request, next: 
         next.run(Request::from_parts(parts, body)).await
     } else {
         let wait = (decision.reset - now).max(1) as u64;
-        let mut problem = Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            codes::RATE_LIMITED,
-            "rate-limited",
-            "Too many requests",
-        )
-        .detail(format!(
-            "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
-            rule.limit, rule.window_secs
-        ));
-        problem.retry_after = Some(wait);
-        problem.into_response()
+        Problem::of(&errors::RATE_LIMITED)
+            .detail(format!(
+                "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
+                rule.limit, rule.window_secs
+            ))
+            .retry_after(wait)
+            .into_response()
     };
     stamp(response.headers_mut(), &decision);
     response
@@ -88,82 +85,129 @@ fn stamp(headers: &mut HeaderMap, decision: &Decision) {
     headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset));
 }
 
-fn parse_positive(field: &str, text: &str) -> Result<i64, Problem> {
+fn parse_positive(field: &str, text: &str) -> Result<i64, FieldError> {
     match text.parse::<i64>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(Problem::invalid(field, "must be a positive integer")),
+        _ => Err(FieldError::new(field, "must be a positive integer")),
     }
 }
 
-fn not_found(id: i64) -> Problem {
-    Problem::not_found(
-        codes::CONTENT_NOT_FOUND,
-        "content-customization-not-found",
-        "Content customization not found",
-        format!("id: no content customization {id}"),
-    )
-    .field("id")
+/// A content customization in full.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentView {
+    pub id: i64,
+    pub display_name: String,
+    pub description: Option<String>,
+    pub content_map: Value,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Only on an earlier version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
 }
 
-fn full(record: &ContentRecord) -> Value {
-    json!({
-        "id": record.id,
-        "displayName": record.display_name,
-        "description": record.description,
-        "contentMap": record.content_map,
-        "createdAt": iso8601(record.created_at),
-        "updatedAt": iso8601(record.updated_at),
-    })
+impl ContentView {
+    fn of(record: ContentRecord) -> Self {
+        Self {
+            id: record.id,
+            display_name: record.display_name,
+            description: record.description,
+            content_map: record.content_map,
+            created_at: record.created_at.iso8601(),
+            updated_at: record.updated_at.iso8601(),
+            version: None,
+        }
+    }
+
+    fn version(record: ContentRecord) -> Self {
+        let version = record.version;
+        Self { version: Some(version), ..Self::of(record) }
+    }
 }
 
-fn summary(record: &ContentRecord) -> Value {
-    json!({
-        "id": record.id,
-        "displayName": record.display_name,
-        "description": record.description,
-        "createdAt": iso8601(record.created_at),
-        "updatedAt": iso8601(record.updated_at),
-    })
+/// A customization as listed: no content map.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentSummary {
+    pub id: i64,
+    pub display_name: String,
+    pub description: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Only in the list of versions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+impl ContentSummary {
+    fn of(record: &ContentRecord, version: Option<u64>) -> Self {
+        Self {
+            id: record.id,
+            display_name: record.display_name.clone(),
+            description: record.description.clone(),
+            created_at: record.created_at.iso8601(),
+            updated_at: record.updated_at.iso8601(),
+            version,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentList {
+    pub content_customizations: Vec<ContentSummary>,
+    pub total: i64,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionList {
+    pub id: i64,
+    pub current_version: u64,
+    pub versions: Vec<ContentSummary>,
+    pub next_cursor: Option<String>,
 }
 
 async fn create(
     State(state): State<AppState>,
     tenant: Tenant,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Response, Problem> {
+) -> Result<Response, ContentError> {
     let new = content::parse_create(&body)?;
-    let now = state.backend.clock.epoch_millis();
+    let now = state.backend.clock.now_millis();
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
     let created = contents.create(new.display_name, new.description, new.content_map, now).await?;
     tracing::info!(tenant = %tenant.id(), id = created.id, "content customization created");
     let location = format!("/content-customization/{}", created.id);
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(full(&created))).into_response())
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(ContentView::of(created))).into_response())
 }
 
 async fn list(
     State(state): State<AppState>,
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<ContentList>, Problem> {
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
     let (limit, cursor) = params.page(&contents.list_query())?;
     let (items, next, total) = contents.list(limit, cursor).await?;
-    Ok(Json(json!({
-        "contentCustomizations": items.iter().map(summary).collect::<Vec<_>>(),
-        "total": total,
-        "nextCursor": next.map(|c| c.encode()),
-    })))
+    Ok(Json(ContentList {
+        content_customizations: items.iter().map(|r| ContentSummary::of(r, None)).collect(),
+        total,
+        next_cursor: next.map(|c| c.encode()),
+    }))
 }
 
 async fn retrieve(
     State(state): State<AppState>,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<ContentView>, ContentError> {
     let id = parse_positive("id", &id)?;
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
-    let record = contents.get(id).await?.ok_or_else(|| not_found(id))?;
-    Ok(Json(full(&record)))
+    let record = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
+    Ok(Json(ContentView::of(record)))
 }
 
 async fn update(
@@ -171,33 +215,17 @@ async fn update(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<ContentView>, ContentError> {
     let id = parse_positive("id", &id)?;
     let patch = content::parse_patch(&body)?;
-    let now = state.backend.clock.epoch_millis();
+    let now = state.backend.clock.now_millis();
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
     let updated = contents
-        .update(id, now, |current| {
-            let mut next = current.clone();
-            if let Some(name) = &patch.display_name {
-                next.display_name = name.clone();
-            }
-            match &patch.description {
-                DescriptionChange::Keep => {}
-                DescriptionChange::Clear => next.description = None,
-                DescriptionChange::Set(text) => next.description = Some(text.clone()),
-            }
-            if let Some(map_patch) = &patch.content_map {
-                next.content_map = content::merge_content_map(&current.content_map, map_patch);
-                content::validate_content_map(&next.content_map, content::Mode::Whole)
-                    .map_err(Problem::from)?;
-            }
-            Ok::<_, Problem>(next)
-        })
+        .update(id, now, |current| current.patched(&patch).map_err(ContentError::from))
         .await?
-        .ok_or_else(|| not_found(id))?;
+        .ok_or(ContentError::NotFound(id))?;
     tracing::info!(tenant = %tenant.id(), id, version = updated.version, "content customization updated");
-    Ok(Json(full(&updated)))
+    Ok(Json(ContentView::of(updated)))
 }
 
 async fn list_versions(
@@ -205,22 +233,18 @@ async fn list_versions(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<VersionList>, Problem> {
     let id = parse_positive("id", &id)?;
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
-    let current = contents.get(id).await?.ok_or_else(|| not_found(id))?;
+    let current = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     let (limit, cursor) = params.page(&contents.versions_query(id))?;
     let (versions, next) = contents.versions(id, limit, cursor).await?;
-    Ok(Json(json!({
-        "id": id,
-        "currentVersion": current.version,
-        "versions": versions.iter().map(|v| {
-            let mut entry = summary(v);
-            entry["version"] = json!(v.version);
-            entry
-        }).collect::<Vec<_>>(),
-        "nextCursor": next.map(|c| c.encode()),
-    })))
+    Ok(Json(VersionList {
+        id,
+        current_version: current.version,
+        versions: versions.iter().map(|v| ContentSummary::of(v, Some(v.version))).collect(),
+        next_cursor: next.map(|c| c.encode()),
+    }))
 }
 
 async fn load_version(
@@ -228,20 +252,13 @@ async fn load_version(
     tenant: &Tenant,
     id: &str,
     version: &str,
-) -> Result<(i64, ContentRecord), Problem> {
+) -> Result<(i64, ContentRecord), ContentError> {
     let id = parse_positive("id", id)?;
     let version = parse_positive("version", version)? as u64;
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
-    contents.get(id).await?.ok_or_else(|| not_found(id))?;
-    let snapshot = contents.version(id, version).await?.ok_or_else(|| {
-        Problem::not_found(
-            codes::CONTENT_VERSION_NOT_FOUND,
-            "content-customization-version-not-found",
-            "Version not found",
-            format!("version: content customization {id} has no earlier version {version}"),
-        )
-        .field("version")
-    })?;
+    contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
+    let snapshot =
+        contents.version(id, version).await?.ok_or(ContentError::VersionNotFound { id, version })?;
     Ok((id, snapshot))
 }
 
@@ -249,32 +266,23 @@ async fn get_version(
     State(state): State<AppState>,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<ContentView>, ContentError> {
     let (_, snapshot) = load_version(&state, &tenant, &id, &version).await?;
-    let mut body = full(&snapshot);
-    body["version"] = json!(snapshot.version);
-    Ok(Json(body))
+    Ok(Json(ContentView::version(snapshot)))
 }
 
 async fn restore(
     State(state): State<AppState>,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<ContentView>, ContentError> {
     let (id, snapshot) = load_version(&state, &tenant, &id, &version).await?;
-    let now = state.backend.clock.epoch_millis();
+    let now = state.backend.clock.now_millis();
     let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
     let restored = contents
-        .update(id, now, |current| {
-            Ok::<_, Problem>(ContentRecord {
-                display_name: snapshot.display_name.clone(),
-                description: snapshot.description.clone(),
-                content_map: snapshot.content_map.clone(),
-                ..current.clone()
-            })
-        })
+        .update(id, now, |current| Ok::<_, ContentError>(current.restored_from(&snapshot)))
         .await?
-        .ok_or_else(|| not_found(id))?;
+        .ok_or(ContentError::NotFound(id))?;
     tracing::info!(tenant = %tenant.id(), id, from = snapshot.version, version = restored.version, "content customization restored");
-    Ok(Json(full(&restored)))
+    Ok(Json(ContentView::of(restored)))
 }

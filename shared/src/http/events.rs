@@ -2,20 +2,21 @@
 //! global admins list them by name, app and time range.
 
 use super::cc::ListParams;
+use super::errors;
 use super::extract::{Admin, ApiJson, ApiQuery, Caller};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::AppId;
-use crate::domain::time::{iso8601, parse_iso8601};
+use crate::domain::events::{EventRecord, NAMES};
+use crate::domain::time::EpochMillis;
 use crate::domain::validate;
-use crate::repo::events::{EventFilter, EventRecord, Events, NAMES};
+use crate::repo::events::{EventFilter, Events};
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// `/rp/api/events`
 pub fn router(_state: &AppState) -> Router<AppState> {
@@ -24,13 +25,54 @@ pub fn router(_state: &AppState) -> Router<AppState> {
 
 const MAX_ATTRIBUTES: usize = 32;
 
-#[derive(Deserialize)]
+/// The body of `POST /rp/api/events`.
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Report {
-    name: String,
-    app_id: Option<String>,
+pub struct EventReport {
+    pub name: String,
+    pub app_id: Option<String>,
     #[serde(default)]
-    attributes: Map<String, Value>,
+    pub attributes: Map<String, Value>,
+}
+
+/// A stored event's id and time.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventStored {
+    pub event_id: String,
+    pub timestamp: String,
+}
+
+/// An event as listed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    pub event_id: String,
+    pub name: String,
+    pub app_id: Option<AppId>,
+    pub source: String,
+    pub timestamp: String,
+    pub attributes: Map<String, Value>,
+}
+
+impl From<EventRecord> for EventView {
+    fn from(e: EventRecord) -> Self {
+        Self {
+            event_id: e.event_id,
+            name: e.name,
+            app_id: e.app_id,
+            source: e.source,
+            timestamp: e.at.iso8601(),
+            attributes: e.attributes,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventList {
+    pub events: Vec<EventView>,
+    pub next_cursor: Option<String>,
 }
 
 fn check_name(field: &str, name: &str) -> Result<(), Problem> {
@@ -60,27 +102,25 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), Problem> {
 async fn report(
     State(state): State<AppState>,
     caller: Caller,
-    ApiJson(body): ApiJson<Report>,
-) -> Result<Response, Problem> {
+    ApiJson(body): ApiJson<EventReport>,
+) -> Result<(StatusCode, Json<EventStored>), Problem> {
     check_name("name", &body.name)?;
     check_attributes(&body.attributes)?;
     let named = body.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
     let (app_id, source) = match &caller {
         Caller::Access { app_id, token } => {
             if named.as_ref().is_some_and(|n| n != app_id) {
-                return Err(Problem::forbidden(
-                    super::problem::codes::OTHER_TENANT,
-                    "appId: the token belongs to another app",
-                ));
+                return Err(
+                    Problem::of(&errors::OTHER_TENANT).detail("appId: the token belongs to another app")
+                );
             }
             (Some(app_id.clone()), format!("workstation:{}", token.token_id))
         }
         Caller::Admin { token, app_id: scope } => {
             if scope.is_some() && named.is_some() && named != *scope {
-                return Err(Problem::forbidden(
-                    super::problem::codes::OTHER_TENANT,
-                    "appId: the token is scoped to another app",
-                ));
+                return Err(
+                    Problem::of(&errors::OTHER_TENANT).detail("appId: the token is scoped to another app")
+                );
             }
             (named.or(scope.clone()), format!("agent:{}", token.token_id))
         }
@@ -91,10 +131,9 @@ async fn report(
         }
     }
     let event =
-        EventRecord::new(&body.name, app_id, source, state.backend.clock.epoch_millis(), body.attributes);
+        EventRecord::new(&body.name, app_id, source, state.backend.clock.now_millis(), body.attributes);
     Events::new(state.backend.store.as_ref()).record(&event).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "eventId": event.event_id, "timestamp": iso8601(event.at) })))
-        .into_response())
+    Ok((StatusCode::CREATED, Json(EventStored { event_id: event.event_id, timestamp: event.at.iso8601() })))
 }
 
 #[derive(Deserialize)]
@@ -108,10 +147,10 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
-fn time_param(field: &str, value: Option<&str>) -> Result<Option<i64>, Problem> {
+fn time_param(field: &str, value: Option<&str>) -> Result<Option<EpochMillis>, Problem> {
     value
         .map(|text| {
-            parse_iso8601(text).ok_or_else(|| {
+            EpochMillis::parse_iso8601(text).ok_or_else(|| {
                 Problem::invalid(field, "must be an RFC 3339 timestamp (2026-11-22T14:00:00Z)")
             })
         })
@@ -122,7 +161,7 @@ async fn list(
     State(state): State<AppState>,
     _admin: Admin,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<EventList>, Problem> {
     if let Some(name) = &query.name {
         check_name("name", name)?;
     }
@@ -140,15 +179,8 @@ async fn list(
     let params = ListParams { limit: query.limit, cursor: query.cursor };
     let (limit, cursor) = params.page(&filter.query())?;
     let (events, next) = Events::new(state.backend.store.as_ref()).list(&filter, limit, cursor).await?;
-    Ok(Json(json!({
-        "events": events.iter().map(|e| json!({
-            "eventId": e.event_id,
-            "name": e.name,
-            "appId": e.app_id,
-            "source": e.source,
-            "timestamp": iso8601(e.at),
-            "attributes": e.attributes,
-        })).collect::<Vec<_>>(),
-        "nextCursor": next.map(|c| c.encode()),
-    })))
+    Ok(Json(EventList {
+        events: events.into_iter().map(EventView::from).collect(),
+        next_cursor: next.map(|c| c.encode()),
+    }))
 }

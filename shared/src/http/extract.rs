@@ -1,9 +1,11 @@
 //! Extractors whose every rejection is a [`Problem`] naming the field or header at fault.
 
-use super::problem::{codes, Problem};
+use super::errors;
+use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::AppId;
-use crate::domain::tokens::{TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use crate::domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use crate::repo::devices::Devices;
 use crate::repo::tokens::Tokens;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{header, request::Parts, StatusCode};
@@ -171,10 +173,10 @@ where
 /// The token of an `Authorization: Bearer <token>` header; 401 naming the header otherwise.
 pub fn bearer(parts: &Parts) -> Result<TokenSecret, Problem> {
     let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
-        Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
+        Problem::unauthorized(&errors::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
     })?;
     let malformed =
-        || Problem::unauthorized(codes::MISSING_CREDENTIALS, "Authorization: must be 'Bearer <token>'");
+        || Problem::unauthorized(&errors::MISSING_CREDENTIALS, "Authorization: must be 'Bearer <token>'");
     let value = header.to_str().map_err(|_| malformed())?;
     let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
     if !scheme.eq_ignore_ascii_case("bearer") {
@@ -201,14 +203,14 @@ impl FromRequestParts<AppState> for Caller {
         let secret = bearer(parts)?;
         let presented = secret.hash();
         let record = Tokens::new(state.backend.store.as_ref()).find(&presented).await?;
-        let now = state.backend.clock.epoch_millis();
+        let now = state.backend.clock.now_millis();
         let refused = |why: TokenRefusal| {
             let detail = match why {
                 TokenRefusal::Unknown => "Authorization: the token is not valid",
                 TokenRefusal::Expired => "Authorization: the token has expired",
                 TokenRefusal::Revoked => "Authorization: the token has been revoked",
             };
-            Problem::unauthorized(codes::INVALID_TOKEN, detail)
+            Problem::unauthorized(&errors::INVALID_TOKEN, detail)
         };
         let record = record.ok_or(refused(TokenRefusal::Unknown))?;
         record.admit(&presented, now).map_err(refused)?;
@@ -232,14 +234,10 @@ impl FromRequestParts<AppState> for Admin {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
         match Caller::from_request_parts(parts, state).await? {
             Caller::Admin { token, app_id: None } => Ok(Admin(token)),
-            Caller::Admin { app_id: Some(app_id), .. } => Err(Problem::forbidden(
-                codes::TENANT_SCOPED_TOKEN,
+            Caller::Admin { app_id: Some(app_id), .. } => Err(Problem::of(&errors::TENANT_SCOPED_TOKEN).detail(
                 format!("this endpoint requires a global controlCenterAdmin token; this one is scoped to app '{app_id}'"),
             )),
-            Caller::Access { .. } => Err(Problem::forbidden(
-                codes::WRONG_TOKEN_KIND,
-                "this endpoint requires a controlCenterAdmin token",
-            )),
+            Caller::Access { .. } => Err(wrong_kind("a controlCenterAdmin")),
         }
     }
 }
@@ -269,12 +267,7 @@ impl FromRequestParts<AppState> for Tenant {
         }
         let scope = match Caller::from_request_parts(parts, state).await? {
             Caller::Admin { app_id, .. } => app_id,
-            Caller::Access { .. } => {
-                return Err(Problem::forbidden(
-                    codes::WRONG_TOKEN_KIND,
-                    "this endpoint requires a controlCenterAdmin token",
-                ))
-            }
+            Caller::Access { .. } => return Err(wrong_kind("a controlCenterAdmin")),
         };
         let header = match parts.headers.get(TENANT_HEADER) {
             None => None,
@@ -286,7 +279,7 @@ impl FromRequestParts<AppState> for Tenant {
         };
         let app_id = match (scope, header) {
             (Some(scoped), Some(named)) if scoped != named => {
-                return Err(Problem::forbidden(codes::OTHER_TENANT, "the token is scoped to another app"))
+                return Err(Problem::of(&errors::OTHER_TENANT).detail("the token is scoped to another app"))
             }
             (Some(scoped), _) => scoped,
             (None, Some(named)) => named,
@@ -317,7 +310,7 @@ impl Access {
         if self.app_id.as_str() == app_id {
             Ok(())
         } else {
-            Err(Problem::forbidden(codes::OTHER_TENANT, "the access token belongs to another app"))
+            Err(Problem::of(&errors::OTHER_TENANT).detail("the access token belongs to another app"))
         }
     }
 }
@@ -328,9 +321,36 @@ impl FromRequestParts<AppState> for Access {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
         match Caller::from_request_parts(parts, state).await? {
             Caller::Access { app_id, token } => Ok(Access { app_id, token }),
-            Caller::Admin { .. } => {
-                Err(Problem::forbidden(codes::WRONG_TOKEN_KIND, "this endpoint requires an access token"))
-            }
+            Caller::Admin { .. } => Err(wrong_kind("an access")),
         }
+    }
+}
+
+/// 403: the endpoint wants a token of another kind.
+fn wrong_kind(wanted: &str) -> Problem {
+    Problem::of(&errors::WRONG_TOKEN_KIND).detail(format!("this endpoint requires {wanted} token"))
+}
+
+/// A registered device, authenticated by its device token.
+pub struct DeviceCaller {
+    pub app_id: AppId,
+    pub device_id: String,
+}
+
+impl FromRequestParts<AppState> for DeviceCaller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let secret = bearer(parts)?;
+        let presented = secret.hash();
+        let record = Devices::new(state.backend.store.as_ref()).device_token(&presented).await?;
+        let invalid =
+            || Problem::unauthorized(&errors::INVALID_TOKEN, "Authorization: the device token is not valid");
+        let record = record.ok_or_else(invalid)?;
+        let stored = TokenHash::from_hex(&record.hash).ok_or_else(invalid)?;
+        if !stored.matches(&presented) {
+            return Err(invalid());
+        }
+        Ok(DeviceCaller { app_id: record.app_id, device_id: record.device_id })
     }
 }

@@ -3,12 +3,17 @@
 use super::AppState;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 pub fn router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/health", get(health))
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+}
+
+async fn health() -> Json<Health> {
+    Json(Health { status: "ok" })
 }

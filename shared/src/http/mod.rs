@@ -4,6 +4,7 @@
 pub mod cc;
 pub mod certificates;
 pub mod content;
+pub mod errors;
 pub mod events;
 pub mod extract;
 pub mod health;
@@ -45,6 +46,9 @@ pub struct HttpConfig {
     pub public_base_url: String,
     /// Most certificate requests one poll hands out.
     pub poll_batch: usize,
+    /// Leases a certificate request gets before it is DEAD (`CERT_MAX_ATTEMPTS`), on the result
+    /// path as on the queue consumer's.
+    pub max_attempts: u32,
 }
 
 impl Default for HttpConfig {
@@ -53,6 +57,7 @@ impl Default for HttpConfig {
             body_limit: 64 * 1024,
             public_base_url: "http://127.0.0.1:8080".into(),
             poll_batch: crate::repo::certificates::DEFAULT_BATCH,
+            max_attempts: crate::domain::certificates::DEFAULT_MAX_ATTEMPTS,
         }
     }
 }

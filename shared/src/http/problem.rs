@@ -3,8 +3,9 @@
 //! `detail` ends with ` (exceptionId: <uuid>)`; the same id is on the log line. Server-side
 //! failures keep their source chain for the log and show the client a fixed text.
 
+use super::errors;
 use crate::domain::FieldError;
-use crate::ports::{KeyError, QueueError, StoreError};
+use crate::ports::{Invalid, KeyError, QueueError, StoreError};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -17,6 +18,7 @@ pub mod codes {
     pub const UNSUPPORTED_MEDIA_TYPE: u32 = 1_000_004;
     pub const ROUTE_NOT_FOUND: u32 = 1_000_005;
     pub const METHOD_NOT_ALLOWED: u32 = 1_000_006;
+    pub const REJECTED_BY_STORE: u32 = 1_000_007;
     pub const CONFLICT: u32 = 1_000_409;
     pub const INTERNAL: u32 = 1_000_500;
     pub const UNAVAILABLE: u32 = 1_000_503;
@@ -51,13 +53,21 @@ pub mod codes {
     pub const TOKEN_NOT_FOUND: u32 = 1_050_003;
 }
 
-#[derive(Debug)]
-pub struct Problem {
+/// One row of an area's error table (see [`super::errors`]): what an error answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProblemType {
     pub status: StatusCode,
     pub code: u32,
     /// Slug of the problem type; `type` is `/problems/<slug>`.
     pub slug: &'static str,
     pub title: &'static str,
+    /// What it means, as the README's error-code list says it.
+    pub meaning: &'static str,
+}
+
+#[derive(Debug)]
+pub struct Problem {
+    pub kind: &'static ProblemType,
     pub detail: String,
     /// The request field or header at fault, when there is one.
     pub field: Option<String>,
@@ -80,17 +90,22 @@ struct ProblemBody<'a> {
 }
 
 impl Problem {
-    pub fn new(status: StatusCode, code: u32, slug: &'static str, title: &'static str) -> Self {
-        Self {
-            status,
-            code,
-            slug,
-            title,
-            detail: title.to_owned(),
-            field: None,
-            retry_after: None,
-            source: None,
-        }
+    /// A problem of `kind`, its title as the detail until one is given.
+    pub fn of(kind: &'static ProblemType) -> Self {
+        Self { kind, detail: kind.title.to_owned(), field: None, retry_after: None, source: None }
+    }
+
+    /// A problem of `kind` about `field`, with a detail that names it.
+    pub fn about(kind: &'static ProblemType, field: &str, detail: impl std::fmt::Display) -> Self {
+        Self::of(kind).detail(detail.to_string()).field(field)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind.status
+    }
+
+    pub fn code(&self) -> u32 {
+        self.kind.code
     }
 
     pub fn detail(mut self, detail: impl Into<String>) -> Self {
@@ -98,14 +113,13 @@ impl Problem {
         self
     }
 
-    /// The same problem under a more specific error code.
-    pub fn with_code(mut self, code: u32) -> Self {
-        self.code = code;
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
         self
     }
 
-    pub fn field(mut self, field: impl Into<String>) -> Self {
-        self.field = Some(field.into());
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
         self
     }
 
@@ -117,80 +131,44 @@ impl Problem {
     /// 400 naming the field at fault.
     pub fn invalid(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
         let field = field.into();
-        Self::new(StatusCode::BAD_REQUEST, codes::INVALID_FIELD, "invalid-field", "Invalid request field")
-            .detail(format!("{field}: {message}"))
-            .field(field)
+        Self::of(&errors::INVALID_FIELD).detail(format!("{field}: {message}")).field(field)
     }
 
     pub fn malformed_body(message: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, codes::MALFORMED_BODY, "malformed-body", "Malformed request body")
-            .detail(format!("body: {message}"))
-            .field("body")
+        Self::about(&errors::MALFORMED_BODY, "body", format!("body: {message}"))
     }
 
     pub fn body_too_large(limit: usize) -> Self {
-        Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            codes::BODY_TOO_LARGE,
-            "body-too-large",
-            "Request body too large",
-        )
-        .detail(format!("body: the request body exceeds {limit} bytes"))
-        .field("body")
+        Self::about(&errors::BODY_TOO_LARGE, "body", format!("body: the request body exceeds {limit} bytes"))
     }
 
     pub fn unsupported_media_type() -> Self {
-        Self::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            codes::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "Unsupported media type",
+        Self::about(
+            &errors::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type",
+            "Content-Type: the request body must be sent as application/json",
         )
-        .detail("Content-Type: the request body must be sent as application/json")
-        .field("Content-Type")
     }
 
     pub fn route_not_found(path: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, codes::ROUTE_NOT_FOUND, "route-not-found", "No such endpoint")
-            .detail(format!("no endpoint at {path}"))
+        Self::of(&errors::ROUTE_NOT_FOUND).detail(format!("no endpoint at {path}"))
     }
 
     pub fn method_not_allowed(method: &str, path: &str) -> Self {
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            codes::METHOD_NOT_ALLOWED,
-            "method-not-allowed",
-            "Method not allowed",
-        )
-        .detail(format!("{path} does not accept {method}"))
+        Self::of(&errors::METHOD_NOT_ALLOWED).detail(format!("{path} does not accept {method}"))
     }
 
-    pub fn not_found(code: u32, slug: &'static str, title: &'static str, detail: String) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code, slug, title).detail(detail)
-    }
-
-    pub fn conflict(code: u32, slug: &'static str, title: &'static str, detail: String) -> Self {
-        Self::new(StatusCode::CONFLICT, code, slug, title).detail(detail)
-    }
-
-    pub fn unauthorized(code: u32, detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, code, "unauthorized", "Authentication required")
-            .detail(detail)
-            .field("Authorization")
-    }
-
-    pub fn forbidden(code: u32, detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, code, "forbidden", "Insufficient permissions").detail(detail)
+    /// 401 naming the `Authorization` header.
+    pub fn unauthorized(kind: &'static ProblemType, detail: impl Into<String>) -> Self {
+        Self::of(kind).detail(detail).field("Authorization")
     }
 
     pub fn internal(source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, "internal", "Internal server error")
-            .detail("The request could not be processed.")
-            .source(source)
+        Self::of(&errors::INTERNAL).detail("The request could not be processed.").source(source)
     }
 
     pub fn unavailable(source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, "unavailable", "Service unavailable")
+        Self::of(&errors::UNAVAILABLE)
             .detail("A backing service is unavailable; try again shortly.")
             .source(source)
     }
@@ -205,15 +183,15 @@ impl From<FieldError> for Problem {
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Conflict => Problem::conflict(
-                codes::CONFLICT,
-                "conflict",
-                "Concurrent update",
-                "the resource changed while the request was processed; retry it".into(),
-            ),
-            StoreError::Invalid(ref msg) if msg.contains("cursor") => {
+            StoreError::Conflict => Problem::of(&errors::CONFLICT)
+                .detail("the resource changed while the request was processed; retry it"),
+            StoreError::Invalid(Invalid::ForeignCursor) => {
                 Problem::invalid("cursor", "is not a cursor returned by this list")
             }
+            StoreError::Invalid(Invalid::Rejected(ref why)) => {
+                Problem::about(&errors::REJECTED_BY_STORE, "body", format!("body: {why}"))
+            }
+            StoreError::Throttled(_) => Problem::unavailable(e).retry_after(1),
             StoreError::Unavailable(_) => Problem::unavailable(e),
             other => Problem::internal(other),
         }
@@ -252,25 +230,26 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let exception_id = uuid::Uuid::new_v4();
-        if self.status.is_server_error() {
+        let (status, code) = (self.kind.status, self.kind.code);
+        if status.is_server_error() {
             let cause = self.source.as_deref().map(|e| chain(e)).unwrap_or_default();
-            tracing::error!(%exception_id, error_code = self.code, status = self.status.as_u16(), cause, "request failed");
+            tracing::error!(%exception_id, error_code = code, status = status.as_u16(), cause, "request failed");
         } else {
             // Bad input is the caller's problem, not ours: recorded, not raised as an error.
-            tracing::info!(%exception_id, error_code = self.code, status = self.status.as_u16(), field = self.field.as_deref(), "request refused");
+            tracing::info!(%exception_id, error_code = code, status = status.as_u16(), field = self.field.as_deref(), "request refused");
         }
         let body = ProblemBody {
-            kind: format!("/problems/{}", self.slug),
-            title: self.title,
-            status: self.status.as_u16(),
+            kind: format!("/problems/{}", self.kind.slug),
+            title: self.kind.title,
+            status: status.as_u16(),
             detail: format!("{} (exceptionId: {exception_id})", self.detail),
-            error_code: self.code,
+            error_code: code,
             field: self.field.as_deref(),
         };
-        let mut response = (self.status, axum::Json(body)).into_response();
+        let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        if self.status == StatusCode::UNAUTHORIZED {
+        if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if let Some(secs) = self.retry_after {

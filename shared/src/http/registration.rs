@@ -3,20 +3,22 @@
 //! receives a device token.
 
 use super::extract::{Admin, ApiJson, ApiPath, MaybeJson};
-use super::problem::{codes, Problem};
+use super::problem::Problem;
 use super::AppState;
-use crate::domain::devices::{self, RegistrationCode};
-use crate::domain::time::iso8601;
+use crate::domain::apps::AppId;
+use crate::domain::devices::{
+    self, DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
+    RegistrationRequest,
+};
 use crate::domain::tokens::TokenSecret;
 use crate::domain::validate;
-use crate::repo::devices::{DeviceRecord, DeviceTokenRecord, Devices, LinkRecord, RegisterError};
+use crate::repo::devices::Devices;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 /// `/cc/api/apps/{appId}/users/{namedUser}/registration-links`
 pub fn links_router(_state: &AppState) -> Router<AppState> {
@@ -37,13 +39,33 @@ pub fn registrations_router(_state: &AppState) -> Router<AppState> {
 const LINK_TTL_SECS: i64 = 15 * 60;
 const MAX_LINK_TTL_SECS: i64 = 7 * 24 * 3600;
 
-#[derive(Deserialize)]
+/// The optional body of a link creation.
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct LinkOptions {
+pub struct LinkOptions {
     /// The user's workstation name (`CORP\alice`), if the directory knows it.
     #[serde(rename = "machineUserNameWS")]
-    machine_user_name_ws: Option<String>,
-    expires_in_secs: Option<i64>,
+    pub machine_user_name_ws: Option<String>,
+    pub expires_in_secs: Option<i64>,
+}
+
+/// A created link; the code is shown only here.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkCreated {
+    pub code: String,
+    pub url: String,
+    pub expires_at: String,
+}
+
+/// A registered device and its device token, shown only here.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRegistered {
+    pub device_id: String,
+    pub app_id: AppId,
+    pub named_user: String,
+    pub device_token: String,
 }
 
 /// The base URL links point at: the configured one, else the request's own host.
@@ -65,51 +87,41 @@ async fn create_link(
 ) -> Result<Response, Problem> {
     let named_user = devices::named_user("namedUser", &named_user)?;
     let (app, _) = super::cc::load_app(&state, &app_id).await?;
-    let options = options.unwrap_or(LinkOptions { machine_user_name_ws: None, expires_in_secs: None });
+    let options = options.unwrap_or_default();
     if let Some(name) = &options.machine_user_name_ws {
         validate::text("machineUserNameWS", name, 1, 255)?;
     }
     let ttl = options.expires_in_secs.unwrap_or(LINK_TTL_SECS);
     validate::range("expiresInSecs", ttl, 60, MAX_LINK_TTL_SECS)?;
-    let now = state.backend.clock.epoch_millis();
+    let now = state.backend.clock.now_millis();
     let code = RegistrationCode::generate();
     let link = LinkRecord {
         app_id: app.app_id,
         named_user,
         machine_user_name_ws: options.machine_user_name_ws,
         created_at: now,
-        expires_at: now + ttl * 1000,
+        expires_at: now.plus_secs(ttl),
         used_at: None,
         device_id: None,
     };
     Devices::new(state.backend.store.as_ref()).create_link(&code.digest(), &link).await?;
     tracing::info!(app_id = %link.app_id, "registration link created");
     let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
-    let body = json!({ "code": code.expose(), "url": url, "expiresAt": iso8601(link.expires_at) });
+    let body = LinkCreated { code: code.expose().to_owned(), url, expires_at: link.expires_at.iso8601() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
-/// Why a link cannot be used.
-enum LinkState {
-    Unknown,
-    Expired,
-    Used,
-}
-
+/// The link a code stands for, if it can still register a device.
 async fn usable_link(
     state: &AppState,
     code: &RegistrationCode,
-) -> Result<Result<(LinkRecord, u64), LinkState>, Problem> {
-    let Some((link, version)) = Devices::new(state.backend.store.as_ref()).link(&code.digest()).await? else {
-        return Ok(Err(LinkState::Unknown));
-    };
-    if link.used_at.is_some() {
-        return Ok(Err(LinkState::Used));
-    }
-    if link.expires_at <= state.backend.clock.epoch_millis() {
-        return Ok(Err(LinkState::Expired));
-    }
-    Ok(Ok((link, version)))
+) -> Result<(LinkRecord, u64), RegistrationError> {
+    let (link, version) = Devices::new(state.backend.store.as_ref())
+        .link(&code.digest())
+        .await?
+        .ok_or(RegistrationError::LinkNotFound)?;
+    link.check_usable(state.backend.clock.now_millis())?;
+    Ok((link, version))
 }
 
 fn html_page(status: StatusCode, title: &str, body: &str) -> Response {
@@ -148,21 +160,22 @@ async fn page(
         )
     };
     let Ok(code) = RegistrationCode::parse("code", &code) else { return Ok(not_found()) };
-    let (link, _) = match usable_link(&state, &code).await? {
+    let (link, _) = match usable_link(&state, &code).await {
         Ok(found) => found,
-        Err(LinkState::Unknown) => return Ok(not_found()),
-        Err(LinkState::Expired) => {
+        Err(RegistrationError::LinkNotFound) => return Ok(not_found()),
+        Err(RegistrationError::LinkExpired) => {
             return Ok(html_page(
                 StatusCode::GONE,
                 "Registration link expired",
                 "<p>This registration link has expired. Ask your administrator for a new one.</p>",
             ))
         }
-        Err(LinkState::Used) => return Ok(html_page(
+        Err(RegistrationError::LinkUsed) => return Ok(html_page(
             StatusCode::GONE,
             "Registration link already used",
             "<p>This registration link has been used to register a device already. Each link works once.</p>",
         )),
+        Err(other) => return Err(other.into()),
     };
     let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
     let qr = qrcode::QrCode::new(url.as_bytes()).map_err(Problem::internal)?;
@@ -173,61 +186,29 @@ async fn page(
          <li>Confirm the registration in the app.</li></ol><p class=\"muted\">The code works once and expires at {expires}.</p>",
         app = html_escape::encode_text(link.app_id.as_str()),
         user = html_escape::encode_text(&link.named_user),
-        expires = iso8601(link.expires_at),
+        expires = link.expires_at.iso8601(),
     );
     Ok(html_page(StatusCode::OK, "Register your device", &body))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Registration {
-    code: String,
-    device_id: String,
-    friendly_name: String,
-    model_number: String,
-    signing_public_key: String,
-    key_agreement_public_key: String,
-}
-
 async fn register(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<Registration>,
-) -> Result<Response, Problem> {
-    let code = RegistrationCode::parse("code", &body.code)?;
-    let device_id = devices::identifier("deviceId", &body.device_id)?;
-    validate::text("friendlyName", &body.friendly_name, 1, 255)?;
-    validate::text("modelNumber", &body.model_number, 1, 255)?;
-    let (_, signing) = devices::public_key("signingPublicKey", &body.signing_public_key)?;
-    let (_, agreement) = devices::public_key("keyAgreementPublicKey", &body.key_agreement_public_key)?;
-    let (link, version) = match usable_link(&state, &code).await? {
-        Ok(found) => found,
-        Err(LinkState::Unknown) => {
-            return Err(Problem::not_found(
-                codes::LINK_NOT_FOUND,
-                "registration-code-not-found",
-                "Registration code not found",
-                "code: no such registration code".into(),
-            )
-            .field("code"))
-        }
-        Err(LinkState::Expired) => {
-            return Err(gone(codes::LINK_EXPIRED, "code: the registration code has expired"))
-        }
-        Err(LinkState::Used) => {
-            return Err(gone(codes::LINK_USED, "code: the registration code was used already"))
-        }
-    };
-    let now = state.backend.clock.epoch_millis();
+    ApiJson(body): ApiJson<RegistrationRequest>,
+) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceRegistered>), RegistrationError>
+{
+    let registration = Registration::try_from(body)?;
+    let (link, version) = usable_link(&state, &registration.code).await?;
+    let now = state.backend.clock.now_millis();
     let secret = TokenSecret::generate_with_prefix("rpd_");
     let hash = secret.hash();
     let device = DeviceRecord {
         app_id: link.app_id.clone(),
         named_user: link.named_user.clone(),
-        device_id,
-        friendly_name: body.friendly_name,
-        model_number: body.model_number,
-        signing_public_key: signing,
-        key_agreement_public_key: agreement,
+        device_id: registration.device_id,
+        friendly_name: registration.friendly_name,
+        model_number: registration.model_number,
+        signing_public_key: registration.signing_public_key,
+        key_agreement_public_key: registration.key_agreement_public_key,
         registered_at: now,
         token_id: hash.token_id(),
     };
@@ -239,37 +220,15 @@ async fn register(
         hash: hash.to_hex(),
         created_at: now,
     };
-    match Devices::new(state.backend.store.as_ref())
-        .register(&code.digest(), &link, version, &device, &token, now)
-        .await
-    {
-        Ok(()) => {}
-        Err(RegisterError::CodeUsed) => {
-            return Err(gone(codes::LINK_USED, "code: the registration code was used already"))
-        }
-        Err(RegisterError::DeviceExists) => {
-            return Err(Problem::conflict(
-                codes::DEVICE_EXISTS,
-                "device-exists",
-                "Device already registered",
-                format!("deviceId: device '{}' is registered already", device.device_id),
-            )
-            .field("deviceId"))
-        }
-        Err(RegisterError::Store(e)) => return Err(e.into()),
-    }
+    Devices::new(state.backend.store.as_ref())
+        .register(&registration.code.digest(), &link, version, &device, &token, now)
+        .await?;
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
-    let body = json!({
-        "deviceId": device.device_id,
-        "appId": device.app_id,
-        "namedUser": device.named_user,
-        "deviceToken": secret.expose(),
-    });
-    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
-}
-
-fn gone(code: u32, detail: &str) -> Problem {
-    Problem::new(StatusCode::GONE, code, "registration-code-gone", "Registration code no longer valid")
-        .detail(detail)
-        .field("code")
+    let body = DeviceRegistered {
+        device_id: device.device_id,
+        app_id: device.app_id,
+        named_user: device.named_user,
+        device_token: secret.expose().to_owned(),
+    };
+    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)))
 }

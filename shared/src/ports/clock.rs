@@ -1,5 +1,6 @@
 //! The clock port, so that expiry, leases and time-outs can be tested without sleeping.
 
+use crate::domain::time::EpochMillis;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -12,9 +13,9 @@ pub trait Clock: Send + Sync {
         self.now().unix_timestamp()
     }
 
-    /// Milliseconds since the Unix epoch.
-    fn epoch_millis(&self) -> i64 {
-        (self.now().unix_timestamp_nanos() / 1_000_000) as i64
+    /// The instant, as the domain holds it.
+    fn now_millis(&self) -> EpochMillis {
+        EpochMillis::from_datetime(self.now())
     }
 }
 

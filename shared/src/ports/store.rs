@@ -212,13 +212,37 @@ pub enum StoreError {
     /// A counter is at its limit.
     #[error("the counter is at its limit")]
     LimitReached,
-    /// The request itself is invalid (for example a cursor from another partition).
+    /// The request itself is invalid; see [`Invalid`] for which way.
     #[error("invalid store request: {0}")]
-    Invalid(String),
+    Invalid(#[from] Invalid),
+    /// The store is shedding load (DynamoDB throttling, a transaction in progress on the item)
+    /// and the SDK's own retries did not get through: worth retrying a little later.
+    #[error("the store is throttling requests")]
+    Throttled(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("stored data could not be encoded or decoded: {0}")]
     Encoding(String),
     #[error("the store is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Why the store refused a request as invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    /// A cursor from another partition (another list, another tenant).
+    #[error("the cursor belongs to another query")]
+    ForeignCursor,
+    #[error("a query limit must be at least 1")]
+    ZeroLimit,
+    #[error("a transaction takes 1 to {MAX_TRANSACTION_ITEMS} operations")]
+    TransactionSize,
+    #[error("a transaction may touch an item only once")]
+    RepeatedKey,
+    #[error("keys must be non-empty and free of NUL")]
+    MalformedKey,
+    /// The store refused values the request carried (DynamoDB `ValidationException`): caused by
+    /// input, so the caller gets a 400, never a 500.
+    #[error("the store refused the request's values: {0}")]
+    Rejected(String),
 }
 
 impl StoreError {
@@ -228,6 +252,38 @@ impl StoreError {
 
     pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
         StoreError::Unavailable(Box::new(err))
+    }
+}
+
+/// An error that may be a lost optimistic race, which [`retry_on_conflict`] retries.
+pub trait MaybeConflict {
+    fn is_conflict(&self) -> bool;
+}
+
+impl MaybeConflict for StoreError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict)
+    }
+}
+
+/// How many times [`retry_on_conflict`] runs an attempt that keeps losing races.
+pub const CONFLICT_ATTEMPTS: usize = 8;
+
+/// Runs `attempt` (read, decide, conditional write) again while it fails with a lost race, up
+/// to [`CONFLICT_ATTEMPTS`] times; the last conflict is returned if every attempt lost. Each
+/// attempt must read afresh, so that a retry decides on what the winner wrote.
+pub async fn retry_on_conflict<T, E, F, Fut>(mut attempt: F) -> Result<T, E>
+where
+    E: MaybeConflict,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_conflict() && tries < CONFLICT_ATTEMPTS => tries += 1,
+            other => return other,
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! RP apps. Layout: pk `APP`, sk `<appId>`; one partition, listed in app-id order.
 
 use crate::domain::apps::{AppId, RateLimit, WorkstationSettings};
+use crate::domain::time::EpochMillis;
 use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -9,8 +10,8 @@ use serde::{Deserialize, Serialize};
 pub struct AppRecord {
     pub app_id: AppId,
     pub display_name: String,
-    pub created_at: i64,
-    pub updated_at: i64,
+    pub created_at: EpochMillis,
+    pub updated_at: EpochMillis,
     pub workstation: WorkstationSettings,
     #[serde(default)]
     pub rate_limit: RateLimit,
@@ -18,7 +19,7 @@ pub struct AppRecord {
 
 impl AppRecord {
     /// A new app with default settings.
-    pub fn new(app_id: AppId, display_name: String, now: i64) -> Self {
+    pub fn new(app_id: AppId, display_name: String, now: EpochMillis) -> Self {
         Self {
             app_id,
             display_name,
@@ -36,6 +37,7 @@ fn key(app_id: &AppId) -> ItemKey {
     ItemKey::new(PARTITION, app_id.as_str())
 }
 
+#[derive(Clone, Copy)]
 pub struct Apps<'a> {
     store: &'a dyn ItemStore,
 }

@@ -1,114 +1,64 @@
-//! The certificate queue (DECISIONS §3) and issued certificates. Requests live as described in
-//! [`super::workstations`]; issued certificates as:
+//! Certificate requests and issued certificates: persistence only (the lifecycle is
+//! [`crate::domain::certificates`]). Layout:
 //!
 //! | pk | sk | item |
 //! |---|---|---|
+//! | `CERTREQ#<requestId>` | `REQUEST` | a certificate request; while PENDING also in `gsi1` under `CERTQ#PENDING` by creation time |
 //! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial |
 //!
-//! Life cycle: PENDING → LEASED (a poll; conditional on the version read, so two agents never
-//! lease one request) → DONE | FAILED (a result in time), or back to PENDING when the lease ends
-//! without a result, or DEAD after [`DEFAULT_MAX_ATTEMPTS`] leases.
+//! Every write is conditional on the version the request was read at, so of two callers that
+//! decided on the same state only one persists; the other reloads and decides again.
 
 use super::devices::Devices;
-use super::events::{self, EventRecord, Events};
-use super::workstations::{CertRequestRecord, RequestKind, RequestState, PENDING_QUEUE};
+use super::events::{self, Events};
 use crate::domain::apps::AppId;
+use crate::domain::certificates::{CertRequest, Expiry, IssuedCert, RequestState};
+use crate::domain::events::EventRecord;
 use crate::ports::{Condition, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map};
 
 pub const DEFAULT_BATCH: usize = 50;
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
-/// The errorCode of the event logged when a request dies.
-pub const DEAD_ERROR_CODE: i64 = 1_300_010;
+pub const PENDING_QUEUE: &str = "CERTQ#PENDING";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IssuedCert {
-    pub cert_serial_number: String,
-    pub app_id: AppId,
-    pub request_id: String,
-    pub device_id: String,
-    pub named_user: String,
-    #[serde(default, rename = "machineUserNameWS")]
-    pub machine_user_name_ws: Option<String>,
-    pub machine_user_names: Vec<String>,
-    pub login_cert: String,
-    pub iv_login_cert: String,
-    pub login_cert_auth: String,
-    pub issuer_key_agreement_public_key: String,
-    pub issuer_key_agreement_public_key_auth: String,
-    pub login_cert_expiry_date: i64,
-    pub signing_cert: String,
-    pub issued_at: i64,
-    #[serde(default)]
-    pub revoked_at: Option<i64>,
-    #[serde(default)]
-    pub revocation_request_id: Option<String>,
+fn request_key(request_id: &str) -> ItemKey {
+    ItemKey::new(format!("CERTREQ#{request_id}"), "REQUEST")
 }
 
-impl IssuedCert {
-    fn item(&self) -> Result<Item, StoreError> {
-        let key = ItemKey::new(
-            format!("DEVCERT#{}#{}", self.app_id, self.device_id),
-            format!("CERT#{}", self.cert_serial_number),
-        );
-        Ok(Item::new(key, self)?
-            .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", self.cert_serial_number), "CERT")))
-    }
+/// A request as an item; a PENDING one is also in the pending index, oldest first.
+pub fn request_item(request: &CertRequest) -> Result<Item, StoreError> {
+    let item = Item::new(request_key(&request.request_id), request)?;
+    Ok(match request.state {
+        RequestState::Pending => item.with_index(
+            Index::Gsi1,
+            ItemKey::new(
+                PENDING_QUEUE,
+                format!("{:013}#{}", request.created_at.as_millis(), request.request_id),
+            ),
+        ),
+        _ => item,
+    })
 }
 
-/// The lease-expiry message the queue delivers after `requestTimeoutInSecs`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeaseExpired {
-    #[serde(default, skip_serializing)]
-    pub kind: Option<String>,
-    pub request_id: String,
-    pub lease_id: String,
+/// An issued certificate as an item, findable by serial.
+pub fn cert_item(cert: &IssuedCert) -> Result<Item, StoreError> {
+    let key = ItemKey::new(
+        format!("DEVCERT#{}#{}", cert.app_id, cert.device_id),
+        format!("CERT#{}", cert.cert_serial_number),
+    );
+    Ok(Item::new(key, cert)?
+        .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", cert.cert_serial_number), "CERT")))
 }
 
-impl LeaseExpired {
-    pub const KIND: &'static str = "leaseExpired";
-
-    pub fn new(request_id: &str, lease_id: &str) -> Self {
-        Self { kind: None, request_id: request_id.to_owned(), lease_id: lease_id.to_owned() }
-    }
-
-    pub fn body(&self) -> String {
-        json!({ "kind": Self::KIND, "requestId": self.request_id, "leaseId": self.lease_id }).to_string()
-    }
+/// What a settled result writes besides the request and its event.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    None,
+    /// A new certificate for the device.
+    Issue(IssuedCert),
+    /// The revoked certificate, read at this version.
+    Revoke(IssuedCert, u64),
 }
 
-/// What handling an expired lease did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Expiry {
-    /// Back to PENDING for another agent.
-    Requeued,
-    /// Out of attempts: DEAD, with its event.
-    Dead,
-    /// Nothing to do (a result came in time, or the lease was already handled).
-    Ignored,
-}
-
-/// The event a request's result (or death) is reported with.
-pub fn result_event(request: &CertRequestRecord, error_code: i64, source: &str, at: i64) -> EventRecord {
-    let mut attributes = Map::new();
-    attributes.insert("errorCode".into(), json!(error_code));
-    attributes.insert("requestId".into(), json!(request.request_id));
-    let name = match request.kind {
-        RequestKind::LoginCert => {
-            attributes.insert("isSuccessful".into(), json!(error_code == 0));
-            "WORKSTATION_CERTIFICATE_ISSUED"
-        }
-        RequestKind::Revocation => "WS_CERTIFICATE_REVOKED",
-    };
-    if let Some(serial) = &request.cert_serial_number {
-        attributes.insert("certSerialNumber".into(), json!(serial));
-    }
-    EventRecord::new(name, Some(request.app_id.clone()), source, at, attributes)
-}
-
+#[derive(Clone, Copy)]
 pub struct Certificates<'a> {
     store: &'a dyn ItemStore,
 }
@@ -119,106 +69,80 @@ impl<'a> Certificates<'a> {
     }
 
     /// The oldest pending requests, with the versions they were read at. The index may lag a
-    /// lease by moments; [`lease`](Self::lease)'s condition settles that.
-    pub async fn pending(&self, limit: usize) -> Result<Vec<(CertRequestRecord, u64)>, StoreError> {
+    /// lease by moments; [`persist_lease`](Self::persist_lease)'s condition settles that.
+    pub async fn pending(&self, limit: usize) -> Result<Vec<(CertRequest, u64)>, StoreError> {
         let page = self.store.query(Query::index(Index::Gsi1, PENDING_QUEUE).limit(limit)).await?;
-        page.items
-            .iter()
-            .map(|item| Ok((item.data::<CertRequestRecord>()?, item.version)))
-            .filter(|r: &Result<(CertRequestRecord, u64), StoreError>| {
-                r.as_ref().map_or(true, |(req, _)| req.state == RequestState::Pending)
-            })
-            .collect()
+        let mut pending = Vec::with_capacity(page.items.len());
+        for item in &page.items {
+            let request: CertRequest = item.data()?;
+            if request.state == RequestState::Pending {
+                pending.push((request, item.version));
+            }
+        }
+        Ok(pending)
     }
 
-    /// Leases `request` (read at `version`) under `lease_id` until `now` + its timeout and returns
-    /// the leased request; `None` if another poll leased it first.
-    pub async fn lease(
-        &self,
-        request: &CertRequestRecord,
-        version: u64,
-        lease_id: &str,
-        now: i64,
-    ) -> Result<Option<CertRequestRecord>, StoreError> {
-        let mut leased = request.clone();
-        leased.state = RequestState::Leased;
-        leased.attempts += 1;
-        leased.lease_id = Some(lease_id.to_owned());
-        leased.leased_until = Some(now + request.request_timeout_in_secs * 1000);
-        match self.store.put(leased.item()?, Condition::Version(version)).await {
-            Ok(_) => Ok(Some(leased)),
-            Err(StoreError::Conflict) => Ok(None),
+    pub async fn request(&self, request_id: &str) -> Result<Option<(CertRequest, u64)>, StoreError> {
+        match self.store.get(&request_key(request_id)).await? {
+            Some(item) => Ok(Some((item.data()?, item.version))),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes a lease decided on the request read at `version`; `Ok(false)` if another poll
+    /// leased it first.
+    pub async fn persist_lease(&self, leased: &CertRequest, version: u64) -> Result<bool, StoreError> {
+        match self.store.put(request_item(leased)?, Condition::Version(version)).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict) => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Ends lease `lease_id` of `request_id` if it is still current: back to PENDING, or DEAD
-    /// after `max_attempts` leases. Idempotent: a lease already ended or answered is ignored.
-    pub async fn expire_lease(
-        &self,
-        expired: &LeaseExpired,
-        max_attempts: u32,
-        now: i64,
-    ) -> Result<Expiry, StoreError> {
-        let key = ItemKey::new(format!("CERTREQ#{}", expired.request_id), "REQUEST");
-        for _ in 0..5 {
-            let Some(item) = self.store.get(&key).await? else { return Ok(Expiry::Ignored) };
-            let mut request: CertRequestRecord = item.data()?;
-            if request.state != RequestState::Leased
-                || request.lease_id.as_deref() != Some(expired.lease_id.as_str())
-            {
-                return Ok(Expiry::Ignored);
+    /// Writes an ended lease (with the death event, in the same transaction).
+    pub async fn persist_expiry(&self, expiry: &Expiry, version: u64) -> Result<(), StoreError> {
+        match expiry {
+            Expiry::Ignored => Ok(()),
+            Expiry::Requeued(request) => {
+                self.store.put(request_item(request)?, Condition::Version(version)).await.map(|_| ())
             }
-            request.lease_id = None;
-            request.leased_until = None;
-            let dead = request.attempts >= max_attempts;
-            request.state = if dead { RequestState::Dead } else { RequestState::Pending };
-            let event = dead.then(|| result_event(&request, DEAD_ERROR_CODE, "server", now));
-            let mut ops =
-                vec![WriteOp::Put { item: request.item()?, condition: Condition::Version(item.version) }];
-            if let Some(event) = &event {
-                ops.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
-            }
-            match self.store.transact(ops).await {
-                Ok(()) => {
-                    return Ok(match event {
-                        Some(event) => {
-                            events::log(&event);
-                            Expiry::Dead
-                        }
-                        None => Expiry::Requeued,
-                    })
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e),
-            }
+            Expiry::Dead(request, event) => self.write_with_event(request, version, Vec::new(), event).await,
         }
-        Err(StoreError::Conflict)
     }
 
-    /// Stores an accepted result: the request DONE or FAILED, what it produced, and its event,
-    /// all conditional on the version the request was read at.
+    /// Stores an accepted result: the settled request, what it produced, and its event, all
+    /// conditional on the version the request was read at.
     pub async fn settle(
         &self,
-        request: &CertRequestRecord,
+        request: &CertRequest,
         version: u64,
-        produced: Vec<WriteOp>,
+        effect: Effect,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
-        let mut ops = produced;
-        ops.push(WriteOp::Put { item: request.item()?, condition: Condition::Version(version) });
+        let produced = match effect {
+            Effect::None => Vec::new(),
+            Effect::Issue(cert) => {
+                vec![WriteOp::Put { item: cert_item(&cert)?, condition: Condition::Absent }]
+            }
+            Effect::Revoke(cert, cert_version) => {
+                vec![WriteOp::Put { item: cert_item(&cert)?, condition: Condition::Version(cert_version) }]
+            }
+        };
+        self.write_with_event(request, version, produced, event).await
+    }
+
+    async fn write_with_event(
+        &self,
+        request: &CertRequest,
+        version: u64,
+        mut ops: Vec<WriteOp>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        ops.push(WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) });
         ops.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
         self.store.transact(ops).await?;
         events::log(event);
         Ok(())
-    }
-
-    pub fn issue_op(cert: &IssuedCert) -> Result<WriteOp, StoreError> {
-        Ok(WriteOp::Put { item: cert.item()?, condition: Condition::Absent })
-    }
-
-    pub fn revoke_op(cert: &IssuedCert, version: u64) -> Result<WriteOp, StoreError> {
-        Ok(WriteOp::Put { item: cert.item()?, condition: Condition::Version(version) })
     }
 
     pub async fn by_serial(&self, serial: &str) -> Result<Option<(IssuedCert, u64)>, StoreError> {
@@ -236,19 +160,18 @@ impl<'a> Certificates<'a> {
         page.items.iter().map(Item::data).collect()
     }
 
-    /// Queues a revocation of `cert` (read at `version`) in one transaction with the request.
+    /// Stores a queued revocation: the certificate (read at `version`) pointing at it, and the
+    /// new request, in one transaction.
     pub async fn queue_revocation(
         &self,
-        cert: &IssuedCert,
+        marked: &IssuedCert,
         version: u64,
-        request: &CertRequestRecord,
+        request: &CertRequest,
     ) -> Result<(), StoreError> {
-        let mut marked = cert.clone();
-        marked.revocation_request_id = Some(request.request_id.clone());
         self.store
             .transact(vec![
-                WriteOp::Put { item: marked.item()?, condition: Condition::Version(version) },
-                WriteOp::Put { item: request.item()?, condition: Condition::Absent },
+                WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) },
+                WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
             ])
             .await
     }

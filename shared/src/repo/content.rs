@@ -12,24 +12,14 @@
 //! one transaction.
 
 use crate::domain::apps::AppId;
-use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
+use crate::domain::content::ContentRecord;
+use crate::domain::time::EpochMillis;
+use crate::ports::{
+    retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, MaybeConflict, Query, SortKey,
+    StoreError, WriteOp,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContentRecord {
-    pub id: i64,
-    pub display_name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    pub content_map: Value,
-    pub created_at: i64,
-    pub updated_at: i64,
-    /// Set from the store's item version when read; not stored.
-    #[serde(skip)]
-    pub version: u64,
-}
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -37,9 +27,6 @@ struct Meta {
     next_id: i64,
     count: i64,
 }
-
-/// Most attempts at a write that lost a race before giving up with a conflict.
-const ATTEMPTS: usize = 8;
 
 pub struct Contents<'a> {
     store: &'a dyn ItemStore,
@@ -82,11 +69,11 @@ impl<'a> Contents<'a> {
         display_name: String,
         description: Option<String>,
         content_map: Value,
-        now: i64,
+        now: EpochMillis,
     ) -> Result<ContentRecord, StoreError> {
-        for _ in 0..ATTEMPTS {
+        retry_on_conflict(|| async {
             let (meta, meta_version) = self.meta().await?;
-            let mut created = ContentRecord {
+            let created = ContentRecord {
                 id: meta.next_id,
                 display_name: display_name.clone(),
                 description: description.clone(),
@@ -106,16 +93,10 @@ impl<'a> Contents<'a> {
                     condition: meta_version.map_or(Condition::Absent, Condition::Version),
                 },
             ];
-            match self.store.transact(ops).await {
-                Ok(()) => {
-                    created.version = 1;
-                    return Ok(created);
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(StoreError::Conflict)
+            self.store.transact(ops).await?;
+            Ok(created)
+        })
+        .await
     }
 
     pub async fn get(&self, id: i64) -> Result<Option<ContentRecord>, StoreError> {
@@ -140,13 +121,14 @@ impl<'a> Contents<'a> {
 
     /// Replaces customization `id` with `change(current)`, keeping the current one as a version.
     /// `Ok(None)` if there is no such customization; `change`'s error is passed through.
-    pub async fn update<E: From<StoreError>>(
+    pub async fn update<E: From<StoreError> + MaybeConflict>(
         &self,
         id: i64,
-        now: i64,
-        mut change: impl FnMut(&ContentRecord) -> Result<ContentRecord, E>,
+        now: EpochMillis,
+        change: impl Fn(&ContentRecord) -> Result<ContentRecord, E>,
     ) -> Result<Option<ContentRecord>, E> {
-        for _ in 0..ATTEMPTS {
+        let change = &change;
+        retry_on_conflict(|| async move {
             let Some(current) = self.get(id).await? else {
                 return Ok(None);
             };
@@ -156,24 +138,19 @@ impl<'a> Contents<'a> {
             next.updated_at = now.max(current.updated_at);
             let ops = vec![
                 WriteOp::Put {
-                    item: Item::new(self.key(item_sk(id)), &next).map_err(E::from)?,
+                    item: Item::new(self.key(item_sk(id)), &next)?,
                     condition: Condition::Version(current.version),
                 },
                 WriteOp::Put {
-                    item: Item::new(self.key(version_sk(id, current.version)), &current).map_err(E::from)?,
+                    item: Item::new(self.key(version_sk(id, current.version)), &current)?,
                     condition: Condition::Absent,
                 },
             ];
-            match self.store.transact(ops).await {
-                Ok(()) => {
-                    next.version = current.version + 1;
-                    return Ok(Some(next));
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(StoreError::Conflict.into())
+            self.store.transact(ops).await?;
+            next.version = current.version + 1;
+            Ok(Some(next))
+        })
+        .await
     }
 
     /// Earlier versions of customization `id`, oldest first.

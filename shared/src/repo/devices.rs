@@ -13,77 +13,18 @@
 //! transaction conditional on the link's version: of two racing registrations one wins.
 
 use crate::domain::apps::AppId;
+use crate::domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
+use crate::domain::time::EpochMillis;
 use crate::domain::tokens::TokenHash;
-use crate::ports::{Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
+use crate::ports::{
+    retry_on_conflict, Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp,
+};
 use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LinkRecord {
-    pub app_id: AppId,
-    pub named_user: String,
-    #[serde(default)]
-    pub machine_user_name_ws: Option<String>,
-    pub created_at: i64,
-    pub expires_at: i64,
-    #[serde(default)]
-    pub used_at: Option<i64>,
-    #[serde(default)]
-    pub device_id: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UserRecord {
-    pub app_id: AppId,
-    pub named_user: String,
-    /// Other names the directory knows the user by (workstation names, e-mails).
-    #[serde(default)]
-    pub aliases: Vec<String>,
-    pub created_at: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceRecord {
-    pub app_id: AppId,
-    pub named_user: String,
-    pub device_id: String,
-    pub friendly_name: String,
-    pub model_number: String,
-    /// Canonical (uncompressed SEC1, base64) P-256 keys.
-    pub signing_public_key: String,
-    pub key_agreement_public_key: String,
-    pub registered_at: i64,
-    pub token_id: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceTokenRecord {
-    pub token_id: String,
-    pub app_id: AppId,
-    pub named_user: String,
-    pub device_id: String,
-    pub hash: String,
-    pub created_at: i64,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Pointer {
     named_user: String,
-}
-
-/// Why a registration did not happen.
-#[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
-    #[error("the registration code was used already")]
-    CodeUsed,
-    #[error("a device with this id is registered already")]
-    DeviceExists,
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 fn link_key(digest: &str) -> ItemKey {
@@ -104,6 +45,7 @@ fn alias_key(app: &AppId, alias: &str) -> ItemKey {
 
 const LINK_KEPT_AFTER_EXPIRY_SECS: i64 = 24 * 3600;
 
+#[derive(Clone, Copy)]
 pub struct Devices<'a> {
     store: &'a dyn ItemStore,
 }
@@ -114,7 +56,7 @@ impl<'a> Devices<'a> {
     }
 
     pub async fn create_link(&self, digest: &str, link: &LinkRecord) -> Result<(), StoreError> {
-        let ttl = link.expires_at / 1000 + LINK_KEPT_AFTER_EXPIRY_SECS;
+        let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
         self.store.put(Item::new(link_key(digest), link)?.with_ttl(Some(ttl)), Condition::Absent).await?;
         Ok(())
     }
@@ -177,13 +119,11 @@ impl<'a> Devices<'a> {
         link_version: u64,
         device: &DeviceRecord,
         token: &DeviceTokenRecord,
-        now: i64,
-    ) -> Result<(), RegisterError> {
+        now: EpochMillis,
+    ) -> Result<(), RegistrationError> {
         let app = &device.app_id;
-        let mut used = link.clone();
-        used.used_at = Some(now);
-        used.device_id = Some(device.device_id.clone());
-        let ttl = link.expires_at / 1000 + LINK_KEPT_AFTER_EXPIRY_SECS;
+        let used = link.used_by(&device.device_id, now);
+        let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
         let existing_user = self.user(app, &device.named_user).await?;
         let mut user = existing_user.clone().unwrap_or(UserRecord {
             app_id: app.clone(),
@@ -233,11 +173,11 @@ impl<'a> Devices<'a> {
             Err(StoreError::Conflict) => {
                 // Say why: the code went first, or the device id is taken.
                 match self.link(digest).await? {
-                    Some((current, _)) if current.used_at.is_some() => Err(RegisterError::CodeUsed),
+                    Some((current, _)) if current.used_at.is_some() => Err(RegistrationError::LinkUsed),
                     _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
-                        Err(RegisterError::DeviceExists)
+                        Err(RegistrationError::DeviceExists(device.device_id.clone()))
                     }
-                    _ => Err(RegisterError::Store(StoreError::Conflict)),
+                    _ => Err(StoreError::Conflict.into()),
                 }
             }
             Err(e) => Err(e.into()),
@@ -253,14 +193,15 @@ impl<'a> Devices<'a> {
         names: &[String],
     ) -> Result<(), StoreError> {
         let key = ItemKey::new(user_pk(app, named_user), "USER");
-        for _ in 0..5 {
+        retry_on_conflict(|| async {
             let Some(item) = self.store.get(&key).await? else { return Ok(()) };
             let mut user: UserRecord = item.data()?;
             let mut ops = Vec::new();
             for name in names {
-                let known = name.eq_ignore_ascii_case(named_user)
-                    || user.aliases.iter().any(|a| a.eq_ignore_ascii_case(name));
-                if known || name.is_empty() || self.store.get(&alias_key(app, name)).await?.is_some() {
+                if user.is_known_as(name)
+                    || name.is_empty()
+                    || self.store.get(&alias_key(app, name)).await?.is_some()
+                {
                     continue;
                 }
                 user.aliases.push(name.clone());
@@ -277,12 +218,8 @@ impl<'a> Devices<'a> {
                 item: Item::new(key.clone(), &user)?,
                 condition: Condition::Version(item.version),
             });
-            match self.store.transact(ops).await {
-                Ok(()) => return Ok(()),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(StoreError::Conflict)
+            self.store.transact(ops).await
+        })
+        .await
     }
 }

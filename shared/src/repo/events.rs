@@ -4,55 +4,16 @@
 //! the same time key; TTL 90 days.
 
 use crate::domain::apps::AppId;
+use crate::domain::time::EpochMillis;
 use crate::ports::{Cursor, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
 
-/// The events the contract names.
-pub const NAMES: [&str; 5] = [
-    "WORKSTATION_CERTIFICATE_ISSUED",
-    "WORKSTATION_CERTIFICATE_REVOKED",
-    "WS_CERTIFICATE_REVOKED",
-    "WORKSTATION_ENROLL",
-    "OOB_WORKSTATION_REG",
-];
+pub use crate::domain::events::{EventRecord, NAMES};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EventRecord {
-    pub event_id: String,
-    pub name: String,
-    #[serde(default)]
-    pub app_id: Option<AppId>,
-    /// Who reported it: `server`, `agent:<tokenId>` or `workstation:<tokenId>`.
-    pub source: String,
-    pub at: i64,
-    pub attributes: Map<String, Value>,
-}
-
-impl EventRecord {
-    pub fn new(
-        name: &str,
-        app_id: Option<AppId>,
-        source: impl Into<String>,
-        at: i64,
-        attributes: Map<String, Value>,
-    ) -> Self {
-        Self {
-            event_id: uuid::Uuid::new_v4().to_string(),
-            name: name.to_owned(),
-            app_id,
-            source: source.into(),
-            at,
-            attributes,
-        }
-    }
-
-    fn sort_key(&self) -> String {
-        format!("{:013}#{}", self.at, self.event_id)
-    }
+fn sort_key(event: &EventRecord) -> String {
+    format!("{:013}#{}", event.at.as_millis(), event.event_id)
 }
 
 /// Which events a listing returns.
@@ -60,9 +21,9 @@ impl EventRecord {
 pub struct EventFilter {
     pub name: Option<String>,
     pub app_id: Option<AppId>,
-    /// Epoch ms, inclusive.
-    pub from: Option<i64>,
-    pub to: Option<i64>,
+    /// Inclusive.
+    pub from: Option<EpochMillis>,
+    pub to: Option<EpochMillis>,
 }
 
 impl EventFilter {
@@ -71,8 +32,8 @@ impl EventFilter {
         let sort = match (self.from, self.to) {
             (None, None) => SortKey::All,
             (from, to) => SortKey::Between(
-                format!("{:013}", from.unwrap_or(0).max(0)),
-                format!("{:013}~", to.unwrap_or(9_999_999_999_999)),
+                format!("{:013}", from.map_or(0, |t| t.as_millis()).max(0)),
+                format!("{:013}~", to.map_or(9_999_999_999_999, |t| t.as_millis())),
             ),
         };
         let query = match (&self.app_id, &self.name) {
@@ -97,6 +58,7 @@ pub fn log(event: &EventRecord) {
     );
 }
 
+#[derive(Clone, Copy)]
 pub struct Events<'a> {
     store: &'a dyn ItemStore,
 }
@@ -109,9 +71,9 @@ impl<'a> Events<'a> {
     /// The event as an item, to write in a transaction with what it reports; call [`log`]
     /// after the commit.
     pub fn item(event: &EventRecord) -> Result<Item, StoreError> {
-        let sk = event.sort_key();
+        let sk = sort_key(event);
         let mut item = Item::new(ItemKey::new("EVENT", sk.clone()), event)?
-            .with_ttl(Some(event.at / 1000 + RETENTION_SECS))
+            .with_ttl(Some(event.at.plus_secs(RETENTION_SECS).as_secs()))
             .with_index(Index::Gsi2, ItemKey::new(format!("EVENTNAME#{}", event.name), sk.clone()));
         if let Some(app) = &event.app_id {
             item = item.with_index(Index::Gsi1, ItemKey::new(format!("EVENTAPP#{app}"), sk));

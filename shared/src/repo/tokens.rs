@@ -1,8 +1,10 @@
 //! Bearer tokens. Layout: pk `TOKEN`, sk `<tokenId>`; TTL a week after expiry, so expired tokens
 //! stay listable for a while and then disappear.
 
-use crate::domain::tokens::{TokenHash, TokenRecord};
-use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+use crate::domain::apps::AppId;
+use crate::domain::time::EpochMillis;
+use crate::domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenSecret};
+use crate::ports::{retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
 
 const PARTITION: &str = "TOKEN";
 const KEEP_AFTER_EXPIRY_SECS: i64 = 7 * 24 * 3600;
@@ -11,6 +13,7 @@ fn key(token_id: &str) -> ItemKey {
     ItemKey::new(PARTITION, token_id)
 }
 
+#[derive(Clone, Copy)]
 pub struct Tokens<'a> {
     store: &'a dyn ItemStore,
 }
@@ -21,7 +24,7 @@ impl<'a> Tokens<'a> {
     }
 
     fn item(record: &TokenRecord) -> Result<Item, StoreError> {
-        let ttl = record.expires_at.map(|ms| ms / 1000 + KEEP_AFTER_EXPIRY_SECS);
+        let ttl = record.expires_at.map(|at| at.plus_secs(KEEP_AFTER_EXPIRY_SECS).as_secs());
         Ok(Item::new(key(&record.token_id), record)?.with_ttl(ttl))
     }
 
@@ -54,7 +57,7 @@ impl<'a> Tokens<'a> {
     }
 
     /// Marks a token revoked; `Ok(false)` if there is no such token. Revoking twice is a no-op.
-    pub async fn revoke(&self, token_id: &str, now_ms: i64) -> Result<bool, StoreError> {
+    pub async fn revoke(&self, token_id: &str, now: EpochMillis) -> Result<bool, StoreError> {
         let Some(item) = self.store.get(&key(token_id)).await? else {
             return Ok(false);
         };
@@ -62,7 +65,7 @@ impl<'a> Tokens<'a> {
         if record.revoked_at.is_some() {
             return Ok(true);
         }
-        record.revoked_at = Some(now_ms);
+        record.revoked_at = Some(now);
         match self.store.put(Self::item(&record)?, Condition::Version(item.version)).await {
             // Someone else changed it meanwhile: only revocation changes a token, so it is revoked.
             Ok(_) | Err(StoreError::Conflict) => Ok(true),
@@ -75,42 +78,36 @@ impl<'a> Tokens<'a> {
     }
 }
 
-use crate::domain::apps::AppId;
-use crate::domain::tokens::{TokenKind, TokenSecret};
-
 /// Creates a token and returns its secret (to be shown once) and its record. A fresh token
 /// whose id is taken (a 64-bit prefix collision) is simply drawn again.
 pub async fn issue(
     store: &dyn ItemStore,
-    now_ms: i64,
+    now: EpochMillis,
     kind: TokenKind,
     app_id: Option<AppId>,
     description: Option<String>,
     expires_in_secs: Option<i64>,
 ) -> Result<(TokenSecret, TokenRecord), StoreError> {
-    for _ in 0..3 {
+    retry_on_conflict(|| async {
         let secret = TokenSecret::generate();
-        let record = record_for(&secret, now_ms, kind, app_id.clone(), description.clone(), expires_in_secs);
-        match Tokens::new(store).create(&record).await {
-            Ok(()) => return Ok((secret, record)),
-            Err(StoreError::Conflict) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::Conflict)
+        let record = record_for(&secret, now, kind, app_id.clone(), description.clone(), expires_in_secs);
+        Tokens::new(store).create(&record).await?;
+        Ok((secret, record))
+    })
+    .await
 }
 
 /// Installs a given token (a `LOCAL_ADMIN_TOKEN`) if it is not stored yet; `Ok(true)` if it was
 /// created now.
 pub async fn install(
     store: &dyn ItemStore,
-    now_ms: i64,
+    now: EpochMillis,
     secret: &TokenSecret,
     kind: TokenKind,
     app_id: Option<AppId>,
     description: &str,
 ) -> Result<bool, StoreError> {
-    let record = record_for(secret, now_ms, kind, app_id, Some(description.to_owned()), None);
+    let record = record_for(secret, now, kind, app_id, Some(description.to_owned()), None);
     match Tokens::new(store).create(&record).await {
         Ok(()) => Ok(true),
         Err(StoreError::Conflict) => Ok(false),
@@ -120,7 +117,7 @@ pub async fn install(
 
 fn record_for(
     secret: &TokenSecret,
-    now_ms: i64,
+    now: EpochMillis,
     kind: TokenKind,
     app_id: Option<AppId>,
     description: Option<String>,
@@ -133,8 +130,8 @@ fn record_for(
         app_id,
         description,
         hash: hash.to_hex(),
-        created_at: now_ms,
-        expires_at: expires_in_secs.map(|secs| now_ms + secs * 1000),
+        created_at: now,
+        expires_at: expires_in_secs.map(|secs| now.plus_secs(secs)),
         revoked_at: None,
     }
 }

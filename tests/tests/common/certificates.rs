@@ -12,10 +12,12 @@ use p256::pkcs8::DecodePublicKey;
 use rp_shared::agent::{Agent, LocalCa};
 use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
+use rp_shared::domain::certificates::{CertRequest, RequestKind, RequestState};
 use rp_shared::domain::envelope::{self, LoginCertEnvelope};
+use rp_shared::domain::EpochMillis;
 use rp_shared::http::problem::codes;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::repo::workstations::{CertRequestRecord, RequestKind, RequestState, Workstations};
+use rp_shared::repo::certificates::request_item;
 use rp_shared::testing::http::serve;
 use rp_shared::worker::QueueWorker;
 use serde_json::json;
@@ -66,8 +68,8 @@ async fn agent_for(h: &Harness) -> (Agent, Arc<LocalCa>, tokio::task::JoinHandle
     (Agent::new(&base, &h.admin, ca.clone()).unwrap(), ca, server)
 }
 
-async fn state_of(h: &Harness, id: &str) -> CertRequestRecord {
-    Workstations::new(h.backend.store.as_ref()).cert_request(id).await.unwrap().unwrap().0
+async fn state_of(h: &Harness, id: &str) -> CertRequest {
+    h.request(id).await
 }
 
 fn pem_der(pem: &str, label: &str) -> Vec<u8> {
@@ -161,22 +163,14 @@ pub async fn certificate_poll_and_results_contract(h: Harness) {
         )
         .await;
     partial.problem(400, codes::INVALID_FIELD);
-    h.admin(
-        "POST",
-        "/rp/api/certificate/revoke",
-        Some(json!({"errorCode": 1, "errorMessage": "", "requestId": id})),
-    )
-    .await
-    .problem(404, codes::CERT_REQUEST_NOT_FOUND);
+    h.post_revocation(json!({"errorCode": 1, "errorMessage": "", "requestId": id}))
+        .await
+        .problem(404, codes::CERT_REQUEST_NOT_FOUND);
 
     let failure = json!({"errorCode": 42, "errorMessage": "directory lookup failed", "requestId": id});
-    let r = h.admin("POST", "/rp/api/certificate", Some(failure.clone())).await;
+    let r = h.post_issuance(failure.clone()).await;
     assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(
-        h.admin("POST", "/rp/api/certificate", Some(failure)).await.status,
-        204,
-        "the same result twice"
-    );
+    assert_eq!(h.post_issuance(failure).await.status, 204, "the same result twice");
     let stored = state_of(&h, &id).await;
     assert_eq!((stored.state, stored.error_code), (RequestState::Failed, Some(42)));
     let events = h
@@ -302,12 +296,9 @@ pub async fn revocation_round_trip(h: Harness) {
     fields.sort();
     assert_eq!(fields, ["certSerialNumber", "requestId", "requestTimeoutInSecs"]);
     // The lease was taken by that poll; put it back so the agent gets it.
-    let (rec, _) =
-        Workstations::new(h.backend.store.as_ref()).cert_request(&request_id).await.unwrap().unwrap();
-    let expired =
-        rp_shared::repo::certificates::LeaseExpired::new(&request_id, rec.lease_id.as_deref().unwrap());
-    rp_shared::repo::certificates::Certificates::new(h.backend.store.as_ref())
-        .expire_lease(&expired, 5, 0)
+    let rec = h.request(&request_id).await;
+    Dispatcher::new(h.backend.clone())
+        .lease_expired(&request_id, rec.lease_id.as_deref().unwrap())
         .await
         .unwrap();
     let report = agent.run_once().await.unwrap();
@@ -386,7 +377,7 @@ pub async fn leases_time_out_requeue_and_die(h: Harness) {
         .json();
     assert_eq!(
         events["events"][0]["attributes"]["errorCode"],
-        rp_shared::repo::certificates::DEAD_ERROR_CODE
+        rp_shared::domain::certificates::DEAD_ERROR_CODE
     );
     until("the dead letter", Duration::from_secs(10), || async {
         let dead = h.backend.queue.dead_letters(10).await.unwrap();
@@ -413,18 +404,18 @@ pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
     let store = h.backend.store.clone();
     let creates: Vec<_> = (0..200)
         .map(|i| {
-            let request = CertRequestRecord {
+            let request = CertRequest {
                 request_id: format!("bulk-{}-{i:03}", uuid::Uuid::new_v4().simple()),
                 machine_user_name: Some(format!("user{i}@example.com")),
                 device_id: Some(format!("device-{i}")),
                 device_key_agreement_public_key: Some(key.clone()),
                 enc_counter: Some("1".into()),
-                ..CertRequestRecord::new(RequestKind::LoginCert, app.clone(), 300, 1_000 + i)
+                ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000 + i))
             };
             ids.insert(request.request_id.clone());
             let store = store.clone();
             tokio::spawn(async move {
-                store.put(request.item().unwrap(), rp_shared::ports::Condition::Absent).await.unwrap()
+                store.put(request_item(&request).unwrap(), rp_shared::ports::Condition::Absent).await.unwrap()
             })
         })
         .collect();
@@ -465,4 +456,39 @@ pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
     for id in &ids {
         assert_eq!(state_of(&h, id).await.state, RequestState::Done, "{id}");
     }
+}
+
+/// `CERT_MAX_ATTEMPTS` on the result path: a result after the last lease ended kills the
+/// request, exactly as the queue consumer would.
+pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
+    let config = HttpConfig { max_attempts: 2, ..HttpConfig::default() };
+    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let app = h.app().await;
+    h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"requestTimeoutInSecs": 1})))
+        .await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "hank@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-attempts").await;
+    let late = json!({"errorCode": 9, "errorMessage": "late", "requestId": id});
+    for attempt in 1..=2 {
+        assert!(h.poll().await.login_certs.iter().any(|r| r.request_id == id), "lease {attempt}");
+        h.clock.advance(Duration::from_secs(2));
+        h.post_issuance(late.clone()).await.problem(409, codes::LEASE_ENDED);
+        let request = h.request(&id).await;
+        assert_eq!(request.attempts, attempt);
+        let expected = if attempt < 2 { RequestState::Pending } else { RequestState::Dead };
+        assert_eq!(request.state, expected, "after lease {attempt} of 2");
+    }
+    let events = h
+        .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
+        .await
+        .json();
+    assert_eq!(
+        events["events"][0]["attributes"]["errorCode"],
+        rp_shared::domain::certificates::DEAD_ERROR_CODE
+    );
+    assert!(
+        h.poll().await.login_certs.iter().all(|r| r.request_id != id),
+        "a dead request is not handed out"
+    );
 }

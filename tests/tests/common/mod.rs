@@ -3,8 +3,6 @@
 //! Cases share nothing but the backend: ids are unique per case, so they can run in parallel
 //! against one DynamoDB table.
 
-#![allow(dead_code)]
-
 pub mod cases;
 pub mod certificates;
 pub mod content;
@@ -16,9 +14,11 @@ pub use content::*;
 pub use workstation::*;
 
 use rp_shared::backend::Backend;
+use rp_shared::domain::certificates::{CertRequest, CertificateRequestList};
 use rp_shared::domain::tokens::TokenKind;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::ports::ManualClock;
+use rp_shared::ports::{Clock, ManualClock};
+use rp_shared::repo::certificates::Certificates;
 use rp_shared::repo::tokens;
 use rp_shared::testing::http::{TestClient, TestResponse};
 use serde_json::{json, Value};
@@ -32,14 +32,45 @@ pub struct Harness {
 
 impl Harness {
     pub async fn new(backend: Backend, clock: ManualClock) -> Self {
-        let now = clock_ms(&clock);
-        let (secret, _) =
-            tokens::issue(backend.store.as_ref(), now, TokenKind::ControlCenterAdmin, None, None, None)
-                .await
-                .expect("admin token");
-        let state =
-            AppState::new(backend.clone(), HttpConfig { body_limit: 16 * 1024, ..HttpConfig::default() });
+        Self::with_config(backend, clock, HttpConfig { body_limit: 16 * 1024, ..HttpConfig::default() }).await
+    }
+
+    /// A harness whose routers run with `config`.
+    pub async fn with_config(backend: Backend, clock: ManualClock, config: HttpConfig) -> Self {
+        let (secret, _) = tokens::issue(
+            backend.store.as_ref(),
+            clock.now_millis(),
+            TokenKind::ControlCenterAdmin,
+            None,
+            None,
+            None,
+        )
+        .await
+        .expect("admin token");
+        let state = AppState::new(backend.clone(), config);
         Self { client: TestClient::new(http::app(state)), admin: secret.expose().to_owned(), backend, clock }
+    }
+
+    /// One poll of the certificate queue, as the agent makes it.
+    pub async fn poll(&self) -> CertificateRequestList {
+        let r = self.admin("GET", "/rp/api/certificate/requests", None).await;
+        assert_eq!(r.status, 200, "{}", r.json());
+        serde_json::from_value(r.json()).expect("the seed's request list")
+    }
+
+    /// Posts an issuance result (success or error payload).
+    pub async fn post_issuance(&self, body: Value) -> TestResponse {
+        self.admin("POST", "/rp/api/certificate", Some(body)).await
+    }
+
+    /// Posts a revocation result.
+    pub async fn post_revocation(&self, body: Value) -> TestResponse {
+        self.admin("POST", "/rp/api/certificate/revoke", Some(body)).await
+    }
+
+    /// The stored certificate request.
+    pub async fn request(&self, id: &str) -> CertRequest {
+        Certificates::new(self.backend.store.as_ref()).request(id).await.unwrap().expect("a stored request").0
     }
 
     pub fn unique(prefix: &str) -> String {
@@ -84,11 +115,6 @@ impl Harness {
     }
 }
 
-fn clock_ms(clock: &ManualClock) -> i64 {
-    use rp_shared::ports::Clock;
-    clock.epoch_millis()
-}
-
 #[macro_export]
 macro_rules! router_tests {
     ($make:ident) => {
@@ -124,6 +150,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, agent_issues_and_the_device_decrypts);
         $crate::router_case!($make, revocation_round_trip);
         $crate::router_case!($make, leases_time_out_requeue_and_die);
+        $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
         $crate::router_case!($make, concurrent_pollers_issue_each_request_once);
     };
 }

@@ -7,9 +7,11 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use p256::elliptic_curve::sec1::ToEncodedPoint;
 use rp_shared::domain::apps::AppId;
+use rp_shared::domain::certificates::{RequestKind, RequestState};
 use rp_shared::http::problem::codes;
 use rp_shared::ports::{Index, Query};
-use rp_shared::repo::workstations::{RequestKind, RequestState, Workstations, PENDING_QUEUE};
+use rp_shared::repo::certificates::PENDING_QUEUE;
+use rp_shared::repo::workstations::Workstations;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -338,8 +340,7 @@ pub async fn pairing_queues_one_certificate_request(h: Harness) {
     assert_eq!(pairing["workstation"]["offline"], json!({"tokens": "", "tokensAuth": ""}));
     let request_id = pairing["certificateRequestId"].as_str().unwrap().to_owned();
 
-    let (request, _) =
-        Workstations::new(h.backend.store.as_ref()).cert_request(&request_id).await.unwrap().unwrap();
+    let request = h.request(&request_id).await;
     assert_eq!((request.kind, request.state), (RequestKind::LoginCert, RequestState::Pending));
     assert_eq!(request.request_timeout_in_secs, 300);
     assert_eq!(request.machine_user_name_ws.as_deref(), Some("CORP\\alice"));
@@ -437,7 +438,7 @@ pub async fn events_are_reported_and_listed(h: Harness) {
     assert_eq!(r.status, 201, "{}", r.json());
     let start = {
         use rp_shared::ports::Clock;
-        h.clock.epoch_millis()
+        h.clock.now_millis()
     };
     h.clock.advance(Duration::from_secs(60));
     let r = h.admin("POST", "/rp/api/events", Some(json!({"name": "WORKSTATION_CERTIFICATE_ISSUED", "appId": app, "attributes": {"isSuccessful": false, "errorCode": 17}}))).await;
@@ -474,10 +475,10 @@ pub async fn events_are_reported_and_listed(h: Harness) {
         .await
         .json();
     assert_eq!(by_name["events"].as_array().unwrap().len(), 1);
-    let cutoff = rp_shared::domain::time::iso8601(start - 1);
+    let cutoff = rp_shared::domain::EpochMillis(start.as_millis() - 1).iso8601();
     let later = h.admin("GET", &format!("/rp/api/events?appId={app}&to={cutoff}"), None).await.json();
     assert_eq!(later["events"].as_array().unwrap().len(), 0, "nothing before the first event");
-    let from_second = rp_shared::domain::time::iso8601(start + 1);
+    let from_second = rp_shared::domain::EpochMillis(start.as_millis() + 1).iso8601();
     let tail = h.admin("GET", &format!("/rp/api/events?appId={app}&from={from_second}"), None).await.json();
     assert_eq!(tail["events"].as_array().unwrap().len(), 1, "only the later event");
     let paged = h.admin("GET", &format!("/rp/api/events?appId={app}&limit=1"), None).await.json();
@@ -523,8 +524,7 @@ pub async fn link_to_queued_certificate_request_end_to_end(h: Harness) {
     let paired = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(json!({"machineId": "machine-42", "deviceId": "daves-phone", "machineUserNameWS": "CORP\\dave"}))).await;
     assert_eq!(paired.status, 201);
     let request_id = paired.json()["certificateRequestId"].as_str().unwrap().to_owned();
-    let (request, _) =
-        Workstations::new(h.backend.store.as_ref()).cert_request(&request_id).await.unwrap().unwrap();
+    let request = h.request(&request_id).await;
     assert_eq!(request.state, RequestState::Pending);
     assert_eq!(request.request_timeout_in_secs, 2);
     assert_eq!(request.machine_user_name.as_deref(), Some("dave@example.com"));

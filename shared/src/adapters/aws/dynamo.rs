@@ -8,7 +8,7 @@
 use crate::ports::store::*;
 use crate::ports::Clock;
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, GlobalSecondaryIndex,
@@ -113,10 +113,10 @@ fn key_attrs(key: &ItemKey) -> Attrs {
     HashMap::from([("pk".to_owned(), s(&key.pk)), ("sk".to_owned(), s(&key.sk))])
 }
 
-/// A condition expression with its names and values.
-#[derive(Default)]
+/// A condition expression with the names and values it (and an update expression) uses.
+#[derive(Debug, Default, Clone, PartialEq)]
 struct Expr {
-    text: Option<String>,
+    condition: Option<String>,
     names: HashMap<String, String>,
     values: Attrs,
 }
@@ -137,12 +137,254 @@ fn condition_expr(condition: Condition, now: i64) -> Expr {
     };
     e.names.insert("#ttl".into(), "ttl".into());
     e.values.insert(":now".into(), n(now));
-    e.text = Some(text);
+    e.condition = Some(text);
     e
 }
 
 fn opt<T>(map: HashMap<String, T>) -> Option<HashMap<String, T>> {
     (!map.is_empty()).then_some(map)
+}
+
+/// One write, built once from a [`WriteOp`]: sent as its own call, or as one item of a
+/// `TransactWriteItems`.
+#[derive(Debug, Clone, PartialEq)]
+enum Write {
+    Put { item: Attrs, expr: Expr },
+    Update { key: Attrs, expression: String, expr: Expr },
+    Delete { key: Attrs, expr: Expr },
+    Check { key: Attrs, expr: Expr },
+}
+
+/// A write and the version the item will have, where that is known before the call: a put
+/// under `Absent` (1) or `Version(n)` (n + 1). Under `Exists`/`Any` the write is an update that
+/// adds 1 to whatever version is stored, learnt from the response.
+fn plan(op: WriteOp, now: i64) -> Result<(Write, Option<u64>), StoreError> {
+    Ok(match op {
+        WriteOp::Put { mut item, condition } => {
+            let expr = condition_expr(condition, now);
+            match condition {
+                Condition::Absent | Condition::Version(_) => {
+                    let version = match condition {
+                        Condition::Version(v) => v + 1,
+                        _ => 1,
+                    };
+                    item.version = version;
+                    (Write::Put { item: to_attrs(&item)?, expr }, Some(version))
+                }
+                Condition::Exists | Condition::Any => (update_of(&item, expr)?, None),
+            }
+        }
+        WriteOp::Delete { key, condition } => {
+            (Write::Delete { key: key_attrs(&key), expr: condition_expr(condition, now) }, None)
+        }
+        WriteOp::Check { key, condition } => {
+            (Write::Check { key: key_attrs(&key), expr: condition_expr(condition, now) }, None)
+        }
+    })
+}
+
+/// `SET` every attribute of `item`, `REMOVE` the unset optional ones, `ADD` 1 to the version.
+fn update_of(item: &Item, mut expr: Expr) -> Result<Write, StoreError> {
+    let dynamo = DynamoItem::from(item);
+    let attrs: Attrs = serde_dynamo::to_item(&dynamo).map_err(StoreError::encoding)?;
+    let mut sets = Vec::new();
+    let mut names: Vec<_> = attrs.into_iter().filter(|(k, _)| k != "pk" && k != "sk" && k != "v").collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    for (i, (name, value)) in names.into_iter().enumerate() {
+        expr.names.insert(format!("#a{i}"), name);
+        expr.values.insert(format!(":a{i}"), value);
+        sets.push(format!("#a{i} = :a{i}"));
+    }
+    let mut removes = Vec::new();
+    for (name, unset) in [
+        ("ttl", dynamo.ttl.is_none()),
+        ("gsi1pk", dynamo.gsi1pk.is_none()),
+        ("gsi1sk", dynamo.gsi1sk.is_none()),
+        ("gsi2pk", dynamo.gsi2pk.is_none()),
+        ("gsi2sk", dynamo.gsi2sk.is_none()),
+        ("n", dynamo.n.is_none()),
+    ] {
+        if unset {
+            expr.names.insert(format!("#r_{name}"), name.to_owned());
+            removes.push(format!("#r_{name}"));
+        }
+    }
+    expr.names.insert("#v".into(), "v".into());
+    expr.values.insert(":one".into(), n(1));
+    let mut expression = format!("SET {}", sets.join(", "));
+    if !removes.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", removes.join(", ")));
+    }
+    expression.push_str(" ADD #v :one");
+    Ok(Write::Update { key: key_attrs(&item.key), expression, expr })
+}
+
+impl Write {
+    /// The write as one item of a transaction. `None` for a check under no condition.
+    fn transact_item(self, table: &str) -> Result<Option<TransactWriteItem>, StoreError> {
+        let item = match self {
+            Write::Put { item, expr } => TransactWriteItem::builder().put(
+                Put::builder()
+                    .table_name(table)
+                    .set_item(Some(item))
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .build()
+                    .map_err(StoreError::encoding)?,
+            ),
+            Write::Update { key, expression, expr } => TransactWriteItem::builder().update(
+                Update::builder()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .update_expression(expression)
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .build()
+                    .map_err(StoreError::encoding)?,
+            ),
+            Write::Delete { key, expr } => TransactWriteItem::builder().delete(
+                Delete::builder()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .build()
+                    .map_err(StoreError::encoding)?,
+            ),
+            Write::Check { expr: Expr { condition: None, .. }, .. } => return Ok(None),
+            Write::Check { key, expr } => TransactWriteItem::builder().condition_check(
+                ConditionCheck::builder()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .build()
+                    .map_err(StoreError::encoding)?,
+            ),
+        };
+        Ok(Some(item.build()))
+    }
+
+    /// The write as its own call; an update returns the item as stored.
+    async fn send(self, client: &Client, table: &str) -> Result<Option<Item>, StoreError> {
+        match self {
+            Write::Put { item, expr } => {
+                client
+                    .put_item()
+                    .table_name(table)
+                    .set_item(Some(item))
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .send()
+                    .await
+                    .map_err(classify)?;
+                Ok(None)
+            }
+            Write::Update { key, expression, expr } => {
+                let out = client
+                    .update_item()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .update_expression(expression)
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .return_values(ReturnValue::AllNew)
+                    .send()
+                    .await
+                    .map_err(classify)?;
+                out.attributes.map(from_attrs).transpose()
+            }
+            Write::Delete { key, expr } => {
+                client
+                    .delete_item()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .set_condition_expression(expr.condition)
+                    .set_expression_attribute_names(opt(expr.names))
+                    .set_expression_attribute_values(opt(expr.values))
+                    .send()
+                    .await
+                    .map_err(classify)?;
+                Ok(None)
+            }
+            // A condition on its own exists only inside a transaction.
+            check @ Write::Check { .. } => {
+                let Some(item) = check.transact_item(table)? else { return Ok(None) };
+                transact_items(client, vec![item]).await.map(|_| None)
+            }
+        }
+    }
+}
+
+async fn transact_items(client: &Client, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
+    match client.transact_write_items().set_transact_items(Some(items)).send().await {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            let reasons: Option<Vec<String>> = match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(e)) => Some(
+                    e.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect(),
+                ),
+                _ => None,
+            };
+            match reasons {
+                Some(reasons) => Err(cancelled(&reasons, err)),
+                None => Err(classify(err)),
+            }
+        }
+    }
+}
+
+/// DynamoDB error codes that mean "slow down", not "no".
+const THROTTLING: [&str; 5] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+];
+
+/// A failed condition is a conflict; throttling and refused values have their own variants;
+/// anything else means the store is unavailable.
+fn classify<E, R>(err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = err.as_service_error().and_then(|e| e.code()).unwrap_or_default().to_owned();
+    match code.as_str() {
+        "ConditionalCheckFailedException" => StoreError::Conflict,
+        "ValidationException" => {
+            let message = err.as_service_error().and_then(|e| e.message()).unwrap_or("invalid request");
+            Invalid::Rejected(message.to_owned()).into()
+        }
+        c if THROTTLING.contains(&c) => StoreError::Throttled(Box::new(err)),
+        _ => StoreError::unavailable(err),
+    }
+}
+
+/// A cancelled transaction, by its per-item reasons: a failed condition anywhere is a conflict
+/// (so is an emulator that gives no reasons); a concurrent transaction or throttling is
+/// throttling; refused values are invalid input.
+fn cancelled<E>(reasons: &[String], err: E) -> StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let any = |code: &str| reasons.iter().any(|r| r == code);
+    if reasons.is_empty() || any("ConditionalCheckFailed") {
+        StoreError::Conflict
+    } else if any("TransactionConflict") || any("ThrottlingError") || any("ProvisionedThroughputExceeded") {
+        StoreError::Throttled(Box::new(err))
+    } else if any("ValidationError") {
+        Invalid::Rejected("a write of the transaction was refused".into()).into()
+    } else {
+        StoreError::unavailable(err)
+    }
 }
 
 #[derive(Clone)]
@@ -155,154 +397,6 @@ pub struct DynamoStore {
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
         Self { client, table: table.into(), clock }
-    }
-
-    /// The write for `item` under `condition`, with the version it will have (`None`: the
-    /// store decides, for `Exists`/`Any`, which become an update that adds 1).
-    fn write_op(
-        &self,
-        mut item: Item,
-        condition: Condition,
-        now: i64,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let cond = condition_expr(condition, now);
-        match condition {
-            Condition::Absent | Condition::Version(_) => {
-                item.version = match condition {
-                    Condition::Version(v) => v + 1,
-                    _ => 1,
-                };
-                let put = Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(to_attrs(&item)?))
-                    .set_condition_expression(cond.text)
-                    .set_expression_attribute_names(opt(cond.names))
-                    .set_expression_attribute_values(opt(cond.values))
-                    .build()
-                    .map_err(StoreError::encoding)?;
-                Ok(TransactWriteItem::builder().put(put).build())
-            }
-            Condition::Exists | Condition::Any => {
-                let update = self.update_parts(&item, cond)?;
-                let update = Update::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(key_attrs(&item.key)))
-                    .update_expression(update.text.clone().expect("an update has an expression"))
-                    .set_condition_expression(update.condition)
-                    .set_expression_attribute_names(opt(update.names))
-                    .set_expression_attribute_values(opt(update.values))
-                    .build()
-                    .map_err(StoreError::encoding)?;
-                Ok(TransactWriteItem::builder().update(update).build())
-            }
-        }
-    }
-
-    /// `SET` every attribute of `item`, `REMOVE` the unset optional ones, `ADD` 1 to the version.
-    fn update_parts(&self, item: &Item, cond: Expr) -> Result<UpdateParts, StoreError> {
-        let attrs = to_attrs(item)?;
-        let mut names = cond.names;
-        let mut values = cond.values;
-        let mut sets = Vec::new();
-        for (i, (name, value)) in
-            attrs.into_iter().filter(|(k, _)| k != "pk" && k != "sk" && k != "v").enumerate()
-        {
-            names.insert(format!("#a{i}"), name);
-            values.insert(format!(":a{i}"), value);
-            sets.push(format!("#a{i} = :a{i}"));
-        }
-        let dynamo = DynamoItem::from(item);
-        let mut removes = Vec::new();
-        for (name, unset) in [
-            ("ttl", dynamo.ttl.is_none()),
-            ("gsi1pk", dynamo.gsi1pk.is_none()),
-            ("gsi1sk", dynamo.gsi1sk.is_none()),
-            ("gsi2pk", dynamo.gsi2pk.is_none()),
-            ("gsi2sk", dynamo.gsi2sk.is_none()),
-            ("n", dynamo.n.is_none()),
-        ] {
-            if unset {
-                names.insert(format!("#r_{name}"), name.to_owned());
-                removes.push(format!("#r_{name}"));
-            }
-        }
-        names.insert("#v".into(), "v".into());
-        values.insert(":one".into(), n(1));
-        let mut text = format!("SET {}", sets.join(", "));
-        if !removes.is_empty() {
-            text.push_str(&format!(" REMOVE {}", removes.join(", ")));
-        }
-        text.push_str(" ADD #v :one");
-        Ok(UpdateParts { text: Some(text), condition: cond.text, names, values })
-    }
-
-    async fn apply_single(&self, op: TransactWriteItem) -> Result<Option<Item>, StoreError> {
-        if let Some(put) = op.put {
-            let result = self
-                .client
-                .put_item()
-                .table_name(put.table_name)
-                .set_item(Some(put.item))
-                .set_condition_expression(put.condition_expression)
-                .set_expression_attribute_names(put.expression_attribute_names)
-                .set_expression_attribute_values(put.expression_attribute_values)
-                .send()
-                .await;
-            result.map_err(map_conditional)?;
-            return Ok(None);
-        }
-        if let Some(update) = op.update {
-            let result = self
-                .client
-                .update_item()
-                .table_name(update.table_name)
-                .set_key(Some(update.key))
-                .update_expression(update.update_expression)
-                .set_condition_expression(update.condition_expression)
-                .set_expression_attribute_names(update.expression_attribute_names)
-                .set_expression_attribute_values(update.expression_attribute_values)
-                .return_values(ReturnValue::AllNew)
-                .send()
-                .await
-                .map_err(map_conditional)?;
-            return result.attributes.map(from_attrs).transpose();
-        }
-        if let Some(delete) = op.delete {
-            self.client
-                .delete_item()
-                .table_name(delete.table_name)
-                .set_key(Some(delete.key))
-                .set_condition_expression(delete.condition_expression)
-                .set_expression_attribute_names(delete.expression_attribute_names)
-                .set_expression_attribute_values(delete.expression_attribute_values)
-                .send()
-                .await
-                .map_err(map_conditional)?;
-        }
-        Ok(None)
-    }
-}
-
-struct UpdateParts {
-    text: Option<String>,
-    condition: Option<String>,
-    names: HashMap<String, String>,
-    values: Attrs,
-}
-
-/// A failed condition is a conflict; anything else means the store is unavailable.
-fn map_conditional<E, R>(err: SdkError<E, R>) -> StoreError
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    let code = err.as_service_error().and_then(|e| e.code()).unwrap_or_default();
-    match code {
-        "ConditionalCheckFailedException" | "TransactionConflictException" => StoreError::Conflict,
-        "ValidationException" => StoreError::Invalid(
-            err.as_service_error().and_then(|e| e.message()).unwrap_or("invalid request").to_owned(),
-        ),
-        _ => StoreError::unavailable(err),
     }
 }
 
@@ -321,7 +415,7 @@ impl ItemStore for DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(map_conditional)?;
+            .map_err(classify)?;
         let now = self.clock.epoch_secs();
         match out.item {
             Some(attrs) => Ok(Some(from_attrs(attrs)?).filter(|i| !i.is_expired(now))),
@@ -330,101 +424,62 @@ impl ItemStore for DynamoStore {
     }
 
     async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
-        let now = self.clock.epoch_secs();
         let mut stored = item.clone();
-        let op = self.write_op(item, condition, now)?;
-        match condition {
-            Condition::Absent => stored.version = 1,
-            Condition::Version(v) => stored.version = v + 1,
-            _ => {}
-        }
-        match self.apply_single(op).await? {
-            Some(updated) => Ok(updated),
-            None => Ok(stored),
+        let (write, version) = plan(WriteOp::Put { item, condition }, self.clock.epoch_secs())?;
+        let returned = write.send(&self.client, &self.table).await?;
+        match (returned, version) {
+            (Some(updated), _) => Ok(updated),
+            (None, Some(version)) => {
+                stored.version = version;
+                Ok(stored)
+            }
+            (None, None) => Err(StoreError::Encoding("the update returned no item".into())),
         }
     }
 
     async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
-        let cond = condition_expr(condition, self.clock.epoch_secs());
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(key_attrs(key)))
-            .set_condition_expression(cond.text)
-            .set_expression_attribute_names(opt(cond.names))
-            .set_expression_attribute_values(opt(cond.values))
-            .send()
-            .await
-            .map_err(map_conditional)?;
-        Ok(())
+        let (write, _) = plan(WriteOp::Delete { key: key.clone(), condition }, self.clock.epoch_secs())?;
+        write.send(&self.client, &self.table).await.map(|_| ())
     }
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
         if ops.is_empty() || ops.len() > MAX_TRANSACTION_ITEMS {
-            return Err(StoreError::Invalid(format!(
-                "a transaction takes 1 to {MAX_TRANSACTION_ITEMS} operations"
-            )));
+            return Err(Invalid::TransactionSize.into());
         }
         let now = self.clock.epoch_secs();
         let mut seen = HashSet::new();
-        let mut items = Vec::with_capacity(ops.len());
+        let mut writes = Vec::with_capacity(ops.len());
         for op in ops {
             let key = match &op {
-                WriteOp::Put { item, .. } => item.key.clone(),
-                WriteOp::Delete { key, .. } | WriteOp::Check { key, .. } => key.clone(),
+                WriteOp::Put { item, .. } => &item.key,
+                WriteOp::Delete { key, .. } | WriteOp::Check { key, .. } => key,
             };
             if !seen.insert(key.clone()) {
-                return Err(StoreError::Invalid("a transaction may touch an item only once".into()));
+                return Err(Invalid::RepeatedKey.into());
             }
-            items.push(match op {
-                WriteOp::Put { item, condition } => self.write_op(item, condition, now)?,
-                WriteOp::Delete { key, condition } => {
-                    let cond = condition_expr(condition, now);
-                    let delete = Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key_attrs(&key)))
-                        .set_condition_expression(cond.text)
-                        .set_expression_attribute_names(opt(cond.names))
-                        .set_expression_attribute_values(opt(cond.values))
-                        .build()
-                        .map_err(StoreError::encoding)?;
-                    TransactWriteItem::builder().delete(delete).build()
-                }
-                WriteOp::Check { key, condition } => {
-                    let cond = condition_expr(condition, now);
-                    let Some(text) = cond.text else { continue };
-                    let check = ConditionCheck::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key_attrs(&key)))
-                        .condition_expression(text)
-                        .set_expression_attribute_names(opt(cond.names))
-                        .set_expression_attribute_values(opt(cond.values))
-                        .build()
-                        .map_err(StoreError::encoding)?;
-                    TransactWriteItem::builder().condition_check(check).build()
-                }
-            });
+            writes.push(plan(op, now)?.0);
         }
-        if items.len() == 1 {
-            // DynamoDB wants a transaction of at least one write; a single op is a plain write.
-            return self.apply_single(items.pop().expect("one op")).await.map(|_| ());
+        if let [_] = writes.as_slice() {
+            // One write is a plain call: half the cost of a transaction.
+            return writes.pop().expect("one write").send(&self.client, &self.table).await.map(|_| ());
         }
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
-            Ok(_) => Ok(()),
-            Err(err) => match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(_)) => Err(StoreError::Conflict),
-                _ => Err(map_conditional(err)),
-            },
+        let mut items = Vec::with_capacity(writes.len());
+        for write in writes {
+            items.extend(write.transact_item(&self.table)?);
         }
+        if items.is_empty() {
+            return Ok(());
+        }
+        transact_items(&self.client, items).await
     }
 
     async fn query(&self, query: Query) -> Result<Page, StoreError> {
         if query.limit == 0 {
-            return Err(StoreError::Invalid("a query limit must be at least 1".into()));
+            return Err(Invalid::ZeroLimit.into());
         }
         if let Some(cursor) = &query.cursor {
             if !cursor.belongs_to(&query) {
-                return Err(StoreError::Invalid("the cursor belongs to another query".into()));
+                return Err(Invalid::ForeignCursor.into());
             }
         }
         let (pk_attr, sk_attr) = match query.index {
@@ -476,7 +531,7 @@ impl ItemStore for DynamoStore {
                 .consistent_read(query.index.is_none())
                 .send()
                 .await
-                .map_err(map_conditional)?;
+                .map_err(classify)?;
             for attrs in out.items.unwrap_or_default() {
                 page.items.push(from_attrs(attrs)?);
             }
@@ -524,7 +579,7 @@ impl ItemStore for DynamoStore {
             .return_values(ReturnValue::AllNew)
             .send()
             .await
-            .map_err(|e| match map_conditional(e) {
+            .map_err(|e| match classify(e) {
                 StoreError::Conflict => StoreError::LimitReached,
                 other => other,
             })?;
@@ -645,10 +700,99 @@ mod tests {
     #[test]
     fn conditions_treat_expired_items_as_absent() {
         let e = condition_expr(Condition::Absent, 100);
-        assert_eq!(e.text.as_deref(), Some("attribute_not_exists(pk) OR #ttl <= :now"));
+        assert_eq!(e.condition.as_deref(), Some("attribute_not_exists(pk) OR #ttl <= :now"));
         let e = condition_expr(Condition::Version(3), 100);
-        assert!(e.text.unwrap().starts_with("#v = :expected AND (attribute_not_exists(#ttl)"));
+        assert!(e.condition.unwrap().starts_with("#v = :expected AND (attribute_not_exists(#ttl)"));
         assert_eq!(e.values[":expected"], AttributeValue::N("3".into()));
-        assert!(condition_expr(Condition::Any, 100).text.is_none());
+        assert!(condition_expr(Condition::Any, 100).condition.is_none());
+    }
+
+    fn record() -> Item {
+        Item::new(ItemKey::new("P", "S"), &serde_json::json!({"a": 1})).unwrap()
+    }
+
+    #[test]
+    fn a_create_is_a_put_only_if_absent_or_expired() {
+        let (write, version) =
+            plan(WriteOp::Put { item: record(), condition: Condition::Absent }, 100).unwrap();
+        assert_eq!(version, Some(1));
+        let Write::Put { item, expr } = write else { panic!("a put: {write:?}") };
+        assert_eq!(item["v"], AttributeValue::N("1".into()));
+        assert_eq!(expr.condition.as_deref(), Some("attribute_not_exists(pk) OR #ttl <= :now"));
+        assert_eq!(expr.values[":now"], AttributeValue::N("100".into()));
+    }
+
+    #[test]
+    fn a_put_at_a_version_writes_the_next_version_once() {
+        let (write, version) =
+            plan(WriteOp::Put { item: record(), condition: Condition::Version(3) }, 100).unwrap();
+        assert_eq!(version, Some(4));
+        let Write::Put { item, expr } = write else { panic!("a put: {write:?}") };
+        assert_eq!(item["v"], AttributeValue::N("4".into()));
+        assert_eq!(
+            expr.condition.as_deref(),
+            Some("#v = :expected AND (attribute_not_exists(#ttl) OR #ttl > :now)")
+        );
+        assert_eq!(expr.values[":expected"], AttributeValue::N("3".into()));
+        assert_eq!(expr.names["#v"], "v");
+    }
+
+    #[test]
+    fn exists_and_any_are_updates_that_add_one_to_the_stored_version() {
+        let (write, version) =
+            plan(WriteOp::Put { item: record(), condition: Condition::Exists }, 7).unwrap();
+        assert_eq!(version, None, "the store knows the version");
+        let Write::Update { key, expression, expr } = write else { panic!("an update: {write:?}") };
+        assert_eq!(key, key_attrs(&ItemKey::new("P", "S")));
+        assert!(expression.starts_with("SET #a0 = :a0"), "{expression}");
+        assert!(
+            expression.contains("REMOVE #r_ttl, #r_gsi1pk, #r_gsi1sk, #r_gsi2pk, #r_gsi2sk, #r_n"),
+            "{expression}"
+        );
+        assert!(expression.ends_with(" ADD #v :one"), "{expression}");
+        assert_eq!(
+            expr.condition.as_deref(),
+            Some("attribute_exists(pk) AND (attribute_not_exists(#ttl) OR #ttl > :now)")
+        );
+        let (write, _) = plan(WriteOp::Put { item: record(), condition: Condition::Any }, 7).unwrap();
+        let Write::Update { expr, .. } = write else { panic!("an update") };
+        assert_eq!(expr.condition, None);
+    }
+
+    #[test]
+    fn deletes_and_checks_carry_their_condition() {
+        let key = ItemKey::new("P", "S");
+        let (write, _) =
+            plan(WriteOp::Delete { key: key.clone(), condition: Condition::Version(2) }, 5).unwrap();
+        let Write::Delete { expr, .. } = &write else { panic!("a delete") };
+        assert!(expr.condition.as_deref().unwrap().starts_with("#v = :expected"));
+        assert!(write.transact_item("t").unwrap().unwrap().delete.is_some());
+        let (write, _) = plan(WriteOp::Check { key: key.clone(), condition: Condition::Exists }, 5).unwrap();
+        assert!(write.transact_item("t").unwrap().unwrap().condition_check.is_some());
+        let (write, _) = plan(WriteOp::Check { key, condition: Condition::Any }, 5).unwrap();
+        assert!(write.transact_item("t").unwrap().is_none(), "a check of nothing is left out");
+    }
+
+    #[test]
+    fn cancellations_are_classified_by_their_reasons() {
+        let io = || std::io::Error::other("x");
+        let reasons = |r: &[&str]| r.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(matches!(
+            cancelled(&reasons(&["None", "ConditionalCheckFailed"]), io()),
+            StoreError::Conflict
+        ));
+        assert!(matches!(cancelled(&reasons(&[]), io()), StoreError::Conflict));
+        assert!(matches!(
+            cancelled(&reasons(&["None", "TransactionConflict"]), io()),
+            StoreError::Throttled(_)
+        ));
+        assert!(matches!(
+            cancelled(&reasons(&["ValidationError"]), io()),
+            StoreError::Invalid(Invalid::Rejected(_))
+        ));
+        assert!(matches!(
+            cancelled(&reasons(&["ItemCollectionSizeLimitExceeded"]), io()),
+            StoreError::Unavailable(_)
+        ));
     }
 }

@@ -35,10 +35,10 @@ impl AwsConfig {
     /// Reads `TABLE_NAME`, `QUEUE_URL`, `KMS_ENVELOPE_KEY_ID`, `KMS_SIGNING_KEY_ID` (required) and
     /// `DEAD_LETTER_QUEUE_URL` (optional); every missing one is named in one error.
     pub fn from_env() -> Result<Self, MissingConfig> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from_lookup(&|name| std::env::var(name).ok())
     }
 
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, MissingConfig> {
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, MissingConfig> {
         let mut missing = Vec::new();
         let mut required = |name: &'static str| {
             get(name).filter(|v| !v.is_empty()).unwrap_or_else(|| {
@@ -87,11 +87,11 @@ impl Backend {
         }
     }
 
-    /// The AWS backend configured from the environment, as a Lambda cold start builds it.
-    pub async fn aws_from_env() -> Result<Self, MissingConfig> {
-        let config = AwsConfig::from_env()?;
+    /// The AWS backend over clients from the default SDK configuration, as a Lambda cold start
+    /// builds it.
+    pub async fn aws_from_config(config: &AwsConfig) -> Self {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Ok(Self::aws(&config, &sdk, Arc::new(crate::ports::SystemClock)))
+        Self::aws(config, &sdk, Arc::new(crate::ports::SystemClock))
     }
 }
 
@@ -101,13 +101,13 @@ mod tests {
 
     #[test]
     fn every_missing_variable_is_reported_at_once() {
-        let err = AwsConfig::from_lookup(|name| (name == "QUEUE_URL").then(|| "q".to_owned())).unwrap_err();
+        let err = AwsConfig::from_lookup(&|name| (name == "QUEUE_URL").then(|| "q".to_owned())).unwrap_err();
         assert_eq!(err.0, vec!["TABLE_NAME", "KMS_ENVELOPE_KEY_ID", "KMS_SIGNING_KEY_ID"]);
         assert_eq!(
             err.to_string(),
             "missing configuration: TABLE_NAME, KMS_ENVELOPE_KEY_ID, KMS_SIGNING_KEY_ID"
         );
-        let ok = AwsConfig::from_lookup(|name| Some(format!("{name}-value"))).unwrap();
+        let ok = AwsConfig::from_lookup(&|name| Some(format!("{name}-value"))).unwrap();
         assert_eq!(ok.table_name, "TABLE_NAME-value");
     }
 }

@@ -48,7 +48,7 @@ impl EmbeddedQueue {
     }
 
     fn now_ms(&self) -> u64 {
-        self.clock.epoch_millis().max(0) as u64
+        self.clock.now_millis().as_millis().max(0) as u64
     }
 }
 

@@ -54,7 +54,7 @@ fn index_sort(index_sk: &str, key: &ItemKey) -> String {
 fn check_key(key: &ItemKey) -> Result<(), StoreError> {
     let bad = |s: &str| s.is_empty() || s.contains(SEP);
     if bad(&key.pk) || bad(&key.sk) {
-        return Err(StoreError::Invalid("keys must be non-empty and free of NUL".into()));
+        return Err(Invalid::MalformedKey.into());
     }
     Ok(())
 }
@@ -139,7 +139,7 @@ fn apply(
         };
         check_key(key)?;
         if !seen.insert(key.clone()) {
-            return Err(StoreError::Invalid("a transaction may touch an item only once".into()));
+            return Err(Invalid::RepeatedKey.into());
         }
         let condition = match op {
             WriteOp::Put { condition, .. }
@@ -194,11 +194,11 @@ fn run_query(
     now: i64,
 ) -> Result<Page, StoreError> {
     if query.limit == 0 {
-        return Err(StoreError::Invalid("a query limit must be at least 1".into()));
+        return Err(Invalid::ZeroLimit.into());
     }
     if let Some(cursor) = &query.cursor {
         if !cursor.belongs_to(query) {
-            return Err(StoreError::Invalid("the cursor belongs to another query".into()));
+            return Err(Invalid::ForeignCursor.into());
         }
     }
     let mut page = Page::default();
@@ -320,9 +320,7 @@ impl ItemStore for EmbeddedStore {
 
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
         if ops.is_empty() || ops.len() > MAX_TRANSACTION_ITEMS {
-            return Err(StoreError::Invalid(format!(
-                "a transaction takes 1 to {MAX_TRANSACTION_ITEMS} operations"
-            )));
+            return Err(Invalid::TransactionSize.into());
         }
         self.transact_returning(ops).await.map(|_| ())
     }

@@ -1,0 +1,168 @@
+//! Configuration from the environment: one reader for the Lambda front door, the local server
+//! and `rp-admin`. Every missing or malformed variable is reported at once.
+
+use crate::adapters::aws::AwsConfig;
+use crate::domain::certificates::DEFAULT_MAX_ATTEMPTS;
+use crate::domain::tokens::{TokenSecret, MIN_TOKEN_LEN};
+use crate::http::HttpConfig;
+use crate::repo::certificates::DEFAULT_BATCH;
+use std::path::PathBuf;
+
+/// Which adapters a process runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// The embedded data directory: redb, the local queue, the local key file.
+    Embedded,
+    /// DynamoDB, SQS and KMS, named by the variables the SAM template sets.
+    Aws,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `PORT`: the local server's port on 127.0.0.1 (default 8080; 0 picks a free one).
+    pub port: u16,
+    /// `DATA_DIR`: the embedded backend's directory (default `./.data`).
+    pub data_dir: PathBuf,
+    /// `LOCAL_ADMIN_TOKEN`: the local server's admin token, instead of a generated one.
+    pub admin_token: Option<String>,
+    /// `PUBLIC_BASE_URL`: where registration links point.
+    pub public_base_url: Option<String>,
+    /// `CERT_POLL_BATCH`: most certificate requests one poll hands out.
+    pub poll_batch: usize,
+    /// `CERT_MAX_ATTEMPTS`: leases a certificate request gets before it is DEAD.
+    pub max_attempts: u32,
+    /// `TABLE_NAME`, `QUEUE_URL`, `KMS_*`, `DEAD_LETTER_QUEUE_URL`: required on AWS.
+    pub aws: Option<AwsConfig>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid configuration: {}", .0.join("; "))]
+pub struct ConfigError(pub Vec<String>);
+
+/// A positive number, or `default` when unset.
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    default: T,
+    problems: &mut Vec<String>,
+) -> T {
+    match get(name) {
+        None => default,
+        Some(text) => match text.parse::<T>() {
+            Ok(n) if n > T::default() => n,
+            _ => {
+                problems.push(format!("{name} must be a positive number, not '{text}'"));
+                default
+            }
+        },
+    }
+}
+
+impl Config {
+    pub fn from_env(backend: BackendKind) -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()), backend)
+    }
+
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        backend: BackendKind,
+    ) -> Result<Self, ConfigError> {
+        let mut problems = Vec::new();
+        let port = match get("PORT") {
+            None => 8080,
+            Some(text) => text.parse().unwrap_or_else(|_| {
+                problems.push(format!("PORT must be a port number, not '{text}'"));
+                0
+            }),
+        };
+        let admin_token = get("LOCAL_ADMIN_TOKEN");
+        if admin_token.as_deref().is_some_and(|t| TokenSecret::parse(t).is_none()) {
+            problems.push(format!(
+                "LOCAL_ADMIN_TOKEN must be {MIN_TOKEN_LEN} to 512 printable ASCII characters without spaces"
+            ));
+        }
+        let poll_batch = positive(&get, "CERT_POLL_BATCH", DEFAULT_BATCH, &mut problems);
+        let max_attempts = positive(&get, "CERT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, &mut problems);
+        let aws = match backend {
+            BackendKind::Embedded => None,
+            BackendKind::Aws => match AwsConfig::from_lookup(&get) {
+                Ok(aws) => Some(aws),
+                Err(missing) => {
+                    problems.extend(missing.0.iter().map(|name| format!("{name} is not set")));
+                    None
+                }
+            },
+        };
+        if !problems.is_empty() {
+            return Err(ConfigError(problems));
+        }
+        Ok(Self {
+            port,
+            data_dir: get("DATA_DIR").map(PathBuf::from).unwrap_or_else(|| ".data".into()),
+            admin_token,
+            public_base_url: get("PUBLIC_BASE_URL"),
+            poll_batch,
+            max_attempts,
+            aws,
+        })
+    }
+
+    /// What the routers need; `base_url` stands in when `PUBLIC_BASE_URL` is unset.
+    pub fn http(&self, base_url: &str) -> HttpConfig {
+        HttpConfig {
+            public_base_url: self.public_base_url.clone().unwrap_or_else(|| base_url.to_owned()),
+            poll_batch: self.poll_batch,
+            max_attempts: self.max_attempts,
+            ..HttpConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn defaults_hold_without_variables() {
+        let c = Config::from_lookup(lookup(&[]), BackendKind::Embedded).unwrap();
+        assert_eq!((c.port, c.poll_batch, c.max_attempts), (8080, DEFAULT_BATCH, DEFAULT_MAX_ATTEMPTS));
+        assert_eq!(c.data_dir, PathBuf::from(".data"));
+        assert_eq!(c.aws, None);
+    }
+
+    #[test]
+    fn every_bad_variable_is_reported_at_once() {
+        let err = Config::from_lookup(
+            lookup(&[
+                ("PORT", "eighty"),
+                ("CERT_POLL_BATCH", "0"),
+                ("CERT_MAX_ATTEMPTS", "x"),
+                ("QUEUE_URL", "q"),
+            ]),
+            BackendKind::Aws,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            vec![
+                "PORT must be a port number, not 'eighty'",
+                "CERT_POLL_BATCH must be a positive number, not '0'",
+                "CERT_MAX_ATTEMPTS must be a positive number, not 'x'",
+                "TABLE_NAME is not set",
+                "KMS_ENVELOPE_KEY_ID is not set",
+                "KMS_SIGNING_KEY_ID is not set",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_http_settings_come_from_the_same_reading() {
+        let c = Config::from_lookup(lookup(&[("CERT_MAX_ATTEMPTS", "2")]), BackendKind::Embedded).unwrap();
+        let http = c.http("http://127.0.0.1:1");
+        assert_eq!((http.max_attempts, http.public_base_url.as_str()), (2, "http://127.0.0.1:1"));
+    }
+}

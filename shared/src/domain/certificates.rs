@@ -1,0 +1,782 @@
+//! The certificate queue (workstation-api.md; DECISIONS §3) as pure functions of
+//! (request, event, now) → the request's next state, or a [`CertError`].
+//!
+//! PENDING → LEASED ([`CertRequest::lease`]) → DONE | FAILED ([`CertRequest::settle`], a result
+//! within the lease), or back to PENDING when the lease ends without a result, or DEAD once it
+//! has been leased `max_attempts` times ([`CertRequest::expire`]). Nothing here reads or writes
+//! storage: `repo::certificates` persists what these functions decide, conditionally on the
+//! version read, and the handlers retry on a lost race.
+
+use super::apps::AppId;
+use super::events::EventRecord;
+use super::time::EpochMillis;
+use super::validate::{self, FieldError};
+use crate::ports::{MaybeConflict, QueueError, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// Leases a request gets before it is DEAD, unless `CERT_MAX_ATTEMPTS` says otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// The `errorCode` of the event logged when a request dies.
+pub const DEAD_ERROR_CODE: i64 = 1_300_010;
+/// Longest `errorMessage` (workstation-api.md, Limits).
+pub const MAX_ERROR_MESSAGE: usize = 5000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RequestKind {
+    LoginCert,
+    Revocation,
+}
+
+impl RequestKind {
+    fn noun(self) -> &'static str {
+        match self {
+            RequestKind::LoginCert => "login-certificate",
+            RequestKind::Revocation => "revocation",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RequestState {
+    Pending,
+    Leased,
+    Done,
+    Failed,
+    Dead,
+}
+
+/// A certificate request: every LoginCertRequest (or RevokedCertRequest) field, and its state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertRequest {
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub app_id: AppId,
+    pub state: RequestState,
+    pub request_timeout_in_secs: i64,
+    #[serde(default)]
+    pub machine_user_name_ws: Option<String>,
+    #[serde(default)]
+    pub machine_user_name: Option<String>,
+    #[serde(default)]
+    pub device_id: Option<String>,
+    #[serde(default)]
+    pub device_key_agreement_public_key: Option<String>,
+    #[serde(default)]
+    pub enc_counter: Option<String>,
+    #[serde(default)]
+    pub cert_serial_number: Option<String>,
+    pub created_at: EpochMillis,
+    /// How many times it was leased.
+    #[serde(default)]
+    pub attempts: u32,
+    #[serde(default)]
+    pub lease_id: Option<String>,
+    /// When the current lease ends.
+    #[serde(default)]
+    pub leased_until: Option<EpochMillis>,
+    /// SHA-256 of the posted result, so the same result posted again is recognised.
+    #[serde(default)]
+    pub result_digest: Option<String>,
+    #[serde(default)]
+    pub error_code: Option<i64>,
+    #[serde(default)]
+    pub error_message: Option<String>,
+}
+
+/// What ending a lease without a result does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expiry {
+    /// Back to PENDING for another agent.
+    Requeued(CertRequest),
+    /// Out of attempts: DEAD, reported by its event.
+    Dead(CertRequest, EventRecord),
+    /// Nothing to do: a result came in time, or this lease was already handled.
+    Ignored,
+}
+
+/// What a posted result does to its request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    /// The result is accepted: the request DONE or FAILED, reported by the event.
+    Settled { request: CertRequest, event: EventRecord },
+    /// The same result was stored already: nothing to do (answer 204 again).
+    Duplicate,
+    /// The lease had ended: what ending it does, then the caller answers
+    /// [`CertError::LeaseEnded`].
+    LeaseEnded(Expiry),
+}
+
+/// The certificate area's errors; `http::errors` maps each to its problem+json answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("requestId: no {} request '{id}'", kind.noun())]
+    RequestNotFound { kind: RequestKind, id: String },
+    #[error("requestId: the request's lease ended before this result; it has been re-queued")]
+    LeaseEnded,
+    #[error("requestId: a different result for this request was stored already")]
+    ResultDiffers,
+    #[error("certSerialNumber: no certificate '{0}'")]
+    CertNotFound(String),
+    #[error("loginCertSerialNumber: a certificate with this serial number exists")]
+    SerialTaken,
+    #[error("certSerialNumber: '{0}' is revoked already")]
+    AlreadyRevoked(String),
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl MaybeConflict for CertError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, CertError::Store(e) if e.is_conflict())
+    }
+}
+
+impl CertRequest {
+    /// A new PENDING request of `kind` with a fresh id; the kind's own fields are set by the
+    /// caller.
+    pub fn new(
+        kind: RequestKind,
+        app_id: AppId,
+        request_timeout_in_secs: i64,
+        created_at: EpochMillis,
+    ) -> Self {
+        Self {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            kind,
+            app_id,
+            state: RequestState::Pending,
+            request_timeout_in_secs,
+            machine_user_name_ws: None,
+            machine_user_name: None,
+            device_id: None,
+            device_key_agreement_public_key: None,
+            enc_counter: None,
+            cert_serial_number: None,
+            created_at,
+            attempts: 0,
+            lease_id: None,
+            leased_until: None,
+            result_digest: None,
+            error_code: None,
+            error_message: None,
+        }
+    }
+
+    /// How long one lease lasts.
+    pub fn lease_duration(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_in_secs.max(0) as u64)
+    }
+
+    /// The request leased under `lease_id` until `now` + its timeout; `None` unless PENDING.
+    pub fn lease(&self, lease_id: &str, now: EpochMillis) -> Option<CertRequest> {
+        if self.state != RequestState::Pending {
+            return None;
+        }
+        let mut leased = self.clone();
+        leased.state = RequestState::Leased;
+        leased.attempts += 1;
+        leased.lease_id = Some(lease_id.to_owned());
+        leased.leased_until = Some(now.plus_secs(self.request_timeout_in_secs));
+        Some(leased)
+    }
+
+    /// Ends lease `lease_id` without a result: back to PENDING, or DEAD once the request has
+    /// been leased `max_attempts` times. A lease that is not the current one is ignored.
+    pub fn expire(&self, lease_id: &str, max_attempts: u32, now: EpochMillis) -> Expiry {
+        if self.state != RequestState::Leased || self.lease_id.as_deref() != Some(lease_id) {
+            return Expiry::Ignored;
+        }
+        let mut next = self.clone();
+        next.lease_id = None;
+        next.leased_until = None;
+        if next.attempts >= max_attempts.max(1) {
+            next.state = RequestState::Dead;
+            let event = result_event(&next, DEAD_ERROR_CODE, "server", now);
+            Expiry::Dead(next, event)
+        } else {
+            next.state = RequestState::Pending;
+            Expiry::Requeued(next)
+        }
+    }
+
+    /// Applies a posted result reported by `source` at `now`.
+    pub fn settle(
+        &self,
+        result: &CertResult,
+        source: &str,
+        now: EpochMillis,
+        max_attempts: u32,
+    ) -> Result<Settlement, CertError> {
+        if self.kind != result.kind() {
+            return Err(CertError::RequestNotFound { kind: result.kind(), id: result.request_id.clone() });
+        }
+        match self.state {
+            RequestState::Done | RequestState::Failed => {
+                if self.result_digest.as_deref() == Some(result.digest.as_str()) {
+                    Ok(Settlement::Duplicate)
+                } else {
+                    Err(CertError::ResultDiffers)
+                }
+            }
+            RequestState::Leased if self.leased_until.is_some_and(|until| now < until) => {
+                let mut next = self.clone();
+                next.result_digest = Some(result.digest.clone());
+                next.lease_id = None;
+                next.leased_until = None;
+                let error_code = match &result.outcome {
+                    Outcome::Failed { error_code, error_message } => {
+                        next.state = RequestState::Failed;
+                        next.error_code = Some(*error_code);
+                        next.error_message = error_message.clone();
+                        *error_code
+                    }
+                    Outcome::Issued(cert) => {
+                        next.state = RequestState::Done;
+                        next.cert_serial_number = Some(cert.login_cert_serial_number.clone());
+                        0
+                    }
+                    Outcome::Revoked { cert_serial_number } => {
+                        if self.cert_serial_number.as_deref() != Some(cert_serial_number.as_str()) {
+                            return Err(FieldError::new(
+                                "certSerialNumber",
+                                "is not the serial number this request revokes",
+                            )
+                            .into());
+                        }
+                        next.state = RequestState::Done;
+                        0
+                    }
+                };
+                let event = result_event(&next, error_code, source, now);
+                Ok(Settlement::Settled { request: next, event })
+            }
+            RequestState::Leased => {
+                let lease_id = self.lease_id.clone().unwrap_or_default();
+                Ok(Settlement::LeaseEnded(self.expire(&lease_id, max_attempts, now)))
+            }
+            RequestState::Pending | RequestState::Dead => Ok(Settlement::LeaseEnded(Expiry::Ignored)),
+        }
+    }
+}
+
+/// The event a request's result (or death) is reported with.
+pub fn result_event(request: &CertRequest, error_code: i64, source: &str, at: EpochMillis) -> EventRecord {
+    let mut attributes = Map::new();
+    attributes.insert("errorCode".into(), json!(error_code));
+    attributes.insert("requestId".into(), json!(request.request_id));
+    let name = match request.kind {
+        RequestKind::LoginCert => {
+            attributes.insert("isSuccessful".into(), json!(error_code == 0));
+            "WORKSTATION_CERTIFICATE_ISSUED"
+        }
+        RequestKind::Revocation => "WS_CERTIFICATE_REVOKED",
+    };
+    if let Some(serial) = &request.cert_serial_number {
+        attributes.insert("certSerialNumber".into(), json!(serial));
+    }
+    EventRecord::new(name, Some(request.app_id.clone()), source, at, attributes)
+}
+
+/// An issued (device-encrypted) login certificate, kept for delivery to its device and found by
+/// serial number for revocation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedCert {
+    pub cert_serial_number: String,
+    pub app_id: AppId,
+    pub request_id: String,
+    pub device_id: String,
+    pub named_user: String,
+    #[serde(default, rename = "machineUserNameWS")]
+    pub machine_user_name_ws: Option<String>,
+    pub machine_user_names: Vec<String>,
+    pub login_cert: String,
+    pub iv_login_cert: String,
+    pub login_cert_auth: String,
+    pub issuer_key_agreement_public_key: String,
+    pub issuer_key_agreement_public_key_auth: String,
+    pub login_cert_expiry_date: EpochMillis,
+    pub signing_cert: String,
+    pub issued_at: EpochMillis,
+    #[serde(default)]
+    pub revoked_at: Option<EpochMillis>,
+    #[serde(default)]
+    pub revocation_request_id: Option<String>,
+}
+
+impl IssuedCert {
+    /// The certificate `issued` for `request`, as stored for its device.
+    pub fn new(request: &CertRequest, issued: &LoginCertIssued, now: EpochMillis) -> Self {
+        Self {
+            cert_serial_number: issued.login_cert_serial_number.clone(),
+            app_id: request.app_id.clone(),
+            request_id: request.request_id.clone(),
+            device_id: request.device_id.clone().unwrap_or_default(),
+            named_user: request.machine_user_name.clone().unwrap_or_default(),
+            machine_user_name_ws: issued
+                .machine_user_name_ws
+                .clone()
+                .or(request.machine_user_name_ws.clone()),
+            machine_user_names: issued.machine_user_names.clone(),
+            login_cert: issued.login_cert.clone(),
+            iv_login_cert: issued.iv_login_cert.clone(),
+            login_cert_auth: issued.login_cert_auth.clone(),
+            issuer_key_agreement_public_key: issued.issuer_key_agreement_public_key.clone(),
+            issuer_key_agreement_public_key_auth: issued.issuer_key_agreement_public_key_auth.clone(),
+            login_cert_expiry_date: issued.login_cert_expiry_date,
+            signing_cert: issued.signing_cert.clone(),
+            issued_at: now,
+            revoked_at: None,
+            revocation_request_id: None,
+        }
+    }
+
+    /// The same certificate marked revoked (the first revocation's time stays).
+    pub fn revoked(&self, now: EpochMillis) -> Self {
+        Self { revoked_at: Some(self.revoked_at.unwrap_or(now)), ..self.clone() }
+    }
+
+    /// A revocation request for this certificate, PENDING, and the certificate pointing at it.
+    /// [`CertError::AlreadyRevoked`] if it is revoked already.
+    pub fn queue_revocation(
+        &self,
+        request_timeout_in_secs: i64,
+        now: EpochMillis,
+    ) -> Result<(IssuedCert, CertRequest), CertError> {
+        if self.revoked_at.is_some() {
+            return Err(CertError::AlreadyRevoked(self.cert_serial_number.clone()));
+        }
+        let request = CertRequest {
+            device_id: Some(self.device_id.clone()),
+            cert_serial_number: Some(self.cert_serial_number.clone()),
+            ..CertRequest::new(RequestKind::Revocation, self.app_id.clone(), request_timeout_in_secs, now)
+        };
+        let marked = IssuedCert { revocation_request_id: Some(request.request_id.clone()), ..self.clone() };
+        Ok((marked, request))
+    }
+}
+
+/// A LoginCertRequest as a poll hands it out (workstation-api.md), field for field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginCertRequest {
+    pub request_id: String,
+    pub request_timeout_in_secs: i64,
+    #[serde(rename = "machineUserNameWS")]
+    pub machine_user_name_ws: Option<String>,
+    pub machine_user_name: Option<String>,
+    pub device_id: Option<String>,
+    pub device_key_agreement_public_key: Option<String>,
+    pub enc_counter: Option<String>,
+}
+
+/// A RevokedCertRequest as a poll hands it out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokedCertRequest {
+    pub request_id: String,
+    pub request_timeout_in_secs: i64,
+    pub cert_serial_number: String,
+}
+
+/// The answer of `GET /rp/api/certificate/requests`: both arrays empty when nothing is pending.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateRequestList {
+    pub login_certs: Vec<LoginCertRequest>,
+    pub revoked_certs: Vec<RevokedCertRequest>,
+}
+
+impl CertificateRequestList {
+    /// Adds a leased request to the list of its kind.
+    pub fn push(&mut self, r: &CertRequest) {
+        match r.kind {
+            RequestKind::LoginCert => self.login_certs.push(LoginCertRequest {
+                request_id: r.request_id.clone(),
+                request_timeout_in_secs: r.request_timeout_in_secs,
+                machine_user_name_ws: r.machine_user_name_ws.clone(),
+                machine_user_name: r.machine_user_name.clone(),
+                device_id: r.device_id.clone(),
+                device_key_agreement_public_key: r.device_key_agreement_public_key.clone(),
+                enc_counter: r.enc_counter.clone(),
+            }),
+            RequestKind::Revocation => self.revoked_certs.push(RevokedCertRequest {
+                request_id: r.request_id.clone(),
+                request_timeout_in_secs: r.request_timeout_in_secs,
+                cert_serial_number: r.cert_serial_number.clone().unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+/// A parsed result, of either endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CertResult {
+    pub request_id: String,
+    /// SHA-256 of the body as posted (canonical field order), to recognise a repeat.
+    pub digest: String,
+    pub outcome: Outcome,
+    kind: RequestKind,
+}
+
+impl CertResult {
+    pub fn kind(&self) -> RequestKind {
+        self.kind
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// `errorCode` > 0: the agent could not do it.
+    Failed {
+        error_code: i64,
+        error_message: Option<String>,
+    },
+    Issued(LoginCertIssued),
+    Revoked {
+        cert_serial_number: String,
+    },
+}
+
+/// The success payload of an issuance, every field checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoginCertIssued {
+    pub login_cert: String,
+    pub iv_login_cert: String,
+    pub login_cert_auth: String,
+    pub login_cert_serial_number: String,
+    pub issuer_key_agreement_public_key: String,
+    pub issuer_key_agreement_public_key_auth: String,
+    pub signing_cert: String,
+    pub login_cert_expiry_date: EpochMillis,
+    pub machine_user_name_ws: Option<String>,
+    pub machine_user_names: Vec<String>,
+}
+
+/// The body of `POST /rp/api/certificate`: the issuance result (success or error payload).
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssuanceResult {
+    pub error_code: i64,
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// A string, or numeric in the seed's error payload.
+    pub request_id: Value,
+    pub issuer_key_agreement_public_key: Option<String>,
+    pub issuer_key_agreement_public_key_auth: Option<String>,
+    pub login_cert: Option<String>,
+    pub login_cert_auth: Option<String>,
+    pub login_cert_serial_number: Option<String>,
+    pub login_cert_expiry_date: Option<i64>,
+    pub iv_login_cert: Option<String>,
+    pub signing_cert: Option<String>,
+    #[serde(rename = "machineUserNameWS")]
+    pub machine_user_name_ws: Option<String>,
+    pub machine_user_names: Option<Vec<String>>,
+}
+
+/// The body of `POST /rp/api/certificate/revoke`: the revocation result (success or error).
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RevocationResult {
+    pub error_code: i64,
+    #[serde(default)]
+    pub error_message: Option<String>,
+    pub request_id: Value,
+    pub cert_serial_number: Option<String>,
+}
+
+fn digest(body: &impl Serialize) -> String {
+    hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a result serializes")))
+}
+
+fn request_id(value: &Value) -> Result<String, FieldError> {
+    let id = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return Err(FieldError::new("requestId", "must be a string or a number")),
+    };
+    validate::text("requestId", &id, 1, 128)?;
+    Ok(id)
+}
+
+/// `Some(failure)` for `errorCode` > 0; `None` for 0 (success).
+fn failure(error_code: i64, error_message: &Option<String>) -> Result<Option<Outcome>, FieldError> {
+    if error_code < 0 {
+        return Err(FieldError::new("errorCode", "must be 0 (success) or a positive error code"));
+    }
+    if let Some(message) = error_message {
+        validate::text("errorMessage", message, 0, MAX_ERROR_MESSAGE)?;
+    }
+    Ok((error_code > 0).then(|| Outcome::Failed { error_code, error_message: error_message.clone() }))
+}
+
+fn required(field: &str, value: Option<String>, max: usize) -> Result<String, FieldError> {
+    let text = value.ok_or_else(|| FieldError::new(field, "is required when errorCode is 0"))?;
+    validate::text(field, &text, 1, max)?;
+    Ok(text)
+}
+
+impl TryFrom<IssuanceResult> for CertResult {
+    type Error = FieldError;
+
+    fn try_from(body: IssuanceResult) -> Result<Self, FieldError> {
+        let digest = digest(&body);
+        let request_id = request_id(&body.request_id)?;
+        if let Some(ws) = &body.machine_user_name_ws {
+            validate::text("machineUserNameWS", ws, 0, 255)?;
+        }
+        let outcome = match failure(body.error_code, &body.error_message)? {
+            Some(failed) => failed,
+            None => {
+                let names = body
+                    .machine_user_names
+                    .ok_or_else(|| FieldError::new("machineUserNames", "is required when errorCode is 0"))?;
+                if names.len() > 50 {
+                    return Err(FieldError::new("machineUserNames", "at most 50 names"));
+                }
+                for (i, name) in names.iter().enumerate() {
+                    validate::text(&format!("machineUserNames[{i}]"), name, 1, 255)?;
+                }
+                let expiry = body.login_cert_expiry_date.ok_or_else(|| {
+                    FieldError::new("loginCertExpiryDate", "is required when errorCode is 0")
+                })?;
+                if expiry <= 0 {
+                    return Err(FieldError::new(
+                        "loginCertExpiryDate",
+                        "must be milliseconds since the epoch",
+                    ));
+                }
+                Outcome::Issued(LoginCertIssued {
+                    login_cert: required("loginCert", body.login_cert, 48 * 1024)?,
+                    iv_login_cert: required("ivLoginCert", body.iv_login_cert, 64)?,
+                    login_cert_auth: required("loginCertAuth", body.login_cert_auth, 512)?,
+                    login_cert_serial_number: required(
+                        "loginCertSerialNumber",
+                        body.login_cert_serial_number,
+                        128,
+                    )?,
+                    issuer_key_agreement_public_key: required(
+                        "issuerKeyAgreementPublicKey",
+                        body.issuer_key_agreement_public_key,
+                        512,
+                    )?,
+                    issuer_key_agreement_public_key_auth: required(
+                        "issuerKeyAgreementPublicKeyAuth",
+                        body.issuer_key_agreement_public_key_auth,
+                        512,
+                    )?,
+                    signing_cert: required("signingCert", body.signing_cert, 16 * 1024)?,
+                    login_cert_expiry_date: EpochMillis(expiry),
+                    machine_user_name_ws: body.machine_user_name_ws.filter(|s| !s.is_empty()),
+                    machine_user_names: names,
+                })
+            }
+        };
+        Ok(CertResult { request_id, digest, outcome, kind: RequestKind::LoginCert })
+    }
+}
+
+impl TryFrom<RevocationResult> for CertResult {
+    type Error = FieldError;
+
+    fn try_from(body: RevocationResult) -> Result<Self, FieldError> {
+        let digest = digest(&body);
+        let request_id = request_id(&body.request_id)?;
+        let outcome = match failure(body.error_code, &body.error_message)? {
+            Some(failed) => failed,
+            None => Outcome::Revoked {
+                cert_serial_number: required("certSerialNumber", body.cert_serial_number, 128)?,
+            },
+        };
+        Ok(CertResult { request_id, digest, outcome, kind: RequestKind::Revocation })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T0: EpochMillis = EpochMillis(1_000_000);
+
+    fn pending() -> CertRequest {
+        CertRequest::new(RequestKind::LoginCert, AppId::parse("appId", "demo").unwrap(), 300, T0)
+    }
+
+    fn failed_result(id: &str, code: i64) -> CertResult {
+        let body = IssuanceResult {
+            error_code: code,
+            error_message: Some("no".into()),
+            request_id: json!(id),
+            issuer_key_agreement_public_key: None,
+            issuer_key_agreement_public_key_auth: None,
+            login_cert: None,
+            login_cert_auth: None,
+            login_cert_serial_number: None,
+            login_cert_expiry_date: None,
+            iv_login_cert: None,
+            signing_cert: None,
+            machine_user_name_ws: None,
+            machine_user_names: None,
+        };
+        CertResult::try_from(body).unwrap()
+    }
+
+    #[test]
+    fn a_lease_ends_at_the_timeout_and_counts_an_attempt() {
+        let leased = pending().lease("L1", T0).unwrap();
+        assert_eq!(leased.state, RequestState::Leased);
+        assert_eq!(leased.attempts, 1);
+        assert_eq!(leased.leased_until, Some(T0.plus_secs(300)));
+        assert!(leased.lease("L2", T0).is_none(), "a leased request is not leased again");
+    }
+
+    #[test]
+    fn expiry_requeues_until_the_last_attempt_then_dies() {
+        let leased = pending().lease("L1", T0).unwrap();
+        assert_eq!(leased.expire("other", 2, T0), Expiry::Ignored, "only the current lease");
+        let Expiry::Requeued(again) = leased.expire("L1", 2, T0) else { panic!("re-queued") };
+        assert_eq!((again.state, again.lease_id.as_deref()), (RequestState::Pending, None));
+        let second = again.lease("L2", T0).unwrap();
+        let Expiry::Dead(dead, event) = second.expire("L2", 2, T0) else { panic!("dead") };
+        assert_eq!(dead.state, RequestState::Dead);
+        assert_eq!(event.attributes["errorCode"], json!(DEAD_ERROR_CODE));
+        assert_eq!(dead.expire("L2", 2, T0), Expiry::Ignored, "handled once");
+    }
+
+    #[test]
+    fn results_are_accepted_only_within_the_lease() {
+        let leased = pending().lease("L1", T0).unwrap();
+        let result = failed_result(&leased.request_id, 42);
+        let Settlement::Settled { request, event } = leased.settle(&result, "agent:x", T0, 5).unwrap() else {
+            panic!("settled")
+        };
+        assert_eq!((request.state, request.error_code), (RequestState::Failed, Some(42)));
+        assert_eq!(event.attributes["isSuccessful"], json!(false));
+        assert_eq!(request.settle(&result, "agent:x", T0, 5).unwrap(), Settlement::Duplicate);
+        let other = failed_result(&leased.request_id, 43);
+        assert!(matches!(request.settle(&other, "agent:x", T0, 5), Err(CertError::ResultDiffers)));
+        let late = leased.settle(&result, "agent:x", T0.plus_secs(300), 5).unwrap();
+        assert!(matches!(late, Settlement::LeaseEnded(Expiry::Requeued(_))), "{late:?}");
+        let last = leased.settle(&result, "agent:x", T0.plus_secs(300), 1).unwrap();
+        assert!(
+            matches!(last, Settlement::LeaseEnded(Expiry::Dead(..))),
+            "max attempts is the caller's: {last:?}"
+        );
+        assert_eq!(pending().settle(&result, "a", T0, 5).unwrap(), Settlement::LeaseEnded(Expiry::Ignored));
+    }
+
+    #[test]
+    fn a_result_of_the_other_kind_finds_no_request() {
+        let leased = pending().lease("L1", T0).unwrap();
+        let body = RevocationResult {
+            error_code: 1,
+            error_message: None,
+            request_id: json!(leased.request_id),
+            cert_serial_number: None,
+        };
+        let result = CertResult::try_from(body).unwrap();
+        assert!(matches!(leased.settle(&result, "a", T0, 5), Err(CertError::RequestNotFound { .. })));
+    }
+
+    #[test]
+    fn result_bodies_name_the_field_at_fault() {
+        let parse = |v: Value| {
+            let body: IssuanceResult = serde_json::from_value(v).unwrap();
+            CertResult::try_from(body).map(|_| ()).unwrap_err().field
+        };
+        assert_eq!(parse(json!({"errorCode": -1, "requestId": "r"})), "errorCode");
+        assert_eq!(parse(json!({"errorCode": 1, "requestId": true})), "requestId");
+        assert_eq!(
+            parse(json!({"errorCode": 1, "requestId": "r", "errorMessage": "x".repeat(5001)})),
+            "errorMessage"
+        );
+        assert_eq!(parse(json!({"errorCode": 0, "requestId": "r"})), "machineUserNames");
+        assert_eq!(
+            parse(json!({"errorCode": 0, "requestId": "r", "machineUserNames": [],
+            "loginCertExpiryDate": 5})),
+            "loginCert"
+        );
+        let ok: IssuanceResult = serde_json::from_value(json!({"errorCode": 7, "requestId": 12345})).unwrap();
+        assert_eq!(CertResult::try_from(ok).unwrap().request_id, "12345");
+    }
+
+    /// One step of an arbitrary history.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Lease,
+        ExpireCurrent,
+        ExpireStale,
+        Result(bool),
+        Advance(i64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            Just(Step::Lease),
+            Just(Step::ExpireCurrent),
+            Just(Step::ExpireStale),
+            any::<bool>().prop_map(Step::Result),
+            (0i64..400).prop_map(Step::Advance),
+        ]
+    }
+
+    proptest! {
+        /// Whatever happens, in any order: attempts never exceed the maximum, a DEAD request
+        /// was leased that often, a settled request stays settled, and only a lease's own
+        /// result within its window settles it.
+        #[test]
+        fn the_lifecycle_keeps_its_invariants(steps in proptest::collection::vec(step(), 0..40), max in 1u32..6) {
+            let mut request = pending();
+            let mut now = T0;
+            let mut lease = 0;
+            for step in steps {
+                let before = request.clone();
+                match step {
+                    Step::Lease => {
+                        lease += 1;
+                        if let Some(next) = request.lease(&format!("L{lease}"), now) { request = next; }
+                    }
+                    Step::ExpireCurrent => {
+                        let id = request.lease_id.clone().unwrap_or_default();
+                        match request.expire(&id, max, now) {
+                            Expiry::Requeued(next) | Expiry::Dead(next, _) => request = next,
+                            Expiry::Ignored => {}
+                        }
+                    }
+                    Step::ExpireStale => prop_assert_eq!(request.expire("stale", max, now), Expiry::Ignored),
+                    Step::Result(ok) => {
+                        let result = failed_result(&request.request_id, if ok { 1 } else { 2 });
+                        match request.settle(&result, "a", now, max) {
+                            Ok(Settlement::Settled { request: next, .. }) => {
+                                prop_assert!(before.state == RequestState::Leased);
+                                prop_assert!(now < before.leased_until.unwrap());
+                                request = next;
+                            }
+                            Ok(Settlement::LeaseEnded(Expiry::Requeued(next) | Expiry::Dead(next, _))) => request = next,
+                            _ => {}
+                        }
+                    }
+                    Step::Advance(secs) => now = now.plus_secs(secs),
+                }
+                prop_assert!(request.attempts <= max, "{:?}", request);
+                if request.state == RequestState::Dead { prop_assert_eq!(request.attempts, max); }
+                if matches!(before.state, RequestState::Done | RequestState::Failed | RequestState::Dead) {
+                    prop_assert_eq!(&request, &before, "a final state is final");
+                }
+                prop_assert_eq!(request.lease_id.is_some(), request.state == RequestState::Leased);
+            }
+        }
+    }
+}

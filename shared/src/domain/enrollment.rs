@@ -1,0 +1,395 @@
+//! Workstation enrollment (workstation-api.md; DECISIONS §4): the session that ties `enroll` to
+//! `complete`, as pure functions. OPEN (enroll; reopened by the same user's enroll under the same
+//! id) → COMPLETED (errorCode 0: the enrollment is persisted, WORKSTATION_ENROLL) | FAILED
+//! (errorCode > 0: OOB_WORKSTATION_REG with success=false). A repeated complete with the same
+//! data is answered again and changes nothing.
+
+use super::apps::AppId;
+use super::devices;
+use super::events::{attributes, EventRecord};
+use super::time::EpochMillis;
+use super::validate::{self, FieldError};
+use crate::ports::{MaybeConflict, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// How long an enrollment session stays open.
+pub const SESSION_TTL_SECS: i64 = 10 * 60;
+/// How long a closed session is kept, so a repeated complete is recognised.
+pub const CLOSED_SESSION_KEPT_SECS: i64 = 24 * 3600;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SessionState {
+    Open,
+    Completed,
+    Failed,
+}
+
+/// What a complete call reported; a repeat must report the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    pub error_code: i64,
+    pub machine_name: String,
+    pub machine_id: String,
+    pub machine_user_name: String,
+    pub machine_version: String,
+    pub signing_cert: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnrollmentSession {
+    pub session_id: String,
+    pub app_id: AppId,
+    pub named_user: String,
+    pub device_id: String,
+    pub machine_user_name_ws: String,
+    pub created_at: EpochMillis,
+    pub expires_at: EpochMillis,
+    /// Machine details pinned at enroll time (when the workstation sent them) or by the first
+    /// complete call; later calls are cross-checked against them.
+    #[serde(default)]
+    pub machine_id: Option<String>,
+    #[serde(default)]
+    pub machine_version: Option<String>,
+    pub state: SessionState,
+    #[serde(default)]
+    pub completion: Option<Completion>,
+}
+
+/// A machine's completed enrollment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnrollmentRecord {
+    pub app_id: AppId,
+    pub machine_id: String,
+    pub machine_name: String,
+    pub machine_version: String,
+    pub machine_user_name: String,
+    pub named_user: String,
+    pub device_id: String,
+    pub signing_cert: String,
+    pub session_id: String,
+    pub enrolled_at: EpochMillis,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnrollError {
+    #[error("machineUserNameWS: no registered user has this name")]
+    UnknownUser,
+    #[error("machineUserNameWS: the user has no registered device")]
+    NoDevice,
+    #[error("sessionId: no open enrollment session has this id (unknown or expired)")]
+    SessionNotFound,
+    #[error("{field}: does not match the enrollment session's {what}")]
+    CrossCheck { field: &'static str, what: &'static str },
+    #[error("sessionId: this session belongs to another enrollment")]
+    SessionInUse,
+    #[error("sessionId: this session was completed with other data")]
+    SessionClosed,
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl MaybeConflict for EnrollError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, EnrollError::Store(e) if e.is_conflict())
+    }
+}
+
+/// What a complete call does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completed {
+    /// The session closes.
+    Closed(Box<Closing>),
+    /// The same completion was recorded already.
+    Repeated,
+}
+
+/// A session's close: on success the enrollment to persist; the event reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Closing {
+    pub session: EnrollmentSession,
+    pub enrollment: Option<EnrollmentRecord>,
+    pub event: EventRecord,
+    pub message: &'static str,
+}
+
+impl EnrollmentSession {
+    /// The session `fresh` under an id that has one already: the same user may reopen an open
+    /// session; anything else is [`EnrollError::SessionInUse`].
+    pub fn reopen(&self, fresh: EnrollmentSession) -> Result<EnrollmentSession, EnrollError> {
+        if self.named_user != fresh.named_user || self.state != SessionState::Open {
+            return Err(EnrollError::SessionInUse);
+        }
+        Ok(fresh)
+    }
+
+    /// Completes the session with what the workstation reported. `user` is the registered user
+    /// `completion.machine_user_name` stands for (by name or alias), if any.
+    pub fn complete(
+        &self,
+        completion: Completion,
+        user: Option<&str>,
+        source: &str,
+        now: EpochMillis,
+    ) -> Result<Completed, EnrollError> {
+        if user != Some(self.named_user.as_str()) {
+            return Err(EnrollError::CrossCheck { field: "machineUserName", what: "user" });
+        }
+        if self.machine_id.as_deref().is_some_and(|m| m != completion.machine_id) {
+            return Err(EnrollError::CrossCheck { field: "machineId", what: "machine" });
+        }
+        if self.machine_version.as_deref().is_some_and(|v| v != completion.machine_version) {
+            return Err(EnrollError::CrossCheck { field: "machineVersion", what: "machine version" });
+        }
+        match (&self.state, &self.completion) {
+            (SessionState::Open, _) => {}
+            (_, Some(done)) if *done == completion => return Ok(Completed::Repeated),
+            _ => return Err(EnrollError::SessionClosed),
+        }
+        let mut session = self.clone();
+        session.machine_id = Some(completion.machine_id.clone());
+        session.machine_version = Some(completion.machine_version.clone());
+        session.completion = Some(completion.clone());
+        let app = Some(self.app_id.clone());
+        if completion.error_code == 0 {
+            session.state = SessionState::Completed;
+            let enrollment = EnrollmentRecord {
+                app_id: self.app_id.clone(),
+                machine_id: completion.machine_id,
+                machine_name: completion.machine_name,
+                machine_version: completion.machine_version,
+                machine_user_name: completion.machine_user_name,
+                named_user: self.named_user.clone(),
+                device_id: self.device_id.clone(),
+                signing_cert: completion.signing_cert,
+                session_id: self.session_id.clone(),
+                enrolled_at: now,
+            };
+            let attrs =
+                attributes(&[("machineId", &enrollment.machine_id), ("deviceId", &enrollment.device_id)]);
+            let event = EventRecord::new("WORKSTATION_ENROLL", app, source, now, attrs);
+            let closing =
+                Closing { session, enrollment: Some(enrollment), event, message: "Enrollment completed" };
+            Ok(Completed::Closed(Box::new(closing)))
+        } else {
+            session.state = SessionState::Failed;
+            let mut attrs =
+                attributes(&[("machineId", &completion.machine_id), ("sessionId", &self.session_id)]);
+            attrs.insert("success".into(), json!(false));
+            attrs.insert("errorCode".into(), json!(completion.error_code));
+            let event = EventRecord::new("OOB_WORKSTATION_REG", app, source, now, attrs);
+            let closing =
+                Closing { session, enrollment: None, event, message: "Enrollment failure recorded" };
+            Ok(Completed::Closed(Box::new(closing)))
+        }
+    }
+}
+
+/// The body of `POST /rp/wsapi/client/enroll`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnrollRequest {
+    pub rp_app_id: String,
+    #[serde(rename = "machineUserNameWS")]
+    pub machine_user_name_ws: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Optional: pins the machine in the session at once (else the first complete pins it).
+    #[serde(default)]
+    pub machine_id: Option<String>,
+    #[serde(default)]
+    pub machine_version: Option<String>,
+}
+
+/// An enroll request, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enroll {
+    pub app_id: AppId,
+    pub machine_user_name_ws: String,
+    /// `None` on the user-name-and-password path: the server issues one.
+    pub session_id: Option<String>,
+    pub machine_id: Option<String>,
+    pub machine_version: Option<String>,
+}
+
+impl TryFrom<EnrollRequest> for Enroll {
+    type Error = FieldError;
+
+    fn try_from(body: EnrollRequest) -> Result<Self, FieldError> {
+        let app_id = AppId::parse("rpAppId", &body.rp_app_id)?;
+        validate::text("machineUserNameWS", &body.machine_user_name_ws, 1, 255)?;
+        let session_id = body.session_id.map(|id| devices::identifier("sessionId", &id)).transpose()?;
+        let machine_id = body.machine_id.map(|id| devices::identifier("machineId", &id)).transpose()?;
+        if let Some(v) = &body.machine_version {
+            validate::text("machineVersion", v, 1, 128)?;
+        }
+        Ok(Self {
+            app_id,
+            machine_user_name_ws: body.machine_user_name_ws,
+            session_id,
+            machine_id,
+            machine_version: body.machine_version,
+        })
+    }
+}
+
+/// The body of `POST /rp/wasapi/client/enroll/complete`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompleteRequest {
+    pub error_code: i64,
+    pub session_id: String,
+    pub signing_cert: String,
+    pub machine_name: String,
+    pub machine_id: String,
+    pub machine_user_name: String,
+    pub machine_version: String,
+}
+
+/// A complete request, checked: the session it names and what it reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Complete {
+    pub session_id: String,
+    pub completion: Completion,
+}
+
+impl TryFrom<CompleteRequest> for Complete {
+    type Error = FieldError;
+
+    fn try_from(body: CompleteRequest) -> Result<Self, FieldError> {
+        let session_id = devices::identifier("sessionId", &body.session_id)?;
+        if body.error_code < 0 {
+            return Err(FieldError::new("errorCode", "must be 0 (success) or a positive error code"));
+        }
+        let min_cert = usize::from(body.error_code == 0);
+        validate::text("signingCert", &body.signing_cert, min_cert, 16 * 1024)?;
+        validate::text("machineName", &body.machine_name, 1, 255)?;
+        devices::identifier("machineId", &body.machine_id)?;
+        validate::text("machineUserName", &body.machine_user_name, 1, 255)?;
+        validate::text("machineVersion", &body.machine_version, 1, 128)?;
+        Ok(Self {
+            session_id,
+            completion: Completion {
+                error_code: body.error_code,
+                machine_name: body.machine_name,
+                machine_id: body.machine_id,
+                machine_user_name: body.machine_user_name,
+                machine_version: body.machine_version,
+                signing_cert: body.signing_cert,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T0: EpochMillis = EpochMillis(5_000_000);
+
+    fn session() -> EnrollmentSession {
+        EnrollmentSession {
+            session_id: "s1".into(),
+            app_id: AppId::parse("appId", "demo").unwrap(),
+            named_user: "alice".into(),
+            device_id: "d1".into(),
+            machine_user_name_ws: "CORP\\alice".into(),
+            created_at: T0,
+            expires_at: T0.plus_secs(SESSION_TTL_SECS),
+            machine_id: None,
+            machine_version: None,
+            state: SessionState::Open,
+            completion: None,
+        }
+    }
+
+    fn completion(code: i64) -> Completion {
+        Completion {
+            error_code: code,
+            machine_name: "ws".into(),
+            machine_id: "m1".into(),
+            machine_user_name: "alice".into(),
+            machine_version: "1.0".into(),
+            signing_cert: "cert".into(),
+        }
+    }
+
+    #[test]
+    fn success_persists_the_enrollment_and_a_repeat_changes_nothing() {
+        let Completed::Closed(closing) =
+            session().complete(completion(0), Some("alice"), "workstation:t", T0).unwrap()
+        else {
+            panic!("closed")
+        };
+        let Closing { session, enrollment, event, .. } = *closing;
+        assert_eq!(session.state, SessionState::Completed);
+        assert_eq!(enrollment.unwrap().device_id, "d1");
+        assert_eq!(event.name, "WORKSTATION_ENROLL");
+        assert_eq!(session.complete(completion(0), Some("alice"), "w", T0).unwrap(), Completed::Repeated);
+        let mut other = completion(0);
+        other.machine_name = "other".into();
+        assert!(matches!(session.complete(other, Some("alice"), "w", T0), Err(EnrollError::SessionClosed)));
+    }
+
+    #[test]
+    fn failure_closes_the_session_with_its_event() {
+        let Completed::Closed(closing) = session().complete(completion(7), Some("alice"), "w", T0).unwrap()
+        else {
+            panic!("closed")
+        };
+        let Closing { session, enrollment, event, .. } = *closing;
+        assert_eq!((session.state, enrollment), (SessionState::Failed, None));
+        assert_eq!(
+            (event.name.as_str(), &event.attributes["success"]),
+            ("OOB_WORKSTATION_REG", &json!(false))
+        );
+    }
+
+    #[test]
+    fn cross_checks_name_the_field() {
+        let check =
+            |s: &EnrollmentSession, c: Completion, user: Option<&str>| match s.complete(c, user, "w", T0) {
+                Err(EnrollError::CrossCheck { field, .. }) => field,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(check(&session(), completion(0), Some("bob")), "machineUserName");
+        assert_eq!(check(&session(), completion(0), None), "machineUserName");
+        let pinned = EnrollmentSession { machine_id: Some("m2".into()), ..session() };
+        assert_eq!(check(&pinned, completion(0), Some("alice")), "machineId");
+        let versioned = EnrollmentSession { machine_version: Some("2.0".into()), ..session() };
+        assert_eq!(check(&versioned, completion(0), Some("alice")), "machineVersion");
+    }
+
+    #[test]
+    fn only_the_same_user_reopens_an_open_session() {
+        assert!(session().reopen(session()).is_ok());
+        let bob = EnrollmentSession { named_user: "bob".into(), ..session() };
+        assert!(matches!(session().reopen(bob), Err(EnrollError::SessionInUse)));
+        let closed = EnrollmentSession { state: SessionState::Completed, ..session() };
+        assert!(matches!(closed.reopen(session()), Err(EnrollError::SessionInUse)));
+    }
+
+    proptest! {
+        /// A closed session never changes again, whatever is reported to it.
+        #[test]
+        fn a_closed_session_stays_closed(first in 0i64..3, second in 0i64..3, name in "[a-z]{1,8}") {
+            let Completed::Closed(closing) =
+                session().complete(completion(first), Some("alice"), "w", T0).unwrap() else { unreachable!() };
+            let closed = closing.session;
+            let mut again = completion(second);
+            again.machine_name = name;
+            match closed.complete(again.clone(), Some("alice"), "w", T0) {
+                Ok(Completed::Repeated) => prop_assert_eq!(closed.completion.as_ref(), Some(&again)),
+                Err(EnrollError::SessionClosed) => prop_assert_ne!(closed.completion.as_ref(), Some(&again)),
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The error tables: for each area, every error it can answer with its status, `errorCode`, type
+//! slug, title and meaning, and the one `From` impl that turns the area's error enum into a
+//! [`Problem`] by picking its row. The README's error-code list is rendered from these tables
+//! ([`markdown_table`]) and a test holds the README to it.
+
+use super::problem::{codes, Problem, ProblemType};
+use crate::domain::apps::ControlError;
+use crate::domain::certificates::CertError;
+use crate::domain::content::ContentError;
+use crate::domain::devices::RegistrationError;
+use crate::domain::enrollment::EnrollError;
+use crate::domain::pairing::PairingError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+const fn row(
+    status: StatusCode,
+    code: u32,
+    slug: &'static str,
+    title: &'static str,
+    meaning: &'static str,
+) -> ProblemType {
+    ProblemType { status, code, slug, title, meaning }
+}
+
+// Every endpoint.
+pub const INVALID_FIELD: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::INVALID_FIELD,
+    "invalid-field",
+    "Invalid request field",
+    "A request field (body, path or query) is invalid; `field` names it",
+);
+pub const MALFORMED_BODY: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::MALFORMED_BODY,
+    "malformed-body",
+    "Malformed request body",
+    "The body is not valid JSON",
+);
+pub const BODY_TOO_LARGE: ProblemType = row(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    codes::BODY_TOO_LARGE,
+    "body-too-large",
+    "Request body too large",
+    "The body exceeds the limit",
+);
+pub const UNSUPPORTED_MEDIA_TYPE: ProblemType = row(
+    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+    codes::UNSUPPORTED_MEDIA_TYPE,
+    "unsupported-media-type",
+    "Unsupported media type",
+    "The body is not `application/json`",
+);
+pub const ROUTE_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::ROUTE_NOT_FOUND,
+    "route-not-found",
+    "No such endpoint",
+    "No such endpoint",
+);
+pub const METHOD_NOT_ALLOWED: ProblemType = row(
+    StatusCode::METHOD_NOT_ALLOWED,
+    codes::METHOD_NOT_ALLOWED,
+    "method-not-allowed",
+    "Method not allowed",
+    "The endpoint does not accept this method",
+);
+pub const REJECTED_BY_STORE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::REJECTED_BY_STORE,
+    "rejected-by-store",
+    "Input refused by the store",
+    "The store refused a value the request carried (DynamoDB validation)",
+);
+pub const CONFLICT: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::CONFLICT,
+    "conflict",
+    "Concurrent update",
+    "A concurrent update won; retry",
+);
+pub const INTERNAL: ProblemType = row(
+    StatusCode::INTERNAL_SERVER_ERROR,
+    codes::INTERNAL,
+    "internal",
+    "Internal server error",
+    "Internal error",
+);
+pub const UNAVAILABLE: ProblemType = row(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, "unavailable", "Service unavailable", "A backing service (store, queue, keys) is unavailable or throttling; `Retry-After` when it is throttling");
+pub const GENERAL: &[&ProblemType] = &[
+    &INVALID_FIELD,
+    &MALFORMED_BODY,
+    &BODY_TOO_LARGE,
+    &UNSUPPORTED_MEDIA_TYPE,
+    &ROUTE_NOT_FOUND,
+    &METHOD_NOT_ALLOWED,
+    &REJECTED_BY_STORE,
+    &CONFLICT,
+    &INTERNAL,
+    &UNAVAILABLE,
+];
+
+// The control center.
+pub const APP_NOT_FOUND: ProblemType =
+    row(StatusCode::NOT_FOUND, codes::APP_NOT_FOUND, "app-not-found", "App not found", "No such app");
+pub const APP_EXISTS: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::APP_EXISTS,
+    "app-exists",
+    "App already exists",
+    "The app already exists",
+);
+pub const TOKEN_NOT_FOUND: ProblemType =
+    row(StatusCode::NOT_FOUND, codes::TOKEN_NOT_FOUND, "token-not-found", "Token not found", "No such token");
+pub const CONTROL: &[&ProblemType] = &[&APP_NOT_FOUND, &APP_EXISTS, &TOKEN_NOT_FOUND];
+
+// Authentication.
+pub const MISSING_CREDENTIALS: ProblemType = row(
+    StatusCode::UNAUTHORIZED,
+    codes::MISSING_CREDENTIALS,
+    "unauthorized",
+    "Authentication required",
+    "`Authorization` header missing or not `Bearer <token>`",
+);
+pub const INVALID_TOKEN: ProblemType = row(
+    StatusCode::UNAUTHORIZED,
+    codes::INVALID_TOKEN,
+    "unauthorized",
+    "Authentication required",
+    "Unknown, expired or revoked token",
+);
+pub const WRONG_TOKEN_KIND: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::WRONG_TOKEN_KIND,
+    "forbidden",
+    "Insufficient permissions",
+    "Token of the wrong kind for this endpoint",
+);
+pub const OTHER_TENANT: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::OTHER_TENANT,
+    "forbidden",
+    "Insufficient permissions",
+    "Token of another app (tenant)",
+);
+pub const TENANT_SCOPED_TOKEN: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::TENANT_SCOPED_TOKEN,
+    "forbidden",
+    "Insufficient permissions",
+    "A tenant-scoped admin token on a global endpoint",
+);
+pub const AUTH: &[&ProblemType] =
+    &[&MISSING_CREDENTIALS, &INVALID_TOKEN, &WRONG_TOKEN_KIND, &OTHER_TENANT, &TENANT_SCOPED_TOKEN];
+
+// The certificate queue.
+pub const CERT_REQUEST_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CERT_REQUEST_NOT_FOUND,
+    "certificate-request-not-found",
+    "Certificate request not found",
+    "No such certificate request (of this kind)",
+);
+pub const LEASE_ENDED: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::LEASE_ENDED,
+    "lease-ended",
+    "Result outside the timeout window",
+    "The result came after the lease ended; the request is re-queued",
+);
+pub const RESULT_DIFFERS: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::RESULT_DIFFERS,
+    "result-differs",
+    "Another result was stored",
+    "A different result for the request was stored already",
+);
+pub const CERT_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CERT_NOT_FOUND,
+    "certificate-not-found",
+    "Certificate not found",
+    "No certificate with this serial number",
+);
+pub const SERIAL_TAKEN: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::SERIAL_TAKEN,
+    "serial-taken",
+    "Serial number already issued",
+    "A certificate with this serial number exists",
+);
+pub const CERT_REVOKED: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::CERT_REVOKED,
+    "certificate-revoked",
+    "Certificate already revoked",
+    "The certificate is revoked already",
+);
+pub const CERTIFICATES: &[&ProblemType] =
+    &[&CERT_REQUEST_NOT_FOUND, &LEASE_ENDED, &RESULT_DIFFERS, &CERT_NOT_FOUND, &SERIAL_TAKEN, &CERT_REVOKED];
+
+// Registration.
+pub const LINK_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::LINK_NOT_FOUND,
+    "registration-code-not-found",
+    "Registration code not found",
+    "No such registration code",
+);
+pub const LINK_EXPIRED: ProblemType = row(
+    StatusCode::GONE,
+    codes::LINK_EXPIRED,
+    "registration-code-gone",
+    "Registration code no longer valid",
+    "The registration code has expired",
+);
+pub const LINK_USED: ProblemType = row(
+    StatusCode::GONE,
+    codes::LINK_USED,
+    "registration-code-gone",
+    "Registration code no longer valid",
+    "The registration code was used already",
+);
+pub const DEVICE_EXISTS: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::DEVICE_EXISTS,
+    "device-exists",
+    "Device already registered",
+    "The device id is registered already in this app",
+);
+pub const REGISTRATION: &[&ProblemType] = &[&LINK_NOT_FOUND, &LINK_EXPIRED, &LINK_USED, &DEVICE_EXISTS];
+
+// Enrollment.
+pub const UNKNOWN_USER: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::UNKNOWN_USER,
+    "unknown-user",
+    "Unknown user",
+    "No registered user has this name (`machineUserNameWS`)",
+);
+pub const NO_DEVICE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::NO_DEVICE,
+    "no-device",
+    "No registered device",
+    "The user has no registered device",
+);
+pub const SESSION_NOT_FOUND: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::SESSION_NOT_FOUND,
+    "enrollment-session-not-found",
+    "Enrollment session not found",
+    "No open enrollment session with this `sessionId`",
+);
+pub const CROSS_CHECK_FAILED: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::CROSS_CHECK_FAILED,
+    "cross-check-failed",
+    "Enrollment cross-check failed",
+    "A cross-checked field does not match the enrollment session",
+);
+pub const SESSION_CONFLICT: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::SESSION_CONFLICT,
+    "enrollment-session-conflict",
+    "Enrollment session conflict",
+    "The enrollment session belongs to another enrollment, or was completed with other data",
+);
+pub const ENROLLMENT: &[&ProblemType] =
+    &[&UNKNOWN_USER, &NO_DEVICE, &SESSION_NOT_FOUND, &CROSS_CHECK_FAILED, &SESSION_CONFLICT];
+
+// Pairing and offline access.
+pub const UNKNOWN_DEVICE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::UNKNOWN_DEVICE,
+    "unknown-device",
+    "Unknown device",
+    "No registered device of this app has this `deviceId`",
+);
+pub const PAIRING_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::PAIRING_NOT_FOUND,
+    "pairing-not-found",
+    "Pairing not found",
+    "No pairing of this machine and device",
+);
+pub const OFFLINE_DISABLED: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::OFFLINE_DISABLED,
+    "offline-disabled",
+    "Offline access disabled",
+    "Offline access is disabled for the app",
+);
+pub const PAIRING: &[&ProblemType] = &[&UNKNOWN_DEVICE, &PAIRING_NOT_FOUND, &OFFLINE_DISABLED];
+
+// Content customizations and their rate limit.
+pub const CONTENT_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CONTENT_NOT_FOUND,
+    "content-customization-not-found",
+    "Content customization not found",
+    "No such content customization",
+);
+pub const CONTENT_VERSION_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CONTENT_VERSION_NOT_FOUND,
+    "content-customization-version-not-found",
+    "Version not found",
+    "No such earlier version",
+);
+pub const RATE_LIMITED: ProblemType = row(
+    StatusCode::TOO_MANY_REQUESTS,
+    codes::RATE_LIMITED,
+    "rate-limited",
+    "Too many requests",
+    "The tenant's rate limit is used up",
+);
+pub const CONTENT: &[&ProblemType] = &[&CONTENT_NOT_FOUND, &CONTENT_VERSION_NOT_FOUND, &RATE_LIMITED];
+
+/// Every area's table.
+pub const TABLES: &[&[&ProblemType]] =
+    &[GENERAL, CONTROL, AUTH, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT];
+
+/// Codes that are not answers but attributes of events, listed with the rest.
+pub const EVENT_CODES: &[(i64, &str)] = &[(
+    crate::domain::certificates::DEAD_ERROR_CODE,
+    "errorCode of the event logged when a request dies (out of attempts)",
+)];
+
+/// The README's error-code list, in code order.
+pub fn markdown_table() -> String {
+    let mut rows: Vec<(i64, String, &str)> = TABLES
+        .iter()
+        .flat_map(|t| t.iter())
+        .map(|p| (i64::from(p.code), p.status.as_u16().to_string(), p.meaning))
+        .chain(EVENT_CODES.iter().map(|(code, meaning)| (*code, "—".to_owned(), *meaning)))
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    let mut out = String::from("| errorCode | HTTP | Meaning |\n|---|---|---|\n");
+    for (code, status, meaning) in rows {
+        out.push_str(&format!("| {code} | {status} | {meaning} |\n"));
+    }
+    out
+}
+
+/// Answers an area's error with its problem.
+macro_rules! answers_with_problem {
+    ($($area:ty),*) => {$(
+        impl IntoResponse for $area {
+            fn into_response(self) -> Response {
+                Problem::from(self).into_response()
+            }
+        }
+    )*};
+}
+
+answers_with_problem!(ControlError, CertError, EnrollError, PairingError, RegistrationError, ContentError);
+
+impl From<ControlError> for Problem {
+    fn from(e: ControlError) -> Self {
+        let detail = e.to_string();
+        match e {
+            ControlError::AppNotFound(_) => Problem::of(&APP_NOT_FOUND).detail(detail),
+            ControlError::AppExists(_) => Problem::about(&APP_EXISTS, "appId", detail),
+            ControlError::TokenNotFound(_) => Problem::of(&TOKEN_NOT_FOUND).detail(detail),
+            ControlError::Invalid(e) => e.into(),
+            ControlError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<CertError> for Problem {
+    fn from(e: CertError) -> Self {
+        let detail = e.to_string();
+        match e {
+            CertError::RequestNotFound { .. } => Problem::about(&CERT_REQUEST_NOT_FOUND, "requestId", detail),
+            CertError::LeaseEnded => Problem::about(&LEASE_ENDED, "requestId", detail),
+            CertError::ResultDiffers => Problem::about(&RESULT_DIFFERS, "requestId", detail),
+            CertError::CertNotFound(_) => Problem::about(&CERT_NOT_FOUND, "certSerialNumber", detail),
+            CertError::SerialTaken => Problem::about(&SERIAL_TAKEN, "loginCertSerialNumber", detail),
+            CertError::AlreadyRevoked(_) => Problem::about(&CERT_REVOKED, "certSerialNumber", detail),
+            CertError::Invalid(e) => e.into(),
+            CertError::Store(e) => e.into(),
+            CertError::Queue(e) => e.into(),
+        }
+    }
+}
+
+impl From<RegistrationError> for Problem {
+    fn from(e: RegistrationError) -> Self {
+        let detail = e.to_string();
+        match e {
+            RegistrationError::LinkNotFound => Problem::about(&LINK_NOT_FOUND, "code", detail),
+            RegistrationError::LinkExpired => Problem::about(&LINK_EXPIRED, "code", detail),
+            RegistrationError::LinkUsed => Problem::about(&LINK_USED, "code", detail),
+            RegistrationError::DeviceExists(_) => Problem::about(&DEVICE_EXISTS, "deviceId", detail),
+            RegistrationError::Invalid(e) => e.into(),
+            RegistrationError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<EnrollError> for Problem {
+    fn from(e: EnrollError) -> Self {
+        let detail = e.to_string();
+        match e {
+            EnrollError::UnknownUser => Problem::about(&UNKNOWN_USER, "machineUserNameWS", detail),
+            EnrollError::NoDevice => Problem::about(&NO_DEVICE, "machineUserNameWS", detail),
+            EnrollError::SessionNotFound => Problem::about(&SESSION_NOT_FOUND, "sessionId", detail),
+            EnrollError::CrossCheck { field, .. } => Problem::about(&CROSS_CHECK_FAILED, field, detail),
+            EnrollError::SessionInUse | EnrollError::SessionClosed => {
+                Problem::about(&SESSION_CONFLICT, "sessionId", detail)
+            }
+            EnrollError::Invalid(e) => e.into(),
+            EnrollError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<PairingError> for Problem {
+    fn from(e: PairingError) -> Self {
+        let detail = e.to_string();
+        match e {
+            PairingError::UnknownDevice => Problem::about(&UNKNOWN_DEVICE, "deviceId", detail),
+            PairingError::NotFound => Problem::of(&PAIRING_NOT_FOUND).detail(detail),
+            PairingError::OfflineDisabled(_) => Problem::of(&OFFLINE_DISABLED).detail(detail),
+            PairingError::Invalid(e) => e.into(),
+            PairingError::Store(e) => e.into(),
+            PairingError::Keys(e) => e.into(),
+        }
+    }
+}
+
+impl From<ContentError> for Problem {
+    fn from(e: ContentError) -> Self {
+        let detail = e.to_string();
+        match e {
+            ContentError::NotFound(_) => Problem::about(&CONTENT_NOT_FOUND, "id", detail),
+            ContentError::VersionNotFound { .. } => {
+                Problem::about(&CONTENT_VERSION_NOT_FOUND, "version", detail)
+            }
+            ContentError::Invalid(e) => e.into(),
+            ContentError::Store(e) => e.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_and_grouped_by_area() {
+        let mut seen = HashSet::new();
+        for table in TABLES {
+            for p in *table {
+                assert!(seen.insert(p.code), "{} appears twice", p.code);
+                assert!((1_000_000..2_000_000).contains(&p.code));
+            }
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_exactly_these_codes() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let table = markdown_table();
+        assert!(
+            readme.contains(&table),
+            "the README's error-code table is out of date; it should read:\n{table}"
+        );
+    }
+}
