@@ -371,14 +371,7 @@ pub async fn leases_time_out_requeue_and_die(h: Harness) {
         state_of(&h, &id).await.state == RequestState::Dead
     })
     .await;
-    let events = h
-        .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
-        .await
-        .json();
-    assert_eq!(
-        events["events"][0]["attributes"]["errorCode"],
-        rp_shared::domain::certificates::DEAD_ERROR_CODE
-    );
+    assert_death_reported(&h, &app).await;
     until("the dead letter", Duration::from_secs(10), || async {
         let dead = h.backend.queue.dead_letters(10).await.unwrap();
         dead.iter().any(|m| m.body.contains(&id))
@@ -479,6 +472,15 @@ pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
         let expected = if attempt < 2 { RequestState::Pending } else { RequestState::Dead };
         assert_eq!(request.state, expected, "after lease {attempt} of 2");
     }
+    assert_death_reported(&h, &app).await;
+    assert!(
+        h.poll().await.login_certs.iter().all(|r| r.request_id != id),
+        "a dead request is not handed out"
+    );
+}
+
+/// The app's issuance event says its request died.
+async fn assert_death_reported(h: &Harness, app: &str) {
     let events = h
         .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
         .await
@@ -486,9 +488,5 @@ pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
     assert_eq!(
         events["events"][0]["attributes"]["errorCode"],
         rp_shared::domain::certificates::DEAD_ERROR_CODE
-    );
-    assert!(
-        h.poll().await.login_certs.iter().all(|r| r.request_id != id),
-        "a dead request is not handed out"
     );
 }

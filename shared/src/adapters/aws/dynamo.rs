@@ -219,6 +219,45 @@ fn update_of(item: &Item, mut expr: Expr) -> Result<Write, StoreError> {
     Ok(Write::Update { key: key_attrs(&item.key), expression, expr })
 }
 
+/// The condition, names and values of an [`Expr`], set on any of the SDK's write builders.
+trait Conditioned: Sized {
+    fn set_condition_expression(self, condition: Option<String>) -> Self;
+    fn set_expression_attribute_names(self, names: Option<HashMap<String, String>>) -> Self;
+    fn set_expression_attribute_values(self, values: Option<Attrs>) -> Self;
+
+    fn conditioned(self, expr: Expr) -> Self {
+        self.set_condition_expression(expr.condition)
+            .set_expression_attribute_names(opt(expr.names))
+            .set_expression_attribute_values(opt(expr.values))
+    }
+}
+
+macro_rules! conditioned {
+    ($($builder:ty),*) => {$(
+        impl Conditioned for $builder {
+            fn set_condition_expression(self, condition: Option<String>) -> Self {
+                <$builder>::set_condition_expression(self, condition)
+            }
+            fn set_expression_attribute_names(self, names: Option<HashMap<String, String>>) -> Self {
+                <$builder>::set_expression_attribute_names(self, names)
+            }
+            fn set_expression_attribute_values(self, values: Option<Attrs>) -> Self {
+                <$builder>::set_expression_attribute_values(self, values)
+            }
+        }
+    )*};
+}
+
+conditioned!(
+    aws_sdk_dynamodb::types::builders::PutBuilder,
+    aws_sdk_dynamodb::types::builders::UpdateBuilder,
+    aws_sdk_dynamodb::types::builders::DeleteBuilder,
+    aws_sdk_dynamodb::types::builders::ConditionCheckBuilder,
+    aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder,
+    aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+    aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder
+);
+
 impl Write {
     /// The write as one item of a transaction. `None` for a check under no condition.
     fn transact_item(self, table: &str) -> Result<Option<TransactWriteItem>, StoreError> {
@@ -227,9 +266,7 @@ impl Write {
                 Put::builder()
                     .table_name(table)
                     .set_item(Some(item))
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .build()
                     .map_err(StoreError::encoding)?,
             ),
@@ -238,9 +275,7 @@ impl Write {
                     .table_name(table)
                     .set_key(Some(key))
                     .update_expression(expression)
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .build()
                     .map_err(StoreError::encoding)?,
             ),
@@ -248,9 +283,7 @@ impl Write {
                 Delete::builder()
                     .table_name(table)
                     .set_key(Some(key))
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .build()
                     .map_err(StoreError::encoding)?,
             ),
@@ -259,9 +292,7 @@ impl Write {
                 ConditionCheck::builder()
                     .table_name(table)
                     .set_key(Some(key))
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .build()
                     .map_err(StoreError::encoding)?,
             ),
@@ -277,9 +308,7 @@ impl Write {
                     .put_item()
                     .table_name(table)
                     .set_item(Some(item))
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .send()
                     .await
                     .map_err(classify)?;
@@ -291,9 +320,7 @@ impl Write {
                     .table_name(table)
                     .set_key(Some(key))
                     .update_expression(expression)
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .return_values(ReturnValue::AllNew)
                     .send()
                     .await
@@ -305,9 +332,7 @@ impl Write {
                     .delete_item()
                     .table_name(table)
                     .set_key(Some(key))
-                    .set_condition_expression(expr.condition)
-                    .set_expression_attribute_names(opt(expr.names))
-                    .set_expression_attribute_values(opt(expr.values))
+                    .conditioned(expr)
                     .send()
                     .await
                     .map_err(classify)?;
