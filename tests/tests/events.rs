@@ -10,12 +10,14 @@ use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, IssuedCert, RequestKind, RequestState};
 use rp_shared::domain::devices::RegistrationCode;
 use rp_shared::domain::devices::{DeviceTokenRecord, LinkRecord};
+use rp_shared::domain::oob::{Nonces, OobDevice, OobRequest, OobStart};
 use rp_shared::domain::tokens::{TokenKind, TokenSecret};
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Condition, Item, ItemKey};
 use rp_shared::repo::certificates::{cert_item, request_item, Certificates};
 use rp_shared::repo::devices::Devices;
+use rp_shared::repo::oob::OobRequests;
 use rp_shared::repo::tokens;
 use rp_shared::testing::http::TestClient;
 use std::path::{Path, PathBuf};
@@ -32,7 +34,7 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 24] = [
+const REPLAY: [(&str, u16); 28] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -51,6 +53,10 @@ const REPLAY: [(&str, u16); 24] = [
     ("rp-certificate-revoke", 204),
     ("cc-certificate-revoke", 202),
     ("rp-device-certificates", 200),
+    ("rp-oob-requests", 200),
+    ("rp-oob-request", 200),
+    ("rp-device-oob-requests", 200),
+    ("rp-device-oob-request", 200),
     ("rp-events", 201),
     ("content-customizations", 201),
     ("content-customization", 200),
@@ -75,6 +81,9 @@ async fn every_http_event_runs_through_its_function() {
     for (name, expected) in REPLAY {
         if name == "rp-certificate" {
             certificate_fixtures(&backend).await;
+        }
+        if name == "rp-oob-request" {
+            oob_fixture(&backend).await;
         }
         if name == "rp-register-page" {
             // The sample events carry a fixed registration code and access token; put them in
@@ -180,6 +189,42 @@ fn leased_fixture(
     }
 }
 
+/// The OOB request the status and answer samples name, sent to the sample device (whose signing
+/// key is the curve's generator, so the answer sample carries a real signature by key 1).
+async fn oob_fixture(backend: &Backend) {
+    let start = OobStart {
+        app_id: AppId::parse("appId", "workstationDemo").unwrap(),
+        named_user: "alice@example.com".into(),
+        nonces: Nonces {
+            session_nonce: "1".repeat(64),
+            device_nonce: "2".repeat(64),
+            service_nonce: "3".repeat(64),
+            service_hmac: "4".repeat(64),
+        },
+        machine: Some("WS-0042".into()),
+        machine_id: None,
+        transaction_text: Some("Sign in to WS-0042?".into()),
+        transaction_type: None,
+        extras: None,
+        additional_details: Default::default(),
+    };
+    let device = Devices::new(backend.store.as_ref())
+        .device(&start.app_id, "alice-pixel-9")
+        .await
+        .unwrap()
+        .expect("the sample device is registered");
+    let device = OobDevice {
+        device_id: device.device_id,
+        friendly_name: device.friendly_name,
+        model_number: device.model_number,
+        signing_public_key: device.signing_public_key,
+    };
+    let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
+    let request = OobRequest { request_id: OOB_REQUEST.into(), ..OobRequest::start(start, device, 300, now) };
+    OobRequests::new(backend.store.as_ref()).create(&request).await.unwrap();
+}
+
+const OOB_REQUEST: &str = "00000000-0000-4000-8000-0000000000a1";
 const LOGIN_REQUEST: &str = "00000000-0000-4000-8000-000000000001";
 const REVOKE_REQUEST: &str = "00000000-0000-4000-8000-000000000002";
 const SAMPLE_LEASE: &str = "5b0e9a52-8d2c-4c6e-9f1c-0d7f3f1b2a44";

@@ -94,18 +94,25 @@ pub struct WorkstationSettings {
     /// How long an agent's lease on a certificate request lasts. At most 900 s, the longest
     /// delay of the re-queue message (SQS `DelaySeconds`).
     pub request_timeout_in_secs: i64,
+    /// How long an OOB authentication request can be answered and read.
+    pub oob_request_timeout_in_secs: i64,
 }
 
 impl Default for WorkstationSettings {
     fn default() -> Self {
-        Self { offline_access: OfflineAccess::default(), request_timeout_in_secs: 300 }
+        Self {
+            offline_access: OfflineAccess::default(),
+            request_timeout_in_secs: 300,
+            oob_request_timeout_in_secs: super::oob::DEFAULT_TTL_SECS,
+        }
     }
 }
 
 impl WorkstationSettings {
     pub fn validate(&self) -> Result<(), FieldError> {
         self.offline_access.validate().map_err(|e| e.under("offlineAccess"))?;
-        validate::range("requestTimeoutInSecs", self.request_timeout_in_secs, 1, 900)
+        validate::range("requestTimeoutInSecs", self.request_timeout_in_secs, 1, 900)?;
+        validate::range("oobRequestTimeoutInSecs", self.oob_request_timeout_in_secs, 1, 3600)
     }
 }
 
@@ -180,7 +187,8 @@ mod tests {
                     "tokenEntryTimeoutSecs": 180, "offlineAccessDays": 30,
                     "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20
                 },
-                "requestTimeoutInSecs": 300
+                "requestTimeoutInSecs": 300,
+                "oobRequestTimeoutInSecs": 300
             })
         );
     }

@@ -5,7 +5,10 @@ use super::time::EpochMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The events the contract names.
+/// The events the server alone writes (listable, never reported by a client).
+pub const SERVER_NAMES: [&str; 1] = [super::oob::OOB_EVENT];
+
+/// The events the contract names: reported by agents and workstations, or logged by the server.
 pub const NAMES: [&str; 5] = [
     "WORKSTATION_CERTIFICATE_ISSUED",
     "WORKSTATION_CERTIFICATE_REVOKED",

@@ -26,7 +26,8 @@ use serde::Serialize;
 
 /// `/rp/api/certificate/requests`
 pub fn requests_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/certificate/requests", get(poll))
+    // A poll leases what it hands out: HEAD must not.
+    Router::new().route("/rp/api/certificate/requests", get(poll).head(super::head_refused))
 }
 
 /// `/rp/api/certificate`

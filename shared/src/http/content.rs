@@ -6,6 +6,7 @@ use super::errors;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
+use crate::domain::apps::RateLimit;
 use crate::domain::content::{self, ContentError, ContentRecord};
 use crate::domain::FieldError;
 use crate::http::cc::ListParams;
@@ -66,23 +67,27 @@ async fn rate_limit_gate(State(state): State<AppState>, request: Request, next: 
     let mut response = if decision.allowed {
         next.run(Request::from_parts(parts, body)).await
     } else {
-        let wait = (decision.reset - now).max(1) as u64;
-        Problem::of(&errors::RATE_LIMITED)
-            .detail(format!(
-                "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
-                rule.limit, rule.window_secs
-            ))
-            .retry_after(wait)
-            .into_response()
+        over_limit(rule, &decision, now).into_response()
     };
     stamp(response.headers_mut(), &decision);
     response
 }
 
-fn stamp(headers: &mut HeaderMap, decision: &Decision) {
+pub(crate) fn stamp(headers: &mut HeaderMap, decision: &Decision) {
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
     headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset));
+}
+
+/// 429: the tenant's budget `rule` is used up until the window resets.
+pub(crate) fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Problem {
+    let wait = (decision.reset - now).max(1) as u64;
+    Problem::of(&errors::RATE_LIMITED)
+        .detail(format!(
+            "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
+            rule.limit, rule.window_secs
+        ))
+        .retry_after(wait)
 }
 
 fn parse_positive(field: &str, text: &str) -> Result<i64, FieldError> {

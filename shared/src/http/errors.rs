@@ -9,6 +9,7 @@ use crate::domain::certificates::CertError;
 use crate::domain::content::ContentError;
 use crate::domain::devices::RegistrationError;
 use crate::domain::enrollment::EnrollError;
+use crate::domain::oob::OobError;
 use crate::domain::pairing::PairingError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -153,6 +154,66 @@ pub const TENANT_SCOPED_TOKEN: ProblemType = row(
 );
 pub const AUTH: &[&ProblemType] =
     &[&MISSING_CREDENTIALS, &INVALID_TOKEN, &WRONG_TOKEN_KIND, &OTHER_TENANT, &TENANT_SCOPED_TOKEN];
+
+// Out-of-band authentication.
+pub const OOB_NOT_FOUND: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::OOB_NOT_FOUND,
+    "oob-request-not-found",
+    "The request could not be found",
+    "The OOB request could not be found: unknown, another app's or device's, or expired (the seed's code)",
+);
+pub const OOB_UNKNOWN_USER: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::OOB_UNKNOWN_USER,
+    "unknown-user",
+    "Unknown user",
+    "No registered user has this name or alias (`namedUser`)",
+);
+pub const OOB_NO_DEVICE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::OOB_NO_DEVICE,
+    "no-device",
+    "No registered device",
+    "The user (`namedUser`) has no registered device",
+);
+pub const NONCE_REUSED: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::NONCE_REUSED,
+    "nonce-reused",
+    "Session nonce used before",
+    "The app used this `sessionNonce` before",
+);
+pub const OOB_ANSWERED: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::OOB_ANSWERED,
+    "oob-request-answered",
+    "Request answered already",
+    "The OOB request was answered already",
+);
+pub const BAD_SIGNATURE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::BAD_SIGNATURE,
+    "bad-signature",
+    "Signature not valid",
+    "The answer's signature does not verify with the device's registered key; the request is FAILED",
+);
+pub const WRONG_AMOUNT: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::WRONG_AMOUNT,
+    "wrong-amount",
+    "Code does not match",
+    "The approval's `amount` is not the service's `extras.amount`; the request is FAILED",
+);
+pub const OOB: &[&ProblemType] = &[
+    &OOB_UNKNOWN_USER,
+    &OOB_NO_DEVICE,
+    &NONCE_REUSED,
+    &OOB_ANSWERED,
+    &BAD_SIGNATURE,
+    &WRONG_AMOUNT,
+    &OOB_NOT_FOUND,
+];
 
 // The certificate queue.
 pub const CERT_REQUEST_NOT_FOUND: ProblemType = row(
@@ -320,7 +381,7 @@ pub const CONTENT: &[&ProblemType] = &[&CONTENT_NOT_FOUND, &CONTENT_VERSION_NOT_
 
 /// Every area's table.
 pub const TABLES: &[&[&ProblemType]] =
-    &[GENERAL, CONTROL, AUTH, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT];
+    &[GENERAL, CONTROL, AUTH, OOB, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT];
 
 /// Codes that are not answers but attributes of events, listed with the rest.
 pub const EVENT_CODES: &[(i64, &str)] = &[(
@@ -355,7 +416,32 @@ macro_rules! answers_with_problem {
     )*};
 }
 
-answers_with_problem!(ControlError, CertError, EnrollError, PairingError, RegistrationError, ContentError);
+answers_with_problem!(
+    ControlError,
+    OobError,
+    CertError,
+    EnrollError,
+    PairingError,
+    RegistrationError,
+    ContentError
+);
+
+impl From<OobError> for Problem {
+    fn from(e: OobError) -> Self {
+        let detail = e.to_string();
+        match e {
+            OobError::NotFound => Problem::of(&OOB_NOT_FOUND).detail(detail),
+            OobError::UnknownUser => Problem::about(&OOB_UNKNOWN_USER, "namedUser", detail),
+            OobError::NoDevice => Problem::about(&OOB_NO_DEVICE, "namedUser", detail),
+            OobError::NonceReused => Problem::about(&NONCE_REUSED, "sessionNonce", detail),
+            OobError::AlreadyAnswered => Problem::of(&OOB_ANSWERED).detail(detail),
+            OobError::BadSignature => Problem::about(&BAD_SIGNATURE, "signature", detail),
+            OobError::WrongAmount => Problem::about(&WRONG_AMOUNT, "amount", detail),
+            OobError::Invalid(e) => e.into(),
+            OobError::Store(e) => e.into(),
+        }
+    }
+}
 
 impl From<ControlError> for Problem {
     fn from(e: ControlError) -> Self {

@@ -7,7 +7,7 @@ use super::extract::{Admin, ApiJson, ApiQuery, Caller};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::AppId;
-use crate::domain::events::{EventRecord, NAMES};
+use crate::domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
 use crate::repo::events::{EventFilter, Events};
@@ -162,7 +162,7 @@ async fn list(
     _admin: Admin,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<EventList>, Problem> {
-    if let Some(name) = &query.name {
+    if let Some(name) = query.name.as_deref().filter(|n| !SERVER_NAMES.contains(n)) {
         check_name("name", name)?;
     }
     let filter = EventFilter {

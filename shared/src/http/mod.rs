@@ -8,6 +8,7 @@ pub mod errors;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod oob;
 pub mod problem;
 pub mod registration;
 pub mod workstation;
@@ -89,6 +90,10 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "rp-certificate-revoke", router: certificates::revoked_router },
     Endpoint { name: "cc-certificate-revoke", router: certificates::admin_revoke_router },
     Endpoint { name: "rp-device-certificates", router: certificates::device_router },
+    Endpoint { name: "rp-oob-requests", router: oob::start_router },
+    Endpoint { name: "rp-oob-request", router: oob::status_router },
+    Endpoint { name: "rp-device-oob-requests", router: oob::device_requests_router },
+    Endpoint { name: "rp-device-oob-request", router: oob::device_answer_router },
     Endpoint { name: "content-customizations", router: content::collection_router },
     Endpoint { name: "content-customization", router: content::item_router },
     Endpoint { name: "content-customization-versions", router: content::versions_router },
@@ -160,6 +165,11 @@ async fn route_not_found(uri: Uri) -> Response {
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     Problem::method_not_allowed(method.as_str(), uri.path()).into_response()
+}
+
+/// HEAD on a GET that changes state (a lease, a fetch mark): refused, so that it does nothing.
+pub async fn head_refused(uri: Uri) -> Response {
+    Problem::method_not_allowed("HEAD", uri.path()).into_response()
 }
 
 #[cfg(test)]

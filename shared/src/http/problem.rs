@@ -27,6 +27,14 @@ pub mod codes {
     pub const WRONG_TOKEN_KIND: u32 = 1_100_003;
     pub const OTHER_TENANT: u32 = 1_100_004;
     pub const TENANT_SCOPED_TOKEN: u32 = 1_100_005;
+    pub const OOB_UNKNOWN_USER: u32 = 1_200_001;
+    pub const OOB_NO_DEVICE: u32 = 1_200_002;
+    pub const NONCE_REUSED: u32 = 1_200_003;
+    pub const OOB_ANSWERED: u32 = 1_200_004;
+    pub const BAD_SIGNATURE: u32 = 1_200_005;
+    pub const WRONG_AMOUNT: u32 = 1_200_006;
+    /// The seed's own code: the OOB request could not be found.
+    pub const OOB_NOT_FOUND: u32 = 1_201_013;
     pub const CERT_REQUEST_NOT_FOUND: u32 = 1_300_001;
     pub const LEASE_ENDED: u32 = 1_300_002;
     pub const RESULT_DIFFERS: u32 = 1_300_003;

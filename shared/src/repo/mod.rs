@@ -6,6 +6,7 @@ pub mod certificates;
 pub mod content;
 pub mod devices;
 pub mod events;
+pub mod oob;
 pub mod ratelimit;
 pub mod tokens;
 pub mod workstations;

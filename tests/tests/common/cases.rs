@@ -245,7 +245,8 @@ pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
         json!({
             "offlineAccess": {"enabled": false, "tokenLength": 8, "tokenCount": 25, "tokenEntryTimeoutSecs": 180,
                 "offlineAccessDays": 30, "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20},
-            "requestTimeoutInSecs": 300
+            "requestTimeoutInSecs": 300,
+            "oobRequestTimeoutInSecs": 300
         })
     );
     let r = h
@@ -279,6 +280,8 @@ pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
         (json!({"requestTimeoutInSecs": 0}), "requestTimeoutInSecs"),
         (json!({"requestTimeoutInSecs": 901}), "requestTimeoutInSecs"),
         (json!({"requestTimeoutInSecs": 1.5}), "requestTimeoutInSecs"),
+        (json!({"oobRequestTimeoutInSecs": 0}), "oobRequestTimeoutInSecs"),
+        (json!({"oobRequestTimeoutInSecs": 3601}), "oobRequestTimeoutInSecs"),
     ] {
         let problem = h.admin("PUT", &path, Some(body.clone())).await.problem(400, codes::INVALID_FIELD);
         assert_eq!(problem["field"], field, "{body}");

@@ -31,6 +31,7 @@ pub struct TestDevice {
     pub device_id: String,
     pub token: String,
     pub agreement: p256::SecretKey,
+    pub signing: p256::SecretKey,
 }
 
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
@@ -48,7 +49,7 @@ pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> 
     });
     let r = h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.json());
-    TestDevice { device_id, token: r.json()["deviceToken"].as_str().unwrap().to_owned(), agreement }
+    TestDevice { device_id, token: r.json()["deviceToken"].as_str().unwrap().to_owned(), agreement, signing }
 }
 
 /// Pairs `device` with a machine and returns the queued request's id.

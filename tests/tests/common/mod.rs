@@ -6,11 +6,13 @@
 pub mod cases;
 pub mod certificates;
 pub mod content;
+pub mod oob;
 pub mod workstation;
 
 pub use cases::*;
 pub use certificates::*;
 pub use content::*;
+pub use oob::*;
 pub use workstation::*;
 
 use rp_shared::backend::Backend;
@@ -151,6 +153,11 @@ macro_rules! router_tests {
         $crate::router_case!($make, revocation_round_trip);
         $crate::router_case!($make, leases_time_out_requeue_and_die);
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
+        $crate::router_case!($make, oob_login_completes_with_a_signed_approval);
+        $crate::router_case!($make, oob_declines_bad_signatures_and_wrong_numbers);
+        $crate::router_case!($make, oob_requests_expire_and_nonces_are_spent);
+        $crate::router_case!($make, oob_input_and_tenancy_are_checked);
+        $crate::router_case!($make, racing_oob_answers_have_one_winner);
         $crate::router_case!($make, concurrent_pollers_issue_each_request_once);
     };
 }

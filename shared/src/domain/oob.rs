@@ -1,0 +1,642 @@
+//! Out-of-band authentication (workstation-api.md, "OOB"; DECISIONS §6) as pure functions.
+//!
+//! REQUEST_SENT (start) → INITIATED (the device first fetches it) → INITIATED_RESPONSE (the device
+//! answers) → COMPLETED (approved, signature valid, amount matched) | CANCELED (declined, signature
+//! valid) | FAILED (bad signature or wrong amount). A request past its expiry without a final
+//! state, or any request past its expiry, is not found (1201013).
+//!
+//! The device signs, with its registered P-256 signing key (ECDSA, SHA-256), the canonical byte
+//! string of [`canonical_bytes`]: the tag `rp-oob-v1`, then nine fields each as a 4-byte
+//! big-endian length and its UTF-8 bytes.
+
+use super::apps::AppId;
+use super::events::EventRecord;
+use super::time::EpochMillis;
+use super::validate::{self, FieldError};
+use crate::ports::{MaybeConflict, StoreError};
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use p256::ecdsa::signature::Verifier;
+use p256::ecdsa::{Signature, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// How long a request stays answerable and readable unless the app says otherwise.
+pub const DEFAULT_TTL_SECS: i64 = 300;
+pub const MAX_TRANSACTION_TEXT: usize = 1000;
+pub const MAX_ADDITIONAL_DETAILS: usize = 20;
+/// The tag that starts the signed byte string.
+pub const SIGNATURE_TAG: &[u8] = b"rp-oob-v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OobState {
+    RequestSent,
+    Initiated,
+    InitiatedResponse,
+    Completed,
+    Failed,
+    Canceled,
+}
+
+impl OobState {
+    pub fn is_final(self) -> bool {
+        matches!(self, OobState::Completed | OobState::Failed | OobState::Canceled)
+    }
+}
+
+/// One entry of the status response's `state` array.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateEntry {
+    pub value: OobState,
+    pub message: String,
+    pub timestamp: EpochMillis,
+}
+
+/// `extras`: a confirmation code the user must type on the phone (number matching).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Extras {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<String>,
+}
+
+/// The device a request goes to, as it was when the request started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OobDevice {
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+    /// SEC1 uncompressed, base64: the key the answer must be signed with.
+    pub signing_public_key: String,
+}
+
+/// The four 64-hex-digit values of a start request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nonces {
+    pub session_nonce: String,
+    pub device_nonce: String,
+    pub service_nonce: String,
+    pub service_hmac: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OobRequest {
+    pub request_id: String,
+    pub app_id: AppId,
+    pub named_user: String,
+    #[serde(default)]
+    pub machine: Option<String>,
+    #[serde(default)]
+    pub machine_id: Option<String>,
+    pub device: OobDevice,
+    pub nonces: Nonces,
+    #[serde(default)]
+    pub transaction_text: Option<String>,
+    #[serde(default)]
+    pub transaction_type: Option<String>,
+    #[serde(default)]
+    pub extras: Option<Extras>,
+    #[serde(default)]
+    pub additional_details: BTreeMap<String, String>,
+    pub created_at: EpochMillis,
+    pub expires_at: EpochMillis,
+    pub state: Vec<StateEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Decision {
+    Approve,
+    Decline,
+}
+
+impl Decision {
+    fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Decline => "decline",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OobError {
+    /// Unknown, another app's or another device's, or expired (the seed's 1201013).
+    #[error("the OOB authentication request could not be found")]
+    NotFound,
+    #[error("namedUser: no registered user has this name")]
+    UnknownUser,
+    #[error("namedUser: the user has no registered device")]
+    NoDevice,
+    #[error("sessionNonce: this nonce was used before")]
+    NonceReused,
+    #[error("requestId: the request was answered already")]
+    AlreadyAnswered,
+    #[error("signature: does not verify with the device's registered signing key")]
+    BadSignature,
+    #[error("amount: does not match the code shown by the service")]
+    WrongAmount,
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl MaybeConflict for OobError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, OobError::Store(e) if e.is_conflict())
+    }
+}
+
+/// The body of `POST /rp/api/oob/client/authentication/requests` (DECISIONS §6).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OobStartRequest {
+    pub app_id: String,
+    pub named_user: String,
+    pub session_nonce: String,
+    pub device_nonce: String,
+    pub service_nonce: String,
+    pub service_hmac: String,
+    #[serde(default)]
+    pub machine: Option<String>,
+    #[serde(default)]
+    pub machine_id: Option<String>,
+    #[serde(default)]
+    pub transaction_text: Option<String>,
+    #[serde(default)]
+    pub transaction_type: Option<String>,
+    #[serde(default)]
+    pub extras: Option<Extras>,
+    #[serde(default)]
+    pub additional_details: Option<BTreeMap<String, String>>,
+}
+
+/// A start request, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OobStart {
+    pub app_id: AppId,
+    pub named_user: String,
+    pub nonces: Nonces,
+    pub machine: Option<String>,
+    pub machine_id: Option<String>,
+    pub transaction_text: Option<String>,
+    pub transaction_type: Option<String>,
+    pub extras: Option<Extras>,
+    pub additional_details: BTreeMap<String, String>,
+}
+
+/// Exactly 64 hexadecimal characters, kept lowercase.
+fn nonce(field: &str, value: &str) -> Result<String, FieldError> {
+    if value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(value.to_ascii_lowercase())
+    } else {
+        Err(FieldError::new(field, "must be exactly 64 hexadecimal characters"))
+    }
+}
+
+impl TryFrom<OobStartRequest> for OobStart {
+    type Error = FieldError;
+
+    fn try_from(body: OobStartRequest) -> Result<Self, FieldError> {
+        let app_id = AppId::parse("appId", &body.app_id)?;
+        validate::text("namedUser", &body.named_user, 1, 255)?;
+        let nonces = Nonces {
+            session_nonce: nonce("sessionNonce", &body.session_nonce)?,
+            device_nonce: nonce("deviceNonce", &body.device_nonce)?,
+            service_nonce: nonce("serviceNonce", &body.service_nonce)?,
+            service_hmac: nonce("serviceHmac", &body.service_hmac)?,
+        };
+        for (field, value, max) in [
+            ("machine", &body.machine, 255),
+            ("machineId", &body.machine_id, 128),
+            ("transactionText", &body.transaction_text, MAX_TRANSACTION_TEXT),
+            ("transactionType", &body.transaction_type, 64),
+        ] {
+            if let Some(text) = value {
+                validate::text(field, text, 1, max)?;
+            }
+        }
+        if let Some(amount) = body.extras.as_ref().and_then(|e| e.amount.as_ref()) {
+            validate::text("extras.amount", amount, 1, 64)?;
+        }
+        let additional_details = body.additional_details.unwrap_or_default();
+        if additional_details.len() > MAX_ADDITIONAL_DETAILS {
+            return Err(FieldError::new(
+                "additionalDetails",
+                format!("at most {MAX_ADDITIONAL_DETAILS} entries"),
+            ));
+        }
+        for (key, value) in &additional_details {
+            let path = format!("additionalDetails.{key}");
+            validate::text(&path, key, 1, 64)?;
+            validate::text(&path, value, 0, 500)?;
+        }
+        Ok(Self {
+            app_id,
+            named_user: body.named_user,
+            nonces,
+            machine: body.machine,
+            machine_id: body.machine_id,
+            transaction_text: body.transaction_text,
+            transaction_type: body.transaction_type,
+            extras: body.extras.filter(|e| e.amount.is_some()),
+            additional_details,
+        })
+    }
+}
+
+/// The body of `POST /rp/versioned/device/oob/requests/{requestId}`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OobAnswerRequest {
+    pub decision: Decision,
+    pub signature: String,
+    #[serde(default)]
+    pub amount: Option<String>,
+}
+
+/// A device's answer, checked: the signature decodes (DER or raw r‖s, base64 or base64url).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OobAnswer {
+    pub decision: Decision,
+    pub signature: Signature,
+    pub amount: Option<String>,
+}
+
+impl TryFrom<OobAnswerRequest> for OobAnswer {
+    type Error = FieldError;
+
+    fn try_from(body: OobAnswerRequest) -> Result<Self, FieldError> {
+        let bad = || FieldError::new("signature", "must be an ECDSA P-256 signature (DER or r||s), base64");
+        let trimmed = body.signature.trim_end_matches('=');
+        let bytes = STANDARD
+            .decode(&body.signature)
+            .or_else(|_| URL_SAFE_NO_PAD.decode(trimmed))
+            .map_err(|_| bad())?;
+        let signature = match bytes.len() {
+            64 => Signature::from_slice(&bytes),
+            _ => Signature::from_der(&bytes),
+        }
+        .map_err(|_| bad())?;
+        if let Some(amount) = &body.amount {
+            validate::text("amount", amount, 1, 64)?;
+        }
+        Ok(Self { decision: body.decision, signature, amount: body.amount })
+    }
+}
+
+/// The byte string a device signs: `rp-oob-v1`, then each of requestId, sessionNonce,
+/// deviceNonce, serviceNonce, serviceHmac, transactionText, extras.amount (as shown),
+/// amount (as typed) and the decision, as a u32 big-endian byte length and its UTF-8 bytes.
+/// Absent values are empty strings.
+pub fn canonical_bytes(request: &OobRequest, decision: Decision, typed_amount: Option<&str>) -> Vec<u8> {
+    let shown = request.extras.as_ref().and_then(|e| e.amount.as_deref()).unwrap_or_default();
+    let fields = [
+        request.request_id.as_str(),
+        &request.nonces.session_nonce,
+        &request.nonces.device_nonce,
+        &request.nonces.service_nonce,
+        &request.nonces.service_hmac,
+        request.transaction_text.as_deref().unwrap_or_default(),
+        shown,
+        typed_amount.unwrap_or_default(),
+        decision.as_str(),
+    ];
+    let mut out = SIGNATURE_TAG.to_vec();
+    for field in fields {
+        out.extend_from_slice(&(field.len() as u32).to_be_bytes());
+        out.extend_from_slice(field.as_bytes());
+    }
+    out
+}
+
+/// Checks `signature` over `message` against a base64 SEC1 P-256 public key.
+pub fn verify(public_key_b64: &str, message: &[u8], signature: &Signature) -> bool {
+    let Ok(bytes) = STANDARD.decode(public_key_b64) else { return false };
+    let Ok(key) = VerifyingKey::from_sec1_bytes(&bytes) else { return false };
+    key.verify(message, signature).is_ok()
+}
+
+/// What a device's answer does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The request with INITIATED_RESPONSE and its final state.
+    pub request: OobRequest,
+    /// The final state's event.
+    pub event: EventRecord,
+    /// Why it failed, if it did: the device is told with this error.
+    pub failure: Option<OobErrorKind>,
+}
+
+/// Why an answer failed (the request is FAILED then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OobErrorKind {
+    BadSignature,
+    WrongAmount,
+}
+
+impl OobRequest {
+    /// A new request for `device`, in REQUEST_SENT, readable for `ttl_secs`.
+    pub fn start(start: OobStart, device: OobDevice, ttl_secs: i64, now: EpochMillis) -> Self {
+        Self {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            app_id: start.app_id,
+            named_user: start.named_user,
+            machine: start.machine,
+            machine_id: start.machine_id,
+            device,
+            nonces: start.nonces,
+            transaction_text: start.transaction_text,
+            transaction_type: start.transaction_type,
+            extras: start.extras,
+            additional_details: start.additional_details,
+            created_at: now,
+            expires_at: now.plus_secs(ttl_secs),
+            state: vec![StateEntry {
+                value: OobState::RequestSent,
+                message: "Request sent to the device".into(),
+                timestamp: now,
+            }],
+        }
+    }
+
+    pub fn current(&self) -> OobState {
+        self.state.last().map_or(OobState::RequestSent, |s| s.value)
+    }
+
+    pub fn is_final(&self) -> bool {
+        self.current().is_final()
+    }
+
+    /// Whether the request can still be read or answered at `now`.
+    pub fn is_live(&self, now: EpochMillis) -> bool {
+        now < self.expires_at
+    }
+
+    /// The request as `app` may read it at `now`: another app's, or an expired one, is not found.
+    pub fn visible_to(self, app: &AppId, now: EpochMillis) -> Result<Self, OobError> {
+        if &self.app_id == app && self.is_live(now) {
+            Ok(self)
+        } else {
+            Err(OobError::NotFound)
+        }
+    }
+
+    /// The device's first fetch: INITIATED, once. `None` when there is nothing to change.
+    pub fn fetched(&self, now: EpochMillis) -> Option<Self> {
+        if self.current() != OobState::RequestSent || !self.is_live(now) {
+            return None;
+        }
+        let mut next = self.clone();
+        next.push(OobState::Initiated, "The device fetched the request", now);
+        Some(next)
+    }
+
+    fn push(&mut self, value: OobState, message: &str, now: EpochMillis) {
+        let timestamp = self.state.last().map_or(now, |s| s.timestamp.max(now));
+        self.state.push(StateEntry { value, message: message.into(), timestamp });
+    }
+
+    /// The device `device_id` answers at `now`. The answer is checked against the key the
+    /// request was sent with; a bad signature or a wrong amount makes the request FAILED.
+    pub fn answer(
+        &self,
+        device_id: &str,
+        answer: &OobAnswer,
+        now: EpochMillis,
+    ) -> Result<Answered, OobError> {
+        if self.device.device_id != device_id || !self.is_live(now) {
+            return Err(OobError::NotFound);
+        }
+        if self.is_final() || self.current() == OobState::InitiatedResponse {
+            return Err(OobError::AlreadyAnswered);
+        }
+        let mut next = self.clone();
+        if next.current() == OobState::RequestSent {
+            next.push(OobState::Initiated, "The device fetched the request", now);
+        }
+        next.push(OobState::InitiatedResponse, "The device answered", now);
+        let message = canonical_bytes(self, answer.decision, answer.amount.as_deref());
+        let shown = self.extras.as_ref().and_then(|e| e.amount.as_deref());
+        let failure = if !verify(&self.device.signing_public_key, &message, &answer.signature) {
+            Some(OobErrorKind::BadSignature)
+        } else if answer.decision == Decision::Approve && shown.is_some() && shown != answer.amount.as_deref()
+        {
+            Some(OobErrorKind::WrongAmount)
+        } else {
+            None
+        };
+        let (state, text) = match (failure, answer.decision) {
+            (Some(OobErrorKind::BadSignature), _) => {
+                (OobState::Failed, "The answer's signature is not valid")
+            }
+            (Some(OobErrorKind::WrongAmount), _) => (OobState::Failed, "The code entered does not match"),
+            (None, Decision::Approve) => (OobState::Completed, "The user approved the request"),
+            (None, Decision::Decline) => (OobState::Canceled, "The user declined the request"),
+        };
+        next.push(state, text, now);
+        let mut attributes = serde_json::Map::new();
+        attributes.insert("requestId".into(), json!(self.request_id));
+        attributes.insert("state".into(), json!(state));
+        attributes.insert("deviceId".into(), json!(self.device.device_id));
+        attributes.insert("namedUser".into(), json!(self.named_user));
+        let event = EventRecord::new(
+            OOB_EVENT,
+            Some(self.app_id.clone()),
+            format!("device:{device_id}"),
+            now,
+            attributes,
+        );
+        Ok(Answered { request: next, event, failure })
+    }
+}
+
+/// The event the final state of an OOB request is reported with.
+pub const OOB_EVENT: &str = "OOB_AUTHENTICATION";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p256::ecdsa::signature::Signer;
+    use p256::ecdsa::SigningKey;
+    use proptest::prelude::*;
+
+    const T0: EpochMillis = EpochMillis(1_700_000_000_000);
+
+    fn key() -> SigningKey {
+        SigningKey::random(&mut rand::rngs::OsRng)
+    }
+
+    fn request(key: &SigningKey, amount: Option<&str>) -> OobRequest {
+        let public = STANDARD.encode(key.verifying_key().to_encoded_point(false).as_bytes());
+        let start = OobStart {
+            app_id: AppId::parse("appId", "demo").unwrap(),
+            named_user: "alice".into(),
+            nonces: Nonces {
+                session_nonce: "a".repeat(64),
+                device_nonce: "b".repeat(64),
+                service_nonce: "c".repeat(64),
+                service_hmac: "d".repeat(64),
+            },
+            machine: Some("WS-1".into()),
+            machine_id: None,
+            transaction_text: Some("Log in to WS-1?".into()),
+            transaction_type: None,
+            extras: amount.map(|a| Extras { amount: Some(a.into()) }),
+            additional_details: BTreeMap::new(),
+        };
+        let device = OobDevice {
+            device_id: "d1".into(),
+            friendly_name: "phone".into(),
+            model_number: "m".into(),
+            signing_public_key: public,
+        };
+        OobRequest::start(start, device, 300, T0)
+    }
+
+    fn signed(key: &SigningKey, r: &OobRequest, decision: Decision, amount: Option<&str>) -> OobAnswer {
+        let signature: Signature = key.sign(&canonical_bytes(r, decision, amount));
+        OobAnswer { decision, signature, amount: amount.map(str::to_owned) }
+    }
+
+    fn states(r: &OobRequest) -> Vec<OobState> {
+        r.state.iter().map(|s| s.value).collect()
+    }
+
+    #[test]
+    fn an_approval_signed_by_the_device_completes() {
+        let k = key();
+        let r = request(&k, None);
+        let fetched = r.fetched(T0).unwrap();
+        assert!(fetched.fetched(T0).is_none(), "INITIATED once");
+        let done = fetched.answer("d1", &signed(&k, &r, Decision::Approve, None), T0).unwrap();
+        assert_eq!(done.failure, None);
+        use OobState::*;
+        assert_eq!(states(&done.request), [RequestSent, Initiated, InitiatedResponse, Completed]);
+        assert_eq!(done.event.attributes["state"], json!("COMPLETED"));
+        assert!(matches!(
+            done.request.answer("d1", &signed(&k, &r, Decision::Approve, None), T0),
+            Err(OobError::AlreadyAnswered)
+        ));
+    }
+
+    #[test]
+    fn declines_cancel_and_bad_signatures_or_numbers_fail() {
+        let k = key();
+        let r = request(&k, Some("42"));
+        let declined = r.answer("d1", &signed(&k, &r, Decision::Decline, None), T0).unwrap();
+        assert_eq!(declined.request.current(), OobState::Canceled);
+        let forged = r.answer("d1", &signed(&key(), &r, Decision::Approve, Some("42")), T0).unwrap();
+        assert_eq!(
+            (forged.request.current(), forged.failure),
+            (OobState::Failed, Some(OobErrorKind::BadSignature))
+        );
+        let wrong = r.answer("d1", &signed(&k, &r, Decision::Approve, Some("41")), T0).unwrap();
+        assert_eq!(
+            (wrong.request.current(), wrong.failure),
+            (OobState::Failed, Some(OobErrorKind::WrongAmount))
+        );
+        let right = r.answer("d1", &signed(&k, &r, Decision::Approve, Some("42")), T0).unwrap();
+        assert_eq!(right.request.current(), OobState::Completed);
+        // A signature over another decision, or another request, does not carry over.
+        let mut swapped = signed(&k, &r, Decision::Decline, Some("42"));
+        swapped.decision = Decision::Approve;
+        assert_eq!(r.answer("d1", &swapped, T0).unwrap().failure, Some(OobErrorKind::BadSignature));
+    }
+
+    #[test]
+    fn expiry_other_devices_and_other_apps_are_not_found() {
+        let k = key();
+        let r = request(&k, None);
+        let answer = signed(&k, &r, Decision::Approve, None);
+        assert!(matches!(r.answer("d1", &answer, T0.plus_secs(300)), Err(OobError::NotFound)));
+        assert!(matches!(r.answer("d2", &answer, T0), Err(OobError::NotFound)));
+        let other = AppId::parse("appId", "other").unwrap();
+        assert!(matches!(r.clone().visible_to(&other, T0), Err(OobError::NotFound)));
+        assert!(matches!(
+            r.clone().visible_to(&r.app_id.clone(), T0.plus_secs(300)),
+            Err(OobError::NotFound)
+        ));
+        assert!(r.fetched(T0.plus_secs(300)).is_none());
+    }
+
+    #[test]
+    fn start_requests_name_the_field_at_fault() {
+        let body = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = json!({"appId": "demo", "namedUser": "alice", "sessionNonce": "a".repeat(64),
+                "deviceNonce": "b".repeat(64), "serviceNonce": "c".repeat(64), "serviceHmac": "D".repeat(64)});
+            f(&mut v);
+            let parsed: OobStartRequest = serde_json::from_value(v).unwrap();
+            OobStart::try_from(parsed)
+        };
+        assert_eq!(body(&|_| {}).unwrap().nonces.service_hmac, "d".repeat(64), "kept lowercase");
+        assert_eq!(body(&|v| v["sessionNonce"] = json!("a".repeat(63))).unwrap_err().field, "sessionNonce");
+        assert_eq!(body(&|v| v["deviceNonce"] = json!("g".repeat(64))).unwrap_err().field, "deviceNonce");
+        assert_eq!(
+            body(&|v| v["transactionText"] = json!("x".repeat(1001))).unwrap_err().field,
+            "transactionText"
+        );
+        assert_eq!(body(&|v| v["extras"] = json!({"amount": ""})).unwrap_err().field, "extras.amount");
+    }
+
+    #[test]
+    fn signatures_decode_from_der_or_raw() {
+        let k = key();
+        let sig: Signature = k.sign(b"x");
+        for text in [
+            STANDARD.encode(sig.to_bytes()),
+            STANDARD.encode(sig.to_der().as_bytes()),
+            URL_SAFE_NO_PAD.encode(sig.to_bytes()),
+        ] {
+            let a = OobAnswer::try_from(OobAnswerRequest {
+                decision: Decision::Approve,
+                signature: text,
+                amount: None,
+            });
+            assert_eq!(a.unwrap().signature, sig);
+        }
+        let bad =
+            OobAnswerRequest { decision: Decision::Approve, signature: "bm90IGEgc2ln".into(), amount: None };
+        assert_eq!(OobAnswer::try_from(bad).unwrap_err().field, "signature");
+    }
+
+    proptest! {
+        /// The canonical string is injective over its fields: moving bytes between fields
+        /// changes it, so a signature covers each field as itself.
+        #[test]
+        fn canonical_bytes_separate_their_fields(a in "[a-z\\n]{0,8}", b in "[a-z\\n]{0,8}") {
+            let k = key();
+            let mut r1 = request(&k, Some(&format!("{a}x")));
+            r1.transaction_text = Some(b.clone());
+            let mut r2 = r1.clone();
+            r2.transaction_text = Some(format!("{b}x"));
+            r2.extras = Some(Extras { amount: Some(a.clone()) });
+            prop_assert_ne!(canonical_bytes(&r1, Decision::Approve, None), canonical_bytes(&r2, Decision::Approve, None));
+        }
+
+        /// Whatever the order of fetches and answers, the state list starts with REQUEST_SENT,
+        /// holds at most one final state, and that one is last.
+        #[test]
+        fn at_most_one_final_state(steps in proptest::collection::vec(0u8..3, 0..10)) {
+            let k = key();
+            let mut r = request(&k, None);
+            for step in steps {
+                match step {
+                    0 => if let Some(next) = r.fetched(T0) { r = next },
+                    1 => if let Ok(a) = r.answer("d1", &signed(&k, &r, Decision::Approve, None), T0) { r = a.request },
+                    _ => if let Ok(a) = r.answer("d1", &signed(&key(), &r, Decision::Decline, None), T0) { r = a.request },
+                }
+            }
+            prop_assert_eq!(r.state[0].value, OobState::RequestSent);
+            let finals = r.state.iter().filter(|s| s.value.is_final()).count();
+            prop_assert!(finals <= 1);
+            if finals == 1 { prop_assert!(r.is_final()); }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Out-of-band authentication (workstation-api.md; DECISIONS §6): a relying party's server starts
+//! a request for a user and polls its status with its access token; the user's registered device
+//! fetches the request and answers it with a signature by its registered key. The lifecycle is
+//! [`crate::domain::oob`]; these handlers parse, call, persist and answer.
+
+use super::content::over_limit;
+use super::extract::{Access, ApiJson, ApiPath, DeviceCaller};
+use super::problem::Problem;
+use super::workstation::Status;
+use super::AppState;
+use crate::domain::oob::{
+    Extras, OobAnswer, OobAnswerRequest, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
+    OobStartRequest, OobState, StateEntry,
+};
+use crate::domain::time::EpochMillis;
+use crate::ports::{retry_on_conflict, StoreError};
+use crate::repo::devices::Devices;
+use crate::repo::oob::OobRequests;
+use crate::repo::ratelimit;
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// `/rp/api/oob/client/authentication/requests`
+pub fn start_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/api/oob/client/authentication/requests", post(start))
+}
+
+/// `/rp/api/oob/client/authentication/requests/{sessionId}`
+pub fn status_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/api/oob/client/authentication/requests/{session_id}", get(status))
+}
+
+/// `/rp/versioned/device/oob/requests`: a GET that marks what it hands out, so HEAD is refused.
+pub fn device_requests_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/oob/requests", get(device_requests).head(super::head_refused))
+}
+
+/// `/rp/versioned/device/oob/requests/{requestId}`
+pub fn device_answer_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/oob/requests/{request_id}", post(device_answer))
+}
+
+/// The start answer: the seed's `status` and `response.requestId`.
+#[derive(Debug, Serialize)]
+pub struct OobStarted {
+    pub status: Status,
+    pub response: OobStartedRequest,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OobStartedRequest {
+    pub request_id: String,
+}
+
+async fn start(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(body): ApiJson<OobStartRequest>,
+) -> Result<Json<OobStarted>, Problem> {
+    let start = OobStart::try_from(body)?;
+    access.require_app(start.app_id.as_str())?;
+    let store = state.backend.store.as_ref();
+    let (app, _) = super::cc::load_app(&state, start.app_id.as_str()).await?;
+    let now_secs = state.backend.clock.epoch_secs();
+    let decision = ratelimit::hit(store, &app.app_id, "oob-start", &app.rate_limit, now_secs).await?;
+    if !decision.allowed {
+        return Err(over_limit(&app.rate_limit, &decision, now_secs));
+    }
+    let devices = Devices::new(store);
+    let user = devices.resolve_user(&start.app_id, &start.named_user).await?.ok_or(OobError::UnknownUser)?;
+    let device =
+        devices.devices_of(&start.app_id, &user.named_user).await?.pop().ok_or(OobError::NoDevice)?;
+    let device = OobDevice {
+        device_id: device.device_id,
+        friendly_name: device.friendly_name,
+        model_number: device.model_number,
+        signing_public_key: device.signing_public_key,
+    };
+    let ttl = app.workstation.oob_request_timeout_in_secs;
+    let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
+    match OobRequests::new(store).create(&request).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict) => return Err(OobError::NonceReused.into()),
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(app_id = %request.app_id, request_id = %request.request_id, device_id = %request.device.device_id, "OOB authentication requested");
+    Ok(Json(OobStarted {
+        status: Status::ok("Success"),
+        response: OobStartedRequest { request_id: request.request_id },
+    }))
+}
+
+/// The status response (workstation-api.md, "OOB authentication status response").
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OobStatus {
+    pub request_id: String,
+    pub named_user: String,
+    /// Empty when the start named no machine.
+    pub machine: String,
+    pub device: OobStatusDevice,
+    pub state: Vec<StateEntry>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OobStatusDevice {
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+}
+
+impl From<OobRequest> for OobStatus {
+    fn from(r: OobRequest) -> Self {
+        Self {
+            request_id: r.request_id,
+            named_user: r.named_user,
+            machine: r.machine.unwrap_or_default(),
+            device: OobStatusDevice {
+                device_id: r.device.device_id,
+                friendly_name: r.device.friendly_name,
+                model_number: r.device.model_number,
+            },
+            state: r.state,
+        }
+    }
+}
+
+/// One consistent read: polled every 3–5 s.
+async fn status(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(session_id): ApiPath<String>,
+) -> Result<Json<OobStatus>, OobError> {
+    if session_id.len() > 64 {
+        return Err(OobError::NotFound);
+    }
+    let (request, _) =
+        OobRequests::new(state.backend.store.as_ref()).get(&session_id).await?.ok_or(OobError::NotFound)?;
+    let request = request.visible_to(&access.app_id, state.backend.clock.now_millis())?;
+    Ok(Json(OobStatus::from(request)))
+}
+
+/// A pending request as the phone shows it, with what it needs to sign its answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceOobRequest {
+    pub request_id: String,
+    pub named_user: String,
+    pub machine: Option<String>,
+    pub machine_id: Option<String>,
+    pub transaction_text: Option<String>,
+    pub transaction_type: Option<String>,
+    pub extras: Option<Extras>,
+    pub additional_details: BTreeMap<String, String>,
+    pub session_nonce: String,
+    pub device_nonce: String,
+    pub service_nonce: String,
+    pub service_hmac: String,
+    pub created_at: EpochMillis,
+    pub expires_at: EpochMillis,
+    /// Seconds left to answer.
+    pub expires_in_secs: u64,
+    pub state: OobState,
+}
+
+impl DeviceOobRequest {
+    fn new(r: OobRequest, now: EpochMillis) -> Self {
+        Self {
+            expires_in_secs: now.until(r.expires_at).as_secs(),
+            state: r.current(),
+            request_id: r.request_id,
+            named_user: r.named_user,
+            machine: r.machine,
+            machine_id: r.machine_id,
+            transaction_text: r.transaction_text,
+            transaction_type: r.transaction_type,
+            extras: r.extras,
+            additional_details: r.additional_details,
+            session_nonce: r.nonces.session_nonce,
+            device_nonce: r.nonces.device_nonce,
+            service_nonce: r.nonces.service_nonce,
+            service_hmac: r.nonces.service_hmac,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeviceOobRequests {
+    pub requests: Vec<DeviceOobRequest>,
+}
+
+/// The device's pending requests; the first fetch of each adds INITIATED.
+async fn device_requests(
+    State(state): State<AppState>,
+    device: DeviceCaller,
+) -> Result<Json<DeviceOobRequests>, OobError> {
+    let repo = OobRequests::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let mut requests = Vec::new();
+    for (request, version) in repo.pending_for_device(&device.app_id, &device.device_id).await? {
+        if !request.is_live(now) {
+            continue;
+        }
+        let shown = match request.fetched(now) {
+            // A concurrent fetch or answer changed it first: show it as it was read.
+            Some(next) => match repo.replace(&next, version).await {
+                Ok(()) => next,
+                Err(StoreError::Conflict) => request,
+                Err(e) => return Err(e.into()),
+            },
+            None => request,
+        };
+        requests.push(DeviceOobRequest::new(shown, now));
+    }
+    Ok(Json(DeviceOobRequests { requests }))
+}
+
+/// The answer's outcome, for the device.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceOobAnswered {
+    pub request_id: String,
+    pub state: OobState,
+}
+
+async fn device_answer(
+    State(state): State<AppState>,
+    device: DeviceCaller,
+    ApiPath(request_id): ApiPath<String>,
+    ApiJson(body): ApiJson<OobAnswerRequest>,
+) -> Result<Json<DeviceOobAnswered>, OobError> {
+    let answer = OobAnswer::try_from(body)?;
+    let repo = OobRequests::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let (request_id, answer, device_id) = (&request_id, &answer, device.device_id.as_str());
+    let answered = retry_on_conflict(|| async move {
+        let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
+        let answered = request.answer(device_id, answer, now)?;
+        repo.finish(&answered.request, version, &answered.event).await?;
+        Ok::<_, OobError>(answered)
+    })
+    .await?;
+    tracing::info!(request_id = %request_id, state = ?answered.request.current(), "OOB authentication answered");
+    match answered.failure {
+        Some(OobErrorKind::BadSignature) => Err(OobError::BadSignature),
+        Some(OobErrorKind::WrongAmount) => Err(OobError::WrongAmount),
+        None => Ok(Json(DeviceOobAnswered {
+            request_id: answered.request.request_id.clone(),
+            state: answered.request.current(),
+        })),
+    }
+}

@@ -1,0 +1,119 @@
+//! OOB authentication requests: persistence only (the lifecycle is [`crate::domain::oob`]).
+//! Layout:
+//!
+//! | pk | sk | item |
+//! |---|---|---|
+//! | `OOB#<requestId>` | `REQUEST` | the request; TTL its expiry; until final also in `gsi1` under `OOBDEV#<app>#<deviceId>` by creation time |
+//! | `OOBNONCE#<app>#<sessionNonce>` | `NONCE` | a session nonce the app has used; kept for good, so a nonce is never accepted twice |
+//!
+//! A status read is one consistent GetItem; the device's list is one Query of its partition of
+//! `gsi1`. Every state change is conditional on the version read.
+
+use super::events::{self, Events};
+use crate::domain::apps::AppId;
+use crate::domain::events::EventRecord;
+use crate::domain::oob::OobRequest;
+use crate::ports::{Condition, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
+use serde_json::json;
+
+fn request_key(request_id: &str) -> ItemKey {
+    ItemKey::new(format!("OOB#{request_id}"), "REQUEST")
+}
+
+fn nonce_key(app: &AppId, session_nonce: &str) -> ItemKey {
+    ItemKey::new(format!("OOBNONCE#{app}#{session_nonce}"), "NONCE")
+}
+
+fn device_partition(app: &AppId, device_id: &str) -> String {
+    format!("OOBDEV#{app}#{device_id}")
+}
+
+fn request_item(request: &OobRequest) -> Result<Item, StoreError> {
+    let item =
+        Item::new(request_key(&request.request_id), request)?.with_ttl(Some(request.expires_at.as_secs()));
+    Ok(if request.is_final() {
+        item
+    } else {
+        let sk = format!("{:013}#{}", request.created_at.as_millis(), request.request_id);
+        item.with_index(
+            Index::Gsi1,
+            ItemKey::new(device_partition(&request.app_id, &request.device.device_id), sk),
+        )
+    })
+}
+
+/// Most pending requests a device is shown at once.
+pub const DEVICE_PAGE: usize = 20;
+
+#[derive(Clone, Copy)]
+pub struct OobRequests<'a> {
+    store: &'a dyn ItemStore,
+}
+
+impl<'a> OobRequests<'a> {
+    pub fn new(store: &'a dyn ItemStore) -> Self {
+        Self { store }
+    }
+
+    /// Stores a new request and spends its session nonce, in one transaction;
+    /// [`StoreError::Conflict`] if the nonce was used before.
+    pub async fn create(&self, request: &OobRequest) -> Result<(), StoreError> {
+        let nonce = Item::new(
+            nonce_key(&request.app_id, &request.nonces.session_nonce),
+            &json!({ "requestId": request.request_id, "at": request.created_at }),
+        )?;
+        self.store
+            .transact(vec![
+                WriteOp::Put { item: nonce, condition: Condition::Absent },
+                WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
+            ])
+            .await
+    }
+
+    pub async fn get(&self, request_id: &str) -> Result<Option<(OobRequest, u64)>, StoreError> {
+        match self.store.get(&request_key(request_id)).await? {
+            Some(item) => Ok(Some((item.data()?, item.version))),
+            None => Ok(None),
+        }
+    }
+
+    /// The device's requests that have no final state yet, oldest first.
+    pub async fn pending_for_device(
+        &self,
+        app: &AppId,
+        device_id: &str,
+    ) -> Result<Vec<(OobRequest, u64)>, StoreError> {
+        let query = Query::index(Index::Gsi1, device_partition(app, device_id)).limit(DEVICE_PAGE);
+        let page = self.store.query(query).await?;
+        let mut pending = Vec::with_capacity(page.items.len());
+        for found in page.items {
+            let request: OobRequest = found.data()?;
+            if !request.is_final() {
+                pending.push((request, found.version));
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Replaces the request read at `version` (a non-final change).
+    pub async fn replace(&self, request: &OobRequest, version: u64) -> Result<(), StoreError> {
+        self.store.put(request_item(request)?, Condition::Version(version)).await.map(|_| ())
+    }
+
+    /// Stores the final state (read at `version`) and its event in one transaction.
+    pub async fn finish(
+        &self,
+        request: &OobRequest,
+        version: u64,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        self.store
+            .transact(vec![
+                WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) },
+                WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent },
+            ])
+            .await?;
+        events::log(event);
+        Ok(())
+    }
+}

@@ -1,0 +1,332 @@
+//! OOB authentication cases: the relying party's start and status, the device's fetch and signed
+//! answer (with a real P-256 key), number matching, expiry, nonce reuse, tenancy and races.
+
+use super::certificates::{device, TestDevice};
+use super::Harness;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use p256::ecdsa::signature::Signer;
+use p256::ecdsa::{Signature, SigningKey};
+use rp_shared::domain::oob::{canonical_bytes, Decision, Extras, Nonces, OobDevice, OobRequest};
+use rp_shared::http::problem::codes;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn nonce() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+fn start_body(app: &str, user: &str) -> Value {
+    json!({
+        "appId": app, "namedUser": user,
+        "sessionNonce": nonce(), "deviceNonce": nonce(), "serviceNonce": nonce(), "serviceHmac": nonce(),
+        "machine": "WS-0042", "transactionText": "Sign in to WS-0042?", "transactionType": "login",
+    })
+}
+
+/// An app with a registered user and device, and the app's access token.
+async fn setup(h: &Harness, user: &str) -> (String, String, TestDevice) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(h, &app, user, None).await;
+    (app, access, dev)
+}
+
+async fn start(h: &Harness, access: &str, body: Value) -> String {
+    let r =
+        h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(access), Some(body)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["status"]["responseCode"], 200);
+    r.json()["response"]["requestId"].as_str().unwrap().to_owned()
+}
+
+async fn status(h: &Harness, access: &str, id: &str) -> rp_shared::testing::http::TestResponse {
+    h.client
+        .send("GET", &format!("/rp/api/oob/client/authentication/requests/{id}"), Some(access), None)
+        .await
+}
+
+fn states(status: &Value) -> Vec<String> {
+    status["state"].as_array().unwrap().iter().map(|s| s["value"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The device's pending requests, as the phone fetches them.
+async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
+    let r = h.client.send("GET", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    r.json()["requests"].as_array().unwrap().clone()
+}
+
+/// The request as the device sees it, rebuilt to sign from its own fields, exactly as a phone
+/// written from the README would.
+fn signed(key: &p256::SecretKey, seen: &Value, decision: &str, amount: Option<&str>) -> Value {
+    let text = |k: &str| seen[k].as_str().unwrap_or_default().to_owned();
+    let request = OobRequest {
+        request_id: text("requestId"),
+        nonces: Nonces {
+            session_nonce: text("sessionNonce"),
+            device_nonce: text("deviceNonce"),
+            service_nonce: text("serviceNonce"),
+            service_hmac: text("serviceHmac"),
+        },
+        transaction_text: seen["transactionText"].as_str().map(str::to_owned),
+        extras: seen["extras"]["amount"].as_str().map(|a| Extras { amount: Some(a.to_owned()) }),
+        ..placeholder()
+    };
+    let decision_value = if decision == "approve" { Decision::Approve } else { Decision::Decline };
+    let signature: Signature = SigningKey::from(key).sign(&canonical_bytes(&request, decision_value, amount));
+    let mut body = json!({"decision": decision, "signature": STANDARD.encode(signature.to_der().as_bytes())});
+    if let Some(amount) = amount {
+        body["amount"] = json!(amount);
+    }
+    body
+}
+
+/// The fields the signature does not cover.
+fn placeholder() -> OobRequest {
+    OobRequest {
+        request_id: String::new(),
+        app_id: rp_shared::domain::apps::AppId::parse("appId", "x").unwrap(),
+        named_user: String::new(),
+        machine: None,
+        machine_id: None,
+        device: OobDevice {
+            device_id: String::new(),
+            friendly_name: String::new(),
+            model_number: String::new(),
+            signing_public_key: String::new(),
+        },
+        nonces: Nonces {
+            session_nonce: String::new(),
+            device_nonce: String::new(),
+            service_nonce: String::new(),
+            service_hmac: String::new(),
+        },
+        transaction_text: None,
+        transaction_type: None,
+        extras: None,
+        additional_details: Default::default(),
+        created_at: rp_shared::domain::EpochMillis(0),
+        expires_at: rp_shared::domain::EpochMillis(0),
+        state: Vec::new(),
+    }
+}
+
+async fn answer(
+    h: &Harness,
+    dev: &TestDevice,
+    id: &str,
+    body: Value,
+) -> rp_shared::testing::http::TestResponse {
+    h.client
+        .send("POST", &format!("/rp/versioned/device/oob/requests/{id}"), Some(&dev.token), Some(body))
+        .await
+}
+
+pub async fn oob_login_completes_with_a_signed_approval(h: Harness) {
+    let (app, access, dev) = setup(&h, "alice@example.com").await;
+    let id = start(&h, &access, start_body(&app, "alice@example.com")).await;
+    let r = status(&h, &access, &id).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let body = r.json();
+    assert_eq!(
+        (body["requestId"].as_str(), body["namedUser"].as_str()),
+        (Some(id.as_str()), Some("alice@example.com"))
+    );
+    assert_eq!(body["machine"], "WS-0042");
+    assert_eq!(
+        body["device"],
+        json!({"deviceId": dev.device_id, "friendlyName": "phone", "modelNumber": "m1"})
+    );
+    assert_eq!(states(&body), ["REQUEST_SENT"]);
+    assert!(body["state"][0]["timestamp"].is_i64());
+
+    let seen = fetch(&h, &dev).await;
+    let mine = seen.iter().find(|r| r["requestId"] == id.as_str()).expect("the device sees it").clone();
+    assert_eq!(
+        (mine["transactionText"].as_str(), mine["transactionType"].as_str()),
+        (Some("Sign in to WS-0042?"), Some("login"))
+    );
+    assert!(mine["expiresInSecs"].as_u64().unwrap() <= 300);
+    assert_eq!(states(&status(&h, &access, &id).await.json()), ["REQUEST_SENT", "INITIATED"]);
+    fetch(&h, &dev).await;
+    assert_eq!(
+        states(&status(&h, &access, &id).await.json()),
+        ["REQUEST_SENT", "INITIATED"],
+        "INITIATED once"
+    );
+
+    let r = answer(&h, &dev, &id, signed(&dev.signing, &mine, "approve", None)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json(), json!({"requestId": id, "state": "COMPLETED"}));
+    let done = status(&h, &access, &id).await.json();
+    assert_eq!(states(&done), ["REQUEST_SENT", "INITIATED", "INITIATED_RESPONSE", "COMPLETED"]);
+    assert!(
+        fetch(&h, &dev).await.iter().all(|r| r["requestId"] != id.as_str()),
+        "finished requests leave the list"
+    );
+    answer(&h, &dev, &id, signed(&dev.signing, &mine, "approve", None))
+        .await
+        .problem(409, codes::OOB_ANSWERED);
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=OOB_AUTHENTICATION"), None).await.json();
+    assert_eq!(events["events"][0]["attributes"]["state"], "COMPLETED", "{events}");
+}
+
+pub async fn oob_declines_bad_signatures_and_wrong_numbers(h: Harness) {
+    let (app, access, dev) = setup(&h, "bob@example.com").await;
+    let declined = start(&h, &access, start_body(&app, "bob@example.com")).await;
+    let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == declined.as_str()).unwrap();
+    let r = answer(&h, &dev, &declined, signed(&dev.signing, &seen, "decline", None)).await;
+    assert_eq!(r.json()["state"], "CANCELED");
+    assert_eq!(states(&status(&h, &access, &declined).await.json()).last().unwrap(), "CANCELED");
+
+    let forged = start(&h, &access, start_body(&app, "bob@example.com")).await;
+    let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == forged.as_str()).unwrap();
+    let other_key = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    answer(&h, &dev, &forged, signed(&other_key, &seen, "approve", None))
+        .await
+        .problem(400, codes::BAD_SIGNATURE);
+    assert_eq!(states(&status(&h, &access, &forged).await.json()).last().unwrap(), "FAILED");
+
+    let mut numbered = start_body(&app, "bob@example.com");
+    numbered["extras"] = json!({"amount": "4271"});
+    let matched = start(&h, &access, numbered.clone()).await;
+    numbered["sessionNonce"] = json!(nonce());
+    let mismatched = start(&h, &access, numbered).await;
+    let list = fetch(&h, &dev).await;
+    let pick = |id: &str| list.iter().find(|r| r["requestId"] == id).unwrap().clone();
+    assert_eq!(pick(&matched)["extras"]["amount"], "4271", "the phone shows the code");
+    let r = answer(&h, &dev, &mismatched, signed(&dev.signing, &pick(&mismatched), "approve", Some("4270")))
+        .await;
+    assert_eq!(r.problem(400, codes::WRONG_AMOUNT)["field"], "amount");
+    assert_eq!(states(&status(&h, &access, &mismatched).await.json()).last().unwrap(), "FAILED");
+    let r = answer(&h, &dev, &matched, signed(&dev.signing, &pick(&matched), "approve", Some("4271"))).await;
+    assert_eq!(r.json()["state"], "COMPLETED", "{}", r.json());
+
+    let r = answer(&h, &dev, &matched, json!({"decision": "approve", "signature": "not base64!"})).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "signature");
+    let r = answer(&h, &dev, &matched, json!({"decision": "maybe", "signature": "AA=="})).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "decision");
+}
+
+pub async fn oob_requests_expire_and_nonces_are_spent(h: Harness) {
+    let (app, access, dev) = setup(&h, "carol@example.com").await;
+    let r = h
+        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"oobRequestTimeoutInSecs": 2})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let body = start_body(&app, "carol@example.com");
+    let id = start(&h, &access, body.clone()).await;
+    let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
+    h.clock.advance(Duration::from_secs(3));
+    let r = status(&h, &access, &id).await;
+    let problem = r.problem(400, codes::OOB_NOT_FOUND);
+    assert!(problem["title"].as_str().unwrap().contains("could not be found"), "{problem}");
+    answer(&h, &dev, &id, signed(&dev.signing, &seen, "approve", None))
+        .await
+        .problem(400, codes::OOB_NOT_FOUND);
+    assert!(fetch(&h, &dev).await.is_empty(), "an expired request is not shown");
+
+    let r =
+        h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(&access), Some(body)).await;
+    assert_eq!(r.problem(409, codes::NONCE_REUSED)["field"], "sessionNonce", "a nonce is spent for good");
+    status(&h, &access, "no-such-request").await.problem(400, codes::OOB_NOT_FOUND);
+}
+
+pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
+    let (app, access, dev) = setup(&h, "dave@example.com").await;
+    let path = "/rp/api/oob/client/authentication/requests";
+    for (field, value) in [
+        ("sessionNonce", json!("abc")),
+        ("deviceNonce", json!("z".repeat(64))),
+        ("serviceNonce", json!(5)),
+        ("serviceHmac", json!("a".repeat(65))),
+        ("transactionText", json!("x".repeat(1001))),
+        ("appId", json!("not an app id")),
+    ] {
+        let mut body = start_body(&app, "dave@example.com");
+        body[field] = value;
+        let r = h.client.send("POST", path, Some(&access), Some(body)).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field);
+    }
+    let mut body = start_body(&app, "dave@example.com");
+    body.as_object_mut().unwrap().remove("serviceHmac");
+    let r = h.client.send("POST", path, Some(&access), Some(body)).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "serviceHmac");
+    let r = h.client.send("POST", path, Some(&access), Some(start_body(&app, "nobody@example.com"))).await;
+    assert_eq!(r.problem(400, codes::OOB_UNKNOWN_USER)["field"], "namedUser");
+
+    // Another tenant: its token may not start for this app, nor read this app's requests.
+    let (other_app, other_access, other_dev) = setup(&h, "dave@example.com").await;
+    h.client
+        .send("POST", path, Some(&other_access), Some(start_body(&app, "dave@example.com")))
+        .await
+        .problem(403, codes::OTHER_TENANT);
+    let id = start(&h, &access, start_body(&app, "dave@example.com")).await;
+    status(&h, &other_access, &id).await.problem(400, codes::OOB_NOT_FOUND);
+    h.client
+        .send("GET", &format!("{path}/{id}"), Some(&h.admin), None)
+        .await
+        .problem(403, codes::WRONG_TOKEN_KIND);
+    h.client.send("GET", &format!("{path}/{id}"), None, None).await.problem(401, codes::MISSING_CREDENTIALS);
+    h.client
+        .send("POST", path, Some(&h.admin), Some(start_body(&app, "dave@example.com")))
+        .await
+        .problem(403, codes::WRONG_TOKEN_KIND);
+    // Another device, even of a user of the same name, neither sees nor answers it.
+    assert!(fetch(&h, &other_dev).await.is_empty());
+    let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
+    answer(&h, &other_dev, &id, signed(&other_dev.signing, &seen, "approve", None))
+        .await
+        .problem(400, codes::OOB_NOT_FOUND);
+    let _ = other_app;
+    h.client
+        .send("GET", "/rp/versioned/device/oob/requests", Some(&access), None)
+        .await
+        .problem(401, codes::INVALID_TOKEN);
+    // HEAD never marks anything fetched.
+    let head = h.client.send("HEAD", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
+    assert_eq!(head.status, 405);
+    let head = h.admin("HEAD", "/rp/api/certificate/requests", None).await;
+    assert_eq!(head.status, 405, "a poll leases: HEAD must not");
+
+    h.admin("PUT", &format!("/cc/api/apps/{app}/rate-limit"), Some(json!({"limit": 1, "windowSecs": 60})))
+        .await;
+    h.clock.advance(Duration::from_secs(61)); // a fresh window: the starts above counted in this one
+    start(&h, &access, start_body(&app, "dave@example.com")).await;
+    let r = h.client.send("POST", path, Some(&access), Some(start_body(&app, "dave@example.com"))).await;
+    r.problem(429, codes::RATE_LIMITED);
+    assert!(r.header("retry-after").is_some());
+}
+
+pub async fn racing_oob_answers_have_one_winner(h: Harness) {
+    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
+        return;
+    }
+    let (app, access, dev) = setup(&h, "erin@example.com").await;
+    let id = start(&h, &access, start_body(&app, "erin@example.com")).await;
+    let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let client = h.client.clone();
+            let decision = if i % 2 == 0 { "approve" } else { "decline" };
+            let body = signed(&dev.signing, &seen, decision, None);
+            let (path, token) = (format!("/rp/versioned/device/oob/requests/{id}"), dev.token.clone());
+            tokio::spawn(
+                async move { client.send("POST", &path, Some(&token), Some(body)).await.status.as_u16() },
+            )
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for racer in racers {
+        statuses.push(racer.await.unwrap());
+    }
+    statuses.sort();
+    assert_eq!(statuses, [200, 409, 409, 409, 409, 409, 409, 409], "exactly one answer wins");
+    let finals = states(&status(&h, &access, &id).await.json());
+    assert_eq!(
+        finals.iter().filter(|s| ["COMPLETED", "CANCELED", "FAILED"].contains(&s.as_str())).count(),
+        1
+    );
+}
