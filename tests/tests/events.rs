@@ -34,7 +34,7 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 28] = [
+const REPLAY: [(&str, u16); 32] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -57,12 +57,16 @@ const REPLAY: [(&str, u16); 28] = [
     ("rp-oob-request", 200),
     ("rp-device-oob-requests", 200),
     ("rp-device-oob-request", 200),
+    ("rp-device-setup", 200),
+    ("rp-device-workstations", 200),
+    ("rp-device-offline-used", 200),
     ("rp-events", 201),
     ("content-customizations", 201),
     ("content-customization", 200),
     ("content-customization-versions", 200),
     ("content-customization-version", 200),
     ("content-customization-restore", 200),
+    ("cc-app-device", 204),
 ];
 
 const SAMPLE_ACCESS: &str = "rpt_sample-access-token-for-workstationDemo";

@@ -1,4 +1,4 @@
-//! Lambda function for GET, PATCH, POST /rp/api/client/reg: the shared router of that path behind `lambda_http`.
+//! Lambda function for DELETE, GET, PATCH, POST /rp/api/client/reg: the shared router of that path behind `lambda_http`.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {

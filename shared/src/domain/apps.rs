@@ -54,6 +54,10 @@ pub struct OfflineAccess {
     #[serde(rename = "offlinePINPromptSecs")]
     pub offline_pin_prompt_secs: i64,
     pub token_low_warning_threshold_percentage: i64,
+    /// Wrong offline attempts, reported by the workstation, before offline access is locked.
+    pub max_wrong_attempts: i64,
+    /// How long such a lock lasts.
+    pub lockout_secs: i64,
 }
 
 impl Default for OfflineAccess {
@@ -66,6 +70,8 @@ impl Default for OfflineAccess {
             offline_access_days: 30,
             offline_pin_prompt_secs: 5,
             token_low_warning_threshold_percentage: 20,
+            max_wrong_attempts: 5,
+            lockout_secs: 900,
         }
     }
 }
@@ -82,7 +88,9 @@ impl OfflineAccess {
             self.token_low_warning_threshold_percentage,
             0,
             100,
-        )
+        )?;
+        validate::range("maxWrongAttempts", self.max_wrong_attempts, 1, 20)?;
+        validate::range("lockoutSecs", self.lockout_secs, 60, 86_400)
     }
 }
 
@@ -185,7 +193,8 @@ mod tests {
                 "offlineAccess": {
                     "enabled": false, "tokenLength": 8, "tokenCount": 25,
                     "tokenEntryTimeoutSecs": 180, "offlineAccessDays": 30,
-                    "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20
+                    "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20,
+                    "maxWrongAttempts": 5, "lockoutSecs": 900
                 },
                 "requestTimeoutInSecs": 300,
                 "oobRequestTimeoutInSecs": 300

@@ -9,6 +9,7 @@ pub mod enrollment;
 pub mod envelope;
 pub mod events;
 pub mod messages;
+pub mod offline;
 pub mod oob;
 pub mod pairing;
 pub mod time;

@@ -5,9 +5,10 @@
 use super::apps::{AppId, OfflineAccess};
 use super::certificates::{CertRequest, RequestKind};
 use super::devices;
+use super::events::EventRecord;
+use super::offline::{OfflineError, OfflineLock, OfflineSet};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::keys::Sealed;
 use crate::ports::{KeyError, MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -25,9 +26,15 @@ pub struct Pairing {
     pub created_at: EpochMillis,
     pub updated_at: EpochMillis,
     pub certificate_request_id: String,
-    /// `{tokens, tokensAuth}`, sealed under the app's envelope context.
+    /// The id of the access token that created the pairing: its workstation. Only it sees the
+    /// offline PINs. `None` on pairings made before owners were recorded: nobody sees them.
     #[serde(default)]
-    pub offline: Option<Sealed>,
+    pub owner_token_id: Option<String>,
+    /// The offline PINs, sealed under a context naming app, machine and device.
+    #[serde(default)]
+    pub offline_set: Option<OfflineSet>,
+    #[serde(default)]
+    pub lock: OfflineLock,
 }
 
 /// The workstation's offline PINs (`workstation.offline`), in the clear only in memory.
@@ -51,10 +58,12 @@ pub enum PairingError {
     UnknownDevice,
     #[error("no pairing of this machine and device")]
     NotFound,
-    #[error(
-        "offline access is disabled for app '{0}'; an admin enables it in the app's workstation settings"
-    )]
-    OfflineDisabled(AppId),
+    #[error("deviceId: no device '{0}' in this app")]
+    DeviceNotFound(String),
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
+    #[error(transparent)]
+    Cert(#[from] super::certificates::CertError),
     #[error(transparent)]
     Invalid(#[from] FieldError),
     #[error(transparent)]
@@ -78,12 +87,13 @@ pub struct PairedDevice {
 }
 
 impl Pairing {
-    /// A new pairing and the login-certificate request it queues for the device, under the
-    /// device's next encryption counter.
+    /// A new pairing of the workstation `owner_token_id` and the login-certificate request it
+    /// queues for the device, under the device's next encryption counter.
     pub fn create(
         app_id: AppId,
         request: &NewPairing,
         device: &PairedDevice,
+        owner_token_id: &str,
         enc_counter: i64,
         request_timeout_in_secs: i64,
         now: EpochMillis,
@@ -106,33 +116,98 @@ impl Pairing {
             created_at: now,
             updated_at: now,
             certificate_request_id: cert_request.request_id.clone(),
-            offline: None,
+            owner_token_id: Some(owner_token_id.to_owned()),
+            offline_set: None,
+            lock: OfflineLock::default(),
         };
         (pairing, cert_request)
     }
 
-    /// The pairing after an update: a new machine name and/or newly sealed offline tokens.
-    pub fn update(&self, machine_name: Option<&str>, offline: Option<&Sealed>, now: EpochMillis) -> Pairing {
+    /// Whether the access token `token_id` is this pairing's workstation.
+    pub fn is_owned_by(&self, token_id: &str) -> bool {
+        self.owner_token_id.as_deref() == Some(token_id)
+    }
+
+    /// Only the pairing's workstation changes its offline access.
+    pub fn require_owner(&self, token_id: &str) -> Result<(), OfflineError> {
+        if self.is_owned_by(token_id) {
+            Ok(())
+        } else {
+            Err(OfflineError::NotOwner)
+        }
+    }
+
+    /// The pairing after an update: a new machine name and/or a new offline set.
+    pub fn update(
+        &self,
+        machine_name: Option<&str>,
+        offline: Option<&OfflineSet>,
+        now: EpochMillis,
+    ) -> Pairing {
         let mut next = self.clone();
         if let Some(name) = machine_name {
             next.machine_name = Some(name.to_owned());
         }
-        if let Some(sealed) = offline {
-            next.offline = Some(sealed.clone());
+        if let Some(set) = offline {
+            next.offline_set = Some(set.clone());
         }
         next.updated_at = now.max(self.updated_at);
         next
     }
-}
 
-/// Offline tokens may only be stored while the app allows offline access.
-pub fn require_offline(app_id: &AppId, settings: &OfflineAccess) -> Result<(), PairingError> {
-    if settings.enabled {
-        Ok(())
-    } else {
-        Err(PairingError::OfflineDisabled(app_id.clone()))
+    /// Why the offline PINs are not shown to `token_id` at `now`, if they are not.
+    pub fn hidden_because(
+        &self,
+        token_id: Option<&str>,
+        settings: &OfflineAccess,
+        now: EpochMillis,
+    ) -> Option<&'static str> {
+        if !settings.enabled {
+            Some("offlineDisabled")
+        } else if token_id.is_none_or(|t| !self.is_owned_by(t)) {
+            Some("notOwner")
+        } else if self.lock.check(now).is_err() {
+            Some("locked")
+        } else {
+            match &self.offline_set {
+                None => Some("noTokens"),
+                Some(set) if !set.is_valid(now) => Some("expired"),
+                Some(_) => None,
+            }
+        }
+    }
+
+    /// The pairing locked until `now` + `lockout_secs`, and the event that reports it.
+    pub fn locked(
+        &self,
+        lockout_secs: i64,
+        attempts: i64,
+        source: &str,
+        now: EpochMillis,
+    ) -> (Pairing, EventRecord) {
+        let mut next = self.clone();
+        next.lock = OfflineLock { locked_until: Some(now.plus_secs(lockout_secs)) };
+        next.updated_at = now.max(self.updated_at);
+        let attrs =
+            super::events::attributes(&[("machineId", &self.machine_id), ("deviceId", &self.device_id)]);
+        let mut event = EventRecord::new(OFFLINE_LOCKED_EVENT, Some(self.app_id.clone()), source, now, attrs);
+        event.attributes.insert("wrongAttempts".into(), attempts.into());
+        (next, event)
+    }
+
+    /// The event that reports this pairing's removal.
+    pub fn unpaired_event(&self, source: &str, revocations: usize, now: EpochMillis) -> EventRecord {
+        let attrs =
+            super::events::attributes(&[("machineId", &self.machine_id), ("deviceId", &self.device_id)]);
+        let mut event = EventRecord::new(UNPAIRED_EVENT, Some(self.app_id.clone()), source, now, attrs);
+        event.attributes.insert("revocationsQueued".into(), (revocations as i64).into());
+        event
     }
 }
+
+pub const OFFLINE_LOCKED_EVENT: &str = "OFFLINE_ACCESS_LOCKED";
+pub const UNPAIRED_EVENT: &str = "WORKSTATION_UNPAIRED";
+pub const DEVICE_REVOKED_EVENT: &str = "DEVICE_REVOKED";
 
 /// The body of `POST /rp/api/client/reg`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -144,6 +219,9 @@ pub struct PairRequest {
     pub machine_name: Option<String>,
     #[serde(default, rename = "machineUserNameWS")]
     pub machine_user_name_ws: Option<String>,
+    /// The workstation's first offline PINs, stored with the pairing (seed step 2).
+    #[serde(default)]
+    pub offline: Option<OfflineTokens>,
 }
 
 /// A pairing request, checked.
@@ -153,6 +231,7 @@ pub struct NewPairing {
     pub device_id: String,
     pub machine_name: Option<String>,
     pub machine_user_name_ws: Option<String>,
+    pub offline: Option<OfflineTokens>,
 }
 
 impl TryFrom<PairRequest> for NewPairing {
@@ -167,11 +246,15 @@ impl TryFrom<PairRequest> for NewPairing {
         if let Some(name) = &body.machine_user_name_ws {
             validate::text("machineUserNameWS", name, 1, 255)?;
         }
+        if let Some(tokens) = &body.offline {
+            tokens.validate()?;
+        }
         Ok(Self {
             machine_id,
             device_id,
             machine_name: body.machine_name,
             machine_user_name_ws: body.machine_user_name_ws,
+            offline: body.offline,
         })
     }
 }
@@ -186,6 +269,12 @@ pub struct PairingUpdateRequest {
     pub machine_name: Option<String>,
     #[serde(default)]
     pub offline: Option<OfflineTokens>,
+    /// Ids of offline PINs used on the workstation: each is deleted from the set.
+    #[serde(default)]
+    pub used_token_ids: Option<Vec<String>>,
+    /// Wrong offline PIN entries since the last report; enough of them lock offline access.
+    #[serde(default)]
+    pub failed_attempts: Option<i64>,
 }
 
 /// A pairing update, checked: at least one change.
@@ -195,6 +284,26 @@ pub struct PairingUpdate {
     pub device_id: String,
     pub machine_name: Option<String>,
     pub offline: Option<OfflineTokens>,
+    pub used_token_ids: Vec<String>,
+    pub failed_attempts: i64,
+}
+
+impl PairingUpdate {
+    /// Whether the update touches offline access (owner only, and refused while locked).
+    pub fn touches_offline(&self) -> bool {
+        self.offline.is_some() || !self.used_token_ids.is_empty() || self.failed_attempts > 0
+    }
+}
+
+/// Checks a list of PIN ids named at `field`.
+pub fn pin_ids(field: &str, ids: &[String]) -> Result<(), FieldError> {
+    if ids.is_empty() || ids.len() > 100 {
+        return Err(FieldError::new(field, "must name 1 to 100 PIN ids"));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        validate::text(&format!("{field}[{i}]"), id, 1, 64)?;
+    }
+    Ok(())
 }
 
 impl TryFrom<PairingUpdateRequest> for PairingUpdate {
@@ -203,8 +312,15 @@ impl TryFrom<PairingUpdateRequest> for PairingUpdate {
     fn try_from(body: PairingUpdateRequest) -> Result<Self, FieldError> {
         let machine_id = devices::identifier("machineId", &body.machine_id)?;
         let device_id = devices::identifier("deviceId", &body.device_id)?;
-        if body.machine_name.is_none() && body.offline.is_none() {
-            return Err(FieldError::new("body", "an update must give machineName or offline"));
+        if body.machine_name.is_none()
+            && body.offline.is_none()
+            && body.used_token_ids.is_none()
+            && body.failed_attempts.is_none()
+        {
+            return Err(FieldError::new(
+                "body",
+                "an update must give machineName, offline, usedTokenIds or failedAttempts",
+            ));
         }
         if let Some(name) = &body.machine_name {
             validate::text("machineName", name, 1, 255)?;
@@ -212,16 +328,32 @@ impl TryFrom<PairingUpdateRequest> for PairingUpdate {
         if let Some(tokens) = &body.offline {
             tokens.validate()?;
         }
-        Ok(Self { machine_id, device_id, machine_name: body.machine_name, offline: body.offline })
+        if let Some(ids) = &body.used_token_ids {
+            pin_ids("usedTokenIds", ids)?;
+        }
+        if let Some(n) = body.failed_attempts {
+            validate::range("failedAttempts", n, 1, 100)?;
+        }
+        Ok(Self {
+            machine_id,
+            device_id,
+            machine_name: body.machine_name,
+            offline: body.offline,
+            used_token_ids: body.used_token_ids.unwrap_or_default(),
+            failed_attempts: body.failed_attempts.unwrap_or(0),
+        })
     }
 }
 
-/// `?machineId=&deviceId=` of `GET /rp/api/client/reg`.
+/// `?machineId=&deviceId=` of `GET` and `DELETE /rp/api/client/reg` (`appId` for an admin's
+/// DELETE).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairingQuery {
     pub machine_id: Option<String>,
     pub device_id: Option<String>,
+    #[serde(default)]
+    pub app_id: Option<String>,
 }
 
 /// Which pairing: machine and device.
@@ -258,6 +390,7 @@ mod tests {
             device_id: "d1".into(),
             machine_name: None,
             machine_user_name_ws: Some("CORP\\alice".into()),
+            offline: None,
         };
         let device = PairedDevice {
             device_id: "d1".into(),
@@ -265,7 +398,8 @@ mod tests {
             key_agreement_public_key: "k".into(),
         };
         let app = AppId::parse("appId", "demo").unwrap();
-        let (pairing, cert) = Pairing::create(app, &request, &device, 3, 300, EpochMillis(10));
+        let (pairing, cert) = Pairing::create(app, &request, &device, "tok1", 3, 300, EpochMillis(10));
+        assert!(pairing.is_owned_by("tok1") && !pairing.is_owned_by("tok2"));
         assert_eq!(pairing.certificate_request_id, cert.request_id);
         assert_eq!(
             (cert.enc_counter.as_deref(), cert.machine_user_name.as_deref()),
@@ -282,15 +416,18 @@ mod tests {
             device_id: "d".into(),
             machine_name: None,
             offline: None,
+            used_token_ids: None,
+            failed_attempts: None,
         };
         assert_eq!(PairingUpdate::try_from(update).unwrap_err().field, "body");
-        let query = PairingQuery { machine_id: Some("m".into()), device_id: None };
+        let query = PairingQuery { machine_id: Some("m".into()), device_id: None, app_id: None };
         assert_eq!(PairingKey::try_from(query).unwrap_err().field, "deviceId");
         let pair = PairRequest {
             machine_id: "bad id".into(),
             device_id: "d".into(),
             machine_name: None,
             machine_user_name_ws: None,
+            offline: None,
         };
         assert_eq!(NewPairing::try_from(pair).unwrap_err().field, "machineId");
     }

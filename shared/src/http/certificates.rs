@@ -17,7 +17,7 @@ use crate::domain::time::EpochMillis;
 use crate::domain::validate;
 use crate::ports::retry_on_conflict;
 use crate::repo::apps::Apps;
-use crate::repo::certificates::{Certificates, Effect};
+use crate::repo::certificates::{revocation_ops, Certificates, Effect};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -192,29 +192,61 @@ async fn queue_revocation(
     let request_id = retry_on_conflict(|| async move {
         let (cert, version) =
             certs.by_serial(serial).await?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
-        if let (None, Some(pending)) = (cert.revoked_at, &cert.revocation_request_id) {
-            // A revocation under way is answered again; one that failed or died is queued anew.
-            let live = certs
-                .request(pending)
-                .await?
-                .is_some_and(|(r, _)| !matches!(r.state, RequestState::Failed | RequestState::Dead));
-            if live {
-                return Ok(pending.clone());
-            }
+        if cert.revoked_at.is_some() {
+            return Err(CertError::AlreadyRevoked(serial.clone()));
         }
-        let timeout = Apps::new(state.backend.store.as_ref())
-            .get(&cert.app_id)
-            .await?
-            .map_or(WorkstationSettings::default().request_timeout_in_secs, |(app, _)| {
-                app.workstation.request_timeout_in_secs
-            });
-        let (marked, request) = cert.queue_revocation(timeout, state.backend.clock.now_millis())?;
-        certs.queue_revocation(&marked, version, &request).await?;
-        tracing::info!(request_id = %request.request_id, "revocation queued");
-        Ok::<_, CertError>(request.request_id)
+        match revocation_of(state, certs, &cert, version).await? {
+            Revocation::UnderWay(pending) => Ok(pending),
+            Revocation::Queue(request, ops) => {
+                state.backend.store.transact(ops).await?;
+                tracing::info!(request_id = %request, "revocation queued");
+                Ok(request)
+            }
+            Revocation::Revoked => Err(CertError::AlreadyRevoked(serial.clone())),
+        }
     })
     .await?;
     Ok((StatusCode::ACCEPTED, Json(RevocationQueued { request_id, cert_serial_number: serial.clone() })))
+}
+
+/// What revoking a certificate takes now.
+pub(crate) enum Revocation {
+    /// It is revoked already.
+    Revoked,
+    /// A revocation request is under way: this one.
+    UnderWay(String),
+    /// Queue this new request with these writes (to join a transaction of the caller's).
+    Queue(String, Vec<crate::ports::WriteOp>),
+}
+
+/// How to revoke `cert` (read at `version`): a revocation under way is answered again; one that
+/// failed or died is queued anew.
+pub(crate) async fn revocation_of(
+    state: &AppState,
+    certs: Certificates<'_>,
+    cert: &IssuedCert,
+    version: u64,
+) -> Result<Revocation, CertError> {
+    if cert.revoked_at.is_some() {
+        return Ok(Revocation::Revoked);
+    }
+    if let Some(pending) = &cert.revocation_request_id {
+        let live = certs
+            .request(pending)
+            .await?
+            .is_some_and(|(r, _)| !matches!(r.state, RequestState::Failed | RequestState::Dead));
+        if live {
+            return Ok(Revocation::UnderWay(pending.clone()));
+        }
+    }
+    let timeout = Apps::new(state.backend.store.as_ref())
+        .get(&cert.app_id)
+        .await?
+        .map_or(WorkstationSettings::default().request_timeout_in_secs, |(app, _)| {
+            app.workstation.request_timeout_in_secs
+        });
+    let (marked, request) = cert.queue_revocation(timeout, state.backend.clock.now_millis())?;
+    Ok(Revocation::Queue(request.request_id.clone(), revocation_ops(&marked, version, &request)?))
 }
 
 /// One of the device's certificates, still encrypted for it.

@@ -9,8 +9,10 @@ use crate::domain::certificates::CertError;
 use crate::domain::content::ContentError;
 use crate::domain::devices::RegistrationError;
 use crate::domain::enrollment::EnrollError;
+use crate::domain::offline::OfflineError;
 use crate::domain::oob::OobError;
 use crate::domain::pairing::PairingError;
+use crate::domain::time::EpochMillis;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -353,7 +355,59 @@ pub const OFFLINE_DISABLED: ProblemType = row(
     "Offline access disabled",
     "Offline access is disabled for the app",
 );
-pub const PAIRING: &[&ProblemType] = &[&UNKNOWN_DEVICE, &PAIRING_NOT_FOUND, &OFFLINE_DISABLED];
+pub const DEVICE_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::DEVICE_NOT_FOUND,
+    "device-not-found",
+    "Device not found",
+    "No device with this id in the app (or it was removed)",
+);
+pub const NOT_PAIRING_OWNER: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::NOT_PAIRING_OWNER,
+    "not-pairing-owner",
+    "Not the pairing's workstation",
+    "Only the workstation (access token) that created the pairing may change its offline access or unpair it",
+);
+pub const OFFLINE_DELIVERED: ProblemType = row(
+    StatusCode::GONE,
+    codes::OFFLINE_DELIVERED,
+    "offline-tokens-delivered",
+    "Offline PINs no longer available",
+    "The pairing's offline PINs were handed to the device already, or have expired",
+);
+pub const PIN_GONE: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::PIN_GONE,
+    "pin-gone",
+    "PIN used already",
+    "A reported PIN id was used already or is not in the set",
+);
+pub const OFFLINE_LOCKED: ProblemType = row(
+    StatusCode::LOCKED,
+    codes::OFFLINE_LOCKED,
+    "offline-locked",
+    "Offline access locked",
+    "The pairing's offline access is locked after repeated wrong attempts; `Retry-After` says for how long",
+);
+pub const NO_OFFLINE_SET: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::NO_OFFLINE_SET,
+    "no-offline-tokens",
+    "No offline PINs",
+    "The pairing has no offline PINs",
+);
+pub const PAIRING: &[&ProblemType] = &[
+    &UNKNOWN_DEVICE,
+    &PAIRING_NOT_FOUND,
+    &DEVICE_NOT_FOUND,
+    &OFFLINE_DISABLED,
+    &NOT_PAIRING_OWNER,
+    &OFFLINE_DELIVERED,
+    &PIN_GONE,
+    &OFFLINE_LOCKED,
+    &NO_OFFLINE_SET,
+];
 
 // Content customizations and their rate limit.
 pub const CONTENT_NOT_FOUND: ProblemType = row(
@@ -510,10 +564,30 @@ impl From<PairingError> for Problem {
         match e {
             PairingError::UnknownDevice => Problem::about(&UNKNOWN_DEVICE, "deviceId", detail),
             PairingError::NotFound => Problem::of(&PAIRING_NOT_FOUND).detail(detail),
-            PairingError::OfflineDisabled(_) => Problem::of(&OFFLINE_DISABLED).detail(detail),
+            PairingError::DeviceNotFound(_) => Problem::about(&DEVICE_NOT_FOUND, "deviceId", detail),
+            PairingError::Offline(e) => e.into(),
+            PairingError::Cert(e) => e.into(),
             PairingError::Invalid(e) => e.into(),
             PairingError::Store(e) => e.into(),
             PairingError::Keys(e) => e.into(),
+        }
+    }
+}
+
+impl From<OfflineError> for Problem {
+    fn from(e: OfflineError) -> Self {
+        let detail = e.to_string();
+        match e {
+            OfflineError::Disabled => Problem::of(&OFFLINE_DISABLED).detail(detail),
+            OfflineError::NotOwner => Problem::of(&NOT_PAIRING_OWNER).detail(detail),
+            OfflineError::Delivered => Problem::of(&OFFLINE_DELIVERED).detail(detail),
+            OfflineError::PinGone(_) => Problem::about(&PIN_GONE, "tokenId", detail),
+            OfflineError::NoSet => Problem::of(&NO_OFFLINE_SET).detail(detail),
+            OfflineError::Locked { until } => {
+                let wait =
+                    EpochMillis::from_datetime(time::OffsetDateTime::now_utc()).until(until).as_secs().max(1);
+                Problem::of(&OFFLINE_LOCKED).detail(format!("{detail} until {until}")).retry_after(wait)
+            }
         }
     }
 }
@@ -548,13 +622,21 @@ mod tests {
         }
     }
 
+    /// `UPDATE_README=1 cargo test -p rp-shared --lib the_readme_lists` rewrites the table.
     #[test]
     fn the_readme_lists_exactly_these_codes() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+        let mut readme = std::fs::read_to_string(path).unwrap();
         let table = markdown_table();
+        if std::env::var_os("UPDATE_README").is_some() && !readme.contains(&table) {
+            let start = readme.find("| errorCode | HTTP | Meaning |").expect("the README has the table");
+            let end = readme[start..].find("\n\n").map_or(readme.len(), |n| start + n + 1);
+            readme.replace_range(start..end, &table);
+            std::fs::write(path, &readme).unwrap();
+        }
         assert!(
             readme.contains(&table),
-            "the README's error-code table is out of date; it should read:\n{table}"
+            "the README's error-code table is out of date (UPDATE_README=1 rewrites it); it should read:\n{table}"
         );
     }
 }

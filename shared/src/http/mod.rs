@@ -8,6 +8,7 @@ pub mod errors;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod offline;
 pub mod oob;
 pub mod problem;
 pub mod registration;
@@ -94,6 +95,10 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "rp-oob-request", router: oob::status_router },
     Endpoint { name: "rp-device-oob-requests", router: oob::device_requests_router },
     Endpoint { name: "rp-device-oob-request", router: oob::device_answer_router },
+    Endpoint { name: "rp-device-setup", router: offline::setup_router },
+    Endpoint { name: "rp-device-workstations", router: offline::workstations_router },
+    Endpoint { name: "rp-device-offline-used", router: offline::used_router },
+    Endpoint { name: "cc-app-device", router: offline::admin_device_router },
     Endpoint { name: "content-customizations", router: content::collection_router },
     Endpoint { name: "content-customization", router: content::item_router },
     Endpoint { name: "content-customization-versions", router: content::versions_router },

@@ -52,7 +52,13 @@ pub mod codes {
     pub const SESSION_CONFLICT: u32 = 1_400_009;
     pub const UNKNOWN_DEVICE: u32 = 1_400_010;
     pub const PAIRING_NOT_FOUND: u32 = 1_400_011;
+    pub const DEVICE_NOT_FOUND: u32 = 1_400_012;
     pub const OFFLINE_DISABLED: u32 = 1_500_001;
+    pub const NOT_PAIRING_OWNER: u32 = 1_500_002;
+    pub const OFFLINE_DELIVERED: u32 = 1_500_003;
+    pub const PIN_GONE: u32 = 1_500_004;
+    pub const OFFLINE_LOCKED: u32 = 1_500_005;
+    pub const NO_OFFLINE_SET: u32 = 1_500_006;
     pub const CONTENT_NOT_FOUND: u32 = 1_600_001;
     pub const CONTENT_VERSION_NOT_FOUND: u32 = 1_600_002;
     pub const RATE_LIMITED: u32 = 1_900_001;

@@ -8,7 +8,8 @@
 //! `complete` must send it as `sessionId`. The rules live in [`crate::domain::enrollment`] and
 //! [`crate::domain::pairing`]; these handlers parse, call, persist and answer.
 
-use super::extract::{Access, ApiJson, ApiQuery};
+use super::extract::{Access, ApiJson, ApiQuery, Caller};
+use super::offline;
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::{AppId, OfflineAccess};
@@ -17,17 +18,19 @@ use crate::domain::enrollment::{
     Closing, Complete, CompleteRequest, Completed, Enroll, EnrollError, EnrollRequest, EnrollmentSession,
     SessionState, SESSION_TTL_SECS,
 };
+use crate::domain::offline::{parse_pins, render_pins, require_enabled, OfflineSet};
 use crate::domain::pairing::{
-    require_offline, NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError, PairingKey,
-    PairingQuery, PairingUpdate, PairingUpdateRequest,
+    NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError, PairingKey, PairingQuery,
+    PairingUpdate, PairingUpdateRequest,
 };
-use crate::ports::keys::{open, seal};
-use crate::ports::{retry_on_conflict, EncryptionContext, StoreError};
+use crate::domain::time::EpochMillis;
+use crate::domain::FieldError;
+use crate::ports::{retry_on_conflict, StoreError};
 use crate::repo::apps::AppRecord;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -45,7 +48,8 @@ pub fn complete_router(_state: &AppState) -> Router<AppState> {
 
 /// `/rp/api/client/reg`
 pub fn client_reg_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/client/reg", post(pair).get(read_pairing).patch(update_pairing))
+    Router::new()
+        .route("/rp/api/client/reg", post(pair).get(read_pairing).patch(update_pairing).delete(unpair))
 }
 
 pub const SESSION_HEADER: &str = "x-enrollment-session-id";
@@ -192,10 +196,6 @@ async fn complete(
     Ok(Json(StatusResponse { status: Status::ok(message) }))
 }
 
-fn offline_context(app: &AppId) -> EncryptionContext {
-    EncryptionContext::new(app.as_str(), "offline-tokens")
-}
-
 /// A pairing as every `/rp/api/client/reg` response shows it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -211,6 +211,7 @@ pub struct PairingView {
     pub updated_at: String,
     pub rp_config: RpConfig,
     pub workstation: WorkstationOffline,
+    pub offline_status: OfflineStatus,
 }
 
 /// `rpConfig.workstation.offlineAccess`.
@@ -225,24 +226,57 @@ pub struct RpWorkstation {
     pub offline_access: OfflineAccess,
 }
 
-/// `workstation.offline`: empty strings until tokens exist.
+/// `workstation.offline`: the PINs, to the pairing's own workstation only; empty strings else.
 #[derive(Debug, Serialize)]
 pub struct WorkstationOffline {
     pub offline: OfflineTokens,
 }
 
-/// The view of `pairing` (of the app `app`), with its offline tokens opened.
+/// What may be known of the offline PINs without seeing them, and why they are hidden.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfflineStatus {
+    pub tokens_visible: bool,
+    /// `offlineDisabled`, `notOwner`, `locked`, `noTokens` or `expired`.
+    pub hidden_reason: Option<&'static str>,
+    pub tokens_remaining: u32,
+    pub tokens_used: u32,
+    pub low_token_warning: bool,
+    pub valid_until: Option<EpochMillis>,
+    pub delivered_to_device: bool,
+    pub token_entry_timeout_secs: i64,
+    pub locked_until: Option<EpochMillis>,
+}
+
+/// The view of `pairing` (of the app `app`) for the access token `viewer`: the PINs are opened
+/// only for the pairing's own workstation.
 async fn pairing_view(
     state: &AppState,
     pairing: Pairing,
     app: &AppRecord,
+    viewer: Option<&str>,
 ) -> Result<PairingView, PairingError> {
-    let offline = match &pairing.offline {
-        Some(sealed) => {
-            let plain = open(state.backend.keys.as_ref(), &offline_context(&pairing.app_id), sealed).await?;
-            serde_json::from_slice::<OfflineTokens>(&plain).map_err(StoreError::encoding)?
+    let settings = &app.workstation.offline_access;
+    let now = state.backend.clock.now_millis();
+    let hidden = pairing.hidden_because(viewer, settings, now);
+    let offline = match (&pairing.offline_set, hidden) {
+        (Some(set), None) => {
+            let (pins, tokens_auth) = offline::open_pins(state, &pairing, set).await?;
+            OfflineTokens { tokens: render_pins(&pins), tokens_auth }
         }
-        None => OfflineTokens::default(),
+        _ => OfflineTokens::default(),
+    };
+    let set = pairing.offline_set.as_ref();
+    let status = OfflineStatus {
+        tokens_visible: hidden.is_none(),
+        hidden_reason: hidden,
+        tokens_remaining: set.map_or(0, |s| s.remaining.len() as u32),
+        tokens_used: set.map_or(0, |s| s.used()),
+        low_token_warning: set.is_some_and(|s| s.low_token_warning(settings)),
+        valid_until: set.map(|s| s.valid_until),
+        delivered_to_device: set.is_some_and(|s| s.delivered_at.is_some()),
+        token_entry_timeout_secs: settings.token_entry_timeout_secs,
+        locked_until: pairing.lock.locked_until.filter(|until| now < *until),
     };
     Ok(PairingView {
         machine_id: pairing.machine_id,
@@ -253,47 +287,72 @@ async fn pairing_view(
         certificate_request_id: pairing.certificate_request_id,
         created_at: pairing.created_at.iso8601(),
         updated_at: pairing.updated_at.iso8601(),
-        rp_config: RpConfig {
-            workstation: RpWorkstation { offline_access: app.workstation.offline_access.clone() },
-        },
+        rp_config: RpConfig { workstation: RpWorkstation { offline_access: settings.clone() } },
         workstation: WorkstationOffline { offline },
+        offline_status: status,
     })
 }
+
+/// Every answer that may carry PINs is kept out of caches.
+type NoStore = [(header::HeaderName, &'static str); 1];
+const NO_STORE: NoStore = [(header::CACHE_CONTROL, "no-store")];
 
 async fn pair(
     State(state): State<AppState>,
     access: Access,
     ApiJson(body): ApiJson<PairRequest>,
-) -> Result<(StatusCode, Json<PairingView>), Problem> {
+) -> Result<(StatusCode, NoStore, Json<PairingView>), Problem> {
     let request = NewPairing::try_from(body)?;
     let app = &access.app_id;
+    let owner = access.token.token_id.as_str();
     let store = state.backend.store.as_ref();
     let workstations = Workstations::new(store);
     let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
     // Seed rule 4: a pairing that exists is returned as it is, and nothing is queued again.
     if let Some((existing, _)) = workstations.pairing(app, &request.machine_id, &request.device_id).await? {
-        return Ok((StatusCode::OK, Json(pairing_view(&state, existing, &settings).await?)));
+        return Ok((
+            StatusCode::OK,
+            NO_STORE,
+            Json(pairing_view(&state, existing, &settings, Some(owner)).await?),
+        ));
     }
     let device =
         Devices::new(store).device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
+    let offline_set = match &request.offline {
+        Some(tokens) => {
+            let access_settings = &settings.workstation.offline_access;
+            require_enabled(access_settings).map_err(PairingError::from)?;
+            let pins = parse_pins("offline.tokens", &tokens.tokens, access_settings)?;
+            let context = offline::context(app, &request.machine_id, &request.device_id);
+            let sealed = offline::seal_pins(&state, &context, &pins, &tokens.tokens_auth).await?;
+            Some(OfflineSet::new(sealed, &pins, access_settings, state.backend.clock.now_millis()))
+        }
+        None => None,
+    };
     let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
     let device = PairedDevice {
         device_id: device.device_id,
         named_user: device.named_user,
         key_agreement_public_key: device.key_agreement_public_key,
     };
-    let (pairing, cert_request) = Pairing::create(
+    let (mut pairing, cert_request) = Pairing::create(
         app.clone(),
         &request,
         &device,
+        owner,
         enc_counter,
         settings.workstation.request_timeout_in_secs,
         state.backend.clock.now_millis(),
     );
+    pairing.offline_set = offline_set;
     match workstations.pair(&pairing, &cert_request).await {
         Ok(()) => {
-            tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, "paired; login certificate requested");
-            Ok((StatusCode::CREATED, Json(pairing_view(&state, pairing, &settings).await?)))
+            tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, offline = pairing.offline_set.is_some(), "paired; login certificate requested");
+            Ok((
+                StatusCode::CREATED,
+                NO_STORE,
+                Json(pairing_view(&state, pairing, &settings, Some(owner)).await?),
+            ))
         }
         // A concurrent POST created it first: answer with the winner's pairing.
         Err(StoreError::Conflict) => {
@@ -301,7 +360,11 @@ async fn pair(
                 .pairing(app, &request.machine_id, &request.device_id)
                 .await?
                 .ok_or(StoreError::Conflict)?;
-            Ok((StatusCode::OK, Json(pairing_view(&state, existing, &settings).await?)))
+            Ok((
+                StatusCode::OK,
+                NO_STORE,
+                Json(pairing_view(&state, existing, &settings, Some(owner)).await?),
+            ))
         }
         Err(e) => Err(e.into()),
     }
@@ -311,45 +374,108 @@ async fn read_pairing(
     State(state): State<AppState>,
     access: Access,
     ApiQuery(query): ApiQuery<PairingQuery>,
-) -> Result<Json<PairingView>, Problem> {
+) -> Result<(NoStore, Json<PairingView>), Problem> {
     let key = PairingKey::try_from(query)?;
     let (pairing, _) = Workstations::new(state.backend.store.as_ref())
         .pairing(&access.app_id, &key.machine_id, &key.device_id)
         .await?
         .ok_or(PairingError::NotFound)?;
     let (app, _) = super::cc::load_app(&state, access.app_id.as_str()).await?;
-    Ok(Json(pairing_view(&state, pairing, &app).await?))
+    Ok((NO_STORE, Json(pairing_view(&state, pairing, &app, Some(&access.token.token_id)).await?)))
 }
 
 async fn update_pairing(
     State(state): State<AppState>,
     access: Access,
     ApiJson(body): ApiJson<PairingUpdateRequest>,
-) -> Result<Json<PairingView>, Problem> {
+) -> Result<(NoStore, Json<PairingView>), Problem> {
     let update = PairingUpdate::try_from(body)?;
     let app = &access.app_id;
+    let owner = access.token.token_id.as_str();
     let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
-    let sealed = match &update.offline {
-        Some(tokens) => {
-            require_offline(app, &settings.workstation.offline_access)?;
-            let plain = serde_json::to_vec(tokens).expect("tokens serialize");
-            Some(seal(state.backend.keys.as_ref(), &offline_context(app), &plain).await?)
-        }
-        None => None,
-    };
+    let offline_settings = &settings.workstation.offline_access;
     let workstations = Workstations::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    let (update, sealed) = (&update, sealed.as_ref());
-    let pairing = retry_on_conflict(|| async move {
-        let (pairing, version) = workstations
+    if update.touches_offline() {
+        require_enabled(offline_settings).map_err(PairingError::from)?;
+        let (pairing, _) = workstations
             .pairing(app, &update.machine_id, &update.device_id)
             .await?
             .ok_or(PairingError::NotFound)?;
-        let next = pairing.update(update.machine_name.as_deref(), sealed, now);
-        workstations.replace_pairing(&next, version).await?;
-        Ok::<_, PairingError>(next)
-    })
-    .await?;
-    tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = sealed.is_some(), "pairing updated");
-    Ok(Json(pairing_view(&state, pairing, &settings).await?))
+        pairing.require_owner(owner).map_err(PairingError::from)?;
+        pairing.lock.check(now).map_err(PairingError::from)?;
+    }
+    let new_set = match &update.offline {
+        Some(tokens) => {
+            let pins = parse_pins("offline.tokens", &tokens.tokens, offline_settings)?;
+            let context = offline::context(app, &update.machine_id, &update.device_id);
+            let sealed = offline::seal_pins(&state, &context, &pins, &tokens.tokens_auth).await?;
+            Some(OfflineSet::new(sealed, &pins, offline_settings, now))
+        }
+        None => None,
+    };
+    if update.machine_name.is_some() || new_set.is_some() {
+        let (update, new_set) = (&update, new_set.as_ref());
+        retry_on_conflict(|| async move {
+            let (pairing, version) = workstations
+                .pairing(app, &update.machine_id, &update.device_id)
+                .await?
+                .ok_or(PairingError::NotFound)?;
+            let next = pairing.update(update.machine_name.as_deref(), new_set, now);
+            workstations.replace_pairing(&next, version).await?;
+            Ok::<_, PairingError>(())
+        })
+        .await?;
+    }
+    if !update.used_token_ids.is_empty() {
+        let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
+        offline::use_pins(&state, app, &key, &update.used_token_ids, offline_settings).await?;
+    }
+    if update.failed_attempts > 0 {
+        let source = format!("workstation:{owner}");
+        offline::count_wrong_attempts(&state, app, &update, offline_settings, &source).await?;
+    }
+    let (pairing, _) = workstations
+        .pairing(app, &update.machine_id, &update.device_id)
+        .await?
+        .ok_or(PairingError::NotFound)?;
+    tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
+    Ok((NO_STORE, Json(pairing_view(&state, pairing, &settings, Some(owner)).await?)))
+}
+
+/// Unpairs: by the pairing's own workstation, or by an admin (who names the app with `appId`).
+async fn unpair(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<PairingQuery>,
+) -> Result<StatusCode, Problem> {
+    let named_app = query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+    let key = PairingKey::try_from(query)?;
+    let (app, owner, source) = match caller {
+        Caller::Access { app_id, token } => {
+            (app_id, Some(token.token_id.clone()), format!("workstation:{}", token.token_id))
+        }
+        Caller::Admin { token, app_id: scope } => {
+            let app = match (scope, named_app) {
+                (Some(scope), Some(named)) if scope != named => {
+                    return Err(Problem::of(&super::errors::OTHER_TENANT)
+                        .detail("the token is scoped to another app"))
+                }
+                (Some(scope), _) => scope,
+                (None, Some(named)) => named,
+                (None, None) => {
+                    return Err(FieldError::new("appId", "is required with an admin token").into())
+                }
+            };
+            (app, None, format!("admin:{}", token.token_id))
+        }
+    };
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (pairing, version) =
+        workstations.pairing(&app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
+    if let Some(owner) = &owner {
+        pairing.require_owner(owner).map_err(PairingError::from)?;
+    }
+    offline::unpair(&state, pairing, version, &source).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

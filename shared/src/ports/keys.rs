@@ -23,6 +23,12 @@ impl EncryptionContext {
         Self(map)
     }
 
+    /// The context with one more entry (a machine, a device).
+    pub fn with(mut self, key: &str, value: &str) -> Self {
+        self.0.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
     /// A canonical byte form (sorted keys), used as AES-GCM associated data.
     pub fn canonical(&self) -> Vec<u8> {
         serde_json::to_vec(&self.0).expect("a string map always serializes")

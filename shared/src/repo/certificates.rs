@@ -48,6 +48,19 @@ pub fn cert_item(cert: &IssuedCert) -> Result<Item, StoreError> {
         .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", cert.cert_serial_number), "CERT")))
 }
 
+/// The writes of a queued revocation, to join another transaction: the certificate (read at
+/// `version`) pointing at the new request, and the request.
+pub fn revocation_ops(
+    marked: &IssuedCert,
+    version: u64,
+    request: &CertRequest,
+) -> Result<Vec<WriteOp>, StoreError> {
+    Ok(vec![
+        WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) },
+        WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
+    ])
+}
+
 /// What a settled result writes besides the request and its event.
 #[derive(Debug, Clone)]
 pub enum Effect {
@@ -168,12 +181,7 @@ impl<'a> Certificates<'a> {
         version: u64,
         request: &CertRequest,
     ) -> Result<(), StoreError> {
-        self.store
-            .transact(vec![
-                WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) },
-                WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
-            ])
-            .await
+        self.store.transact(revocation_ops(marked, version, request)?).await
     }
 
     /// Records the names the directory found for the user (machineUserNames) as aliases.

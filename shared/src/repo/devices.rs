@@ -222,4 +222,27 @@ impl<'a> Devices<'a> {
         })
         .await
     }
+
+    /// Ends a device: its token and its record go (its id stays taken in the app), and the
+    /// event reports it, in one transaction.
+    pub async fn revoke_device(
+        &self,
+        device: &DeviceRecord,
+        event: &crate::domain::events::EventRecord,
+    ) -> Result<(), StoreError> {
+        let record =
+            ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
+        self.store
+            .transact(vec![
+                WriteOp::Delete { key: record, condition: Condition::Exists },
+                WriteOp::Delete {
+                    key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
+                    condition: Condition::Any,
+                },
+                WriteOp::Put { item: super::events::Events::item(event)?, condition: Condition::Absent },
+            ])
+            .await?;
+        super::events::log(event);
+        Ok(())
+    }
 }

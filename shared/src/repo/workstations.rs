@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | `ENRSESSION#<app>#<sessionId>` | `SESSION` | an enrollment session; TTL its expiry (a day once closed) |
 //! | `ENROLL#<app>#<machineId>` | `ENROLL` | the machine's enrollment |
-//! | `PAIR#<app>#<machineId>` | `DEVICE#<deviceId>` | a workstation–device pairing |
+//! | `PAIR#<app>#<machineId>` | `DEVICE#<deviceId>` | a workstation–device pairing; `gsi2` `DEVPAIR#<app>#<deviceId>` / `<machineId>` finds a device's pairings |
+//! | `OFFLINEFAIL#<app>#<machineId>#<deviceId>` | `COUNTER` | wrong offline attempts; TTL the lockout |
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
 use super::certificates::request_item;
@@ -16,7 +17,8 @@ use crate::domain::enrollment::{
 };
 use crate::domain::events::EventRecord;
 use crate::domain::pairing::Pairing;
-use crate::ports::{Condition, Increment, Item, ItemKey, ItemStore, StoreError, WriteOp};
+use crate::domain::time::EpochMillis;
+use crate::ports::{Condition, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
 use crate::repo::events::{self, Events};
 
 fn session_key(app: &AppId, session_id: &str) -> ItemKey {
@@ -40,6 +42,18 @@ fn enrollment_key(app: &AppId, machine_id: &str) -> ItemKey {
 
 fn pairing_key(app: &AppId, machine_id: &str, device_id: &str) -> ItemKey {
     ItemKey::new(format!("PAIR#{app}#{machine_id}"), format!("DEVICE#{device_id}"))
+}
+
+fn device_pairings(app: &AppId, device_id: &str) -> String {
+    format!("DEVPAIR#{app}#{device_id}")
+}
+
+fn pairing_item(pairing: &Pairing) -> Result<Item, StoreError> {
+    let key = pairing_key(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
+    Ok(Item::new(key, pairing)?.with_index(
+        Index::Gsi2,
+        ItemKey::new(device_pairings(&pairing.app_id, &pairing.device_id), pairing.machine_id.clone()),
+    ))
 }
 
 fn counter_key(app: &AppId, device_id: &str) -> ItemKey {
@@ -126,10 +140,9 @@ impl<'a> Workstations<'a> {
     /// Creates the pairing and queues its certificate request in one transaction;
     /// [`StoreError::Conflict`] if the pairing exists already (nothing is written then).
     pub async fn pair(&self, pairing: &Pairing, request: &CertRequest) -> Result<(), StoreError> {
-        let key = pairing_key(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
         self.store
             .transact(vec![
-                WriteOp::Put { item: Item::new(key, pairing)?, condition: Condition::Absent },
+                WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Absent },
                 WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
             ])
             .await
@@ -148,7 +161,73 @@ impl<'a> Workstations<'a> {
     }
 
     pub async fn replace_pairing(&self, pairing: &Pairing, version: u64) -> Result<(), StoreError> {
+        self.store.put(pairing_item(pairing)?, Condition::Version(version)).await.map(|_| ())
+    }
+
+    /// Stores a pairing (read at `version`) with the event that reports the change.
+    pub async fn replace_pairing_with_event(
+        &self,
+        pairing: &Pairing,
+        version: u64,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        self.store
+            .transact(vec![
+                WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Version(version) },
+                WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent },
+            ])
+            .await?;
+        events::log(event);
+        Ok(())
+    }
+
+    /// The device's pairings, on every workstation (at most 100).
+    pub async fn pairings_of_device(
+        &self,
+        app: &AppId,
+        device_id: &str,
+    ) -> Result<Vec<(Pairing, u64)>, StoreError> {
+        let page =
+            self.store.query(Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100)).await?;
+        let mut pairings = Vec::with_capacity(page.items.len());
+        for found in page.items {
+            // Read the item itself: the index may lag.
+            if let Some(item) = self.store.get(&found.key).await? {
+                pairings.push((item.data()?, item.version));
+            }
+        }
+        Ok(pairings)
+    }
+
+    /// Removes the pairing (read at `version`), with what goes with it (queued revocations) and
+    /// its event, in one transaction.
+    pub async fn unpair(
+        &self,
+        pairing: &Pairing,
+        version: u64,
+        mut with: Vec<WriteOp>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
         let key = pairing_key(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
-        self.store.put(Item::new(key, pairing)?, Condition::Version(version)).await.map(|_| ())
+        with.push(WriteOp::Delete { key, condition: Condition::Version(version) });
+        with.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
+        self.store.transact(with).await?;
+        events::log(event);
+        Ok(())
+    }
+
+    /// Adds `by` wrong offline attempts to the pairing's counter, which lapses at `expires_at`;
+    /// returns the count.
+    pub async fn count_wrong_attempts(
+        &self,
+        pairing: &Pairing,
+        by: i64,
+        expires_at: EpochMillis,
+    ) -> Result<i64, StoreError> {
+        let key = ItemKey::new(
+            format!("OFFLINEFAIL#{}#{}#{}", pairing.app_id, pairing.machine_id, pairing.device_id),
+            "COUNTER",
+        );
+        self.store.increment(Increment { key, by, limit: None, expires_at: Some(expires_at.as_secs()) }).await
     }
 }

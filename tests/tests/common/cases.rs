@@ -244,7 +244,8 @@ pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
         defaults,
         json!({
             "offlineAccess": {"enabled": false, "tokenLength": 8, "tokenCount": 25, "tokenEntryTimeoutSecs": 180,
-                "offlineAccessDays": 30, "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20},
+                "offlineAccessDays": 30, "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20,
+                "maxWrongAttempts": 5, "lockoutSecs": 900},
             "requestTimeoutInSecs": 300,
             "oobRequestTimeoutInSecs": 300
         })

@@ -62,7 +62,7 @@ pub async fn pair(h: &Harness, access: &str, device: &TestDevice, machine: &str)
 }
 
 /// The API on a real loopback port, and an agent with a fresh CA talking to it.
-async fn agent_for(h: &Harness) -> (Agent, Arc<LocalCa>, tokio::task::JoinHandle<()>) {
+pub async fn agent_for(h: &Harness) -> (Agent, Arc<LocalCa>, tokio::task::JoinHandle<()>) {
     let state = AppState::new(h.backend.clone(), HttpConfig::default());
     let (base, server) = serve(http::app(state)).await;
     let ca = Arc::new(LocalCa::open_or_create(&tempfile::tempdir().unwrap().keep()).unwrap());

@@ -6,12 +6,14 @@
 pub mod cases;
 pub mod certificates;
 pub mod content;
+pub mod offline;
 pub mod oob;
 pub mod workstation;
 
 pub use cases::*;
 pub use certificates::*;
 pub use content::*;
+pub use offline::*;
 pub use oob::*;
 pub use workstation::*;
 
@@ -158,6 +160,11 @@ macro_rules! router_tests {
         $crate::router_case!($make, oob_requests_expire_and_nonces_are_spent);
         $crate::router_case!($make, oob_input_and_tenancy_are_checked);
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
+        $crate::router_case!($make, offline_pins_go_to_the_owner_and_the_device_once);
+        $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);
+        $crate::router_case!($make, wrong_attempts_lock_offline_access);
+        $crate::router_case!($make, unpairing_queues_the_revocation_the_agent_carries_out);
+        $crate::router_case!($make, removing_a_device_ends_its_token_pairings_and_certificates);
         $crate::router_case!($make, concurrent_pollers_issue_each_request_once);
     };
 }

@@ -382,7 +382,7 @@ pub async fn pairing_queues_one_certificate_request(h: Harness) {
     assert_eq!(r.problem(400, codes::UNKNOWN_DEVICE)["field"], "deviceId");
 
     // Offline tokens: refused while offline access is off, sealed at rest once on.
-    let offline = json!({"machineId": "machine-7", "deviceId": device_id, "offline": {"tokens": "12345678,87654321", "tokensAuth": "c2lnbmF0dXJl"}});
+    let offline = json!({"machineId": "machine-7", "deviceId": device_id, "offline": {"tokens": "p1:12345678,p2:87654321", "tokensAuth": "c2lnbmF0dXJl"}});
     let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(offline.clone())).await;
     r.problem(403, codes::OFFLINE_DISABLED);
     h.admin(
@@ -393,7 +393,8 @@ pub async fn pairing_queues_one_certificate_request(h: Harness) {
     .await;
     let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(offline)).await;
     assert_eq!(r.status, 200, "{}", r.json());
-    assert_eq!(r.json()["workstation"]["offline"]["tokens"], "12345678,87654321");
+    assert_eq!(r.json()["workstation"]["offline"]["tokens"], "p1:12345678,p2:87654321");
+    assert_eq!(r.header("cache-control"), Some("no-store"));
     assert_eq!(r.json()["rpConfig"]["workstation"]["offlineAccess"]["enabled"], true);
     let raw = h
         .backend

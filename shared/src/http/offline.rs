@@ -1,0 +1,395 @@
+//! Offline PIN access (workstation-api.md, "Offline authentication flow"; DECISIONS §3, §5): the
+//! device's single fetch of its pairings' PINs (`/rp/versioned/device/setup`), its list of
+//! workstations, used-PIN reports from either side, wrong-attempt locks, and unpairing (which
+//! queues a revocation of what the pairing was issued) and an admin's removal of a device. The
+//! rules are [`crate::domain::offline`] and [`crate::domain::pairing`].
+
+use super::certificates::{revocation_of, Revocation};
+use super::extract::{Admin, ApiJson, ApiPath, DeviceCaller};
+use super::problem::Problem;
+use super::AppState;
+use crate::domain::apps::{AppId, OfflineAccess};
+use crate::domain::certificates::RequestState;
+use crate::domain::devices;
+use crate::domain::offline::{
+    remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin, SealedTokens,
+};
+use crate::domain::pairing::{
+    pin_ids, Pairing, PairingError, PairingKey, PairingUpdate, DEVICE_REVOKED_EVENT,
+};
+use crate::domain::time::EpochMillis;
+use crate::ports::keys::{open, seal, Sealed};
+use crate::ports::{retry_on_conflict, EncryptionContext, StoreError};
+use crate::repo::certificates::Certificates;
+use crate::repo::devices::Devices;
+use crate::repo::workstations::Workstations;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+/// `/rp/versioned/device/setup`
+pub fn setup_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/setup", post(device_setup))
+}
+
+/// `/rp/versioned/device/workstations`
+pub fn workstations_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/workstations", get(device_workstations))
+}
+
+/// `/rp/versioned/device/offline/used`
+pub fn used_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/offline/used", post(device_used))
+}
+
+/// `/cc/api/apps/{appId}/devices/{deviceId}`
+pub fn admin_device_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/cc/api/apps/{app_id}/devices/{device_id}", delete(revoke_device))
+}
+
+/// The envelope context of a pairing's PINs: they open for that app, machine and device only.
+pub fn context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionContext {
+    EncryptionContext::new(app.as_str(), "offline-tokens")
+        .with("machine", machine_id)
+        .with("device", device_id)
+}
+
+pub async fn seal_pins(
+    state: &AppState,
+    context: &EncryptionContext,
+    pins: &[Pin],
+    tokens_auth: &str,
+) -> Result<Sealed, PairingError> {
+    let secret = SealedTokens { tokens: render_pins(pins), tokens_auth: tokens_auth.to_owned() };
+    let plain = serde_json::to_vec(&secret).map_err(StoreError::encoding)?;
+    Ok(seal(state.backend.keys.as_ref(), context, &plain).await?)
+}
+
+/// The PINs of `set` still unused, and their authorization code.
+pub async fn open_pins(
+    state: &AppState,
+    pairing: &Pairing,
+    set: &OfflineSet,
+) -> Result<(Vec<Pin>, String), PairingError> {
+    let context = context(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
+    let plain = open(state.backend.keys.as_ref(), &context, &set.sealed).await?;
+    let secret: SealedTokens = serde_json::from_slice(&plain).map_err(StoreError::encoding)?;
+    let all = secret.tokens.split(',').filter_map(|e| e.split_once(':'));
+    let pins = all
+        .filter(|(id, _)| set.remaining.iter().any(|r| r == id))
+        .map(|(id, pin)| Pin { id: id.to_owned(), pin: pin.to_owned() })
+        .collect();
+    Ok((pins, secret.tokens_auth))
+}
+
+/// Deletes used PINs from the pairing's set (re-sealed without them), conditionally; a PIN
+/// already gone is [`OfflineError::PinGone`]. Returns the pairing as stored.
+pub async fn use_pins(
+    state: &AppState,
+    app: &AppId,
+    key: &PairingKey,
+    used: &[String],
+    settings: &OfflineAccess,
+) -> Result<Pairing, PairingError> {
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    retry_on_conflict(|| async move {
+        let (pairing, version) =
+            workstations.pairing(app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
+        pairing.lock.check(now)?;
+        let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
+        let (pins, tokens_auth) = open_pins(state, &pairing, &set).await?;
+        let left = remove_used(&set, pins, used)?;
+        let sealed = seal_pins(state, &context(app, &key.machine_id, &key.device_id), &left, &tokens_auth).await?;
+        let mut next = pairing.clone();
+        next.offline_set = Some(OfflineSet {
+            sealed,
+            remaining: left.iter().map(|p| p.id.clone()).collect(),
+            ..set
+        });
+        next.updated_at = now.max(pairing.updated_at);
+        workstations.replace_pairing(&next, version).await?;
+        tracing::info!(app_id = %app, machine_id = %key.machine_id, used = used.len(), remaining = left.len(), low = next.offline_set.as_ref().is_some_and(|s| s.low_token_warning(settings)), "offline PINs used");
+        Ok(next)
+    })
+    .await
+}
+
+/// Counts wrong offline attempts; at the app's maximum the pairing's offline access is locked
+/// for `lockoutSecs`, and the lock is an event.
+pub async fn count_wrong_attempts(
+    state: &AppState,
+    app: &AppId,
+    update: &PairingUpdate,
+    settings: &OfflineAccess,
+    source: &str,
+) -> Result<(), PairingError> {
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let (pairing, _) = workstations
+        .pairing(app, &update.machine_id, &update.device_id)
+        .await?
+        .ok_or(PairingError::NotFound)?;
+    let count = workstations
+        .count_wrong_attempts(&pairing, update.failed_attempts, now.plus_secs(settings.lockout_secs))
+        .await?;
+    if count < settings.max_wrong_attempts {
+        return Ok(());
+    }
+    retry_on_conflict(|| async move {
+        let (pairing, version) =
+            workstations.pairing(app, &update.machine_id, &update.device_id).await?.ok_or(PairingError::NotFound)?;
+        if pairing.lock.check(now).is_err() {
+            return Ok(());
+        }
+        let (locked, event) = pairing.locked(settings.lockout_secs, count, source, now);
+        workstations.replace_pairing_with_event(&locked, version, &event).await?;
+        tracing::warn!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, "offline access locked after wrong attempts");
+        Ok::<_, PairingError>(())
+    })
+    .await
+}
+
+/// Removes the pairing (read at `version`) and queues, in the same transaction, the revocation
+/// of the certificate issued through it; logs the event.
+pub async fn unpair(
+    state: &AppState,
+    pairing: Pairing,
+    version: u64,
+    source: &str,
+) -> Result<(), PairingError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let mut revocations = Vec::new();
+    if let Some((request, _)) = certs.request(&pairing.certificate_request_id).await? {
+        if let (RequestState::Done, Some(serial)) = (request.state, &request.cert_serial_number) {
+            if let Some((cert, cert_version)) = certs.by_serial(serial).await? {
+                if let Revocation::Queue(_, ops) = revocation_of(state, certs, &cert, cert_version).await? {
+                    revocations = ops;
+                }
+            }
+        }
+    }
+    let queued = revocations.len() / 2;
+    let event = pairing.unpaired_event(source, queued, state.backend.clock.now_millis());
+    Workstations::new(state.backend.store.as_ref()).unpair(&pairing, version, revocations, &event).await?;
+    tracing::info!(app_id = %pairing.app_id, machine_id = %pairing.machine_id, device_id = %pairing.device_id, revocations = queued, "unpaired");
+    Ok(())
+}
+
+/// The body of `POST /rp/versioned/device/setup`: which of the device's pairings.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceSetupRequest {
+    pub machine_id: String,
+}
+
+/// A pairing's PINs for its device, handed out once.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSetup {
+    pub machine_id: String,
+    pub machine_name: Option<String>,
+    pub tokens: String,
+    pub tokens_auth: String,
+    pub offline_access: OfflineAccess,
+    pub valid_until: EpochMillis,
+    pub tokens_remaining: u32,
+}
+
+/// The device fetches a pairing's offline PINs: once per set.
+async fn device_setup(
+    State(state): State<AppState>,
+    device: DeviceCaller,
+    ApiJson(body): ApiJson<DeviceSetupRequest>,
+) -> Result<([(header::HeaderName, &'static str); 1], Json<DeviceSetup>), Problem> {
+    let machine_id = devices::identifier("machineId", &body.machine_id)?;
+    let (app, _) = super::cc::load_app(&state, device.app_id.as_str()).await?;
+    let settings = &app.workstation.offline_access;
+    require_enabled(settings).map_err(PairingError::from)?;
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let (state_ref, machine_id, device_id, app_id) =
+        (&state, &machine_id, device.device_id.as_str(), &app.app_id);
+    let setup = retry_on_conflict(|| async move {
+        let (pairing, version) =
+            workstations.pairing(app_id, machine_id, device_id).await?.ok_or(PairingError::NotFound)?;
+        pairing.lock.check(now)?;
+        let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
+        if set.delivered_at.is_some() || !set.is_valid(now) {
+            return Err(OfflineError::Delivered.into());
+        }
+        let (pins, tokens_auth) = open_pins(state_ref, &pairing, &set).await?;
+        let mut next = pairing.clone();
+        next.offline_set = Some(OfflineSet { delivered_at: Some(now), ..set.clone() });
+        workstations.replace_pairing(&next, version).await?;
+        Ok::<_, PairingError>(DeviceSetup {
+            machine_id: pairing.machine_id.clone(),
+            machine_name: pairing.machine_name.clone(),
+            tokens: render_pins(&pins),
+            tokens_auth,
+            offline_access: settings.clone(),
+            valid_until: set.valid_until,
+            tokens_remaining: set.remaining.len() as u32,
+        })
+    })
+    .await?;
+    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, machine_id = %setup.machine_id, "offline PINs delivered to the device");
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(setup)))
+}
+
+/// One of the device's workstations.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceWorkstation {
+    pub machine_id: String,
+    pub machine_name: Option<String>,
+    pub paired_at: EpochMillis,
+    /// The device holds this pairing's PINs.
+    pub active: bool,
+    pub tokens_remaining: u32,
+    pub low_token_warning: bool,
+    pub valid_until: Option<EpochMillis>,
+    pub locked_until: Option<EpochMillis>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeviceWorkstations {
+    pub workstations: Vec<DeviceWorkstation>,
+}
+
+async fn device_workstations(
+    State(state): State<AppState>,
+    device: DeviceCaller,
+) -> Result<Json<DeviceWorkstations>, Problem> {
+    let (app, _) = super::cc::load_app(&state, device.app_id.as_str()).await?;
+    let settings = &app.workstation.offline_access;
+    let now = state.backend.clock.now_millis();
+    let pairings = Workstations::new(state.backend.store.as_ref())
+        .pairings_of_device(&device.app_id, &device.device_id)
+        .await?;
+    let workstations = pairings
+        .into_iter()
+        .map(|(p, _)| {
+            let set = p.offline_set.as_ref();
+            DeviceWorkstation {
+                machine_id: p.machine_id.clone(),
+                machine_name: p.machine_name.clone(),
+                paired_at: p.created_at,
+                active: set.is_some_and(|s| s.delivered_at.is_some() && s.is_valid(now)),
+                tokens_remaining: set.map_or(0, |s| s.remaining.len() as u32),
+                low_token_warning: set.is_some_and(|s| s.low_token_warning(settings)),
+                valid_until: set.map(|s| s.valid_until),
+                locked_until: p.lock.locked_until.filter(|until| now < *until),
+            }
+        })
+        .collect();
+    Ok(Json(DeviceWorkstations { workstations }))
+}
+
+/// The body of `POST /rp/versioned/device/offline/used`.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceUsedRequest {
+    pub machine_id: String,
+    pub token_ids: Vec<String>,
+}
+
+/// What is left after a used-PIN report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinsLeft {
+    pub machine_id: String,
+    pub tokens_remaining: u32,
+    pub low_token_warning: bool,
+}
+
+async fn device_used(
+    State(state): State<AppState>,
+    device: DeviceCaller,
+    ApiJson(body): ApiJson<DeviceUsedRequest>,
+) -> Result<Json<PinsLeft>, Problem> {
+    let machine_id = devices::identifier("machineId", &body.machine_id)?;
+    pin_ids("tokenIds", &body.token_ids)?;
+    let (app, _) = super::cc::load_app(&state, device.app_id.as_str()).await?;
+    let settings = &app.workstation.offline_access;
+    require_enabled(settings).map_err(PairingError::from)?;
+    let key = PairingKey { machine_id, device_id: device.device_id.clone() };
+    let pairing = use_pins(&state, &device.app_id, &key, &body.token_ids, settings).await?;
+    let set = pairing.offline_set.as_ref();
+    Ok(Json(PinsLeft {
+        machine_id: pairing.machine_id.clone(),
+        tokens_remaining: set.map_or(0, |s| s.remaining.len() as u32),
+        low_token_warning: set.is_some_and(|s| s.low_token_warning(settings)),
+    }))
+}
+
+/// An admin removes a device: every pairing of it goes (with its certificate's revocation), the
+/// device's other certificates are revoked, and its token ends.
+async fn revoke_device(
+    State(state): State<AppState>,
+    admin: Admin,
+    ApiPath((app_id, device_id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, Problem> {
+    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let device_id = devices::identifier("deviceId", &device_id)?;
+    let store = state.backend.store.as_ref();
+    let device = Devices::new(store)
+        .device(&app.app_id, &device_id)
+        .await?
+        .ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
+    let source = format!("admin:{}", admin.0.token_id);
+    let workstations = Workstations::new(store);
+    for (pairing, version) in workstations.pairings_of_device(&app.app_id, &device_id).await? {
+        let state = &state;
+        let source = source.as_str();
+        let key = PairingKey { machine_id: pairing.machine_id.clone(), device_id: device_id.clone() };
+        let key = &key;
+        let app_id = &app.app_id;
+        let mut first = Some((pairing, version));
+        retry_on_conflict(|| {
+            let first = first.take();
+            async move {
+                let (pairing, version) = match first {
+                    Some(read) => read,
+                    None => match workstations.pairing(app_id, &key.machine_id, &key.device_id).await? {
+                        Some(read) => read,
+                        None => return Ok(()),
+                    },
+                };
+                unpair(state, pairing, version, source).await
+            }
+        })
+        .await?;
+    }
+    let certs = Certificates::new(store);
+    for cert in certs.of_device(&app.app_id, &device_id).await? {
+        let state = &state;
+        let serial = cert.cert_serial_number.clone();
+        let serial = &serial;
+        retry_on_conflict(|| async move {
+            let Some((cert, version)) = certs.by_serial(serial).await? else { return Ok(()) };
+            if let Revocation::Queue(_, ops) = revocation_of(state, certs, &cert, version).await? {
+                state.backend.store.transact(ops).await?;
+            }
+            Ok::<_, crate::domain::certificates::CertError>(())
+        })
+        .await?;
+    }
+    let attrs =
+        crate::domain::events::attributes(&[("deviceId", &device_id), ("namedUser", &device.named_user)]);
+    let event = crate::domain::events::EventRecord::new(
+        DEVICE_REVOKED_EVENT,
+        Some(app.app_id.clone()),
+        source,
+        state.backend.clock.now_millis(),
+        attrs,
+    );
+    match Devices::new(store).revoke_device(&device, &event).await {
+        Ok(()) | Err(StoreError::Conflict) => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(app_id = %app.app_id, device_id = %device_id, "device revoked");
+    Ok(StatusCode::NO_CONTENT)
+}

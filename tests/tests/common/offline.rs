@@ -1,0 +1,294 @@
+//! Offline PIN cases: who sees the PINs, the device's single fetch, used PINs, the low-token
+//! warning, the wrong-attempt lock, unpairing with its revocation, and removing a device.
+
+use super::certificates::{agent_for, device, pair, TestDevice};
+use super::Harness;
+use rp_shared::http::problem::codes;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// An app with offline access on (PINs of 8, sets of 10, warning at 20 %, lock after 3), a
+/// device, and a workstation (access token) paired with it with `pins` offline PINs.
+async fn offline_pairing(h: &Harness, user: &str, pins: usize) -> (String, String, TestDevice, String) {
+    let app = h.app().await;
+    let settings = json!({"offlineAccess": {"enabled": true, "tokenCount": 10, "tokenLowWarningThresholdPercentage": 20,
+        "maxWrongAttempts": 3, "lockoutSecs": 600}});
+    let r = h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let access = h.access_token(&app).await;
+    let dev = device(h, &app, user, None).await;
+    let machine = Harness::unique("m");
+    let body = json!({"machineId": machine, "deviceId": dev.device_id,
+        "offline": {"tokens": tokens(pins), "tokensAuth": "YXV0aA=="}});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert_eq!(r.json()["workstation"]["offline"]["tokens"], tokens(pins), "the owner sees its PINs");
+    (app, access, dev, machine)
+}
+
+fn tokens(n: usize) -> String {
+    (1..=n).map(|i| format!("pin-{i:02}:{:08}", 40_000_000 + i * 7919)).collect::<Vec<_>>().join(",")
+}
+
+fn reg_path(machine: &str, dev: &TestDevice) -> String {
+    format!("/rp/api/client/reg?machineId={machine}&deviceId={}", dev.device_id)
+}
+
+async fn setup(h: &Harness, dev: &TestDevice, machine: &str) -> rp_shared::testing::http::TestResponse {
+    h.client
+        .send("POST", "/rp/versioned/device/setup", Some(&dev.token), Some(json!({"machineId": machine})))
+        .await
+}
+
+pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
+    let (app, access, dev, machine) = offline_pairing(&h, "olga@example.com", 5).await;
+    // Another workstation of the same app sees the pairing, not the PINs, and is told why.
+    let other = h.access_token(&app).await;
+    let seen = h.client.send("GET", &reg_path(&machine, &dev), Some(&other), None).await;
+    assert_eq!(seen.status, 200);
+    assert_eq!(seen.json()["workstation"]["offline"], json!({"tokens": "", "tokensAuth": ""}));
+    assert_eq!(seen.json()["offlineStatus"]["hiddenReason"], "notOwner");
+    assert_eq!(seen.json()["offlineStatus"]["tokensRemaining"], 5);
+    let again = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/client/reg",
+            Some(&other),
+            Some(json!({"machineId": machine, "deviceId": dev.device_id})),
+        )
+        .await;
+    assert_eq!(
+        (again.status.as_u16(), again.json()["workstation"]["offline"]["tokens"].as_str()),
+        (200, Some(""))
+    );
+    let patch = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
+    h.client
+        .send("PATCH", "/rp/api/client/reg", Some(&other), Some(patch))
+        .await
+        .problem(403, codes::NOT_PAIRING_OWNER);
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    assert_eq!(
+        (
+            own["offlineStatus"]["tokensVisible"].as_bool(),
+            own["offlineStatus"]["tokenEntryTimeoutSecs"].as_i64()
+        ),
+        (Some(true), Some(180))
+    );
+
+    // The device fetches the set once.
+    let r = setup(&h, &dev, &machine).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert_eq!(
+        (r.json()["tokens"].as_str(), r.json()["tokensAuth"].as_str()),
+        (Some(tokens(5).as_str()), Some("YXV0aA=="))
+    );
+    assert_eq!(r.json()["offlineAccess"]["tokenCount"], 10);
+    setup(&h, &dev, &machine).await.problem(410, codes::OFFLINE_DELIVERED);
+    let listed =
+        h.client.send("GET", "/rp/versioned/device/workstations", Some(&dev.token), None).await.json();
+    let mine = listed["workstations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["machineId"] == machine.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!((mine["active"].as_bool(), mine["tokensRemaining"].as_u64()), (Some(true), Some(5)));
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    assert_eq!(own["offlineStatus"]["deliveredToDevice"], true);
+    // A new set from the workstation can be fetched once again.
+    let renew = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens(10), "tokensAuth": "bmV3"}});
+    assert_eq!(h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(renew)).await.status, 200);
+    assert_eq!(setup(&h, &dev, &machine).await.json()["tokensRemaining"], 10);
+
+    // Input against the app's settings.
+    for (tokens, field) in [
+        ("pin-1:1234567", "offline.tokens[0]"),
+        ("nocolon", "offline.tokens[0]"),
+        ("a:12345678,a:87654321", "offline.tokens[1]"),
+    ] {
+        let body = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens, "tokensAuth": "x"}});
+        let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(body)).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field);
+    }
+    let too_many = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens(11), "tokensAuth": "x"}});
+    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(too_many)).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "offline.tokens");
+
+    // Offline access off: the offline calls are refused and nothing is shown.
+    h.admin(
+        "PUT",
+        &format!("/cc/api/apps/{app}/workstation"),
+        Some(json!({"offlineAccess": {"enabled": false}})),
+    )
+    .await;
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    assert_eq!(
+        (own["workstation"]["offline"]["tokens"].as_str(), own["offlineStatus"]["hiddenReason"].as_str()),
+        (Some(""), Some("offlineDisabled"))
+    );
+    setup(&h, &dev, &machine).await.problem(403, codes::OFFLINE_DISABLED);
+    let used = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
+    h.client
+        .send("PATCH", "/rp/api/client/reg", Some(&access), Some(used))
+        .await
+        .problem(403, codes::OFFLINE_DISABLED);
+}
+
+pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
+    let (_app, access, dev, machine) = offline_pairing(&h, "pia@example.com", 10).await;
+    let used = |ids: Value| json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ids});
+    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(used(json!(["pin-01"])))).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert!(
+        !r.json()["workstation"]["offline"]["tokens"].as_str().unwrap().contains("pin-01:"),
+        "deleted from the set"
+    );
+    assert_eq!(
+        (
+            r.json()["offlineStatus"]["tokensUsed"].as_u64(),
+            r.json()["offlineStatus"]["lowTokenWarning"].as_bool()
+        ),
+        (Some(1), Some(false))
+    );
+    let replay =
+        h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(used(json!(["pin-01"])))).await;
+    assert_eq!(replay.problem(409, codes::PIN_GONE)["field"], "tokenId");
+    // The phone reports the next one; at 2 of 10 (20 %) the warning is on, on both sides.
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/versioned/device/offline/used",
+            Some(&dev.token),
+            Some(json!({"machineId": machine, "tokenIds": ["pin-02"]})),
+        )
+        .await;
+    assert_eq!(r.json(), json!({"machineId": machine, "tokensRemaining": 8, "lowTokenWarning": true}));
+    let again = h
+        .client
+        .send(
+            "POST",
+            "/rp/versioned/device/offline/used",
+            Some(&dev.token),
+            Some(json!({"machineId": machine, "tokenIds": ["pin-02"]})),
+        )
+        .await;
+    again.problem(409, codes::PIN_GONE);
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    assert_eq!(own["offlineStatus"]["lowTokenWarning"], true);
+    let pins = own["workstation"]["offline"]["tokens"].as_str().unwrap().to_owned();
+    assert!(!pins.contains("pin-02:") && pins.contains("pin-03:"));
+    let raw = h
+        .backend
+        .store
+        .get(&rp_shared::ports::ItemKey::new(
+            format!("PAIR#{_app}#{machine}"),
+            format!("DEVICE#{}", dev.device_id),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let stored = serde_json::to_string(&raw.attrs).unwrap();
+    assert!(!stored.contains(&format!("{:08}", 40_000_000 + 3 * 7919)), "PINs are sealed at rest");
+}
+
+pub async fn wrong_attempts_lock_offline_access(h: Harness) {
+    let (app, access, dev, machine) = offline_pairing(&h, "quinn@example.com", 5).await;
+    let failed = |n: i64| json!({"machineId": machine, "deviceId": dev.device_id, "failedAttempts": n});
+    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(failed(2))).await;
+    assert_eq!(r.json()["offlineStatus"]["lockedUntil"], Value::Null);
+    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(failed(1))).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert!(r.json()["offlineStatus"]["lockedUntil"].is_i64(), "the third wrong attempt locks");
+    assert_eq!(r.json()["offlineStatus"]["hiddenReason"], "locked");
+    let locked = setup(&h, &dev, &machine).await;
+    locked.problem(423, codes::OFFLINE_LOCKED);
+    assert!(locked.header("retry-after").is_some());
+    let used = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
+    h.client
+        .send("PATCH", "/rp/api/client/reg", Some(&access), Some(used))
+        .await
+        .problem(423, codes::OFFLINE_LOCKED);
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=OFFLINE_ACCESS_LOCKED"), None).await.json();
+    assert_eq!(events["events"][0]["attributes"]["machineId"], machine.as_str(), "{events}");
+    h.clock.advance(Duration::from_secs(601));
+    assert_eq!(setup(&h, &dev, &machine).await.status, 200, "the lock ends");
+}
+
+pub async fn unpairing_queues_the_revocation_the_agent_carries_out(h: Harness) {
+    let (app, access, dev, machine) = offline_pairing(&h, "rita@example.com", 5).await;
+    // The pairing's certificate is issued first.
+    let (agent, ca, _server) = agent_for(&h).await;
+    let issued = agent.run_once().await.unwrap();
+    assert_eq!(issued.issued.len(), 1, "{issued:?}");
+    let serial =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json()
+            ["certificates"][0]["certSerialNumber"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let other = h.access_token(&app).await;
+    h.client
+        .send("DELETE", &reg_path(&machine, &dev), Some(&other), None)
+        .await
+        .problem(403, codes::NOT_PAIRING_OWNER);
+    let r = h.client.send("DELETE", &reg_path(&machine, &dev), Some(&access), None).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    h.client
+        .send("DELETE", &reg_path(&machine, &dev), Some(&access), None)
+        .await
+        .problem(404, codes::PAIRING_NOT_FOUND);
+    h.client
+        .send("GET", &reg_path(&machine, &dev), Some(&access), None)
+        .await
+        .problem(404, codes::PAIRING_NOT_FOUND);
+    let revoked = agent.run_once().await.unwrap();
+    assert_eq!(revoked.revoked.len(), 1, "{revoked:?}");
+    assert!(ca.is_revoked(&serial));
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_UNPAIRED"), None).await.json();
+    assert_eq!(events["events"][0]["attributes"]["revocationsQueued"], 1, "{events}");
+    // An admin unpairs by naming the app.
+    let second = Harness::unique("m");
+    pair(&h, &access, &dev, &second).await;
+    let path = format!("{}&appId={app}", reg_path(&second, &dev));
+    assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+    h.admin("DELETE", &reg_path(&second, &dev), None).await.problem(400, codes::INVALID_FIELD);
+}
+
+pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harness) {
+    let (app, access, dev, machine) = offline_pairing(&h, "sam@example.com", 5).await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    let path = format!("/cc/api/apps/{app}/devices/{}", dev.device_id);
+    h.client.send("DELETE", &path, Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
+    let r = h.admin("DELETE", &path, None).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    h.client
+        .send("GET", "/rp/versioned/device/workstations", Some(&dev.token), None)
+        .await
+        .problem(401, codes::INVALID_TOKEN);
+    h.client
+        .send("GET", &reg_path(&machine, &dev), Some(&access), None)
+        .await
+        .problem(404, codes::PAIRING_NOT_FOUND);
+    let revoked = agent.run_once().await.unwrap();
+    assert_eq!(
+        revoked.revoked.len(),
+        1,
+        "one revocation, though the pairing and the device both named it: {revoked:?}"
+    );
+    assert!(ca.is_revoked(&serial));
+    h.admin("DELETE", &path, None).await.problem(404, codes::DEVICE_NOT_FOUND);
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=DEVICE_REVOKED"), None).await.json();
+    assert_eq!(events["events"].as_array().unwrap().len(), 1);
+}
