@@ -79,3 +79,99 @@ async fn data_survives_reopening_the_database() {
     let messages = backend.queue.receive(10, std::time::Duration::from_secs(5)).await.unwrap();
     assert_eq!(messages.len(), 1);
 }
+
+/// Hostile bodies: every field of the OOB and offline endpoints replaced by arbitrary JSON gets
+/// a 4xx problem, never a 5xx or a panic.
+#[test]
+fn hostile_bodies_get_4xx_never_5xx() {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (h, access, device_token) = runtime.block_on(async {
+        let clock = rp_shared::ports::ManualClock::starting_now();
+        let h = common::Harness::new(backend(clock.clone()).await.unwrap(), clock).await;
+        let app = h.app().await;
+        h.admin(
+            "PUT",
+            &format!("/cc/api/apps/{app}/workstation"),
+            Some(json!({"offlineAccess": {"enabled": true}})),
+        )
+        .await;
+        let access = h.access_token(&app).await;
+        let dev = common::device(&h, &app, "zed@example.com", None).await;
+        common::pair(&h, &access, &dev, "m-hostile").await;
+        (h, access, dev.token)
+    });
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        ".{0,80}".prop_map(Value::from),
+        "[0-9a-f]{60,70}".prop_map(Value::from),
+    ];
+    let value = leaf.prop_recursive(2, 8, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map("[a-z]{1,6}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    let targets: Vec<(&str, &str, bool, Value)> = vec![
+        (
+            "POST",
+            "/rp/api/oob/client/authentication/requests",
+            false,
+            json!({"appId": "x", "namedUser": "zed@example.com",
+            "sessionNonce": "a", "deviceNonce": "b", "serviceNonce": "c", "serviceHmac": "d", "extras": {"amount": "1"}}),
+        ),
+        (
+            "POST",
+            "/rp/versioned/device/oob/requests/some-id",
+            true,
+            json!({"decision": "approve", "signature": "AA==", "amount": "1"}),
+        ),
+        (
+            "POST",
+            "/rp/api/client/reg",
+            false,
+            json!({"machineId": "m-hostile", "deviceId": "d", "offline": {"tokens": "a:12345678", "tokensAuth": "x"}}),
+        ),
+        (
+            "PATCH",
+            "/rp/api/client/reg",
+            false,
+            json!({"machineId": "m-hostile", "deviceId": "d", "usedTokenIds": ["a"], "failedAttempts": 1}),
+        ),
+        ("POST", "/rp/versioned/device/setup", true, json!({"machineId": "m-hostile"})),
+        (
+            "POST",
+            "/rp/versioned/device/offline/used",
+            true,
+            json!({"machineId": "m-hostile", "tokenIds": ["a"]}),
+        ),
+    ];
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 48,
+        ..Default::default()
+    });
+    for (method, path, as_device, template) in targets {
+        let fields: Vec<String> = template.as_object().unwrap().keys().cloned().collect();
+        let strategy = (proptest::sample::select(fields), value.clone());
+        runner
+            .run(&strategy, |(field, replacement)| {
+                let mut body = template.clone();
+                body[field.as_str()] = replacement;
+                let token = if as_device { &device_token } else { &access };
+                let r = runtime.block_on(h.client.send(method, path, Some(token), Some(body.clone())));
+                prop_assert!(
+                    r.status.as_u16() < 500,
+                    "{method} {path} {body}: {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                );
+                Ok(())
+            })
+            .unwrap();
+    }
+}

@@ -158,26 +158,13 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
         h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(used(json!(["pin-01"])))).await;
     assert_eq!(replay.problem(409, codes::PIN_GONE)["field"], "tokenId");
     // The phone reports the next one; at 2 of 10 (20 %) the warning is on, on both sides.
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/versioned/device/offline/used",
-            Some(&dev.token),
-            Some(json!({"machineId": machine, "tokenIds": ["pin-02"]})),
-        )
-        .await;
+    let phone_used = |id: &str| {
+        let body = json!({"machineId": machine, "tokenIds": [id]});
+        h.client.send("POST", "/rp/versioned/device/offline/used", Some(&dev.token), Some(body))
+    };
+    let r = phone_used("pin-02").await;
     assert_eq!(r.json(), json!({"machineId": machine, "tokensRemaining": 8, "lowTokenWarning": true}));
-    let again = h
-        .client
-        .send(
-            "POST",
-            "/rp/versioned/device/offline/used",
-            Some(&dev.token),
-            Some(json!({"machineId": machine, "tokenIds": ["pin-02"]})),
-        )
-        .await;
-    again.problem(409, codes::PIN_GONE);
+    phone_used("pin-02").await.problem(409, codes::PIN_GONE);
     let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
     assert_eq!(own["offlineStatus"]["lowTokenWarning"], true);
     let pins = own["workstation"]["offline"]["tokens"].as_str().unwrap().to_owned();
