@@ -45,7 +45,7 @@ struct DynamoItem {
 
 impl From<&Item> for DynamoItem {
     fn from(item: &Item) -> Self {
-        let mut d = item.attrs.clone();
+        let mut d = (*item.attrs).clone();
         let n = d.remove(COUNTER_ATTR).and_then(|v| v.as_i64());
         let split =
             |k: &Option<ItemKey>| (k.as_ref().map(|k| k.pk.clone()), k.as_ref().map(|k| k.sk.clone()));
@@ -85,7 +85,7 @@ impl TryFrom<DynamoItem> for Item {
             expires_at: raw.ttl,
             gsi1: join(raw.gsi1pk, raw.gsi1sk)?,
             gsi2: join(raw.gsi2pk, raw.gsi2sk)?,
-            attrs,
+            attrs: attrs.into(),
         })
     }
 }
