@@ -86,8 +86,8 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
     let now = backend.clock.now_millis();
     match command {
         Command::CreateAdminToken { token: Some(value), description, expires_in_secs: None } => {
-            let secret = TokenSecret::parse(&value)
-                .context("--token must be 16 to 512 printable ASCII characters without spaces")?;
+            let secret = TokenSecret::parse_chosen(&value)
+                .context("--token must be 32 to 512 printable ASCII characters without spaces")?;
             let description = description.unwrap_or_else(|| "installed by rp-admin".into());
             let created =
                 tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, None, &description)

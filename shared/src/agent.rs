@@ -130,6 +130,27 @@ impl LocalCa {
     }
 }
 
+/// `https://…`, or `http://` to 127.0.0.0/8, `localhost` or `[::1]`.
+pub fn check_base_url(base_url: &str) -> anyhow::Result<()> {
+    if base_url.starts_with("https://") {
+        return Ok(());
+    }
+    let rest = base_url
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow::anyhow!("the base URL must start with https:// (or http:// on loopback)"))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = if authority.starts_with('[') {
+        authority.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default().to_owned()
+    };
+    let loopback = host == "localhost"
+        || host == "[::1]"
+        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+    anyhow::ensure!(loopback, "refusing plain http to {host}: use https, or http on the loopback interface");
+    Ok(())
+}
+
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PassReport {
@@ -138,7 +159,8 @@ pub struct PassReport {
     pub failed: Vec<String>,
     /// Requests dropped for being outside their timeout window.
     pub dropped: Vec<String>,
-    /// Results the server refused (409: the lease had ended).
+    /// Results the server refused (409: the lease had ended or another result was kept; 410: the
+    /// request is dead). A refused issuance is revoked in the agent's own CA.
     pub refused: Vec<String>,
 }
 
@@ -150,7 +172,10 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// An agent for the API at `base_url`: `https`, or plain `http` on the loopback interface
+    /// only (the admin token and the certificates would cross the network in the clear).
     pub fn new(base_url: &str, token: &str, ca: std::sync::Arc<LocalCa>) -> anyhow::Result<Self> {
+        check_base_url(base_url)?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         Ok(Self { http, base_url: base_url.trim_end_matches('/').to_owned(), token: token.to_owned(), ca })
     }
@@ -186,7 +211,14 @@ impl Agent {
             match self.issue(&request) {
                 Ok(result) => match self.post("/rp/api/certificate", &result).await? {
                     s if s.is_success() => report.issued.push(request.request_id),
-                    reqwest::StatusCode::CONFLICT => report.refused.push(request.request_id),
+                    reqwest::StatusCode::CONFLICT | reqwest::StatusCode::GONE => {
+                        // The server kept another result (or none): this certificate would be
+                        // valid at the CA and unknown to the server, so the CA revokes it.
+                        if let Some(serial) = &result.login_cert_serial_number {
+                            self.ca.revoke(serial)?;
+                        }
+                        report.refused.push(request.request_id)
+                    }
                     s => anyhow::bail!("posting an issued certificate answered {s}"),
                 },
                 Err(e) => {
@@ -218,7 +250,9 @@ impl Agent {
                     };
                     match self.post("/rp/api/certificate/revoke", &body).await? {
                         s if s.is_success() => report.revoked.push(request.request_id),
-                        reqwest::StatusCode::CONFLICT => report.refused.push(request.request_id),
+                        reqwest::StatusCode::CONFLICT | reqwest::StatusCode::GONE => {
+                            report.refused.push(request.request_id)
+                        }
                         s => anyhow::bail!("posting a revocation answered {s}"),
                     }
                 }
@@ -276,7 +310,10 @@ impl Agent {
         let message: String = message.chars().take(5000).collect();
         let body = json!({"errorCode": code, "errorMessage": message, "requestId": request_id});
         let status = self.post(path, &body).await?;
-        if !status.is_success() && status != reqwest::StatusCode::CONFLICT {
+        if !status.is_success()
+            && status != reqwest::StatusCode::CONFLICT
+            && status != reqwest::StatusCode::GONE
+        {
             anyhow::bail!("posting an error result answered {status}");
         }
         let event = json!({"name": event, "attributes": {"isSuccessful": false, "errorCode": code, "requestId": request_id}});
@@ -304,6 +341,31 @@ impl Agent {
                 _ = tokio::time::sleep(interval) => {}
                 _ = &mut stop => return,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plain_http_is_for_loopback_only() {
+        for ok in [
+            "https://rp.example.com",
+            "http://127.0.0.1:8080",
+            "http://localhost:8080/",
+            "http://[::1]:80",
+            "http://127.1.2.3",
+        ] {
+            assert!(super::check_base_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://rp.example.com",
+            "http://10.0.0.5:8080",
+            "http://127.0.0.1.evil.example",
+            "ftp://x",
+            "rp.example.com",
+        ] {
+            assert!(super::check_base_url(bad).is_err(), "{bad}");
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::adapters::aws::AwsConfig;
 use crate::domain::certificates::DEFAULT_MAX_ATTEMPTS;
-use crate::domain::tokens::{TokenSecret, MIN_TOKEN_LEN};
+use crate::domain::tokens::{TokenSecret, MIN_CHOSEN_TOKEN_LEN};
 use crate::http::HttpConfig;
 use crate::repo::certificates::DEFAULT_BATCH;
 use std::path::PathBuf;
@@ -76,9 +76,9 @@ impl Config {
             }),
         };
         let admin_token = get("LOCAL_ADMIN_TOKEN");
-        if admin_token.as_deref().is_some_and(|t| TokenSecret::parse(t).is_none()) {
+        if admin_token.as_deref().is_some_and(|t| TokenSecret::parse_chosen(t).is_none()) {
             problems.push(format!(
-                "LOCAL_ADMIN_TOKEN must be {MIN_TOKEN_LEN} to 512 printable ASCII characters without spaces"
+                "LOCAL_ADMIN_TOKEN must be {MIN_CHOSEN_TOKEN_LEN} to 512 printable ASCII characters without spaces"
             ));
         }
         let poll_batch = positive(&get, "CERT_POLL_BATCH", DEFAULT_BATCH, &mut problems);

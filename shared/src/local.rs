@@ -21,12 +21,13 @@ pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow:
     let store = backend.store.as_ref();
     let now = backend.clock.now_millis();
     if let Some(value) = preset {
-        let secret = TokenSecret::parse(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
+        let secret = TokenSecret::parse_chosen(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
         let created =
             tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, None, "LOCAL_ADMIN_TOKEN")
                 .await?;
         mark_bootstrapped(backend).await?;
-        return Ok(created.then(|| value.to_owned()));
+        // The operator knows it already: it is never echoed.
+        return Ok(created.then(|| "(the value of LOCAL_ADMIN_TOKEN)".to_owned()));
     }
     let marker = ItemKey::new(BOOTSTRAP_KEY.0, BOOTSTRAP_KEY.1);
     if store.get(&marker).await?.is_some() {

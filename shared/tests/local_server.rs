@@ -127,7 +127,7 @@ async fn local_admin_token_is_used_when_set() {
     let dir = tempfile::tempdir().unwrap();
     let preset = "local-dev-admin-token-0123456789";
     let server = start(dir.path(), Some(preset));
-    assert_eq!(server.admin_token.as_deref(), Some(preset));
+    assert_eq!(server.admin_token.as_deref(), Some("(the value of LOCAL_ADMIN_TOKEN)"), "never echoed");
     let (status, _) = call(&server, reqwest::Method::GET, "/cc/api/apps", preset, None).await;
     assert_eq!(status, 200);
     stop(server);
@@ -162,4 +162,17 @@ async fn admin_cli_works_on_the_same_data_directory() {
     let (status, app) = call(&server, reqwest::Method::GET, "/cc/api/apps/fromCli", &admin, None).await;
     assert_eq!((status, app["displayName"].as_str()), (200, Some("From the CLI")));
     stop(server);
+}
+
+#[test]
+fn a_short_chosen_admin_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rp-local"))
+        .env("DATA_DIR", dir.path())
+        .env("PORT", "0")
+        .env("LOCAL_ADMIN_TOKEN", "only-twenty-one-chars")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LOCAL_ADMIN_TOKEN must be 32"));
 }

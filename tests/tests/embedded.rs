@@ -175,3 +175,22 @@ fn hostile_bodies_get_4xx_never_5xx() {
             .unwrap();
     }
 }
+
+/// The data directory and the database are private to the user, and a key file others can read
+/// is refused on every open.
+#[cfg(unix)]
+#[test]
+fn local_data_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    let _backend = Backend::embedded(&dir).unwrap();
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("rp.redb")), 0o600);
+    assert_eq!(mode(&dir.join("keys.json")), 0o600);
+    let keys = dir.join("keys.json");
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = LocalKeyFile::open_or_create(&keys).err().expect("a readable key file is refused");
+    assert!(refused.to_string().contains("chmod 600"), "{refused}");
+}

@@ -154,6 +154,7 @@ async fn certificate_fixtures(backend: &Backend) {
         issuer_key_agreement_public_key_auth: "YXV0aA==".into(),
         login_cert_expiry_date: now.plus_secs(86_400),
         signing_cert: "Y2E=".into(),
+        enc_counter: Some("1".into()),
         issued_at: now,
         revoked_at: None,
         revocation_request_id: None,

@@ -15,9 +15,10 @@ struct Cli {
     /// Base URL of the relying-party API.
     #[arg(long, env = "RP_BASE_URL", default_value = "http://127.0.0.1:8080")]
     base_url: String,
-    /// A controlCenterAdmin token.
-    #[arg(long, env = "RP_ADMIN_TOKEN", hide_env_values = true)]
-    token: String,
+    /// A file holding the controlCenterAdmin token (else RP_ADMIN_TOKEN; never a flag, which
+    /// other users could read in the process list).
+    #[arg(long, env = "RP_ADMIN_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
     /// Where the agent's CA lives (created on first run).
     #[arg(long, env = "RP_AGENT_CA_DIR", default_value = ".agent-ca")]
     ca_dir: PathBuf,
@@ -33,7 +34,13 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     rp_shared::telemetry::init();
     let cli = Cli::parse();
-    let agent = Agent::new(&cli.base_url, &cli.token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
+    let token = match &cli.token_file {
+        Some(path) => std::fs::read_to_string(path)?.trim().to_owned(),
+        None => std::env::var("RP_ADMIN_TOKEN").map_err(|_| {
+            anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token")
+        })?,
+    };
+    let agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
     if cli.once {
         let report = agent.run_once().await?;
         println!(

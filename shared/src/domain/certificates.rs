@@ -119,6 +119,8 @@ pub enum CertError {
     RequestNotFound { kind: RequestKind, id: String },
     #[error("requestId: the request's lease ended before this result; it has been re-queued")]
     LeaseEnded,
+    #[error("requestId: the request ran out of attempts and is dead; nothing more is accepted for it")]
+    Dead,
     #[error("requestId: a different result for this request was stored already")]
     ResultDiffers,
     #[error("certSerialNumber: no certificate '{0}'")]
@@ -264,7 +266,8 @@ impl CertRequest {
                 let lease_id = self.lease_id.clone().unwrap_or_default();
                 Ok(Settlement::LeaseEnded(self.expire(&lease_id, max_attempts, now)))
             }
-            RequestState::Pending | RequestState::Dead => Ok(Settlement::LeaseEnded(Expiry::Ignored)),
+            RequestState::Pending => Ok(Settlement::LeaseEnded(Expiry::Ignored)),
+            RequestState::Dead => Err(CertError::Dead),
         }
     }
 }
@@ -307,6 +310,9 @@ pub struct IssuedCert {
     pub issuer_key_agreement_public_key_auth: String,
     pub login_cert_expiry_date: EpochMillis,
     pub signing_cert: String,
+    /// The device's counter the envelope was sealed under (a key-derivation input).
+    #[serde(default)]
+    pub enc_counter: Option<String>,
     pub issued_at: EpochMillis,
     #[serde(default)]
     pub revoked_at: Option<EpochMillis>,
@@ -335,6 +341,7 @@ impl IssuedCert {
             issuer_key_agreement_public_key_auth: issued.issuer_key_agreement_public_key_auth.clone(),
             login_cert_expiry_date: issued.login_cert_expiry_date,
             signing_cert: issued.signing_cert.clone(),
+            enc_counter: request.enc_counter.clone(),
             issued_at: now,
             revoked_at: None,
             revocation_request_id: None,

@@ -51,7 +51,9 @@ pub fn encode_public_key(key: &p256::PublicKey) -> String {
     STANDARD.encode(key.to_encoded_point(false).as_bytes())
 }
 
-/// A fingerprint of a public key: base64url SHA-256 of its uncompressed SEC1 form.
+/// A key's fingerprint (the enroll response's `authenticationKey`): base64url (no padding) of
+/// the SHA-256 of the key's canonical text, i.e. of the ASCII bytes of the standard base64 of
+/// its uncompressed SEC1 form, exactly as `deviceKey` carries it; not of the SEC1 bytes.
 pub fn fingerprint(key_b64: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(key_b64.as_bytes()))
 }

@@ -33,8 +33,12 @@ impl std::fmt::Debug for TokenSecret {
 }
 
 pub const TOKEN_PREFIX: &str = "rpt_";
-/// Shortest token accepted at all (a `LOCAL_ADMIN_TOKEN` included).
+/// Shortest token a caller may present.
 pub const MIN_TOKEN_LEN: usize = 16;
+/// Shortest token an operator may choose (`LOCAL_ADMIN_TOKEN`, `rp-admin --token`): tokens are
+/// stored as an unsalted SHA-256, which is sound for the 256 random bits of a generated token
+/// (no table or guess reaches them) but not for a short chosen one.
+pub const MIN_CHOSEN_TOKEN_LEN: usize = 32;
 pub const MAX_TOKEN_LEN: usize = 512;
 
 impl TokenSecret {
@@ -54,6 +58,11 @@ impl TokenSecret {
         let ok_len = (MIN_TOKEN_LEN..=MAX_TOKEN_LEN).contains(&value.len());
         let ok_chars = value.bytes().all(|b| b.is_ascii_graphic());
         (ok_len && ok_chars).then(|| Self(value.to_owned()))
+    }
+
+    /// Accepts an operator-chosen token: at least [`MIN_CHOSEN_TOKEN_LEN`] characters.
+    pub fn parse_chosen(value: &str) -> Option<Self> {
+        Self::parse(value).filter(|t| t.0.len() >= MIN_CHOSEN_TOKEN_LEN)
     }
 
     pub fn expose(&self) -> &str {
@@ -178,6 +187,8 @@ mod tests {
         assert!(TokenSecret::parse("has a space in the token").is_none());
         assert!(TokenSecret::parse(&"x".repeat(MAX_TOKEN_LEN + 1)).is_none());
         assert!(TokenSecret::parse("local-dev-admin-token").is_some());
+        assert!(TokenSecret::parse_chosen("local-dev-admin-token").is_none(), "chosen tokens are longer");
+        assert!(TokenSecret::parse_chosen("local-dev-admin-token-0123456789").is_some());
         assert_eq!(format!("{:?}", TokenSecret::generate()), "TokenSecret(..)");
     }
 }

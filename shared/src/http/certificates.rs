@@ -9,7 +9,7 @@ use super::extract::{Admin, ApiJson, ApiPath, DeviceCaller};
 use super::AppState;
 use crate::domain::apps::WorkstationSettings;
 use crate::domain::certificates::{
-    CertError, CertRequest, CertResult, CertificateRequestList, IssuanceResult, IssuedCert, Outcome,
+    CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
     RequestState, RevocationResult, Settlement,
 };
 use crate::domain::messages::QueueMessage;
@@ -127,7 +127,10 @@ async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<S
             Settlement::Duplicate => Ok(None),
             Settlement::LeaseEnded(expiry) => {
                 certs.persist_expiry(&expiry, version).await?;
-                Err(CertError::LeaseEnded)
+                match expiry {
+                    Expiry::Dead(..) => Err(CertError::Dead),
+                    _ => Err(CertError::LeaseEnded),
+                }
             }
             Settlement::Settled { request, event } => {
                 let effect = effect_of(certs, &request, result, now).await?;
@@ -264,6 +267,9 @@ pub struct DeviceCertificate {
     #[serde(rename = "machineUserNameWS")]
     pub machine_user_name_ws: Option<String>,
     pub request_id: String,
+    /// The counter the envelope was sealed under: the device needs it, with `requestId`, to
+    /// derive the envelope keys.
+    pub enc_counter: Option<String>,
     pub revoked: bool,
 }
 
@@ -285,6 +291,7 @@ impl From<IssuedCert> for DeviceCertificate {
             signing_cert: c.signing_cert,
             machine_user_name_ws: c.machine_user_name_ws,
             request_id: c.request_id,
+            enc_counter: c.enc_counter,
             revoked: c.revoked_at.is_some(),
         }
     }

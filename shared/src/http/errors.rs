@@ -260,8 +260,22 @@ pub const CERT_REVOKED: ProblemType = row(
     "Certificate already revoked",
     "The certificate is revoked already",
 );
-pub const CERTIFICATES: &[&ProblemType] =
-    &[&CERT_REQUEST_NOT_FOUND, &LEASE_ENDED, &RESULT_DIFFERS, &CERT_NOT_FOUND, &SERIAL_TAKEN, &CERT_REVOKED];
+pub const REQUEST_DEAD: ProblemType = row(
+    StatusCode::GONE,
+    codes::REQUEST_DEAD,
+    "certificate-request-dead",
+    "Certificate request dead",
+    "The request ran out of attempts (DEAD); no result is accepted for it any more",
+);
+pub const CERTIFICATES: &[&ProblemType] = &[
+    &CERT_REQUEST_NOT_FOUND,
+    &LEASE_ENDED,
+    &RESULT_DIFFERS,
+    &CERT_NOT_FOUND,
+    &SERIAL_TAKEN,
+    &CERT_REVOKED,
+    &REQUEST_DEAD,
+];
 
 // Registration.
 pub const LINK_NOT_FOUND: ProblemType = row(
@@ -516,6 +530,7 @@ impl From<CertError> for Problem {
         match e {
             CertError::RequestNotFound { .. } => Problem::about(&CERT_REQUEST_NOT_FOUND, "requestId", detail),
             CertError::LeaseEnded => Problem::about(&LEASE_ENDED, "requestId", detail),
+            CertError::Dead => Problem::about(&REQUEST_DEAD, "requestId", detail),
             CertError::ResultDiffers => Problem::about(&RESULT_DIFFERS, "requestId", detail),
             CertError::CertNotFound(_) => Problem::about(&CERT_NOT_FOUND, "certSerialNumber", detail),
             CertError::SerialTaken => Problem::about(&SERIAL_TAKEN, "loginCertSerialNumber", detail),

@@ -41,6 +41,7 @@ pub mod codes {
     pub const CERT_NOT_FOUND: u32 = 1_300_004;
     pub const SERIAL_TAKEN: u32 = 1_300_005;
     pub const CERT_REVOKED: u32 = 1_300_006;
+    pub const REQUEST_DEAD: u32 = 1_300_007;
     pub const LINK_NOT_FOUND: u32 = 1_400_001;
     pub const LINK_EXPIRED: u32 = 1_400_002;
     pub const LINK_USED: u32 = 1_400_003;

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `CERTREQ#<requestId>` | `REQUEST` | a certificate request; while PENDING also in `gsi1` under `CERTQ#PENDING` by creation time |
 //! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial |
+//! | `SERIAL#<serial>` | `SERIAL` | the serial taken, pointing at its certificate: written with an absent-condition in the issuing transaction, so a serial is issued once |
 //!
 //! Every write is conditional on the version the request was read at, so of two callers that
 //! decided on the same state only one persists; the other reloads and decides again.
@@ -59,6 +60,17 @@ pub fn revocation_ops(
         WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) },
         WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
     ])
+}
+
+fn serial_key(serial: &str) -> ItemKey {
+    ItemKey::new(format!("SERIAL#{serial}"), "SERIAL")
+}
+
+/// A taken serial and where its certificate is.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct SerialOwner {
+    pk: String,
+    sk: String,
 }
 
 /// What a settled result writes besides the request and its event.
@@ -135,7 +147,15 @@ impl<'a> Certificates<'a> {
         let produced = match effect {
             Effect::None => Vec::new(),
             Effect::Issue(cert) => {
-                vec![WriteOp::Put { item: cert_item(&cert)?, condition: Condition::Absent }]
+                let item = cert_item(&cert)?;
+                let owner = SerialOwner { pk: item.key.pk.clone(), sk: item.key.sk.clone() };
+                vec![
+                    WriteOp::Put { item, condition: Condition::Absent },
+                    WriteOp::Put {
+                        item: Item::new(serial_key(&cert.cert_serial_number), &owner)?,
+                        condition: Condition::Absent,
+                    },
+                ]
             }
             Effect::Revoke(cert, cert_version) => {
                 vec![WriteOp::Put { item: cert_item(&cert)?, condition: Condition::Version(cert_version) }]
@@ -158,11 +178,23 @@ impl<'a> Certificates<'a> {
         Ok(())
     }
 
+    /// The certificate with this serial: found through its serial item (a consistent read), or
+    /// through the index for certificates issued before serial items existed.
     pub async fn by_serial(&self, serial: &str) -> Result<Option<(IssuedCert, u64)>, StoreError> {
-        let page = self.store.query(Query::index(Index::Gsi2, format!("SERIAL#{serial}")).limit(1)).await?;
-        let Some(found) = page.items.first() else { return Ok(None) };
+        let cert_key = match self.store.get(&serial_key(serial)).await? {
+            Some(owner) => {
+                let owner: SerialOwner = owner.data()?;
+                ItemKey::new(owner.pk, owner.sk)
+            }
+            None => {
+                let page =
+                    self.store.query(Query::index(Index::Gsi2, format!("SERIAL#{serial}")).limit(1)).await?;
+                let Some(found) = page.items.first() else { return Ok(None) };
+                found.key.clone()
+            }
+        };
         // Read the item itself: the index may lag.
-        match self.store.get(&found.key).await? {
+        match self.store.get(&cert_key).await? {
             Some(item) => Ok(Some((item.data()?, item.version))),
             None => Ok(None),
         }

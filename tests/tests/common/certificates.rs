@@ -219,8 +219,10 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
         issuer_key_agreement_public_key: c["issuerKeyAgreementPublicKey"].as_str().unwrap().into(),
         issuer_key_agreement_public_key_auth: c["issuerKeyAgreementPublicKeyAuth"].as_str().unwrap().into(),
     };
-    let bundle =
-        envelope::open(&dev.agreement, &envelope, &id, done.enc_counter.as_deref().unwrap()).unwrap();
+    // Everything the key derivation takes comes with the certificate itself.
+    let (request_id, counter) = (c["requestId"].as_str().unwrap(), c["encCounter"].as_str().unwrap());
+    let bundle = envelope::open(&dev.agreement, &envelope, request_id, counter).unwrap();
+    assert_eq!(c["encCounter"].as_str(), done.enc_counter.as_deref());
     let bundle = String::from_utf8(bundle).unwrap();
     assert!(bundle.contains("BEGIN PRIVATE KEY"), "the login certificate comes with its key");
     let cert_der = pem_der(&bundle, "CERTIFICATE");
@@ -467,7 +469,12 @@ pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
     for attempt in 1..=2 {
         assert!(h.poll().await.login_certs.iter().any(|r| r.request_id == id), "lease {attempt}");
         h.clock.advance(Duration::from_secs(2));
-        h.post_issuance(late.clone()).await.problem(409, codes::LEASE_ENDED);
+        let r = h.post_issuance(late.clone()).await;
+        if attempt < 2 {
+            r.problem(409, codes::LEASE_ENDED);
+        } else {
+            r.problem(410, codes::REQUEST_DEAD);
+        }
         let request = h.request(&id).await;
         assert_eq!(request.attempts, attempt);
         let expected = if attempt < 2 { RequestState::Pending } else { RequestState::Dead };
@@ -490,4 +497,52 @@ async fn assert_death_reported(h: &Harness, app: &str) {
         events["events"][0]["attributes"]["errorCode"],
         rp_shared::domain::certificates::DEAD_ERROR_CODE
     );
+}
+
+/// 50 agents post results for 50 different requests, all with one serial: exactly one is kept.
+pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
+    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
+        return;
+    }
+    let app = AppId::parse("appId", &h.app().await).unwrap();
+    for i in 0..50 {
+        let request = CertRequest {
+            machine_user_name: Some(format!("user{i}@example.com")),
+            device_id: Some(format!("device-{i}")),
+            ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000 + i))
+        };
+        h.backend
+            .store
+            .put(request_item(&request).unwrap(), rp_shared::ports::Condition::Absent)
+            .await
+            .unwrap();
+    }
+    let leased = h.poll().await.login_certs;
+    assert_eq!(leased.len(), 50);
+    let serial = format!("5e{}", uuid::Uuid::new_v4().simple());
+    let racers: Vec<_> = leased
+        .into_iter()
+        .map(|request| {
+            let client = h.client.clone();
+            let admin = h.admin.clone();
+            let body = json!({
+                "errorCode": 0, "errorMessage": "", "requestId": request.request_id,
+                "issuerKeyAgreementPublicKey": "a2V5", "issuerKeyAgreementPublicKeyAuth": "YXV0aA==",
+                "loginCert": "c2VhbGVk", "loginCertAuth": "YXV0aA==", "loginCertSerialNumber": serial,
+                "loginCertExpiryDate": 1_900_000_000_000_i64, "ivLoginCert": "aXY=", "signingCert": "Y2E=",
+                "machineUserNameWS": "", "machineUserNames": [],
+            });
+            tokio::spawn(async move {
+                let r = client.send("POST", "/rp/api/certificate", Some(&admin), Some(body)).await;
+                (r.status.as_u16(), r.json()["errorCode"].as_u64())
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for racer in racers {
+        outcomes.push(racer.await.unwrap());
+    }
+    let kept = outcomes.iter().filter(|(status, _)| *status == 204).count();
+    let refused = outcomes.iter().filter(|o| **o == (409, Some(u64::from(codes::SERIAL_TAKEN)))).count();
+    assert_eq!((kept, refused), (1, 49), "{outcomes:?}");
 }

@@ -155,6 +155,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, revocation_round_trip);
         $crate::router_case!($make, leases_time_out_requeue_and_die);
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
+        $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
         $crate::router_case!($make, oob_login_completes_with_a_signed_approval);
         $crate::router_case!($make, oob_declines_bad_signatures_and_wrong_numbers);
         $crate::router_case!($make, oob_requests_expire_and_nonces_are_spent);

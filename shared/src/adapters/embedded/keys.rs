@@ -36,13 +36,33 @@ impl LocalKeyFile {
     /// Loads `path`, creating it (mode 0600) with fresh keys if it does not exist.
     pub fn open_or_create(path: &Path) -> std::io::Result<Self> {
         match std::fs::read(path) {
-            Ok(bytes) => Self::parse(&bytes),
+            Ok(bytes) => {
+                Self::check_private(path)?;
+                Self::parse(&bytes)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Self::create(path)?;
                 Self::parse(&std::fs::read(path)?)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Refuses a key file that others than its owner can read or write.
+    fn check_private(path: &Path) -> std::io::Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!("{} is open to others (mode {mode:o}); run chmod 600 on it", path.display()),
+                ));
+            }
+        }
+        let _ = path;
+        Ok(())
     }
 
     fn create(path: &Path) -> std::io::Result<()> {

@@ -33,12 +33,18 @@ pub enum OpenError {
 }
 
 impl EmbeddedDb {
-    /// Opens (creating on first use) the database in `dir`.
+    /// Opens (creating on first use) the database in `dir`. A directory it creates is private
+    /// to the user (0700), and the database file always is (0600).
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir { path: dir.to_owned(), source })?;
+        let dir_err = |source| OpenError::Dir { path: dir.to_owned(), source };
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(dir_err)?;
+            private(dir, 0o700).map_err(dir_err)?;
+        }
         let path = dir.join("rp.redb");
         let wrap = |e: redb::Error| OpenError::Database { path: path.clone(), source: Box::new(e) };
         let db = redb::Database::create(&path).map_err(|e| wrap(e.into()))?;
+        private(&path, 0o600).map_err(dir_err)?;
         let tx = db.begin_write().map_err(|e| wrap(e.into()))?;
         tx.open_table(store::ITEMS).map_err(|e| wrap(e.into()))?;
         tx.open_table(store::INDEX).map_err(|e| wrap(e.into()))?;
@@ -55,6 +61,17 @@ impl EmbeddedDb {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// Sets `mode` on `path` (Unix only; elsewhere the platform's defaults stand).
+fn private(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    let _ = (path, mode);
+    Ok(())
 }
 
 pub(crate) fn db_err(err: impl Into<redb::Error>) -> StoreError {
