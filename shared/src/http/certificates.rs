@@ -5,7 +5,8 @@
 //! Each handler parses, asks [`crate::domain::certificates`] what happens, persists that through
 //! [`Certificates`] (conditionally, retried on a lost race) and answers.
 
-use super::extract::{Admin, ApiJson, ApiPath, DeviceCaller};
+use super::cc::ListParams;
+use super::extract::{Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::AppState;
 use crate::domain::apps::WorkstationSettings;
 use crate::domain::certificates::{
@@ -273,9 +274,12 @@ pub struct DeviceCertificate {
     pub revoked: bool,
 }
 
+/// A page of the device's certificates; `nextCursor` is `null` on the last.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeviceCertificates {
     pub certificates: Vec<DeviceCertificate>,
+    pub next_cursor: Option<String>,
 }
 
 impl From<IssuedCert> for DeviceCertificate {
@@ -301,8 +305,14 @@ impl From<IssuedCert> for DeviceCertificate {
 async fn device_certificates(
     State(state): State<AppState>,
     device: DeviceCaller,
-) -> Result<Json<DeviceCertificates>, CertError> {
-    let certs =
-        Certificates::new(state.backend.store.as_ref()).of_device(&device.app_id, &device.device_id).await?;
-    Ok(Json(DeviceCertificates { certificates: certs.into_iter().map(DeviceCertificate::from).collect() }))
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<DeviceCertificates>, super::problem::Problem> {
+    let (limit, cursor) = params.page(&Certificates::device_query(&device.app_id, &device.device_id))?;
+    let (certs, next) = Certificates::new(state.backend.store.as_ref())
+        .of_device(&device.app_id, &device.device_id, limit, cursor)
+        .await?;
+    Ok(Json(DeviceCertificates {
+        certificates: certs.into_iter().map(DeviceCertificate::from).collect(),
+        next_cursor: next.map(|c| c.encode()),
+    }))
 }

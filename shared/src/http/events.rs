@@ -92,6 +92,13 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), Problem> {
         validate::text(&path, key, 1, 64)?;
         match value {
             Value::String(text) => validate::text(&path, text, 0, 5000)?,
+            // DynamoDB holds numbers of magnitude 1e-130 to 1e126: refuse the rest here, on every
+            // backend, rather than let the store refuse them.
+            Value::Number(n)
+                if n.as_f64().is_some_and(|x| x != 0.0 && !(1e-130..1e126).contains(&x.abs())) =>
+            {
+                return Err(Problem::invalid(path, "must be a number of magnitude 1e-130 to 1e126, or 0"))
+            }
             Value::Number(_) | Value::Bool(_) => {}
             _ => return Err(Problem::invalid(path, "must be a string, number or boolean")),
         }
@@ -147,12 +154,22 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
+/// Event times are keyed by 13-digit epoch milliseconds: 1970-01-01 to 2286-11-20.
+const LATEST_EVENT_TIME: EpochMillis = EpochMillis(9_999_999_999_999);
+
 fn time_param(field: &str, value: Option<&str>) -> Result<Option<EpochMillis>, Problem> {
     value
         .map(|text| {
-            EpochMillis::parse_iso8601(text).ok_or_else(|| {
+            let at = EpochMillis::parse_iso8601(text).ok_or_else(|| {
                 Problem::invalid(field, "must be an RFC 3339 timestamp (2026-11-22T14:00:00Z)")
-            })
+            })?;
+            if at < EpochMillis(0) || at > LATEST_EVENT_TIME {
+                return Err(Problem::invalid(
+                    field,
+                    format!("must be between 1970-01-01T00:00:00Z and {}", LATEST_EVENT_TIME.iso8601()),
+                ));
+            }
+            Ok(at)
         })
         .transpose()
 }

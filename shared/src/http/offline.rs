@@ -364,7 +364,7 @@ async fn revoke_device(
         .await?;
     }
     let certs = Certificates::new(store);
-    for cert in certs.of_device(&app.app_id, &device_id).await? {
+    for cert in certs.all_of_device(&app.app_id, &device_id).await? {
         let state = &state;
         let serial = cert.cert_serial_number.clone();
         let serial = &serial;

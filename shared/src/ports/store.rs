@@ -252,9 +252,30 @@ pub struct Cursor {
     pub key: ItemKey,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_key: Option<ItemKey>,
+    /// The sort-key condition of the query that produced it: a cursor from another list of the
+    /// same partition (content items vs. their versions) is refused too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 impl Cursor {
+    /// Where `query` stopped at the item `last`.
+    pub fn after_item(query: &Query, last: &Item) -> Self {
+        Self {
+            key: last.key.clone(),
+            index_key: query.index.and_then(|i| last.index_key(i).cloned()),
+            scope: Some(Self::scope_of(query)),
+        }
+    }
+
+    fn scope_of(query: &Query) -> String {
+        match &query.sort {
+            SortKey::All => "all".to_owned(),
+            SortKey::BeginsWith(prefix) => format!("begins:{prefix}"),
+            SortKey::Between(lo, hi) => format!("between:{lo}:{hi}"),
+        }
+    }
+
     pub fn encode(&self) -> String {
         let json = serde_json::to_vec(self).expect("a cursor always serializes");
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
@@ -266,13 +287,15 @@ impl Cursor {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Whether this cursor was produced by a query over the partition `query` reads.
+    /// Whether this cursor was produced by a query over the partition and sort condition
+    /// `query` reads.
     pub fn belongs_to(&self, query: &Query) -> bool {
-        match (query.index, &self.index_key) {
+        let same_partition = match (query.index, &self.index_key) {
             (None, None) => self.key.pk == query.pk,
             (Some(_), Some(index_key)) => index_key.pk == query.pk,
             _ => false,
-        }
+        };
+        same_partition && self.scope.as_ref().is_none_or(|scope| *scope == Self::scope_of(query))
     }
 }
 

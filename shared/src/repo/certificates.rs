@@ -15,7 +15,7 @@ use super::events::{self, Events};
 use crate::domain::apps::AppId;
 use crate::domain::certificates::{CertRequest, Expiry, IssuedCert, RequestState};
 use crate::domain::events::EventRecord;
-use crate::ports::{Condition, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
+use crate::ports::{Condition, Cursor, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
 
 pub const DEFAULT_BATCH: usize = 50;
 pub const PENDING_QUEUE: &str = "CERTQ#PENDING";
@@ -200,9 +200,35 @@ impl<'a> Certificates<'a> {
         }
     }
 
-    pub async fn of_device(&self, app: &AppId, device_id: &str) -> Result<Vec<IssuedCert>, StoreError> {
-        let page = self.store.query(Query::table(format!("DEVCERT#{app}#{device_id}")).limit(100)).await?;
-        page.items.iter().map(Item::data).collect()
+    /// The query over a device's certificates (for checking a client's cursor).
+    pub fn device_query(app: &AppId, device_id: &str) -> Query {
+        Query::table(format!("DEVCERT#{app}#{device_id}"))
+    }
+
+    /// A page of the device's certificates, in serial order.
+    pub async fn of_device(
+        &self,
+        app: &AppId,
+        device_id: &str,
+        limit: usize,
+        cursor: Option<Cursor>,
+    ) -> Result<(Vec<IssuedCert>, Option<Cursor>), StoreError> {
+        let page = self.store.query(Self::device_query(app, device_id).limit(limit).after(cursor)).await?;
+        let certs = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
+        Ok((certs, page.cursor))
+    }
+
+    /// Every certificate of the device, page by page.
+    pub async fn all_of_device(&self, app: &AppId, device_id: &str) -> Result<Vec<IssuedCert>, StoreError> {
+        let (mut all, mut cursor) = (Vec::new(), None);
+        loop {
+            let (page, next) = self.of_device(app, device_id, 100, cursor).await?;
+            all.extend(page);
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// Stores a queued revocation: the certificate (read at `version`) pointing at it, and the

@@ -247,6 +247,31 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
         .await
         .problem(401, codes::INVALID_TOKEN);
 
+    // A second workstation, a second certificate: the list pages with a cursor.
+    pair(&h, &access, &dev, "m-issue-2").await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    let list = |query: String| {
+        let (client, token) = (h.client.clone(), dev.token.clone());
+        async move {
+            client.send("GET", &format!("/rp/versioned/device/certificates{query}"), Some(&token), None).await
+        }
+    };
+    let (mut serials, mut query) = (Vec::new(), "?limit=1".to_owned());
+    loop {
+        let page = list(query).await.json();
+        let certs = page["certificates"].as_array().unwrap();
+        assert!(certs.len() <= 1, "{page}");
+        serials.extend(certs.iter().map(|c| c["certSerialNumber"].as_str().unwrap().to_owned()));
+        match page["nextCursor"].as_str() {
+            Some(next) => query = format!("?limit=1&cursor={next}"),
+            None => break,
+        }
+    }
+    serials.dedup();
+    assert_eq!(serials.len(), 2, "both certificates, one page at a time: {serials:?}");
+    assert_eq!(list(String::new()).await.json()["certificates"].as_array().unwrap().len(), 2);
+    list("?limit=0".into()).await.problem(400, codes::INVALID_FIELD);
+
     let events = h
         .admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_CERTIFICATE_ISSUED"), None)
         .await

@@ -564,10 +564,7 @@ impl ItemStore for DynamoStore {
                 Some(next) if page.items.len() < query.limit => start = Some(next),
                 Some(_) => {
                     let last = page.items.last().expect("a full page has a last item");
-                    page.cursor = Some(Cursor {
-                        key: last.key.clone(),
-                        index_key: query.index.and_then(|i| last.index_key(i).cloned()),
-                    });
+                    page.cursor = Some(Cursor::after_item(&query, last));
                     break;
                 }
                 None => break,

@@ -241,7 +241,7 @@ fn run_query(
                 }
                 if page.items.len() == query.limit {
                     let last = page.items.last().expect("limit is at least 1");
-                    page.cursor = Some(Cursor { key: last.key.clone(), index_key: None });
+                    page.cursor = Some(Cursor::after_item(query, last));
                     break;
                 }
                 page.items.push(item);
@@ -285,8 +285,7 @@ fn run_query(
                 }
                 if page.items.len() == query.limit {
                     let last = page.items.last().expect("limit is at least 1");
-                    page.cursor =
-                        Some(Cursor { key: last.key.clone(), index_key: last.index_key(idx).cloned() });
+                    page.cursor = Some(Cursor::after_item(query, last));
                     break;
                 }
                 page.items.push(item);
