@@ -47,6 +47,7 @@ fn offline_secrets_never_reach_the_logs() {
         h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"offlineAccess": {"enabled": true, "tokenCount": 10, "maxWrongAttempts": 2}}))).await;
         let access = h.access_token(&app).await;
         let dev = common::device(&h, &app, "tess@example.com", None).await;
+        common::enroll(&h, &access, &app, "tess@example.com", "m-logs").await;
         let pins = ["pin-a:73910428", "pin-b:58203947", "pin-c:90817263"];
         let auth = "c2VjcmV0LWF1dGgtY29kZQ==";
         let pair = json!({"machineId": "m-logs", "deviceId": dev.device_id, "offline": {"tokens": pins.join(","), "tokensAuth": auth}});

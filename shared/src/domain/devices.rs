@@ -179,6 +179,8 @@ pub enum RegistrationError {
     LinkUsed,
     #[error("deviceId: device '{0}' is registered already")]
     DeviceExists(String),
+    #[error("machineUserNameWS: '{0}' is a name of another user")]
+    AliasTaken(String),
     #[error(transparent)]
     Invalid(#[from] FieldError),
     #[error(transparent)]

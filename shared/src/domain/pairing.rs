@@ -60,6 +60,10 @@ pub enum PairingError {
     NotFound,
     #[error("deviceId: no device '{0}' in this app")]
     DeviceNotFound(String),
+    #[error("machineId: this machine has no completed enrollment for the device's user")]
+    NotEnrolled,
+    #[error("machineUserNameWS: '{0}' is not a name of the device's user")]
+    NameOfAnotherUser(String),
     #[error(transparent)]
     Offline(#[from] OfflineError),
     #[error(transparent)]
@@ -208,6 +212,8 @@ impl Pairing {
 pub const OFFLINE_LOCKED_EVENT: &str = "OFFLINE_ACCESS_LOCKED";
 pub const UNPAIRED_EVENT: &str = "WORKSTATION_UNPAIRED";
 pub const DEVICE_REVOKED_EVENT: &str = "DEVICE_REVOKED";
+/// A name claimed for a user while it belongs to another (or to nobody the claim may create).
+pub const NAME_CLAIM_REFUSED_EVENT: &str = "NAME_CLAIM_REFUSED";
 
 /// The body of `POST /rp/api/client/reg`.
 #[derive(Debug, Clone, Deserialize, Serialize)]

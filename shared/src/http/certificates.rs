@@ -144,8 +144,14 @@ async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<S
     if let Some(request) = stored {
         if let (Outcome::Issued(issued), Some(user)) = (&result.outcome, &request.machine_user_name) {
             // The directory's names for the user: one user entity. Best effort; the result stands.
-            if let Err(e) = certs.remember_names(&request.app_id, user, &issued.machine_user_names).await {
-                tracing::warn!(error = %e, "could not record the user's other names");
+            match certs.remember_names(&request.app_id, user, &issued.machine_user_names).await {
+                Ok(refused) => {
+                    for name in refused {
+                        let app = &request.app_id;
+                        super::workstation::refuse_name_claim(state, app, &name, user, None, source).await?;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not record the user's other names"),
             }
         }
         tracing::info!(request_id = %result.request_id, kind = ?result.kind(), "certificate result stored");

@@ -306,7 +306,15 @@ pub const DEVICE_EXISTS: ProblemType = row(
     "Device already registered",
     "The device id is registered already in this app",
 );
-pub const REGISTRATION: &[&ProblemType] = &[&LINK_NOT_FOUND, &LINK_EXPIRED, &LINK_USED, &DEVICE_EXISTS];
+pub const ALIAS_TAKEN: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::ALIAS_TAKEN,
+    "alias-taken",
+    "Name of another user",
+    "The link's `machineUserNameWS` is already a name of another user",
+);
+pub const REGISTRATION: &[&ProblemType] =
+    &[&LINK_NOT_FOUND, &LINK_EXPIRED, &LINK_USED, &DEVICE_EXISTS, &ALIAS_TAKEN];
 
 // Enrollment.
 pub const UNKNOWN_USER: ProblemType = row(
@@ -411,8 +419,24 @@ pub const NO_OFFLINE_SET: ProblemType = row(
     "No offline PINs",
     "The pairing has no offline PINs",
 );
+pub const NOT_ENROLLED: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::NOT_ENROLLED,
+    "not-enrolled",
+    "Machine not enrolled",
+    "Pairing needs a completed enrollment of the machine for the device's user",
+);
+pub const NAME_OF_ANOTHER_USER: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::NAME_OF_ANOTHER_USER,
+    "name-of-another-user",
+    "Name of another user",
+    "The pairing's `machineUserNameWS` is not a name of the device's user",
+);
 pub const PAIRING: &[&ProblemType] = &[
     &UNKNOWN_DEVICE,
+    &NOT_ENROLLED,
+    &NAME_OF_ANOTHER_USER,
     &PAIRING_NOT_FOUND,
     &DEVICE_NOT_FOUND,
     &OFFLINE_DISABLED,
@@ -550,6 +574,7 @@ impl From<RegistrationError> for Problem {
             RegistrationError::LinkExpired => Problem::about(&LINK_EXPIRED, "code", detail),
             RegistrationError::LinkUsed => Problem::about(&LINK_USED, "code", detail),
             RegistrationError::DeviceExists(_) => Problem::about(&DEVICE_EXISTS, "deviceId", detail),
+            RegistrationError::AliasTaken(_) => Problem::about(&ALIAS_TAKEN, "machineUserNameWS", detail),
             RegistrationError::Invalid(e) => e.into(),
             RegistrationError::Store(e) => e.into(),
         }
@@ -580,6 +605,10 @@ impl From<PairingError> for Problem {
             PairingError::UnknownDevice => Problem::about(&UNKNOWN_DEVICE, "deviceId", detail),
             PairingError::NotFound => Problem::of(&PAIRING_NOT_FOUND).detail(detail),
             PairingError::DeviceNotFound(_) => Problem::about(&DEVICE_NOT_FOUND, "deviceId", detail),
+            PairingError::NotEnrolled => Problem::about(&NOT_ENROLLED, "machineId", detail),
+            PairingError::NameOfAnotherUser(_) => {
+                Problem::about(&NAME_OF_ANOTHER_USER, "machineUserNameWS", detail)
+            }
             PairingError::Offline(e) => e.into(),
             PairingError::Cert(e) => e.into(),
             PairingError::Invalid(e) => e.into(),

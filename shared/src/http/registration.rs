@@ -80,7 +80,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 
 async fn create_link(
     State(state): State<AppState>,
-    _admin: Admin,
+    admin: Admin,
     headers: HeaderMap,
     ApiPath((app_id, named_user)): ApiPath<(String, String)>,
     MaybeJson(options): MaybeJson<LinkOptions>,
@@ -90,6 +90,15 @@ async fn create_link(
     let options = options.unwrap_or_default();
     if let Some(name) = &options.machine_user_name_ws {
         validate::text("machineUserNameWS", name, 1, 255)?;
+        // An alias belongs to one user.
+        let holder = Devices::new(state.backend.store.as_ref()).resolve_user(&app.app_id, name).await?;
+        if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
+            let source = format!("admin:{}", admin.0.token_id);
+            let held_by = Some(holder.named_user.as_str());
+            super::workstation::refuse_name_claim(&state, &app.app_id, name, &named_user, held_by, &source)
+                .await?;
+            return Err(RegistrationError::AliasTaken(name.clone()).into());
+        }
     }
     let ttl = options.expires_in_secs.unwrap_or(LINK_TTL_SECS);
     validate::range("expiresInSecs", ttl, 60, MAX_LINK_TTL_SECS)?;

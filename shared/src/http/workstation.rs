@@ -316,8 +316,22 @@ async fn pair(
             Json(pairing_view(&state, existing, &settings, Some(owner)).await?),
         ));
     }
-    let device =
-        Devices::new(store).device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
+    let devices = Devices::new(store);
+    let device = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
+    // The machine must be enrolled for the device's user, and a name the pairing gives must be
+    // one of that user's: a workstation cannot pair a device under someone else's name.
+    let enrolled = workstations.enrollment(app, &request.machine_id).await?;
+    if enrolled.is_none_or(|e| e.named_user != device.named_user) {
+        return Err(PairingError::NotEnrolled.into());
+    }
+    if let Some(name) = &request.machine_user_name_ws {
+        let holder = devices.resolve_user(app, name).await?.map(|u| u.named_user);
+        if holder.as_deref() != Some(device.named_user.as_str()) {
+            let source = format!("workstation:{owner}");
+            refuse_name_claim(&state, app, name, &device.named_user, holder.as_deref(), &source).await?;
+            return Err(PairingError::NameOfAnotherUser(name.clone()).into());
+        }
+    }
     let offline_set = match &request.offline {
         Some(tokens) => {
             let access_settings = &settings.workstation.offline_access;
@@ -368,6 +382,28 @@ async fn pair(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Records that `name` was claimed for `claimed_for` while it stands for `holder` (or nobody).
+pub(crate) async fn refuse_name_claim(
+    state: &AppState,
+    app: &AppId,
+    name: &str,
+    claimed_for: &str,
+    holder: Option<&str>,
+    source: &str,
+) -> Result<(), StoreError> {
+    let mut attrs = crate::domain::events::attributes(&[("name", name), ("claimedFor", claimed_for)]);
+    attrs.insert("heldBy".into(), holder.map_or(serde_json::Value::Null, |h| h.into()));
+    let event = crate::domain::events::EventRecord::new(
+        crate::domain::pairing::NAME_CLAIM_REFUSED_EVENT,
+        Some(app.clone()),
+        source,
+        state.backend.clock.now_millis(),
+        attrs,
+    );
+    tracing::warn!(app_id = %app, "a name claim for another user was refused");
+    crate::repo::events::Events::new(state.backend.store.as_ref()).record(&event).await
 }
 
 async fn read_pairing(

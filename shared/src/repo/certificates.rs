@@ -242,13 +242,14 @@ impl<'a> Certificates<'a> {
         self.store.transact(revocation_ops(marked, version, request)?).await
     }
 
-    /// Records the names the directory found for the user (machineUserNames) as aliases.
+    /// Records the names the directory found for the user (machineUserNames) as aliases;
+    /// returns those that are another user's.
     pub async fn remember_names(
         &self,
         app: &AppId,
         named_user: &str,
         names: &[String],
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<String>, StoreError> {
         Devices::new(self.store).add_aliases(app, named_user, names).await
     }
 }

@@ -156,14 +156,23 @@ impl<'a> Devices<'a> {
             },
         ];
         if let Some(alias) = &link.machine_user_name_ws {
+            // An alias belongs to one user: written only if nobody holds it, kept if it is theirs.
+            match self.store.get(&alias_key(app, alias)).await? {
+                Some(held) if held.data::<Pointer>()?.named_user != device.named_user => {
+                    return Err(RegistrationError::AliasTaken(alias.clone()));
+                }
+                Some(_) => {}
+                None => {
+                    let pointer = Pointer { named_user: device.named_user.clone() };
+                    ops.push(WriteOp::Put {
+                        item: Item::new(alias_key(app, alias), &pointer)?,
+                        condition: Condition::Absent,
+                    });
+                }
+            }
             if !user.aliases.iter().any(|a| a.eq_ignore_ascii_case(alias)) {
                 user.aliases.push(alias.clone());
             }
-            let pointer = Pointer { named_user: device.named_user.clone() };
-            ops.push(WriteOp::Put {
-                item: Item::new(alias_key(app, alias), &pointer)?,
-                condition: Condition::Any,
-            });
         }
         let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
         let user_condition = if existing_user.is_some() { Condition::Exists } else { Condition::Absent };
@@ -177,6 +186,10 @@ impl<'a> Devices<'a> {
                     _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
                         Err(RegistrationError::DeviceExists(device.device_id.clone()))
                     }
+                    // The alias was taken between the check and the write.
+                    _ if link.machine_user_name_ws.is_some() => Err(RegistrationError::AliasTaken(
+                        link.machine_user_name_ws.clone().unwrap_or_default(),
+                    )),
                     _ => Err(StoreError::Conflict.into()),
                 }
             }
@@ -185,23 +198,27 @@ impl<'a> Devices<'a> {
     }
 
     /// Adds names the directory knows the user by (from an issued certificate), so the user
-    /// stays one entity. A name that already stands for another user is left to that user.
+    /// stays one entity. A name that already stands for another user is left to that user and
+    /// returned, so that the caller reports the refused claim.
     pub async fn add_aliases(
         &self,
         app: &AppId,
         named_user: &str,
         names: &[String],
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<String>, StoreError> {
         let key = ItemKey::new(user_pk(app, named_user), "USER");
         retry_on_conflict(|| async {
-            let Some(item) = self.store.get(&key).await? else { return Ok(()) };
+            let Some(item) = self.store.get(&key).await? else { return Ok(Vec::new()) };
             let mut user: UserRecord = item.data()?;
-            let mut ops = Vec::new();
+            let (mut ops, mut refused) = (Vec::new(), Vec::new());
             for name in names {
-                if user.is_known_as(name)
-                    || name.is_empty()
-                    || self.store.get(&alias_key(app, name)).await?.is_some()
-                {
+                if user.is_known_as(name) || name.is_empty() {
+                    continue;
+                }
+                if let Some(held) = self.store.get(&alias_key(app, name)).await? {
+                    if held.data::<Pointer>()?.named_user != named_user {
+                        refused.push(name.clone());
+                    }
                     continue;
                 }
                 user.aliases.push(name.clone());
@@ -211,14 +228,14 @@ impl<'a> Devices<'a> {
                     condition: Condition::Absent,
                 });
             }
-            if ops.is_empty() {
-                return Ok(());
+            if !ops.is_empty() {
+                ops.push(WriteOp::Put {
+                    item: Item::new(key.clone(), &user)?,
+                    condition: Condition::Version(item.version),
+                });
+                self.store.transact(ops).await?;
             }
-            ops.push(WriteOp::Put {
-                item: Item::new(key.clone(), &user)?,
-                condition: Condition::Version(item.version),
-            });
-            self.store.transact(ops).await
+            Ok(refused)
         })
         .await
     }

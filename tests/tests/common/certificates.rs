@@ -32,6 +32,8 @@ pub struct TestDevice {
     pub token: String,
     pub agreement: p256::SecretKey,
     pub signing: p256::SecretKey,
+    /// The registered user it belongs to.
+    pub user: String,
 }
 
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
@@ -49,13 +51,34 @@ pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> 
     });
     let r = h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.json());
-    TestDevice { device_id, token: r.json()["deviceToken"].as_str().unwrap().to_owned(), agreement, signing }
+    let token = r.json()["deviceToken"].as_str().unwrap().to_owned();
+    TestDevice { device_id, token, agreement, signing, user: user.to_owned() }
 }
 
-/// Pairs `device` with a machine and returns the queued request's id.
+/// Enrolls `machine` for `user` (enroll, then complete) as the workstation `access` does.
+pub async fn enroll(h: &Harness, access: &str, app: &str, user: &str, machine: &str) {
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/wsapi/client/enroll",
+            Some(access),
+            Some(json!({"rpAppId": app, "machineUserNameWS": user})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let session = r.header("x-enrollment-session-id").unwrap().to_owned();
+    let body = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
+        "machineName": "WS", "machineId": machine, "machineUserName": user, "machineVersion": "10.0"});
+    let r = h.client.send("POST", "/rp/wasapi/client/enroll/complete", Some(access), Some(body)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+}
+
+/// Enrolls a machine for the device's user, pairs them, and returns the queued request's id.
 pub async fn pair(h: &Harness, access: &str, device: &TestDevice, machine: &str) -> String {
-    let body =
-        json!({"machineId": machine, "deviceId": device.device_id, "machineUserNameWS": "CORP\\someone"});
+    let app = h.app_of(access).await;
+    enroll(h, access, &app, &device.user, machine).await;
+    let body = json!({"machineId": machine, "deviceId": device.device_id, "machineUserNameWS": device.user});
     let r = h.client.send("POST", "/rp/api/client/reg", Some(access), Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.json());
     r.json()["certificateRequestId"].as_str().unwrap().to_owned()
@@ -277,17 +300,85 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
         .await
         .json();
     assert_eq!(events["events"][0]["attributes"]["isSuccessful"], true);
-    // The names the directory found are one user entity: the workstation name now finds Erin.
-    let enroll = h
-        .client
-        .send(
+}
+
+/// The names the directory found for a user become that user's aliases, one user entity; a
+/// name another user holds stays theirs, and the refused claim is an event.
+pub async fn directory_names_join_their_user_unless_taken(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    device(&h, &app, "alice@example.com", Some("CORP\\alice")).await;
+    let erin = device(&h, &app, "erin@example.com", None).await;
+    let id = pair(&h, &access, &erin, "m-names").await;
+    assert!(h.poll().await.login_certs.iter().any(|r| r.request_id == id));
+    let result = json!({
+        "errorCode": 0, "errorMessage": "", "requestId": id,
+        "issuerKeyAgreementPublicKey": "a2V5", "issuerKeyAgreementPublicKeyAuth": "YXV0aA==",
+        "loginCert": "c2VhbGVk", "loginCertAuth": "YXV0aA==", "loginCertSerialNumber": "0e11",
+        "loginCertExpiryDate": 1_900_000_000_000_i64, "ivLoginCert": "aXY=", "signingCert": "Y2E=",
+        "machineUserNameWS": "", "machineUserNames": ["erin@example.com", "CORP\\erin", "CORP\\alice"],
+    });
+    assert_eq!(h.post_issuance(result).await.status, 204);
+    let enroll_as = |name: &'static str| {
+        let (client, access, app) = (h.client.clone(), access.clone(), app.clone());
+        async move {
+            let body = json!({"rpAppId": app, "machineUserNameWS": name});
+            client.send("POST", "/rp/wsapi/client/enroll", Some(&access), Some(body)).await
+        }
+    };
+    assert_eq!(enroll_as("CORP\\erin").await.status, 200, "the directory's name finds Erin");
+    let alice_device = enroll_as("CORP\\alice").await.json()["response"]["device"]["deviceId"].clone();
+    assert_ne!(alice_device, json!(erin.device_id), "CORP\\alice still stands for Alice");
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=NAME_CLAIM_REFUSED"), None).await.json();
+    assert_eq!(events["events"][0]["attributes"]["name"], "CORP\\alice", "{events}");
+}
+
+/// Mallory's workstation cannot pair her device under Alice's name, a machine must be enrolled
+/// for the device's user before pairing, and a link cannot give away another user's alias.
+pub async fn pairing_is_bound_to_enrollment_and_names(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let alice = device(&h, &app, "alice@example.com", Some("CORP\\alice")).await;
+    let mallory = device(&h, &app, "mallory@example.com", None).await;
+    let reg = |body: serde_json::Value| {
+        let (client, access) = (h.client.clone(), access.clone());
+        async move { client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await }
+    };
+    // No enrollment of the machine: refused.
+    let r = reg(json!({"machineId": "m-bare", "deviceId": mallory.device_id})).await;
+    assert_eq!(r.problem(409, codes::NOT_ENROLLED)["field"], "machineId");
+    // Enrolled for Mallory: her device pairs, but not under Alice's name nor an unknown one.
+    enroll(&h, &access, &app, "mallory@example.com", "m-mallory").await;
+    for name in ["CORP\\alice", "CORP\\nobody"] {
+        let r =
+            reg(json!({"machineId": "m-mallory", "deviceId": mallory.device_id, "machineUserNameWS": name}))
+                .await;
+        assert_eq!(r.problem(409, codes::NAME_OF_ANOTHER_USER)["field"], "machineUserNameWS", "{name}");
+    }
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=NAME_CLAIM_REFUSED"), None).await.json();
+    let alice_claim =
+        events["events"].as_array().unwrap().iter().find(|e| e["attributes"]["name"] == "CORP\\alice");
+    assert_eq!(
+        alice_claim.expect("the claim is an event")["attributes"]["heldBy"],
+        "alice@example.com",
+        "{events}"
+    );
+    // Mallory's enrolled machine does not take Alice's device either.
+    let r = reg(json!({"machineId": "m-mallory", "deviceId": alice.device_id})).await;
+    r.problem(409, codes::NOT_ENROLLED);
+    let r = reg(json!({"machineId": "m-mallory", "deviceId": mallory.device_id, "machineUserNameWS": "mallory@example.com"})).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    // A link cannot give Alice's alias to Mallory, nor can a registration take it.
+    let r = h
+        .admin(
             "POST",
-            "/rp/wsapi/client/enroll",
-            Some(&access),
-            Some(json!({"rpAppId": app, "machineUserNameWS": "CORP\\someone"})),
+            &format!("/cc/api/apps/{app}/users/mallory@example.com/registration-links"),
+            Some(json!({"machineUserNameWS": "CORP\\ALICE"})),
         )
         .await;
-    assert_eq!(enroll.status, 200, "{}", enroll.json());
+    assert_eq!(r.problem(409, codes::ALIAS_TAKEN)["field"], "machineUserNameWS");
 }
 
 pub async fn revocation_round_trip(h: Harness) {

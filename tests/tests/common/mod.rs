@@ -55,6 +55,15 @@ impl Harness {
         Self { client: TestClient::new(http::app(state)), admin: secret.expose().to_owned(), backend, clock }
     }
 
+    /// The app an access token belongs to.
+    pub async fn app_of(&self, access: &str) -> String {
+        let tokens = self.admin("GET", "/cc/api/tokens?limit=200", None).await.json();
+        let id = rp_shared::domain::tokens::TokenSecret::parse(access).unwrap().hash().token_id();
+        let token =
+            tokens["tokens"].as_array().unwrap().iter().find(|t| t["tokenId"] == id.as_str()).cloned();
+        token.expect("an access token of this harness")["appId"].as_str().unwrap().to_owned()
+    }
+
     /// One poll of the certificate queue, as the agent makes it.
     pub async fn poll(&self) -> CertificateRequestList {
         let r = self.admin("GET", "/rp/api/certificate/requests", None).await;
@@ -157,6 +166,8 @@ macro_rules! router_tests {
         $crate::router_case!($make, leases_time_out_requeue_and_die);
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
+        $crate::router_case!($make, directory_names_join_their_user_unless_taken);
+        $crate::router_case!($make, pairing_is_bound_to_enrollment_and_names);
         $crate::router_case!($make, oob_login_completes_with_a_signed_approval);
         $crate::router_case!($make, oob_declines_bad_signatures_and_wrong_numbers);
         $crate::router_case!($make, oob_requests_expire_and_nonces_are_spent);

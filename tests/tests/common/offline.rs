@@ -18,6 +18,7 @@ async fn offline_pairing(h: &Harness, user: &str, pins: usize) -> (String, Strin
     let access = h.access_token(&app).await;
     let dev = device(h, &app, user, None).await;
     let machine = Harness::unique("m");
+    super::certificates::enroll(h, &access, &app, user, &machine).await;
     let body = json!({"machineId": machine, "deviceId": dev.device_id,
         "offline": {"tokens": tokens(pins), "tokensAuth": "YXV0aA=="}});
     let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;

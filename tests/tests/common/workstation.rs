@@ -330,8 +330,9 @@ pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
 
 pub async fn pairing_queues_one_certificate_request(h: Harness) {
     let app = h.app().await;
-    let device_id = registered_user(&h, &app, "alice@example.com", None).await;
+    let device_id = registered_user(&h, &app, "alice@example.com", Some("CORP\\alice")).await;
     let access = h.access_token(&app).await;
+    super::certificates::enroll(&h, &access, &app, "CORP\\alice", "machine-7").await;
     let body = json!({"machineId": "machine-7", "deviceId": device_id, "machineName": "WS-7", "machineUserNameWS": "CORP\\alice"});
     let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
     assert_eq!(r.status, 201, "{}", r.json());
