@@ -133,7 +133,7 @@ pub async fn count_wrong_attempts(
         .await?
         .ok_or(PairingError::NotFound)?;
     let count = workstations
-        .count_wrong_attempts(&pairing, update.failed_attempts, now.plus_secs(settings.lockout_secs))
+        .count_wrong_attempts(&pairing, update.failed_attempts, settings.lockout_secs, now)
         .await?;
     if count < settings.max_wrong_attempts {
         return Ok(());

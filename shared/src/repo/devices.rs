@@ -187,13 +187,27 @@ impl<'a> Devices<'a> {
                         Err(RegistrationError::DeviceExists(device.device_id.clone()))
                     }
                     // The alias was taken between the check and the write.
-                    _ if link.machine_user_name_ws.is_some() => Err(RegistrationError::AliasTaken(
-                        link.machine_user_name_ws.clone().unwrap_or_default(),
-                    )),
+                    _ if self.alias_held_by_another(app, link, &device.named_user).await? => Err(
+                        RegistrationError::AliasTaken(link.machine_user_name_ws.clone().unwrap_or_default()),
+                    ),
                     _ => Err(StoreError::Conflict.into()),
                 }
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether the link's alias now stands for a user other than `named_user`.
+    async fn alias_held_by_another(
+        &self,
+        app: &AppId,
+        link: &LinkRecord,
+        named_user: &str,
+    ) -> Result<bool, StoreError> {
+        let Some(alias) = &link.machine_user_name_ws else { return Ok(false) };
+        match self.store.get(&alias_key(app, alias)).await? {
+            Some(held) => Ok(held.data::<Pointer>()?.named_user != named_user),
+            None => Ok(false),
         }
     }
 

@@ -6,7 +6,7 @@
 //! | `ENRSESSION#<app>#<sessionId>` | `SESSION` | an enrollment session; TTL its expiry (a day once closed) |
 //! | `ENROLL#<app>#<machineId>` | `ENROLL` | the machine's enrollment |
 //! | `PAIR#<app>#<machineId>` | `DEVICE#<deviceId>` | a workstation–device pairing; `gsi2` `DEVPAIR#<app>#<deviceId>` / `<machineId>` finds a device's pairings |
-//! | `OFFLINEFAIL#<app>#<machineId>#<deviceId>` | `COUNTER` | wrong offline attempts; TTL the lockout |
+//! | `OFFLINEFAIL#<app>#<machineId>#<deviceId>` | `<window start>` | wrong offline attempts in a fixed window of `lockoutSecs`; TTL a minute after it |
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
 use super::certificates::request_item;
@@ -216,18 +216,24 @@ impl<'a> Workstations<'a> {
         Ok(())
     }
 
-    /// Adds `by` wrong offline attempts to the pairing's counter, which lapses at `expires_at`;
-    /// returns the count.
+    /// Adds `by` wrong offline attempts to the pairing's counter of the fixed window of
+    /// `window_secs` that holds `now`; returns the window's count. The window is in the key, as
+    /// for rate limits: DynamoDB sweeps expired items lazily, and an expired counter that kept
+    /// counting would lock a pairing on old failures.
     pub async fn count_wrong_attempts(
         &self,
         pairing: &Pairing,
         by: i64,
-        expires_at: EpochMillis,
+        window_secs: i64,
+        now: EpochMillis,
     ) -> Result<i64, StoreError> {
+        let secs = now.as_secs();
+        let start = secs - secs.rem_euclid(window_secs.max(1));
         let key = ItemKey::new(
             format!("OFFLINEFAIL#{}#{}#{}", pairing.app_id, pairing.machine_id, pairing.device_id),
-            "COUNTER",
+            start.to_string(),
         );
-        self.store.increment(Increment { key, by, limit: None, expires_at: Some(expires_at.as_secs()) }).await
+        let expires_at = Some(start + window_secs + 60);
+        self.store.increment(Increment { key, by, limit: None, expires_at }).await
     }
 }
