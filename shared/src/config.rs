@@ -6,6 +6,7 @@ use crate::domain::certificates::DEFAULT_MAX_ATTEMPTS;
 use crate::domain::tokens::{TokenSecret, MIN_CHOSEN_TOKEN_LEN};
 use crate::http::HttpConfig;
 use crate::repo::certificates::DEFAULT_BATCH;
+use crate::repo::content::DEFAULT_VERSIONS_KEPT;
 use std::path::PathBuf;
 
 /// Which adapters a process runs on.
@@ -31,6 +32,8 @@ pub struct Config {
     pub poll_batch: usize,
     /// `CERT_MAX_ATTEMPTS`: leases a certificate request gets before it is DEAD.
     pub max_attempts: u32,
+    /// `CONTENT_VERSIONS_KEPT`: earlier versions kept per content customization.
+    pub content_versions_kept: u64,
     /// `TABLE_NAME`, `QUEUE_URL`, `KMS_*`, `DEAD_LETTER_QUEUE_URL`: required on AWS.
     pub aws: Option<AwsConfig>,
 }
@@ -83,6 +86,8 @@ impl Config {
         }
         let poll_batch = positive(&get, "CERT_POLL_BATCH", DEFAULT_BATCH, &mut problems);
         let max_attempts = positive(&get, "CERT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, &mut problems);
+        let content_versions_kept =
+            positive(&get, "CONTENT_VERSIONS_KEPT", DEFAULT_VERSIONS_KEPT, &mut problems);
         let aws = match backend {
             BackendKind::Embedded => None,
             BackendKind::Aws => match AwsConfig::from_lookup(&get) {
@@ -103,6 +108,7 @@ impl Config {
             public_base_url: get("PUBLIC_BASE_URL"),
             poll_batch,
             max_attempts,
+            content_versions_kept,
             aws,
         })
     }
@@ -113,6 +119,7 @@ impl Config {
             public_base_url: self.public_base_url.clone().unwrap_or_else(|| base_url.to_owned()),
             poll_batch: self.poll_batch,
             max_attempts: self.max_attempts,
+            content_versions_kept: self.content_versions_kept,
             ..HttpConfig::default()
         }
     }

@@ -43,6 +43,15 @@ impl ContentRecord {
         Ok(next)
     }
 
+    /// The record if it stays within [`MAX_RECORD_BYTES`].
+    pub fn within_size(self) -> Result<ContentRecord, ContentError> {
+        let bytes = serde_json::to_vec(&self).map(|v| v.len()).unwrap_or(usize::MAX);
+        if bytes > MAX_RECORD_BYTES {
+            return Err(ContentError::TooLarge { bytes });
+        }
+        Ok(self)
+    }
+
     /// The current customization with an earlier version's texts, as a new version.
     pub fn restored_from(&self, earlier: &ContentRecord) -> ContentRecord {
         ContentRecord {
@@ -60,6 +69,8 @@ pub enum ContentError {
     NotFound(i64),
     #[error("version: content customization {id} has no earlier version {version}")]
     VersionNotFound { id: i64, version: u64 },
+    #[error("contentMap: the customization would take {bytes} bytes; at most {MAX_RECORD_BYTES} are kept")]
+    TooLarge { bytes: usize },
     #[error(transparent)]
     Invalid(#[from] FieldError),
     #[error(transparent)]
@@ -99,6 +110,9 @@ pub const MAX_TEXT: usize = 5000;
 pub const MAX_DISPLAY_NAME: usize = 255;
 pub const MAX_DESCRIPTION: usize = 2000;
 pub const MAX_BUTTON_KEY: usize = 64;
+/// Largest a customization may grow, as stored (JSON bytes): well under DynamoDB's 400 KB item
+/// limit, which an update that keeps adding `buttonLabels` would otherwise reach.
+pub const MAX_RECORD_BYTES: usize = 100 * 1024;
 
 /// Whether `null` is allowed (a merge patch) or not (a whole content map).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

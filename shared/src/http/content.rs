@@ -8,6 +8,7 @@ use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::RateLimit;
 use crate::domain::content::{self, ContentError, ContentRecord};
+use crate::domain::time::EpochMillis;
 use crate::domain::FieldError;
 use crate::http::cc::ListParams;
 use crate::repo::content::Contents;
@@ -88,6 +89,11 @@ pub(crate) fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Pro
             rule.limit, rule.window_secs
         ))
         .retry_after(wait)
+}
+
+/// The tenant's customizations, with the configured version retention.
+fn contents<'a>(state: &'a AppState, tenant: &Tenant) -> Contents<'a> {
+    Contents::new(state.backend.store.as_ref(), tenant.id()).keeping(state.config.content_versions_kept)
 }
 
 fn parse_positive(field: &str, text: &str) -> Result<i64, FieldError> {
@@ -181,8 +187,18 @@ async fn create(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ContentError> {
     let new = content::parse_create(&body)?;
+    let provisional = ContentRecord {
+        id: 0,
+        display_name: new.display_name.clone(),
+        description: new.description.clone(),
+        content_map: new.content_map.clone(),
+        created_at: EpochMillis(0),
+        updated_at: EpochMillis(0),
+        version: 0,
+    };
+    provisional.within_size()?;
     let now = state.backend.clock.now_millis();
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(&state, &tenant);
     let created = contents.create(new.display_name, new.description, new.content_map, now).await?;
     tracing::info!(tenant = %tenant.id(), id = created.id, "content customization created");
     let location = format!("/content-customization/{}", created.id);
@@ -194,7 +210,7 @@ async fn list(
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ContentList>, Problem> {
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(&state, &tenant);
     let (limit, cursor) = params.page(&contents.list_query())?;
     let (items, next, total) = contents.list(limit, cursor).await?;
     Ok(Json(ContentList {
@@ -210,7 +226,7 @@ async fn retrieve(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ContentView>, ContentError> {
     let id = parse_positive("id", &id)?;
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(&state, &tenant);
     let record = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     Ok(Json(ContentView::of(record)))
 }
@@ -224,9 +240,9 @@ async fn update(
     let id = parse_positive("id", &id)?;
     let patch = content::parse_patch(&body)?;
     let now = state.backend.clock.now_millis();
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(&state, &tenant);
     let updated = contents
-        .update(id, now, |current| current.patched(&patch).map_err(ContentError::from))
+        .update(id, now, |current| current.patched(&patch).map_err(ContentError::from)?.within_size())
         .await?
         .ok_or(ContentError::NotFound(id))?;
     tracing::info!(tenant = %tenant.id(), id, version = updated.version, "content customization updated");
@@ -240,7 +256,7 @@ async fn list_versions(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<VersionList>, Problem> {
     let id = parse_positive("id", &id)?;
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(&state, &tenant);
     let current = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     let (limit, cursor) = params.page(&contents.versions_query(id))?;
     let (versions, next) = contents.versions(id, limit, cursor).await?;
@@ -260,7 +276,7 @@ async fn load_version(
 ) -> Result<(i64, ContentRecord), ContentError> {
     let id = parse_positive("id", id)?;
     let version = parse_positive("version", version)? as u64;
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(state, tenant);
     contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     let snapshot =
         contents.version(id, version).await?.ok_or(ContentError::VersionNotFound { id, version })?;
@@ -283,9 +299,9 @@ async fn restore(
 ) -> Result<Json<ContentView>, ContentError> {
     let (id, snapshot) = load_version(&state, &tenant, &id, &version).await?;
     let now = state.backend.clock.now_millis();
-    let contents = Contents::new(state.backend.store.as_ref(), tenant.id());
+    let contents = contents(&state, &tenant);
     let restored = contents
-        .update(id, now, |current| Ok::<_, ContentError>(current.restored_from(&snapshot)))
+        .update(id, now, |current| current.restored_from(&snapshot).within_size())
         .await?
         .ok_or(ContentError::NotFound(id))?;
     tracing::info!(tenant = %tenant.id(), id, from = snapshot.version, version = restored.version, "content customization restored");

@@ -469,7 +469,15 @@ pub const RATE_LIMITED: ProblemType = row(
     "Too many requests",
     "The tenant's rate limit is used up",
 );
-pub const CONTENT: &[&ProblemType] = &[&CONTENT_NOT_FOUND, &CONTENT_VERSION_NOT_FOUND, &RATE_LIMITED];
+pub const CONTENT_TOO_LARGE: ProblemType = row(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    codes::CONTENT_TOO_LARGE,
+    "content-customization-too-large",
+    "Content customization too large",
+    "The customization would exceed 100 KB as stored; nothing is written",
+);
+pub const CONTENT: &[&ProblemType] =
+    &[&CONTENT_NOT_FOUND, &CONTENT_VERSION_NOT_FOUND, &CONTENT_TOO_LARGE, &RATE_LIMITED];
 
 /// Every area's table.
 pub const TABLES: &[&[&ProblemType]] =
@@ -644,6 +652,7 @@ impl From<ContentError> for Problem {
             ContentError::VersionNotFound { .. } => {
                 Problem::about(&CONTENT_VERSION_NOT_FOUND, "version", detail)
             }
+            ContentError::TooLarge { .. } => Problem::about(&CONTENT_TOO_LARGE, "contentMap", detail),
             ContentError::Invalid(e) => e.into(),
             ContentError::Store(e) => e.into(),
         }

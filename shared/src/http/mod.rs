@@ -51,6 +51,8 @@ pub struct HttpConfig {
     /// Leases a certificate request gets before it is DEAD (`CERT_MAX_ATTEMPTS`), on the result
     /// path as on the queue consumer's.
     pub max_attempts: u32,
+    /// Earlier versions kept per content customization (`CONTENT_VERSIONS_KEPT`).
+    pub content_versions_kept: u64,
 }
 
 impl Default for HttpConfig {
@@ -60,6 +62,7 @@ impl Default for HttpConfig {
             public_base_url: "http://127.0.0.1:8080".into(),
             poll_batch: crate::repo::certificates::DEFAULT_BATCH,
             max_attempts: crate::domain::certificates::DEFAULT_MAX_ATTEMPTS,
+            content_versions_kept: crate::repo::content::DEFAULT_VERSIONS_KEPT,
         }
     }
 }

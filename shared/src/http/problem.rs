@@ -65,6 +65,7 @@ pub mod codes {
     pub const NO_OFFLINE_SET: u32 = 1_500_006;
     pub const CONTENT_NOT_FOUND: u32 = 1_600_001;
     pub const CONTENT_VERSION_NOT_FOUND: u32 = 1_600_002;
+    pub const CONTENT_TOO_LARGE: u32 = 1_600_003;
     pub const RATE_LIMITED: u32 = 1_900_001;
     pub const APP_NOT_FOUND: u32 = 1_050_001;
     pub const APP_EXISTS: u32 = 1_050_002;

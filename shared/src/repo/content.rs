@@ -31,7 +31,12 @@ struct Meta {
 pub struct Contents<'a> {
     store: &'a dyn ItemStore,
     partition: String,
+    /// Earlier versions kept per customization; an update drops the one that falls out.
+    keep: u64,
 }
+
+/// Earlier versions kept per customization unless `CONTENT_VERSIONS_KEPT` says otherwise.
+pub const DEFAULT_VERSIONS_KEPT: u64 = 50;
 
 fn item_sk(id: i64) -> String {
     format!("ITEM#{id:019}")
@@ -49,7 +54,13 @@ fn record(item: &Item) -> Result<ContentRecord, StoreError> {
 
 impl<'a> Contents<'a> {
     pub fn new(store: &'a dyn ItemStore, tenant: &AppId) -> Self {
-        Self { store, partition: format!("CONTENT#{tenant}") }
+        Self { store, partition: format!("CONTENT#{tenant}"), keep: DEFAULT_VERSIONS_KEPT }
+    }
+
+    /// Keeps the last `keep` earlier versions of each customization.
+    pub fn keeping(mut self, keep: u64) -> Self {
+        self.keep = keep.max(1);
+        self
     }
 
     fn key(&self, sk: String) -> ItemKey {
@@ -136,7 +147,7 @@ impl<'a> Contents<'a> {
             next.id = current.id;
             next.created_at = current.created_at;
             next.updated_at = now.max(current.updated_at);
-            let ops = vec![
+            let mut ops = vec![
                 WriteOp::Put {
                     item: Item::new(self.key(item_sk(id)), &next)?,
                     condition: Condition::Version(current.version),
@@ -146,6 +157,11 @@ impl<'a> Contents<'a> {
                     condition: Condition::Absent,
                 },
             ];
+            // Retention: the version that falls out of the last `keep` goes in the same write.
+            if current.version > self.keep {
+                let oldest = self.key(version_sk(id, current.version - self.keep));
+                ops.push(WriteOp::Delete { key: oldest, condition: Condition::Any });
+            }
             self.store.transact(ops).await?;
             next.version = current.version + 1;
             Ok(Some(next))

@@ -493,3 +493,43 @@ pub async fn content_maps_round_trip_and_merge_per_rfc_7396(h: Harness) {
             .unwrap();
     });
 }
+
+/// A customization cannot outgrow 100 KB (413, nothing written), and only the last
+/// `CONTENT_VERSIONS_KEPT` earlier versions are kept.
+pub async fn content_size_is_capped_and_versions_are_retained(h: Harness) {
+    let config = rp_shared::http::HttpConfig { content_versions_kept: 2, ..Default::default() };
+    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let app = h.app().await;
+    let created =
+        h.as_tenant(&app, "POST", "/content-customization", Some(json!({"displayName": "v1"}))).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.json()["id"].as_i64().unwrap();
+    let path = format!("/content-customization/{id}");
+    // Each update adds about 30 KB of button labels; the fourth would pass 100 KB.
+    let mut last_ok = Value::Null;
+    for round in 0..4 {
+        let labels: serde_json::Map<String, Value> =
+            (0..6).map(|i| (format!("r{round}b{i}"), json!("x".repeat(4900)))).collect();
+        let body = json!({"contentMap": {"consentScreen": {"buttonLabels": labels}}});
+        let r = h.as_tenant(&app, "POST", &path, Some(body)).await;
+        if round < 3 {
+            assert_eq!(r.status, 200, "round {round}: {}", r.json());
+            last_ok = r.json();
+        } else {
+            assert_eq!(r.problem(413, codes::CONTENT_TOO_LARGE)["field"], "contentMap");
+        }
+    }
+    assert_eq!(
+        h.as_tenant(&app, "GET", &path, None).await.json(),
+        last_ok,
+        "a refused update writes nothing"
+    );
+    // Four versions exist (1 to 4); the earlier ones kept are the last two.
+    let versions = h.as_tenant(&app, "GET", &format!("{path}/versions"), None).await.json();
+    let kept: Vec<_> =
+        versions["versions"].as_array().unwrap().iter().map(|v| v["version"].as_u64().unwrap()).collect();
+    assert_eq!((versions["currentVersion"].as_u64(), kept), (Some(4), vec![2, 3]));
+    h.as_tenant(&app, "GET", &format!("{path}/versions/1"), None)
+        .await
+        .problem(404, codes::CONTENT_VERSION_NOT_FOUND);
+}

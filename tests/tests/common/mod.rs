@@ -154,6 +154,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, content_versions_and_restore);
         $crate::router_case!($make, content_races_lose_nothing);
         $crate::router_case!($make, content_maps_round_trip_and_merge_per_rfc_7396);
+        $crate::router_case!($make, content_size_is_capped_and_versions_are_retained);
         $crate::router_case!($make, registration_links_and_qr_page);
         $crate::router_case!($make, device_registration_validates_and_is_single_use);
         $crate::router_case!($make, enrollment_ties_enroll_to_complete);
