@@ -662,3 +662,56 @@ pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
     let refused = outcomes.iter().filter(|o| **o == (409, Some(u64::from(codes::SERIAL_TAKEN)))).count();
     assert_eq!((kept, refused), (1, 49), "{outcomes:?}");
 }
+
+/// Two agents, one request: A's lease ends, B leases it again, and A's late result still comes
+/// first. The server keeps the first valid result, whichever lease it came under, and refuses
+/// B's (409), whose certificate B's agent must then revoke (see the next test).
+pub async fn the_first_valid_result_wins_whichever_lease(h: Harness) {
+    let app = h.app().await;
+    h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"requestTimeoutInSecs": 1})))
+        .await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "uma@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-race").await;
+    let result = |serial: &str| {
+        json!({
+            "errorCode": 0, "errorMessage": "", "requestId": id,
+            "issuerKeyAgreementPublicKey": "a2V5", "issuerKeyAgreementPublicKeyAuth": "YXV0aA==",
+            "loginCert": "c2VhbGVk", "loginCertAuth": "YXV0aA==", "loginCertSerialNumber": serial,
+            "loginCertExpiryDate": 1_900_000_000_000_i64, "ivLoginCert": "aXY=", "signingCert": "Y2E=",
+            "machineUserNameWS": "", "machineUserNames": [],
+        })
+    };
+    assert!(h.poll().await.login_certs.iter().any(|r| r.request_id == id), "agent A leases it");
+    let lease_a = h.request(&id).await.lease_id.unwrap();
+    h.clock.advance(Duration::from_secs(2));
+    Dispatcher::new(h.backend.clone()).lease_expired(&id, &lease_a).await.unwrap();
+    assert!(h.poll().await.login_certs.iter().any(|r| r.request_id == id), "agent B leases it again");
+    assert_eq!(h.post_issuance(result("0a01")).await.status, 204, "A's late result is the first valid one");
+    h.post_issuance(result("0b02")).await.problem(409, codes::RESULT_DIFFERS);
+    assert_eq!(h.request(&id).await.cert_serial_number.as_deref(), Some("0a01"));
+}
+
+/// The reference agent revokes, in its own CA, a certificate whose result the server refused.
+pub async fn the_agent_revokes_a_refused_certificate(_h: Harness) {
+    use axum::routing::{get, post};
+    let agreement = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    let key = STANDARD.encode(agreement.public_key().to_encoded_point(false).as_bytes());
+    let list = json!({"loginCerts": [{"requestId": "r-1", "requestTimeoutInSecs": 300, "machineUserNameWS": null,
+        "machineUserName": "vera@example.com", "deviceId": "d-1", "deviceKeyAgreementPublicKey": key, "encCounter": "1"}],
+        "revokedCerts": []});
+    // A server that hands out one request and keeps another agent's result for it.
+    let refusing = axum::Router::new()
+        .route("/rp/api/certificate/requests", get(move || async move { axum::Json(list.clone()) }))
+        .route("/rp/api/certificate", post(|| async { axum::http::StatusCode::CONFLICT }));
+    let (base, _server) = serve(refusing).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Arc::new(LocalCa::open_or_create(dir.path()).unwrap());
+    let agent = Agent::new(&base, "rpt_any-admin-token-the-stub-ignores", ca.clone()).unwrap();
+    let report = agent.run_once().await.unwrap();
+    assert_eq!(report.refused, vec!["r-1".to_owned()], "{report:?}");
+    let revoked: Vec<String> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("revoked.json")).unwrap()).unwrap();
+    assert_eq!(revoked.len(), 1, "the orphaned certificate is revoked at the CA");
+    assert!(ca.is_revoked(&revoked[0]));
+}
