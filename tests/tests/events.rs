@@ -34,7 +34,7 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 32] = [
+const REPLAY: [(&str, u16); 35] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -66,6 +66,9 @@ const REPLAY: [(&str, u16); 32] = [
     ("content-customization-versions", 200),
     ("content-customization-version", 200),
     ("content-customization-restore", 200),
+    ("cc-app-user-devices", 200),
+    ("rp-device-token", 201),
+    ("cc-app-device-token", 204),
     ("cc-app-device", 204),
 ];
 
@@ -168,6 +171,7 @@ async fn certificate_fixtures(backend: &Backend) {
         device_id: "alice-pixel-9".into(),
         hash: secret.hash().to_hex(),
         created_at: now,
+        expires_at: None,
     };
     let item = Item::new(ItemKey::new("DEVTOKEN", record.token_id.clone()), &record).unwrap();
     backend.store.put(item, Condition::Absent).await.unwrap();

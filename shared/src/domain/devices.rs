@@ -166,6 +166,19 @@ pub struct DeviceTokenRecord {
     pub device_id: String,
     pub hash: String,
     pub created_at: EpochMillis,
+    /// After this the token is refused; tokens from before lifetimes count from `created_at`.
+    #[serde(default)]
+    pub expires_at: Option<EpochMillis>,
+}
+
+/// How long a device token is valid; the device refreshes it before then.
+pub const DEVICE_TOKEN_LIFETIME_SECS: i64 = 90 * 24 * 3600;
+
+impl DeviceTokenRecord {
+    /// When the token stops being accepted.
+    pub fn expiry(&self) -> EpochMillis {
+        self.expires_at.unwrap_or(self.created_at.plus_secs(DEVICE_TOKEN_LIFETIME_SECS))
+    }
 }
 
 /// Registration's errors (DECISIONS §4).
@@ -181,6 +194,10 @@ pub enum RegistrationError {
     DeviceExists(String),
     #[error("machineUserNameWS: '{0}' is a name of another user")]
     AliasTaken(String),
+    #[error("deviceId: no device '{0}' in this app")]
+    DeviceNotFound(String),
+    #[error("deviceId: device '{0}' has no device token")]
+    NoDeviceToken(String),
     #[error(transparent)]
     Invalid(#[from] FieldError),
     #[error(transparent)]

@@ -313,8 +313,15 @@ pub const ALIAS_TAKEN: ProblemType = row(
     "Name of another user",
     "The link's `machineUserNameWS` is already a name of another user",
 );
+pub const NO_DEVICE_TOKEN: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::NO_DEVICE_TOKEN,
+    "no-device-token",
+    "No device token",
+    "The device has no token (revoked already)",
+);
 pub const REGISTRATION: &[&ProblemType] =
-    &[&LINK_NOT_FOUND, &LINK_EXPIRED, &LINK_USED, &DEVICE_EXISTS, &ALIAS_TAKEN];
+    &[&LINK_NOT_FOUND, &LINK_EXPIRED, &LINK_USED, &DEVICE_EXISTS, &ALIAS_TAKEN, &NO_DEVICE_TOKEN];
 
 // Enrollment.
 pub const UNKNOWN_USER: ProblemType = row(
@@ -582,6 +589,8 @@ impl From<RegistrationError> for Problem {
             RegistrationError::LinkExpired => Problem::about(&LINK_EXPIRED, "code", detail),
             RegistrationError::LinkUsed => Problem::about(&LINK_USED, "code", detail),
             RegistrationError::DeviceExists(_) => Problem::about(&DEVICE_EXISTS, "deviceId", detail),
+            RegistrationError::DeviceNotFound(_) => Problem::about(&DEVICE_NOT_FOUND, "deviceId", detail),
+            RegistrationError::NoDeviceToken(_) => Problem::about(&NO_DEVICE_TOKEN, "deviceId", detail),
             RegistrationError::AliasTaken(_) => Problem::about(&ALIAS_TAKEN, "machineUserNameWS", detail),
             RegistrationError::Invalid(e) => e.into(),
             RegistrationError::Store(e) => e.into(),

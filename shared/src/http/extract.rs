@@ -335,6 +335,8 @@ fn wrong_kind(wanted: &str) -> Problem {
 pub struct DeviceCaller {
     pub app_id: AppId,
     pub device_id: String,
+    pub named_user: String,
+    pub token_id: String,
 }
 
 impl FromRequestParts<AppState> for DeviceCaller {
@@ -351,6 +353,17 @@ impl FromRequestParts<AppState> for DeviceCaller {
         if !stored.matches(&presented) {
             return Err(invalid());
         }
-        Ok(DeviceCaller { app_id: record.app_id, device_id: record.device_id })
+        if record.expiry() <= state.backend.clock.now_millis() {
+            return Err(Problem::unauthorized(
+                &errors::INVALID_TOKEN,
+                "Authorization: the device token has expired; refresh it before it expires, or register again",
+            ));
+        }
+        Ok(DeviceCaller {
+            app_id: record.app_id,
+            device_id: record.device_id,
+            named_user: record.named_user,
+            token_id: record.token_id,
+        })
     }
 }

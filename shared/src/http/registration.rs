@@ -8,7 +8,7 @@ use super::AppState;
 use crate::domain::apps::AppId;
 use crate::domain::devices::{
     self, DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
-    RegistrationRequest,
+    RegistrationRequest, DEVICE_TOKEN_LIFETIME_SECS,
 };
 use crate::domain::tokens::TokenSecret;
 use crate::domain::validate;
@@ -16,7 +16,7 @@ use crate::repo::devices::Devices;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,21 @@ pub fn page_router(_state: &AppState) -> Router<AppState> {
 /// `/rp/versioned/device/registrations`
 pub fn registrations_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/versioned/device/registrations", post(register))
+}
+
+/// `/rp/versioned/device/token`
+pub fn token_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/token", post(refresh_token))
+}
+
+/// `/cc/api/apps/{appId}/users/{namedUser}/devices`
+pub fn user_devices_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/cc/api/apps/{app_id}/users/{named_user}/devices", get(list_devices))
+}
+
+/// `/cc/api/apps/{appId}/devices/{deviceId}/token`
+pub fn device_token_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/cc/api/apps/{app_id}/devices/{device_id}/token", delete(revoke_token))
 }
 
 /// Default and bounds of a link's lifetime.
@@ -228,6 +243,7 @@ async fn register(
         device_id: device.device_id.clone(),
         hash: hash.to_hex(),
         created_at: now,
+        expires_at: Some(now.plus_secs(DEVICE_TOKEN_LIFETIME_SECS)),
     };
     Devices::new(state.backend.store.as_ref())
         .register(&registration.code.digest(), &link, version, &device, &token, now)
@@ -240,4 +256,101 @@ async fn register(
         device_token: secret.expose().to_owned(),
     };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)))
+}
+
+/// A fresh device token, shown only here.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTokenIssued {
+    pub device_token: String,
+    pub expires_at: String,
+}
+
+/// The device trades its (still valid) token for a fresh one; the old one stops working.
+async fn refresh_token(
+    State(state): State<AppState>,
+    caller: super::extract::DeviceCaller,
+) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceTokenIssued>), RegistrationError>
+{
+    let devices = Devices::new(state.backend.store.as_ref());
+    let device = devices
+        .device(&caller.app_id, &caller.device_id)
+        .await?
+        .ok_or_else(|| RegistrationError::DeviceNotFound(caller.device_id.clone()))?;
+    let now = state.backend.clock.now_millis();
+    let secret = TokenSecret::generate_with_prefix("rpd_");
+    let hash = secret.hash();
+    let token = DeviceTokenRecord {
+        token_id: hash.token_id(),
+        app_id: caller.app_id.clone(),
+        named_user: caller.named_user.clone(),
+        device_id: caller.device_id.clone(),
+        hash: hash.to_hex(),
+        created_at: now,
+        expires_at: Some(now.plus_secs(DEVICE_TOKEN_LIFETIME_SECS)),
+    };
+    devices.replace_token(&device, &caller.token_id, &token).await?;
+    tracing::info!(app_id = %caller.app_id, device_id = %caller.device_id, "device token refreshed");
+    let body =
+        DeviceTokenIssued { device_token: secret.expose().to_owned(), expires_at: token.expiry().iso8601() };
+    Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)))
+}
+
+/// A user's device as an admin sees it: never its token.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceView {
+    pub device_id: String,
+    pub friendly_name: String,
+    pub model_number: String,
+    pub registered_at: String,
+    /// `null` when the device has no token (revoked): it must register again.
+    pub token_expires_at: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeviceList {
+    pub devices: Vec<DeviceView>,
+}
+
+async fn list_devices(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ApiPath((app_id, named_user)): ApiPath<(String, String)>,
+) -> Result<Json<DeviceList>, Problem> {
+    let named_user = devices::named_user("namedUser", &named_user)?;
+    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let repo = Devices::new(state.backend.store.as_ref());
+    let mut devices = Vec::new();
+    for device in repo.devices_of(&app.app_id, &named_user).await? {
+        let token = repo.token(&device.token_id).await?;
+        devices.push(DeviceView {
+            device_id: device.device_id,
+            friendly_name: device.friendly_name,
+            model_number: device.model_number,
+            registered_at: device.registered_at.iso8601(),
+            token_expires_at: token.map(|t| t.expiry().iso8601()),
+        });
+    }
+    Ok(Json(DeviceList { devices }))
+}
+
+/// Ends a device's token; the device keeps its pairings but must register again to call in.
+async fn revoke_token(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ApiPath((app_id, device_id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, Problem> {
+    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let device_id = devices::identifier("deviceId", &device_id)?;
+    let repo = Devices::new(state.backend.store.as_ref());
+    let device = repo
+        .device(&app.app_id, &device_id)
+        .await?
+        .ok_or_else(|| RegistrationError::DeviceNotFound(device_id.clone()))?;
+    if !repo.revoke_token(&device).await? {
+        return Err(RegistrationError::NoDeviceToken(device_id).into());
+    }
+    tracing::info!(app_id = %app.app_id, %device_id, "device token revoked");
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -197,6 +197,43 @@ impl<'a> Devices<'a> {
         }
     }
 
+    /// Replaces the device token `old_token_id` with `new`, and points the device at it, in one
+    /// transaction: the old token stops working as the new one starts.
+    pub async fn replace_token(
+        &self,
+        device: &DeviceRecord,
+        old_token_id: &str,
+        new: &DeviceTokenRecord,
+    ) -> Result<(), StoreError> {
+        let record =
+            ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
+        let updated = DeviceRecord { token_id: new.token_id.clone(), ..device.clone() };
+        self.store
+            .transact(vec![
+                WriteOp::Delete { key: ItemKey::new("DEVTOKEN", old_token_id), condition: Condition::Exists },
+                WriteOp::Put {
+                    item: Item::new(ItemKey::new("DEVTOKEN", new.token_id.clone()), new)?,
+                    condition: Condition::Absent,
+                },
+                WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Exists },
+            ])
+            .await
+    }
+
+    /// The device token with this id.
+    pub async fn token(&self, token_id: &str) -> Result<Option<DeviceTokenRecord>, StoreError> {
+        self.store.get(&ItemKey::new("DEVTOKEN", token_id)).await?.map(|i| i.data()).transpose()
+    }
+
+    /// Ends the device's token; `Ok(false)` if it has none.
+    pub async fn revoke_token(&self, device: &DeviceRecord) -> Result<bool, StoreError> {
+        match self.store.delete(&ItemKey::new("DEVTOKEN", device.token_id.clone()), Condition::Exists).await {
+            Ok(()) => Ok(true),
+            Err(StoreError::Conflict) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Whether the link's alias now stands for a user other than `named_user`.
     async fn alias_held_by_another(
         &self,

@@ -280,3 +280,48 @@ pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harne
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=DEVICE_REVOKED"), None).await.json();
     assert_eq!(events["events"].as_array().unwrap().len(), 1);
 }
+
+/// Device tokens live 90 days; a device refreshes its token (the old one stops working), and an
+/// admin lists a user's devices and can end a device's token.
+pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
+    let app = h.app().await;
+    let dev = device(&h, &app, "wes@example.com", None).await;
+    let whoami = |token: String| {
+        let client = h.client.clone();
+        async move { client.send("GET", "/rp/versioned/device/workstations", Some(&token), None).await }
+    };
+    assert_eq!(whoami(dev.token.clone()).await.status, 200);
+    let listed =
+        h.admin("GET", &format!("/cc/api/apps/{app}/users/wes@example.com/devices"), None).await.json();
+    assert_eq!(listed["devices"][0]["deviceId"], dev.device_id.as_str(), "{listed}");
+    assert!(listed["devices"][0]["tokenExpiresAt"].is_string());
+    // Refresh: a new token, the old one refused.
+    let r = h.client.send("POST", "/rp/versioned/device/token", Some(&dev.token), None).await;
+    assert_eq!((r.status.as_u16(), r.header("cache-control")), (201, Some("no-store")), "{}", r.json());
+    let fresh = r.json()["deviceToken"].as_str().unwrap().to_owned();
+    whoami(dev.token.clone()).await.problem(401, codes::INVALID_TOKEN);
+    assert_eq!(whoami(fresh.clone()).await.status, 200);
+    // A token past its lifetime is refused, saying so.
+    h.clock.advance(Duration::from_secs(91 * 24 * 3600));
+    let expired = whoami(fresh.clone()).await.problem(401, codes::INVALID_TOKEN);
+    assert!(expired["detail"].as_str().unwrap().contains("expired"), "{expired}");
+    // An admin ends a token; again is a 404; the device stays listed, without a token.
+    let second = device(&h, &app, "wes@example.com", None).await;
+    let path = format!("/cc/api/apps/{app}/devices/{}/token", second.device_id);
+    assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+    whoami(second.token.clone()).await.problem(401, codes::INVALID_TOKEN);
+    h.admin("DELETE", &path, None).await.problem(404, codes::NO_DEVICE_TOKEN);
+    let listed =
+        h.admin("GET", &format!("/cc/api/apps/{app}/users/wes@example.com/devices"), None).await.json();
+    let row = listed["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["deviceId"] == second.device_id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["tokenExpiresAt"], Value::Null);
+    h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/ghost/token"), None)
+        .await
+        .problem(404, codes::DEVICE_NOT_FOUND);
+}
