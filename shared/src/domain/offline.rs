@@ -65,6 +65,16 @@ pub fn render_pins(pins: &[Pin]) -> String {
     pins.iter().map(|p| format!("{}:{}", p.id, p.pin)).collect::<Vec<_>>().join(",")
 }
 
+/// Reads back what [`render_pins`] wrote, keeping only the PINs whose ids are still `remaining`.
+pub fn read_pins(tokens: &str, remaining: &[String]) -> Vec<Pin> {
+    tokens
+        .split(',')
+        .filter_map(|e| e.split_once(':'))
+        .filter(|(id, _)| remaining.iter().any(|r| r == id))
+        .map(|(id, pin)| Pin { id: id.to_owned(), pin: pin.to_owned() })
+        .collect()
+}
+
 /// What is sealed: the PINs and their authorization code.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -205,6 +215,13 @@ mod tests {
         set.remaining = left.iter().map(|p| p.id.clone()).collect();
         assert_eq!(set.used(), 1);
         assert_eq!(remove_used(&set, left, &["b".into()]), Err(OfflineError::PinGone("b".into())));
+    }
+
+    #[test]
+    fn reading_a_sealed_set_keeps_only_the_remaining_pins() {
+        let read = read_pins("a:111111,b:222222,c:333333", &["c".into(), "a".into()]);
+        assert_eq!(render_pins(&read), "a:111111,c:333333");
+        assert!(read_pins("a:111111", &[]).is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::domain::apps::{AppId, OfflineAccess};
 use crate::domain::certificates::RequestState;
 use crate::domain::devices;
 use crate::domain::offline::{
-    remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin, SealedTokens,
+    read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin, SealedTokens,
 };
 use crate::domain::pairing::{
     pin_ids, Pairing, PairingError, PairingKey, PairingUpdate, DEVICE_REVOKED_EVENT,
@@ -76,12 +76,7 @@ pub async fn open_pins(
     let context = context(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
     let plain = open(state.backend.keys.as_ref(), &context, &set.sealed).await?;
     let secret: SealedTokens = serde_json::from_slice(&plain).map_err(StoreError::encoding)?;
-    let all = secret.tokens.split(',').filter_map(|e| e.split_once(':'));
-    let pins = all
-        .filter(|(id, _)| set.remaining.iter().any(|r| r == id))
-        .map(|(id, pin)| Pin { id: id.to_owned(), pin: pin.to_owned() })
-        .collect();
-    Ok((pins, secret.tokens_auth))
+    Ok((read_pins(&secret.tokens, &set.remaining), secret.tokens_auth))
 }
 
 /// Deletes used PINs from the pairing's set (re-sealed without them), conditionally; a PIN
@@ -341,25 +336,14 @@ async fn revoke_device(
         .ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
     let source = format!("admin:{}", admin.0.token_id);
     let workstations = Workstations::new(store);
-    for (pairing, version) in workstations.pairings_of_device(&app.app_id, &device_id).await? {
-        let state = &state;
-        let source = source.as_str();
-        let key = PairingKey { machine_id: pairing.machine_id.clone(), device_id: device_id.clone() };
-        let key = &key;
-        let app_id = &app.app_id;
-        let mut first = Some((pairing, version));
-        retry_on_conflict(|| {
-            let first = first.take();
-            async move {
-                let (pairing, version) = match first {
-                    Some(read) => read,
-                    None => match workstations.pairing(app_id, &key.machine_id, &key.device_id).await? {
-                        Some(read) => read,
-                        None => return Ok(()),
-                    },
-                };
-                unpair(state, pairing, version, source).await
-            }
+    for (pairing, _) in workstations.pairings_of_device(&app.app_id, &device_id).await? {
+        let (state, source, app_id, device_id) = (&state, source.as_str(), &app.app_id, &device_id);
+        let machine_id = &pairing.machine_id;
+        retry_on_conflict(|| async move {
+            let Some((pairing, version)) = workstations.pairing(app_id, machine_id, device_id).await? else {
+                return Ok(());
+            };
+            unpair(state, pairing, version, source).await
         })
         .await?;
     }
