@@ -146,9 +146,10 @@ async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<S
             // The directory's names for the user: one user entity. Best effort; the result stands.
             match certs.remember_names(&request.app_id, user, &issued.machine_user_names).await {
                 Ok(refused) => {
-                    for name in refused {
-                        let app = &request.app_id;
-                        super::workstation::refuse_name_claim(state, app, &name, user, None, source).await?;
+                    for (name, holder) in refused {
+                        let (app, held_by) = (&request.app_id, Some(holder.as_str()));
+                        super::workstation::refuse_name_claim(state, app, &name, user, held_by, source)
+                            .await?;
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "could not record the user's other names"),

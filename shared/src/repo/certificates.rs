@@ -243,13 +243,13 @@ impl<'a> Certificates<'a> {
     }
 
     /// Records the names the directory found for the user (machineUserNames) as aliases;
-    /// returns those that are another user's.
+    /// returns those that are another user's, with that user.
     pub async fn remember_names(
         &self,
         app: &AppId,
         named_user: &str,
         names: &[String],
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<(String, String)>, StoreError> {
         Devices::new(self.store).add_aliases(app, named_user, names).await
     }
 }

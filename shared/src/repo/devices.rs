@@ -250,13 +250,13 @@ impl<'a> Devices<'a> {
 
     /// Adds names the directory knows the user by (from an issued certificate), so the user
     /// stays one entity. A name that already stands for another user is left to that user and
-    /// returned, so that the caller reports the refused claim.
+    /// returned with that user, `(name, holder)`, so that the caller reports the refused claim.
     pub async fn add_aliases(
         &self,
         app: &AppId,
         named_user: &str,
         names: &[String],
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let key = ItemKey::new(user_pk(app, named_user), "USER");
         retry_on_conflict(|| async {
             let Some(item) = self.store.get(&key).await? else { return Ok(Vec::new()) };
@@ -267,8 +267,9 @@ impl<'a> Devices<'a> {
                     continue;
                 }
                 if let Some(held) = self.store.get(&alias_key(app, name)).await? {
-                    if held.data::<Pointer>()?.named_user != named_user {
-                        refused.push(name.clone());
+                    let holder = held.data::<Pointer>()?.named_user;
+                    if holder != named_user {
+                        refused.push((name.clone(), holder));
                     }
                     continue;
                 }

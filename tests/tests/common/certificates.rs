@@ -332,6 +332,7 @@ pub async fn directory_names_join_their_user_unless_taken(h: Harness) {
     let events =
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=NAME_CLAIM_REFUSED"), None).await.json();
     assert_eq!(events["events"][0]["attributes"]["name"], "CORP\\alice", "{events}");
+    assert_eq!(events["events"][0]["attributes"]["heldBy"], "alice@example.com", "{events}");
 }
 
 /// Mallory's workstation cannot pair her device under Alice's name, a machine must be enrolled
