@@ -16,8 +16,7 @@ use super::validate::{self, FieldError};
 use crate::ports::{MaybeConflict, StoreError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
-use p256::ecdsa::signature::Verifier;
-use p256::ecdsa::{Signature, VerifyingKey};
+use p256::ecdsa::Signature;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -323,13 +322,6 @@ pub fn verify(public_key_b64: &str, message: &[u8], signature: &Signature) -> bo
     let key =
         aws_lc_rs::signature::UnparsedPublicKey::new(&aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED, bytes);
     key.verify(message, &signature.to_bytes()).is_ok()
-}
-
-/// The same check with `p256`, kept to measure the two against each other.
-pub fn verify_with_p256(public_key_b64: &str, message: &[u8], signature: &Signature) -> bool {
-    let Ok(bytes) = STANDARD.decode(public_key_b64) else { return false };
-    let Ok(key) = VerifyingKey::from_sec1_bytes(&bytes) else { return false };
-    key.verify(message, signature).is_ok()
 }
 
 /// What a device's answer does.
