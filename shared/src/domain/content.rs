@@ -194,6 +194,21 @@ pub struct NewContent {
     pub content_map: Value,
 }
 
+impl NewContent {
+    /// The customization as first stored under `id`: version 1, created and updated `now`.
+    pub fn record(&self, id: i64, now: EpochMillis) -> ContentRecord {
+        ContentRecord {
+            id,
+            display_name: self.display_name.clone(),
+            description: self.description.clone(),
+            content_map: self.content_map.clone(),
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        }
+    }
+}
+
 /// What an update does to `description`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DescriptionChange {

@@ -8,7 +8,6 @@ use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::RateLimit;
 use crate::domain::content::{self, ContentError, ContentRecord};
-use crate::domain::time::EpochMillis;
 use crate::domain::FieldError;
 use crate::http::cc::ListParams;
 use crate::repo::content::Contents;
@@ -187,19 +186,10 @@ async fn create(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ContentError> {
     let new = content::parse_create(&body)?;
-    let provisional = ContentRecord {
-        id: 0,
-        display_name: new.display_name.clone(),
-        description: new.description.clone(),
-        content_map: new.content_map.clone(),
-        created_at: EpochMillis(0),
-        updated_at: EpochMillis(0),
-        version: 0,
-    };
-    provisional.within_size()?;
     let now = state.backend.clock.now_millis();
-    let contents = contents(&state, &tenant);
-    let created = contents.create(new.display_name, new.description, new.content_map, now).await?;
+    // Sized before an id is allocated; the id's digits are a few bytes against a 100 KiB bound.
+    new.record(0, now).within_size()?;
+    let created = contents(&state, &tenant).create(&new, now).await?;
     tracing::info!(tenant = %tenant.id(), id = created.id, "content customization created");
     let location = format!("/content-customization/{}", created.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(ContentView::of(created))).into_response())

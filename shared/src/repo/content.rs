@@ -12,14 +12,13 @@
 //! one transaction.
 
 use crate::domain::apps::AppId;
-use crate::domain::content::ContentRecord;
+use crate::domain::content::{ContentRecord, NewContent};
 use crate::domain::time::EpochMillis;
 use crate::ports::{
     retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, MaybeConflict, Query, SortKey,
     StoreError, WriteOp,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -75,24 +74,10 @@ impl<'a> Contents<'a> {
     }
 
     /// Stores a new customization under the next id and returns it.
-    pub async fn create(
-        &self,
-        display_name: String,
-        description: Option<String>,
-        content_map: Value,
-        now: EpochMillis,
-    ) -> Result<ContentRecord, StoreError> {
+    pub async fn create(&self, new: &NewContent, now: EpochMillis) -> Result<ContentRecord, StoreError> {
         retry_on_conflict(|| async {
             let (meta, meta_version) = self.meta().await?;
-            let created = ContentRecord {
-                id: meta.next_id,
-                display_name: display_name.clone(),
-                description: description.clone(),
-                content_map: content_map.clone(),
-                created_at: now,
-                updated_at: now,
-                version: 1,
-            };
+            let created = new.record(meta.next_id, now);
             let next = Meta { next_id: meta.next_id + 1, count: meta.count + 1 };
             let ops = vec![
                 WriteOp::Put {
