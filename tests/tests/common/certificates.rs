@@ -34,6 +34,8 @@ pub struct TestDevice {
     pub signing: p256::SecretKey,
     /// The registered user it belongs to.
     pub user: String,
+    /// The app it is registered in.
+    pub app: String,
 }
 
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
@@ -52,7 +54,7 @@ pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> 
     let r = h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.json());
     let token = r.json()["deviceToken"].as_str().unwrap().to_owned();
-    TestDevice { device_id, token, agreement, signing, user: user.to_owned() }
+    TestDevice { device_id, token, agreement, signing, user: user.to_owned(), app: app.to_owned() }
 }
 
 /// Enrolls `machine` for `user` (enroll, then complete) as the workstation `access` does.
@@ -74,10 +76,10 @@ pub async fn enroll(h: &Harness, access: &str, app: &str, user: &str, machine: &
     assert_eq!(r.status, 200, "{}", r.json());
 }
 
-/// Enrolls a machine for the device's user, pairs them, and returns the queued request's id.
+/// Enrolls a machine for the device's user (in the device's app), pairs them, and returns the
+/// queued request's id.
 pub async fn pair(h: &Harness, access: &str, device: &TestDevice, machine: &str) -> String {
-    let app = h.app_of(access).await;
-    enroll(h, access, &app, &device.user, machine).await;
+    enroll(h, access, &device.app, &device.user, machine).await;
     let body = json!({"machineId": machine, "deviceId": device.device_id, "machineUserNameWS": device.user});
     let r = h.client.send("POST", "/rp/api/client/reg", Some(access), Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.json());

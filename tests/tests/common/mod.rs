@@ -55,15 +55,6 @@ impl Harness {
         Self { client: TestClient::new(http::app(state)), admin: secret.expose().to_owned(), backend, clock }
     }
 
-    /// The app an access token belongs to.
-    pub async fn app_of(&self, access: &str) -> String {
-        let tokens = self.admin("GET", "/cc/api/tokens?limit=200", None).await.json();
-        let id = rp_shared::domain::tokens::TokenSecret::parse(access).unwrap().hash().token_id();
-        let token =
-            tokens["tokens"].as_array().unwrap().iter().find(|t| t["tokenId"] == id.as_str()).cloned();
-        token.expect("an access token of this harness")["appId"].as_str().unwrap().to_owned()
-    }
-
     /// One poll of the certificate queue, as the agent makes it.
     pub async fn poll(&self) -> CertificateRequestList {
         let r = self.admin("GET", "/rp/api/certificate/requests", None).await;
