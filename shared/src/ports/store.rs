@@ -194,9 +194,32 @@ pub enum Condition {
 /// One write of an all-or-nothing transaction.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
-    Put { item: Item, condition: Condition },
-    Delete { key: ItemKey, condition: Condition },
-    Check { key: ItemKey, condition: Condition },
+    Put {
+        item: Item,
+        condition: Condition,
+    },
+    Delete {
+        key: ItemKey,
+        condition: Condition,
+    },
+    Check {
+        key: ItemKey,
+        condition: Condition,
+    },
+    /// A counter update ([`ItemStore::increment`]'s), here with the rest: a limit it would pass
+    /// fails the transaction with [`StoreError::Conflict`] like any other condition.
+    Increment(Increment),
+}
+
+impl WriteOp {
+    /// The item the op writes or checks.
+    pub fn key(&self) -> &ItemKey {
+        match self {
+            WriteOp::Put { item, .. } => &item.key,
+            WriteOp::Delete { key, .. } | WriteOp::Check { key, .. } => key,
+            WriteOp::Increment(increment) => &increment.key,
+        }
+    }
 }
 
 /// Which sort keys a query returns.

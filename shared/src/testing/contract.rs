@@ -6,6 +6,7 @@
 //! `max_receive_count` = [`QUEUE_MAX_RECEIVE`].
 
 use crate::ports::keys::{open, seal};
+use crate::ports::store::{Invalid, COUNTER_ATTR};
 use crate::ports::*;
 use p256::ecdsa::signature::Verifier;
 use std::sync::Arc;
@@ -227,6 +228,49 @@ pub async fn store_counters_are_atomic_and_bounded(store: Arc<dyn ItemStore>) {
     assert_eq!(store.increment(inc(0, None)).await.unwrap(), 12, "a refused increment changes nothing");
 }
 
+pub async fn store_counters_join_transactions(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let key = ItemKey::new(&pk, "counter");
+    let inc = |by, limit| WriteOp::Increment(Increment { key: key.clone(), by, limit, expires_at: None });
+    let value = |store: Arc<dyn ItemStore>, key: ItemKey| async move {
+        store.get(&key).await.unwrap().and_then(|i| i.attrs.get(COUNTER_ATTR).and_then(|n| n.as_i64()))
+    };
+    store
+        .transact(vec![
+            inc(1, Some(2)),
+            WriteOp::Put { item: item(&pk, "a", 1), condition: Condition::Absent },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(value(store.clone(), key.clone()).await, Some(1), "a new counter starts from 0");
+    let refused = store
+        .transact(vec![
+            inc(2, Some(2)),
+            WriteOp::Put { item: item(&pk, "b", 1), condition: Condition::Absent },
+        ])
+        .await;
+    assert!(matches!(refused, Err(StoreError::Conflict)), "past the limit: {refused:?}");
+    assert!(store.get(&ItemKey::new(&pk, "b")).await.unwrap().is_none(), "nothing half-written");
+    let other_fails = store
+        .transact(vec![
+            inc(1, Some(2)),
+            WriteOp::Put { item: item(&pk, "a", 2), condition: Condition::Absent },
+        ])
+        .await;
+    assert!(matches!(other_fails, Err(StoreError::Conflict)));
+    assert_eq!(value(store.clone(), key.clone()).await, Some(1), "a failed transaction adds nothing");
+    store
+        .transact(vec![
+            inc(-1, None),
+            WriteOp::Delete { key: ItemKey::new(&pk, "a"), condition: Condition::Any },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(value(store.clone(), key.clone()).await, Some(0));
+    let repeated = store.transact(vec![inc(1, None), inc(1, None)]).await;
+    assert!(matches!(repeated, Err(StoreError::Invalid(Invalid::RepeatedKey))), "{repeated:?}");
+}
+
 pub async fn queue_delivers_and_acks(queue: Arc<dyn Queue>) {
     let id = queue.send("hello", Duration::ZERO).await.unwrap();
     let got = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(5)).await;
@@ -352,6 +396,7 @@ macro_rules! store_contract_tests {
         $crate::__contract_case!(store_transactions_are_all_or_nothing, $make);
         $crate::__contract_case!(store_concurrent_creates_have_one_winner, $make);
         $crate::__contract_case!(store_counters_are_atomic_and_bounded, $make);
+        $crate::__contract_case!(store_counters_join_transactions, $make);
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn store_expired_items_count_as_absent() {
             if let Some(port) = $make.await {

@@ -180,7 +180,30 @@ fn plan(op: WriteOp, now: i64) -> Result<(Write, Option<u64>), StoreError> {
         WriteOp::Check { key, condition } => {
             (Write::Check { key: key_attrs(&key), expr: condition_expr(condition, now) }, None)
         }
+        WriteOp::Increment(increment) => (increment_of(&increment), None),
     })
+}
+
+/// `ADD` to the counter and 1 to the version (setting the TTL of a new counter), on condition
+/// that the result stays within the limit.
+fn increment_of(increment: &Increment) -> Write {
+    let mut expr = Expr::default();
+    expr.names.extend([("#n".to_owned(), COUNTER_ATTR.to_owned()), ("#v".to_owned(), "v".to_owned())]);
+    expr.values.extend([(":by".to_owned(), n(increment.by)), (":one".to_owned(), n(1))]);
+    let mut expression = "ADD #n :by, #v :one".to_owned();
+    if let Some(ttl) = increment.expires_at {
+        expr.names.insert("#ttl".into(), "ttl".into());
+        expr.values.insert(":ttl".into(), n(ttl));
+        expression = format!("SET #ttl = if_not_exists(#ttl, :ttl) {expression}");
+    }
+    if let Some(limit) = increment.limit {
+        expr.values.insert(":max".into(), n(limit - increment.by));
+        // A missing counter counts as 0.
+        let text =
+            if increment.by <= limit { "attribute_not_exists(#n) OR #n <= :max" } else { "#n <= :max" };
+        expr.condition = Some(text.to_owned());
+    }
+    Write::Update { key: key_attrs(&increment.key), expression, expr }
 }
 
 /// `SET` every attribute of `item`, `REMOVE` the unset optional ones, `ADD` 1 to the version.
@@ -475,11 +498,7 @@ impl ItemStore for DynamoStore {
         let mut seen = HashSet::new();
         let mut writes = Vec::with_capacity(ops.len());
         for op in ops {
-            let key = match &op {
-                WriteOp::Put { item, .. } => &item.key,
-                WriteOp::Delete { key, .. } | WriteOp::Check { key, .. } => key,
-            };
-            if !seen.insert(key.clone()) {
+            if !seen.insert(op.key().clone()) {
                 return Err(Invalid::RepeatedKey.into());
             }
             writes.push(plan(op, now)?.0);
@@ -574,40 +593,14 @@ impl ItemStore for DynamoStore {
     }
 
     async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
-        let mut names = HashMap::from([("#n".to_owned(), "n".to_owned()), ("#v".to_owned(), "v".to_owned())]);
-        let mut values = HashMap::from([(":by".to_owned(), n(increment.by)), (":one".to_owned(), n(1))]);
-        let mut update = "ADD #n :by, #v :one".to_owned();
-        if let Some(ttl) = increment.expires_at {
-            names.insert("#ttl".into(), "ttl".into());
-            values.insert(":ttl".into(), n(ttl));
-            update = format!("SET #ttl = if_not_exists(#ttl, :ttl) {update}");
-        }
-        if increment.limit.is_some_and(|limit| increment.by > limit) {
-            return Err(StoreError::LimitReached);
-        }
-        let condition = increment.limit.map(|limit| {
-            values.insert(":max".into(), n(limit - increment.by));
-            "attribute_not_exists(#n) OR #n <= :max".to_owned()
-        });
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key_attrs(&increment.key)))
-            .update_expression(update)
-            .set_condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await
-            .map_err(|e| match classify(e) {
-                StoreError::Conflict => StoreError::LimitReached,
-                other => other,
-            })?;
-        let value = out.attributes.as_ref().and_then(|a| a.get("n")).and_then(|v| v.as_n().ok());
-        value
-            .and_then(|v| v.parse().ok())
+        let written = match increment_of(&increment).send(&self.client, &self.table).await {
+            Err(StoreError::Conflict) => return Err(StoreError::LimitReached),
+            other => other?,
+        };
+        written
+            .as_ref()
+            .and_then(|item| item.attrs.get(COUNTER_ATTR))
+            .and_then(|v| v.as_i64())
             .ok_or_else(|| StoreError::Encoding("the counter has no value".into()))
     }
 }

@@ -142,21 +142,21 @@ fn apply(
     let mut seen = HashSet::new();
     let mut staged = Vec::with_capacity(ops.len());
     for op in &ops {
-        let key = match op {
-            WriteOp::Put { item, .. } => &item.key,
-            WriteOp::Delete { key, .. } | WriteOp::Check { key, .. } => key,
-        };
+        let key = op.key();
         check_key(key)?;
         if !seen.insert(key.clone()) {
             return Err(Invalid::RepeatedKey.into());
         }
-        let condition = match op {
+        let current = live(read_item(items, key)?, now);
+        let holds = match op {
             WriteOp::Put { condition, .. }
             | WriteOp::Delete { condition, .. }
-            | WriteOp::Check { condition, .. } => *condition,
+            | WriteOp::Check { condition, .. } => holds(*condition, current.as_ref()),
+            WriteOp::Increment(increment) => {
+                increment.limit.is_none_or(|limit| counter_value(current.as_ref()) + increment.by <= limit)
+            }
         };
-        let current = live(read_item(items, key)?, now);
-        if !holds(condition, current.as_ref()) {
+        if !holds {
             return Err(StoreError::Conflict);
         }
         staged.push(current);
@@ -171,9 +171,28 @@ fn apply(
             }
             WriteOp::Delete { key, .. } => remove_item(items, index, &key)?,
             WriteOp::Check { .. } => {}
+            WriteOp::Increment(increment) => {
+                let value = counter_value(current.as_ref()) + increment.by;
+                let mut item = match current {
+                    Some(mut item) => {
+                        item.version += 1;
+                        item
+                    }
+                    None => Item::new(increment.key, &serde_json::json!({}))?.with_ttl(increment.expires_at),
+                };
+                item.version = item.version.max(1);
+                item.attrs.insert(COUNTER_ATTR.into(), value.into());
+                write_item(items, index, &item)?;
+                written.push(item);
+            }
         }
     }
     Ok(written)
+}
+
+/// A counter item's value; 0 when there is none.
+fn counter_value(item: Option<&Item>) -> i64 {
+    item.and_then(|item| item.attrs.get(COUNTER_ATTR)).and_then(|v| v.as_i64()).unwrap_or(0)
 }
 
 fn in_sort_range(sort: &SortKey, sk: &str) -> (bool, bool) {
@@ -342,41 +361,15 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
-        check_key(&increment.key)?;
-        self.blocking(move |db, now| {
-            let tx = db.begin_write().map_err(db_err)?;
-            let value = {
-                let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-                let mut index = tx.open_table(INDEX).map_err(db_err)?;
-                let current = live(read_item(&items, &increment.key)?, now);
-                let count = current
-                    .as_ref()
-                    .and_then(|item| item.attrs.get(COUNTER_ATTR))
-                    .and_then(|v| v.as_i64())
-                    .unwrap_or(0);
-                let value = count + increment.by;
-                if increment.limit.is_some_and(|limit| value > limit) {
-                    return Err(StoreError::LimitReached);
-                }
-                let mut item = match current {
-                    Some(mut item) => {
-                        item.version += 1;
-                        item
-                    }
-                    None => Item::new(increment.key.clone(), &serde_json::json!({}))?
-                        .with_ttl(increment.expires_at),
-                };
-                if item.version == 0 {
-                    item.version = 1;
-                }
-                item.attrs.insert(COUNTER_ATTR.into(), value.into());
-                write_item(&mut items, &mut index, &item)?;
-                value
-            };
-            tx.commit().map_err(db_err)?;
-            Ok(value)
-        })
-        .await
+        let written = match self.transact_returning(vec![WriteOp::Increment(increment)]).await {
+            Err(StoreError::Conflict) => return Err(StoreError::LimitReached),
+            other => other?,
+        };
+        written
+            .first()
+            .and_then(|item| item.attrs.get(COUNTER_ATTR))
+            .and_then(|v| v.as_i64())
+            .ok_or_else(|| StoreError::Encoding("the counter has no value".into()))
     }
 }
 
