@@ -2,7 +2,7 @@
 //! and `rp-admin`. Every missing or malformed variable is reported at once.
 
 use crate::adapters::aws::AwsConfig;
-use crate::domain::certificates::DEFAULT_MAX_ATTEMPTS;
+use crate::domain::certificates::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_OPEN_PER_APP};
 use crate::domain::tokens::{TokenSecret, MIN_CHOSEN_TOKEN_LEN};
 use crate::http::HttpConfig;
 use crate::repo::certificates::DEFAULT_BATCH;
@@ -32,6 +32,7 @@ pub struct Config {
     pub poll_batch: usize,
     /// `CERT_MAX_ATTEMPTS`: leases a certificate request gets before it is DEAD.
     pub max_attempts: u32,
+    pub max_open_per_app: u32,
     /// `CONTENT_VERSIONS_KEPT`: earlier versions kept per content customization.
     pub content_versions_kept: u64,
     /// `TABLE_NAME`, `QUEUE_URL`, `KMS_*`, `DEAD_LETTER_QUEUE_URL`: required on AWS.
@@ -86,6 +87,8 @@ impl Config {
         }
         let poll_batch = positive(&get, "CERT_POLL_BATCH", DEFAULT_BATCH, &mut problems);
         let max_attempts = positive(&get, "CERT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, &mut problems);
+        let max_open_per_app =
+            positive(&get, "CERT_MAX_OPEN_PER_APP", DEFAULT_MAX_OPEN_PER_APP, &mut problems);
         let content_versions_kept =
             positive(&get, "CONTENT_VERSIONS_KEPT", DEFAULT_VERSIONS_KEPT, &mut problems);
         let aws = match backend {
@@ -108,6 +111,7 @@ impl Config {
             public_base_url: get("PUBLIC_BASE_URL"),
             poll_batch,
             max_attempts,
+            max_open_per_app,
             content_versions_kept,
             aws,
         })
@@ -119,6 +123,7 @@ impl Config {
             public_base_url: self.public_base_url.clone().unwrap_or_else(|| base_url.to_owned()),
             poll_batch: self.poll_batch,
             max_attempts: self.max_attempts,
+            max_open_per_app: self.max_open_per_app,
             content_versions_kept: self.content_versions_kept,
             ..HttpConfig::default()
         }

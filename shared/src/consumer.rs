@@ -43,8 +43,9 @@ impl Dispatcher {
             let Some((request, version)) = certs.request(request_id).await? else {
                 return Ok(LeaseOutcome::Ignored);
             };
-            let expiry = request.expire(lease_id, self.max_attempts, self.backend.clock.now_millis());
-            certs.persist_expiry(&expiry, version).await?;
+            let now = self.backend.clock.now_millis();
+            let expiry = request.expire(lease_id, self.max_attempts, now);
+            certs.persist_expiry(&expiry, version, now).await?;
             Ok(match expiry {
                 Expiry::Requeued(_) => LeaseOutcome::Requeued,
                 Expiry::Dead(..) => LeaseOutcome::Dead,

@@ -129,6 +129,8 @@ pub enum CertError {
     SerialTaken,
     #[error("certSerialNumber: '{0}' is revoked already")]
     AlreadyRevoked(String),
+    #[error("the app has {cap} login-certificate requests open (pending or leased), its cap; retry once the agent has answered some")]
+    QueueFull { cap: u32 },
     #[error(transparent)]
     Invalid(#[from] FieldError),
     #[error(transparent)]
@@ -143,7 +145,33 @@ impl MaybeConflict for CertError {
     }
 }
 
+/// Open login-certificate requests an app may have (`CERT_MAX_OPEN_PER_APP`), unless
+/// configured otherwise.
+pub const DEFAULT_MAX_OPEN_PER_APP: u32 = 1000;
+
+/// How many requests each of `apps` apps may have leased in one poll of `batch`: an equal
+/// share, rounded up, so that every app with work gets at least one while `apps` ≤ `batch`.
+pub fn fair_share(batch: usize, apps: usize) -> usize {
+    if apps == 0 {
+        0
+    } else {
+        batch.div_ceil(apps)
+    }
+}
+
 impl CertRequest {
+    /// Whether the request counts against its app's cap of open requests: login-certificate
+    /// requests do (a workstation queues them); revocations never do, so that a full queue
+    /// cannot hold up a revocation.
+    pub fn counts_against_cap(&self) -> bool {
+        self.kind == RequestKind::LoginCert
+    }
+
+    /// Whether the request is settled for good (DONE, FAILED or DEAD).
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, RequestState::Done | RequestState::Failed | RequestState::Dead)
+    }
+
     /// A new PENDING request of `kind` with a fresh id; the kind's own fields are set by the
     /// caller.
     pub fn new(
@@ -616,6 +644,16 @@ mod tests {
     use proptest::prelude::*;
 
     const T0: EpochMillis = EpochMillis(1_000_000);
+
+    #[test]
+    fn every_app_with_work_gets_a_share() {
+        assert_eq!(fair_share(50, 0), 0);
+        assert_eq!(fair_share(50, 1), 50);
+        assert_eq!(fair_share(50, 2), 25);
+        assert_eq!(fair_share(50, 3), 17);
+        assert_eq!(fair_share(50, 50), 1);
+        assert_eq!(fair_share(1, 7), 1, "one each, the batch cut afterwards");
+    }
 
     fn pending() -> CertRequest {
         CertRequest::new(RequestKind::LoginCert, AppId::parse("appId", "demo").unwrap(), 300, T0)

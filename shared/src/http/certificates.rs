@@ -61,7 +61,7 @@ async fn poll(
     let certs = Certificates::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
     let leases: Vec<_> = certs
-        .pending(state.config.poll_batch)
+        .pending(state.config.poll_batch, now)
         .await?
         .into_iter()
         .filter_map(|(request, version)| {
@@ -127,7 +127,7 @@ async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<S
         match request.settle(result, source, now, state.config.max_attempts)? {
             Settlement::Duplicate => Ok(None),
             Settlement::LeaseEnded(expiry) => {
-                certs.persist_expiry(&expiry, version).await?;
+                certs.persist_expiry(&expiry, version, now).await?;
                 match expiry {
                     Expiry::Dead(..) => Err(CertError::Dead),
                     _ => Err(CertError::LeaseEnded),

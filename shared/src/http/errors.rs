@@ -267,7 +267,15 @@ pub const REQUEST_DEAD: ProblemType = row(
     "Certificate request dead",
     "The request ran out of attempts (DEAD); no result is accepted for it any more",
 );
+pub const CERT_QUEUE_FULL: ProblemType = row(
+    StatusCode::TOO_MANY_REQUESTS,
+    codes::CERT_QUEUE_FULL,
+    "certificate-queue-full",
+    "Too many open certificate requests",
+    "The app has `CERT_MAX_OPEN_PER_APP` login-certificate requests pending or leased; nothing is written",
+);
 pub const CERTIFICATES: &[&ProblemType] = &[
+    &CERT_QUEUE_FULL,
     &CERT_REQUEST_NOT_FOUND,
     &LEASE_ENDED,
     &RESULT_DIFFERS,
@@ -574,6 +582,7 @@ impl From<CertError> for Problem {
             CertError::CertNotFound(_) => Problem::about(&CERT_NOT_FOUND, "certSerialNumber", detail),
             CertError::SerialTaken => Problem::about(&SERIAL_TAKEN, "loginCertSerialNumber", detail),
             CertError::AlreadyRevoked(_) => Problem::about(&CERT_REVOKED, "certSerialNumber", detail),
+            CertError::QueueFull { .. } => Problem::of(&CERT_QUEUE_FULL).detail(detail).retry_after(15),
             CertError::Invalid(e) => e.into(),
             CertError::Store(e) => e.into(),
             CertError::Queue(e) => e.into(),

@@ -51,6 +51,9 @@ pub struct HttpConfig {
     /// Leases a certificate request gets before it is DEAD (`CERT_MAX_ATTEMPTS`), on the result
     /// path as on the queue consumer's.
     pub max_attempts: u32,
+    /// Open (pending or leased) login-certificate requests an app may have
+    /// (`CERT_MAX_OPEN_PER_APP`); pairing past it answers 429.
+    pub max_open_per_app: u32,
     /// Earlier versions kept per content customization (`CONTENT_VERSIONS_KEPT`).
     pub content_versions_kept: u64,
 }
@@ -62,6 +65,7 @@ impl Default for HttpConfig {
             public_base_url: "http://127.0.0.1:8080".into(),
             poll_batch: crate::repo::certificates::DEFAULT_BATCH,
             max_attempts: crate::domain::certificates::DEFAULT_MAX_ATTEMPTS,
+            max_open_per_app: crate::domain::certificates::DEFAULT_MAX_OPEN_PER_APP,
             content_versions_kept: crate::repo::content::DEFAULT_VERSIONS_KEPT,
         }
     }

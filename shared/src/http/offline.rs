@@ -166,7 +166,7 @@ pub async fn unpair(
             }
         }
     }
-    let queued = revocations.len() / 2;
+    let queued = usize::from(!revocations.is_empty());
     let event = pairing.unpaired_event(source, queued, state.backend.clock.now_millis());
     Workstations::new(state.backend.store.as_ref()).unpair(&pairing, version, revocations, &event).await?;
     tracing::info!(app_id = %pairing.app_id, machine_id = %pairing.machine_id, device_id = %pairing.device_id, revocations = queued, "unpaired");

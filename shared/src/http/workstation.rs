@@ -13,6 +13,7 @@ use super::offline;
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::{AppId, OfflineAccess};
+use crate::domain::certificates::CertError;
 use crate::domain::devices::{fingerprint, DeviceRecord};
 use crate::domain::enrollment::{
     Closing, Complete, CompleteRequest, Completed, Enroll, EnrollError, EnrollRequest, EnrollmentSession,
@@ -27,6 +28,7 @@ use crate::domain::time::EpochMillis;
 use crate::domain::FieldError;
 use crate::ports::{retry_on_conflict, StoreError};
 use crate::repo::apps::AppRecord;
+use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
 use axum::extract::State;
@@ -343,6 +345,11 @@ async fn pair(
         }
         None => None,
     };
+    let certs = Certificates::new(store);
+    let cap = state.config.max_open_per_app;
+    if certs.open_requests(app).await? >= i64::from(cap) {
+        return Err(CertError::QueueFull { cap }.into());
+    }
     let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
     let device = PairedDevice {
         device_id: device.device_id,
@@ -359,7 +366,8 @@ async fn pair(
         state.backend.clock.now_millis(),
     );
     pairing.offline_set = offline_set;
-    match workstations.pair(&pairing, &cert_request).await {
+    let now = state.backend.clock.now_millis();
+    match workstations.pair(&pairing, &cert_request, cap, now).await {
         Ok(()) => {
             tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, offline = pairing.offline_set.is_some(), "paired; login certificate requested");
             Ok((
@@ -368,12 +376,17 @@ async fn pair(
                 Json(pairing_view(&state, pairing, &settings, Some(owner)).await?),
             ))
         }
-        // A concurrent POST created it first: answer with the winner's pairing.
+        // A concurrent POST created it first: answer with the winner's pairing. Without one,
+        // the app's queue filled up in the meantime.
         Err(StoreError::Conflict) => {
-            let (existing, _) = workstations
-                .pairing(app, &request.machine_id, &request.device_id)
-                .await?
-                .ok_or(StoreError::Conflict)?;
+            let Some((existing, _)) =
+                workstations.pairing(app, &request.machine_id, &request.device_id).await?
+            else {
+                return Err(match certs.open_requests(app).await? >= i64::from(cap) {
+                    true => CertError::QueueFull { cap }.into(),
+                    false => StoreError::Conflict.into(),
+                });
+            };
             Ok((
                 StatusCode::OK,
                 NO_STORE,

@@ -3,9 +3,16 @@
 //!
 //! | pk | sk | item |
 //! |---|---|---|
-//! | `CERTREQ#<requestId>` | `REQUEST` | a certificate request; while PENDING also in `gsi1` under `CERTQ#PENDING` by creation time |
+//! | `CERTREQ#<requestId>` | `REQUEST` | a certificate request; while PENDING also in `gsi1` under its app's shard `CERTQ#PENDING#<appId>`, by creation time |
+//! | `CERTQ#READY` | `<appId>` | the app has (or recently had) PENDING requests: written with every request that becomes PENDING, deleted by a poll that finds the shard empty |
+//! | `CERTQ#ROUND` | `LAST` | the last app the previous poll served: the next poll starts after it (round robin) |
+//! | `CERTQ#OPEN#<appId>` | `COUNT` | the app's open (PENDING or LEASED) login-certificate requests: a counter raised under the cap in the transaction that queues one, lowered in the one that settles it |
 //! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial |
 //! | `SERIAL#<serial>` | `SERIAL` | the serial taken, pointing at its certificate: written with an absent-condition in the issuing transaction, so a serial is issued once |
+//!
+//! A poll reads at most `batch` ready markers starting after the round-robin pointer, then each
+//! of those apps' shards with a `Limit` of its fair share: O(batch) items whatever the depth
+//! of any one app's queue, and never a scan.
 //!
 //! Every write is conditional on the version the request was read at, so of two callers that
 //! decided on the same state only one persists; the other reloads and decides again.
@@ -13,30 +20,100 @@
 use super::devices::Devices;
 use super::events::{self, Events};
 use crate::domain::apps::AppId;
-use crate::domain::certificates::{CertRequest, Expiry, IssuedCert, RequestState};
+use crate::domain::certificates::{fair_share, CertRequest, Expiry, IssuedCert, RequestState};
 use crate::domain::events::EventRecord;
-use crate::ports::{Condition, Cursor, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
+use crate::domain::time::EpochMillis;
+use crate::ports::store::COUNTER_ATTR;
+use crate::ports::{
+    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp,
+};
+use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_BATCH: usize = 50;
-pub const PENDING_QUEUE: &str = "CERTQ#PENDING";
+/// The partition of the ready markers, one per app with pending requests.
+pub const READY_APPS: &str = "CERTQ#READY";
+/// How long a ready marker outlives the last request that made its app ready, however empty
+/// its shard looks: DynamoDB's indexes lag their table by moments, and a marker deleted while
+/// its newest request was not yet in the shard would strand that request.
+pub const READY_GRACE_SECS: i64 = 60;
 
 fn request_key(request_id: &str) -> ItemKey {
     ItemKey::new(format!("CERTREQ#{request_id}"), "REQUEST")
 }
 
-/// A request as an item; a PENDING one is also in the pending index, oldest first.
+/// The app's shard of the pending index.
+fn shard(app: &AppId) -> String {
+    format!("CERTQ#PENDING#{app}")
+}
+
+fn ready_key(app: &AppId) -> ItemKey {
+    ItemKey::new(READY_APPS, app.as_str())
+}
+
+fn round_key() -> ItemKey {
+    ItemKey::new("CERTQ#ROUND", "LAST")
+}
+
+fn open_key(app: &AppId) -> ItemKey {
+    ItemKey::new(format!("CERTQ#OPEN#{app}"), "COUNT")
+}
+
+/// An app with pending requests, as of `enqueued_at`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadyMarker {
+    app_id: AppId,
+    enqueued_at: EpochMillis,
+}
+
+/// Where the previous poll stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RoundPointer {
+    app_id: String,
+}
+
+/// A request as an item; a PENDING one is also in its app's shard of the pending index,
+/// oldest first.
 pub fn request_item(request: &CertRequest) -> Result<Item, StoreError> {
     let item = Item::new(request_key(&request.request_id), request)?;
     Ok(match request.state {
         RequestState::Pending => item.with_index(
             Index::Gsi1,
             ItemKey::new(
-                PENDING_QUEUE,
+                shard(&request.app_id),
                 format!("{:013}#{}", request.created_at.as_millis(), request.request_id),
             ),
         ),
         _ => item,
     })
+}
+
+/// The marker that puts the request's app in the next polls' round, written with every
+/// request that becomes PENDING. Unconditional: a marker that exists only gets a newer time,
+/// and the new version makes a poll's delete of it (conditional on the version it read) fail.
+fn ready_op(request: &CertRequest, now: EpochMillis) -> Result<WriteOp, StoreError> {
+    let marker = ReadyMarker { app_id: request.app_id.clone(), enqueued_at: now };
+    Ok(WriteOp::Put { item: Item::new(ready_key(&request.app_id), &marker)?, condition: Condition::Any })
+}
+
+/// The writes that queue a new request, to join the caller's transaction: the request, its
+/// app's ready marker and, for a request that counts against the cap, one more open request,
+/// refused (the transaction fails with a conflict) past `cap`.
+pub fn enqueue_ops(request: &CertRequest, cap: u32, now: EpochMillis) -> Result<Vec<WriteOp>, StoreError> {
+    let mut ops = vec![
+        WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
+        ready_op(request, now)?,
+    ];
+    if request.counts_against_cap() {
+        ops.push(WriteOp::Increment(Increment {
+            key: open_key(&request.app_id),
+            by: 1,
+            limit: Some(i64::from(cap)),
+            expires_at: None,
+        }));
+    }
+    Ok(ops)
 }
 
 /// An issued certificate as an item, findable by serial.
@@ -56,10 +133,10 @@ pub fn revocation_ops(
     version: u64,
     request: &CertRequest,
 ) -> Result<Vec<WriteOp>, StoreError> {
-    Ok(vec![
-        WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) },
-        WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
-    ])
+    let mut ops = vec![WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) }];
+    // Revocations never count against the cap.
+    ops.extend(enqueue_ops(request, u32::MAX, request.created_at)?);
+    Ok(ops)
 }
 
 fn serial_key(serial: &str) -> ItemKey {
@@ -93,18 +170,117 @@ impl<'a> Certificates<'a> {
         Self { store }
     }
 
-    /// The oldest pending requests, with the versions they were read at. The index may lag a
-    /// lease by moments; [`persist_lease`](Self::persist_lease)'s condition settles that.
-    pub async fn pending(&self, limit: usize) -> Result<Vec<(CertRequest, u64)>, StoreError> {
-        let page = self.store.query(Query::index(Index::Gsi1, PENDING_QUEUE).limit(limit)).await?;
-        let mut pending = Vec::with_capacity(page.items.len());
-        for item in &page.items {
-            let request: CertRequest = item.data()?;
-            if request.state == RequestState::Pending {
-                pending.push((request, item.version));
+    /// Up to `batch` pending requests, shared fairly between the apps that have some, with the
+    /// versions they were read at; each app's come oldest first. The apps are taken round robin
+    /// from the ready markers, starting after the app the previous poll served last; each gets
+    /// an equal share of the batch, and what an app with fewer leaves goes to the others in a
+    /// second round. Markers of apps found empty (past [`READY_GRACE_SECS`]) are deleted. The
+    /// index may lag a lease by moments; [`persist_lease`](Self::persist_lease)'s condition
+    /// settles that.
+    pub async fn pending(
+        &self,
+        batch: usize,
+        now: EpochMillis,
+    ) -> Result<Vec<(CertRequest, u64)>, StoreError> {
+        let apps = self.ready_apps(batch).await?;
+        if apps.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Round 1: an equal share each.
+        let share = fair_share(batch, apps.len());
+        let first = futures_util::future::join_all(apps.iter().map(|(marker, _)| {
+            self.store.query(Query::index(Index::Gsi1, shard(&marker.app_id)).limit(share))
+        }))
+        .await;
+        let mut found: Vec<Vec<Item>> = Vec::with_capacity(apps.len());
+        let mut more: Vec<Option<Cursor>> = Vec::with_capacity(apps.len());
+        for page in first {
+            let page = page?;
+            found.push(page.items);
+            more.push(page.cursor);
+        }
+        // Round 2: what is left of the batch, shared between the apps that may have more.
+        let left = batch.saturating_sub(found.iter().map(Vec::len).sum());
+        let hungry: Vec<usize> = (0..apps.len()).filter(|&i| more[i].is_some()).collect();
+        if left > 0 && !hungry.is_empty() {
+            let share = fair_share(left, hungry.len());
+            let second = futures_util::future::join_all(hungry.iter().map(|&i| {
+                let query = Query::index(Index::Gsi1, shard(&apps[i].0.app_id)).limit(share);
+                self.store.query(query.after(more[i].clone()))
+            }))
+            .await;
+            for (&i, page) in hungry.iter().zip(second) {
+                found[i].extend(page?.items);
             }
         }
+        // The batch, interleaved app by app so that a cut keeps it fair.
+        let mut pending = Vec::with_capacity(batch);
+        let deepest = found.iter().map(Vec::len).max().unwrap_or(0);
+        for rank in 0..deepest {
+            for items in &found {
+                if let Some(item) = items.get(rank) {
+                    let request: CertRequest = item.data()?;
+                    if request.state == RequestState::Pending && pending.len() < batch {
+                        pending.push((request, item.version));
+                    }
+                }
+            }
+        }
+        self.end_round(&apps, &more, now).await?;
         Ok(pending)
+    }
+
+    /// Up to `batch` ready markers (with their versions), starting after the round-robin pointer
+    /// and wrapping around.
+    async fn ready_apps(&self, batch: usize) -> Result<Vec<(ReadyMarker, u64)>, StoreError> {
+        let pointer = match self.store.get(&round_key()).await? {
+            Some(item) => Some(item.data::<RoundPointer>()?.app_id),
+            None => None,
+        };
+        let after = pointer.as_ref().map(|app| Cursor {
+            key: ItemKey::new(READY_APPS, app.as_str()),
+            index_key: None,
+            scope: None,
+        });
+        let mut items = self.store.query(Query::table(READY_APPS).limit(batch).after(after)).await?.items;
+        if items.len() < batch && pointer.is_some() {
+            // Wrap around to the apps up to and including the pointer.
+            let from_start = self.store.query(Query::table(READY_APPS).limit(batch - items.len())).await?;
+            let seen: std::collections::HashSet<_> = items.iter().map(|i| i.key.sk.clone()).collect();
+            items.extend(from_start.items.into_iter().filter(|i| !seen.contains(&i.key.sk)));
+        }
+        items.iter().map(|item| Ok((item.data()?, item.version))).collect()
+    }
+
+    /// After a poll: the pointer moves to the last app served, and the markers of apps whose
+    /// shard came back exhausted go, unless a request made them ready within the grace period
+    /// (or since they were read: the delete is conditional on the version).
+    async fn end_round(
+        &self,
+        apps: &[(ReadyMarker, u64)],
+        more: &[Option<Cursor>],
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        for ((marker, version), more) in apps.iter().zip(more) {
+            let settled = marker.enqueued_at.plus_secs(READY_GRACE_SECS) < now;
+            if more.is_none() && settled {
+                match self.store.delete(&ready_key(&marker.app_id), Condition::Version(*version)).await {
+                    Ok(()) | Err(StoreError::Conflict) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if let Some((last, _)) = apps.last() {
+            let pointer = RoundPointer { app_id: last.app_id.as_str().to_owned() };
+            self.store.put(Item::new(round_key(), &pointer)?, Condition::Any).await?;
+        }
+        Ok(())
+    }
+
+    /// The app's open (PENDING or LEASED) login-certificate requests.
+    pub async fn open_requests(&self, app: &AppId) -> Result<i64, StoreError> {
+        let item = self.store.get(&open_key(app)).await?;
+        Ok(item.and_then(|i| i.attrs.get(COUNTER_ATTR).and_then(|n| n.as_i64())).unwrap_or(0))
     }
 
     pub async fn request(&self, request_id: &str) -> Result<Option<(CertRequest, u64)>, StoreError> {
@@ -125,11 +301,21 @@ impl<'a> Certificates<'a> {
     }
 
     /// Writes an ended lease (with the death event, in the same transaction).
-    pub async fn persist_expiry(&self, expiry: &Expiry, version: u64) -> Result<(), StoreError> {
+    pub async fn persist_expiry(
+        &self,
+        expiry: &Expiry,
+        version: u64,
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
         match expiry {
             Expiry::Ignored => Ok(()),
             Expiry::Requeued(request) => {
-                self.store.put(request_item(request)?, Condition::Version(version)).await.map(|_| ())
+                self.store
+                    .transact(vec![
+                        WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) },
+                        ready_op(request, now)?,
+                    ])
+                    .await
             }
             Expiry::Dead(request, event) => self.write_with_event(request, version, Vec::new(), event).await,
         }
@@ -173,6 +359,10 @@ impl<'a> Certificates<'a> {
     ) -> Result<(), StoreError> {
         ops.push(WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) });
         ops.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
+        if request.is_closed() && request.counts_against_cap() {
+            let key = open_key(&request.app_id);
+            ops.push(WriteOp::Increment(Increment { key, by: -1, limit: None, expires_at: None }));
+        }
         self.store.transact(ops).await?;
         events::log(event);
         Ok(())

@@ -9,7 +9,7 @@
 //! | `OFFLINEFAIL#<app>#<machineId>#<deviceId>` | `<window start>` | wrong offline attempts in a fixed window of `lockoutSecs`; TTL a minute after it |
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
-use super::certificates::request_item;
+use super::certificates::enqueue_ops;
 use crate::domain::apps::AppId;
 use crate::domain::certificates::CertRequest;
 use crate::domain::enrollment::{
@@ -139,13 +139,18 @@ impl<'a> Workstations<'a> {
 
     /// Creates the pairing and queues its certificate request in one transaction;
     /// [`StoreError::Conflict`] if the pairing exists already (nothing is written then).
-    pub async fn pair(&self, pairing: &Pairing, request: &CertRequest) -> Result<(), StoreError> {
-        self.store
-            .transact(vec![
-                WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Absent },
-                WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
-            ])
-            .await
+    /// Also [`StoreError::Conflict`], with nothing written, if the request would take the
+    /// app past `cap` open login-certificate requests.
+    pub async fn pair(
+        &self,
+        pairing: &Pairing,
+        request: &CertRequest,
+        cap: u32,
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        let mut ops = vec![WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Absent }];
+        ops.extend(enqueue_ops(request, cap, now)?);
+        self.store.transact(ops).await
     }
 
     pub async fn pairing(

@@ -17,7 +17,9 @@ use rp_shared::domain::envelope::{self, LoginCertEnvelope};
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::problem::codes;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::repo::certificates::request_item;
+use rp_shared::ports::Clock;
+use rp_shared::ports::Query;
+use rp_shared::repo::certificates::{enqueue_ops, READY_APPS, READY_GRACE_SECS};
 use rp_shared::testing::http::serve;
 use rp_shared::worker::QueueWorker;
 use serde_json::json;
@@ -530,7 +532,7 @@ pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
             ids.insert(request.request_id.clone());
             let store = store.clone();
             tokio::spawn(async move {
-                store.put(request_item(&request).unwrap(), rp_shared::ports::Condition::Absent).await.unwrap()
+                store.transact(enqueue_ops(&request, u32::MAX, request.created_at).unwrap()).await.unwrap()
             })
         })
         .collect();
@@ -606,6 +608,103 @@ pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
     );
 }
 
+/// Fair polling: app A floods the queue with 200 requests, then app B queues one. B's comes out
+/// in the first poll (a global FIFO would hand it out after A's 200), the batch is still full,
+/// and A's flood drains over the next polls. Once A's shard is empty and the grace period over,
+/// its ready marker goes.
+pub async fn a_flood_from_one_app_does_not_delay_another(h: Harness) {
+    let flooder = AppId::parse("appId", &h.app().await).unwrap();
+    for i in 0..200 {
+        let request = CertRequest {
+            machine_user_name: Some(format!("user{i}@example.com")),
+            device_id: Some(format!("device-{i}")),
+            ..CertRequest::new(RequestKind::LoginCert, flooder.clone(), 300, EpochMillis(1_000 + i))
+        };
+        queue(&h, &request).await;
+    }
+    let app_b = h.app().await;
+    let access_b = h.access_token(&app_b).await;
+    let dev = device(&h, &app_b, "bea@example.com", None).await;
+    h.clock.advance(Duration::from_secs(1));
+    let wanted = pair(&h, &access_b, &dev, "m-fair").await;
+
+    let first = h.poll().await.login_certs;
+    assert!(first.iter().any(|r| r.request_id == wanted), "B's request is in the first poll");
+    assert_eq!(first.len(), rp_shared::repo::certificates::DEFAULT_BATCH, "the batch is full");
+    let mut drained = first.len() - 1;
+    for _ in 0..5 {
+        drained += h.poll().await.login_certs.len();
+    }
+    assert_eq!(drained, 200, "A's flood drains over the next polls, each request once");
+
+    let ready = |h: &Harness| {
+        let store = h.backend.store.clone();
+        async move {
+            let markers = store.query(Query::table(READY_APPS)).await.unwrap();
+            markers.items.iter().map(|i| i.key.sk.clone()).collect::<Vec<_>>()
+        }
+    };
+    assert!(ready(&h).await.contains(&flooder.as_str().to_owned()), "kept within the grace period");
+    h.clock.advance(Duration::from_secs(READY_GRACE_SECS as u64 + 1));
+    assert!(h.poll().await.login_certs.is_empty());
+    let left = ready(&h).await;
+    assert!(!left.contains(&flooder.as_str().to_owned()) && !left.contains(&app_b), "{left:?}");
+}
+
+/// The per-app cap: past `CERT_MAX_OPEN_PER_APP` open login-certificate requests a pairing is
+/// refused with 429 and nothing is written; a settled request frees its place, and another
+/// app is never affected.
+pub async fn an_app_at_its_cap_cannot_queue_more(h: Harness) {
+    let config = HttpConfig { max_open_per_app: 2, ..HttpConfig::default() };
+    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let dev = device(&h, &app, &format!("capped{i}@example.com"), None).await;
+        ids.push(pair(&h, &access, &dev, &format!("m-cap-{i}")).await);
+    }
+    let third = device(&h, &app, "capped2@example.com", None).await;
+    enroll(&h, &access, &app, &third.user, "m-cap-2").await;
+    let body = json!({"machineId": "m-cap-2", "deviceId": third.device_id, "machineUserNameWS": third.user});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
+    r.problem(429, codes::CERT_QUEUE_FULL);
+    assert!(r.header("retry-after").is_some());
+    let path = format!("/rp/api/client/reg?machineId=m-cap-2&deviceId={}", third.device_id);
+    let read = h.client.send("GET", &path, Some(&access), None).await;
+    read.problem(404, codes::PAIRING_NOT_FOUND);
+
+    // Another app is not held up by this one's cap.
+    let other = h.app().await;
+    let other_access = h.access_token(&other).await;
+    let dev = device(&h, &other, "free@example.com", None).await;
+    pair(&h, &other_access, &dev, "m-free").await;
+
+    // A lease is still open; a settled request frees its place.
+    let leased = h.poll().await.login_certs;
+    assert!(ids.iter().all(|id| leased.iter().any(|r| &r.request_id == id)));
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
+    r.problem(429, codes::CERT_QUEUE_FULL);
+    let failed = json!({"errorCode": 7, "errorMessage": "CA offline", "requestId": ids[0]});
+    assert_eq!(h.post_issuance(failed.clone()).await.status, 204);
+    assert_eq!(h.post_issuance(failed).await.status, 204, "a repeated result frees nothing more");
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    let fourth = device(&h, &app, "capped3@example.com", None).await;
+    enroll(&h, &access, &app, &fourth.user, "m-cap-3").await;
+    let body =
+        json!({"machineId": "m-cap-3", "deviceId": fourth.device_id, "machineUserNameWS": fourth.user});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    r.problem(429, codes::CERT_QUEUE_FULL);
+}
+
+/// Queues `request` as a pairing would (request, ready marker, open count), without the
+/// pairing: for floods too large to build through the API.
+async fn queue(h: &Harness, request: &CertRequest) {
+    let ops = enqueue_ops(request, u32::MAX, h.clock.now_millis()).unwrap();
+    h.backend.store.transact(ops).await.unwrap();
+}
+
 /// The app's issuance event says its request died.
 async fn assert_death_reported(h: &Harness, app: &str) {
     let events = h
@@ -630,11 +729,7 @@ pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
             device_id: Some(format!("device-{i}")),
             ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000 + i))
         };
-        h.backend
-            .store
-            .put(request_item(&request).unwrap(), rp_shared::ports::Condition::Absent)
-            .await
-            .unwrap();
+        queue(&h, &request).await;
     }
     let leased = h.poll().await.login_certs;
     assert_eq!(leased.len(), 50);

@@ -10,7 +10,6 @@ use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{RequestKind, RequestState};
 use rp_shared::http::problem::codes;
 use rp_shared::ports::{Index, Query};
-use rp_shared::repo::certificates::PENDING_QUEUE;
 use rp_shared::repo::workstations::Workstations;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -358,7 +357,8 @@ pub async fn pairing_queues_one_certificate_request(h: Harness) {
     let again = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
     assert_eq!(again.status, 200);
     assert_eq!(again.json()["certificateRequestId"], request_id.as_str());
-    let queued = h.backend.store.query(Query::index(Index::Gsi1, PENDING_QUEUE).limit(1000)).await.unwrap();
+    let shard = format!("CERTQ#PENDING#{app}");
+    let queued = h.backend.store.query(Query::index(Index::Gsi1, shard).limit(1000)).await.unwrap();
     let mine = queued.items.iter().filter(|i| i.attrs["deviceId"] == device_id.as_str()).count();
     assert_eq!(mine, 1, "one request per pairing");
 
