@@ -10,6 +10,7 @@ use crate::domain::envelope;
 use anyhow::Context as _;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use p256::pkcs8::DecodePrivateKey as _;
 use rand::RngCore;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
@@ -34,6 +35,8 @@ pub const ERROR_REVOCATION: i64 = 2002;
 pub struct LocalCa {
     dir: PathBuf,
     key: KeyPair,
+    /// The same key, for signing version-2 envelopes.
+    signer: p256::ecdsa::SigningKey,
     cert_der: Vec<u8>,
     revoked: Mutex<BTreeSet<String>>,
 }
@@ -77,12 +80,14 @@ impl LocalCa {
         }
         let key =
             KeyPair::from_pem(&std::fs::read_to_string(&key_path)?).context("the CA key does not parse")?;
+        let signer = p256::ecdsa::SigningKey::from_pkcs8_der(&key.serialize_der())
+            .context("the CA key is not a P-256 key")?;
         let cert_der = std::fs::read(&cert_path)?;
         let revoked = match std::fs::read(dir.join("revoked.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes).context("revoked.json does not parse")?,
             Err(_) => BTreeSet::new(),
         };
-        Ok(Self { dir: dir.to_owned(), key, cert_der, revoked: Mutex::new(revoked) })
+        Ok(Self { dir: dir.to_owned(), key, signer, cert_der, revoked: Mutex::new(revoked) })
     }
 
     /// The CA certificate, DER.
@@ -278,7 +283,13 @@ impl Agent {
             request.device_key_agreement_public_key.as_deref().context("the request has no device key")?;
         let counter = request.enc_counter.as_deref().unwrap_or("0");
         let (bundle, serial, expiry) = self.ca.issue(user)?;
-        let sealed = envelope::seal(device_key, &request.request_id, counter, bundle.as_bytes())?;
+        let binding = envelope::Binding {
+            request_id: &request.request_id,
+            enc_counter: counter,
+            serial: &serial,
+            expiry_ms: expiry,
+        };
+        let sealed = envelope::seal(device_key, &binding, bundle.as_bytes(), &self.ca.signer)?;
         let mut names = vec![user.to_owned()];
         names.extend(request.machine_user_name_ws.iter().filter(|n| !n.is_empty()).cloned());
         Ok(IssuanceResult {
@@ -295,6 +306,8 @@ impl Agent {
             signing_cert: Some(STANDARD.encode(self.ca.certificate_der())),
             machine_user_name_ws: Some(request.machine_user_name_ws.clone().unwrap_or_default()),
             machine_user_names: Some(names),
+            envelope_version: Some(sealed.version),
+            login_cert_signature: sealed.login_cert_signature,
         })
     }
 

@@ -157,6 +157,8 @@ async fn certificate_fixtures(backend: &Backend) {
         issuer_key_agreement_public_key_auth: "YXV0aA==".into(),
         login_cert_expiry_date: now.plus_secs(86_400),
         signing_cert: "Y2E=".into(),
+        envelope_version: 1,
+        login_cert_signature: None,
         enc_counter: Some("1".into()),
         issued_at: now,
         revoked_at: None,

@@ -338,6 +338,11 @@ pub struct IssuedCert {
     pub issuer_key_agreement_public_key_auth: String,
     pub login_cert_expiry_date: EpochMillis,
     pub signing_cert: String,
+    /// The envelope's version (certificates stored before versions existed are 1).
+    #[serde(default = "envelope_v1")]
+    pub envelope_version: u8,
+    #[serde(default)]
+    pub login_cert_signature: Option<String>,
     /// The device's counter the envelope was sealed under (a key-derivation input).
     #[serde(default)]
     pub enc_counter: Option<String>,
@@ -346,6 +351,10 @@ pub struct IssuedCert {
     pub revoked_at: Option<EpochMillis>,
     #[serde(default)]
     pub revocation_request_id: Option<String>,
+}
+
+fn envelope_v1() -> u8 {
+    1
 }
 
 impl IssuedCert {
@@ -369,6 +378,8 @@ impl IssuedCert {
             issuer_key_agreement_public_key_auth: issued.issuer_key_agreement_public_key_auth.clone(),
             login_cert_expiry_date: issued.login_cert_expiry_date,
             signing_cert: issued.signing_cert.clone(),
+            envelope_version: issued.envelope_version,
+            login_cert_signature: issued.login_cert_signature.clone(),
             enc_counter: request.enc_counter.clone(),
             issued_at: now,
             revoked_at: None,
@@ -477,7 +488,7 @@ pub enum Outcome {
         error_code: i64,
         error_message: Option<String>,
     },
-    Issued(LoginCertIssued),
+    Issued(Box<LoginCertIssued>),
     Revoked {
         cert_serial_number: String,
     },
@@ -496,6 +507,10 @@ pub struct LoginCertIssued {
     pub login_cert_expiry_date: EpochMillis,
     pub machine_user_name_ws: Option<String>,
     pub machine_user_names: Vec<String>,
+    /// 1 or 2 (`domain::envelope`).
+    pub envelope_version: u8,
+    /// Version 2's issuer signature.
+    pub login_cert_signature: Option<String>,
 }
 
 /// The body of `POST /rp/api/certificate`: the issuance result (success or error payload).
@@ -518,6 +533,13 @@ pub struct IssuanceResult {
     #[serde(rename = "machineUserNameWS")]
     pub machine_user_name_ws: Option<String>,
     pub machine_user_names: Option<Vec<String>>,
+    /// Added beside the seed's fields: the envelope's version, 1 when absent (the seed's
+    /// envelope) or 2 (`domain::envelope`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_version: Option<u8>,
+    /// Version 2's issuer signature: base64 of r ‖ s (64 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_cert_signature: Option<String>,
 }
 
 /// The body of `POST /rp/api/certificate/revoke`: the revocation result (success or error).
@@ -556,6 +578,25 @@ fn failure(error_code: i64, error_message: &Option<String>) -> Result<Option<Out
     Ok((error_code > 0).then(|| Outcome::Failed { error_code, error_message: error_message.clone() }))
 }
 
+/// The envelope's version: 1 (no signature) or 2 (with its 64-byte signature).
+fn envelope_version(version: Option<u8>, signature: &Option<String>) -> Result<u8, FieldError> {
+    use base64::Engine as _;
+    let version = version.unwrap_or(1);
+    match (version, signature) {
+        (1, None) => Ok(1),
+        (1, Some(_)) => Err(FieldError::new("loginCertSignature", "is only part of envelopeVersion 2")),
+        (2, None) => Err(FieldError::new("loginCertSignature", "is required with envelopeVersion 2")),
+        (2, Some(signature)) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(signature).ok();
+            match bytes.map(|b| b.len()) {
+                Some(64) => Ok(2),
+                _ => Err(FieldError::new("loginCertSignature", "must be base64 of the 64-byte r ‖ s")),
+            }
+        }
+        _ => Err(FieldError::new("envelopeVersion", "must be 1 or 2")),
+    }
+}
+
 fn required(field: &str, value: Option<String>, max: usize) -> Result<String, FieldError> {
     let text = value.ok_or_else(|| FieldError::new(field, "is required when errorCode is 0"))?;
     validate::text(field, &text, 1, max)?;
@@ -592,7 +633,7 @@ impl TryFrom<IssuanceResult> for CertResult {
                         "must be milliseconds since the epoch",
                     ));
                 }
-                Outcome::Issued(LoginCertIssued {
+                Outcome::Issued(Box::new(LoginCertIssued {
                     login_cert: required("loginCert", body.login_cert, 48 * 1024)?,
                     iv_login_cert: required("ivLoginCert", body.iv_login_cert, 64)?,
                     login_cert_auth: required("loginCertAuth", body.login_cert_auth, 512)?,
@@ -615,7 +656,9 @@ impl TryFrom<IssuanceResult> for CertResult {
                     login_cert_expiry_date: EpochMillis(expiry),
                     machine_user_name_ws: body.machine_user_name_ws.filter(|s| !s.is_empty()),
                     machine_user_names: names,
-                })
+                    envelope_version: envelope_version(body.envelope_version, &body.login_cert_signature)?,
+                    login_cert_signature: body.login_cert_signature,
+                }))
             }
         };
         Ok(CertResult { request_id, digest, outcome, kind: RequestKind::LoginCert })
@@ -674,6 +717,8 @@ mod tests {
             signing_cert: None,
             machine_user_name_ws: None,
             machine_user_names: None,
+            envelope_version: None,
+            login_cert_signature: None,
         };
         CertResult::try_from(body).unwrap()
     }

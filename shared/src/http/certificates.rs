@@ -272,6 +272,10 @@ pub struct DeviceCertificate {
     pub issuer_key_agreement_public_key_auth: String,
     pub login_cert_expiry_date: EpochMillis,
     pub signing_cert: String,
+    /// 1 or 2: how to open the envelope (README, "The envelope").
+    pub envelope_version: u8,
+    /// Version 2: the issuer's signature, checked against `signingCert`.
+    pub login_cert_signature: Option<String>,
     #[serde(rename = "machineUserNameWS")]
     pub machine_user_name_ws: Option<String>,
     pub request_id: String,
@@ -300,6 +304,8 @@ impl From<IssuedCert> for DeviceCertificate {
             issuer_key_agreement_public_key_auth: c.issuer_key_agreement_public_key_auth,
             login_cert_expiry_date: c.login_cert_expiry_date,
             signing_cert: c.signing_cert,
+            envelope_version: c.envelope_version,
+            login_cert_signature: c.login_cert_signature,
             machine_user_name_ws: c.machine_user_name_ws,
             request_id: c.request_id,
             enc_counter: c.enc_counter,

@@ -13,7 +13,7 @@ use rp_shared::agent::{Agent, LocalCa};
 use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind, RequestState};
-use rp_shared::domain::envelope::{self, LoginCertEnvelope};
+use rp_shared::domain::envelope::{self, Binding, LoginCertEnvelope};
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::problem::codes;
 use rp_shared::http::{self, AppState, HttpConfig};
@@ -105,6 +105,80 @@ fn pem_der(pem: &str, label: &str) -> Vec<u8> {
     let start = pem.find(&begin).expect("a PEM block") + begin.len();
     let end = pem[start..].find("-----END").unwrap() + start;
     STANDARD.decode(pem[start..end].split_whitespace().collect::<String>()).unwrap()
+}
+
+/// The envelope of one of `GET /rp/versioned/device/certificates`'s certificates.
+fn envelope_of(c: &serde_json::Value) -> LoginCertEnvelope {
+    let text = |name: &str| c[name].as_str().unwrap().to_owned();
+    LoginCertEnvelope {
+        version: c["envelopeVersion"].as_u64().unwrap() as u8,
+        login_cert: text("loginCert"),
+        iv_login_cert: text("ivLoginCert"),
+        login_cert_auth: text("loginCertAuth"),
+        issuer_key_agreement_public_key: text("issuerKeyAgreementPublicKey"),
+        issuer_key_agreement_public_key_auth: text("issuerKeyAgreementPublicKeyAuth"),
+        login_cert_signature: c["loginCertSignature"].as_str().map(str::to_owned),
+    }
+}
+
+/// What the certificate's envelope is bound to, from the same answer.
+fn binding_of(c: &serde_json::Value) -> Binding<'_> {
+    Binding {
+        request_id: c["requestId"].as_str().unwrap(),
+        enc_counter: c["encCounter"].as_str().unwrap(),
+        serial: c["certSerialNumber"].as_str().unwrap(),
+        expiry_ms: c["loginCertExpiryDate"].as_i64().unwrap(),
+    }
+}
+
+/// The public key of the CA certificate `signingCert` (DER), which signs version-2 envelopes.
+fn issuer_key(signing_cert: &[u8]) -> p256::ecdsa::VerifyingKey {
+    let cert = x509_cert::Certificate::from_der(signing_cert).unwrap();
+    let spki = cert.tbs_certificate.subject_public_key_info.subject_public_key;
+    p256::ecdsa::VerifyingKey::from_sec1_bytes(spki.raw_bytes()).unwrap()
+}
+
+/// Version 1 envelopes (the seed's, from older agents) are still accepted and served as such,
+/// and the device still opens them; malformed version fields are 400s naming the field.
+pub async fn version_1_envelopes_are_still_served(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "olga@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-v1").await;
+    let leased = h.poll().await.login_certs;
+    let request = leased.iter().find(|r| r.request_id == id).unwrap();
+    let counter = request.enc_counter.clone().unwrap();
+    let device_key = request.device_key_agreement_public_key.clone().unwrap();
+    let sealed = envelope::seal_v1(&device_key, &id, &counter, b"v1 bundle").unwrap();
+    let mut result = json!({
+        "errorCode": 0, "errorMessage": "", "requestId": id,
+        "issuerKeyAgreementPublicKey": sealed.issuer_key_agreement_public_key,
+        "issuerKeyAgreementPublicKeyAuth": sealed.issuer_key_agreement_public_key_auth,
+        "loginCert": sealed.login_cert, "loginCertAuth": sealed.login_cert_auth,
+        "loginCertSerialNumber": format!("0e{}", uuid::Uuid::new_v4().simple()),
+        "loginCertExpiryDate": 1_900_000_000_000_i64, "ivLoginCert": sealed.iv_login_cert,
+        "signingCert": "Y2E=", "machineUserNameWS": "", "machineUserNames": ["olga@example.com"],
+    });
+    let bad = [
+        (json!({"envelopeVersion": 3}), "envelopeVersion"),
+        (json!({"envelopeVersion": 2}), "loginCertSignature"),
+        (json!({"envelopeVersion": 2, "loginCertSignature": "c2hvcnQ="}), "loginCertSignature"),
+        (json!({"loginCertSignature": STANDARD.encode([7u8; 64])}), "loginCertSignature"),
+    ];
+    for (fields, field) in bad {
+        let mut body = result.clone();
+        body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        let r = h.post_issuance(body).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field);
+    }
+    result["envelopeVersion"] = json!(1);
+    assert_eq!(h.post_issuance(result).await.status, 204);
+    let r = h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await;
+    let c = &r.json()["certificates"][0];
+    assert_eq!((c["envelopeVersion"].as_u64(), c["loginCertSignature"].is_null()), (Some(1), true));
+    let unused_issuer = *p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng).verifying_key();
+    let opened = envelope::open(&dev.agreement, &envelope_of(c), &binding_of(c), &unused_issuer).unwrap();
+    assert_eq!(opened, b"v1 bundle");
 }
 
 /// Verifies that `cert_der` is signed by the CA certificate `ca_der`.
@@ -239,22 +313,25 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
     let certs = r.json()["certificates"].as_array().unwrap().clone();
     assert_eq!(certs.len(), 1);
     let c = &certs[0];
-    let envelope = LoginCertEnvelope {
-        login_cert: c["loginCert"].as_str().unwrap().into(),
-        iv_login_cert: c["ivLoginCert"].as_str().unwrap().into(),
-        login_cert_auth: c["loginCertAuth"].as_str().unwrap().into(),
-        issuer_key_agreement_public_key: c["issuerKeyAgreementPublicKey"].as_str().unwrap().into(),
-        issuer_key_agreement_public_key_auth: c["issuerKeyAgreementPublicKeyAuth"].as_str().unwrap().into(),
-    };
-    // Everything the key derivation takes comes with the certificate itself.
-    let (request_id, counter) = (c["requestId"].as_str().unwrap(), c["encCounter"].as_str().unwrap());
-    let bundle = envelope::open(&dev.agreement, &envelope, request_id, counter).unwrap();
+    let envelope = envelope_of(c);
+    assert_eq!(envelope.version, 2, "the agent writes version 2");
+    // Everything the key derivation and the signature check take comes with the certificate.
+    let serial = c["certSerialNumber"].as_str().unwrap();
+    let binding = binding_of(c);
+    let signing_cert = STANDARD.decode(c["signingCert"].as_str().unwrap()).unwrap();
+    assert_eq!(signing_cert, ca.certificate_der());
+    let issuer = issuer_key(&signing_cert);
+    let bundle = envelope::open(&dev.agreement, &envelope, &binding, &issuer).unwrap();
     assert_eq!(c["encCounter"].as_str(), done.enc_counter.as_deref());
     let bundle = String::from_utf8(bundle).unwrap();
     assert!(bundle.contains("BEGIN PRIVATE KEY"), "the login certificate comes with its key");
     let cert_der = pem_der(&bundle, "CERTIFICATE");
-    let signing_cert = STANDARD.decode(c["signingCert"].as_str().unwrap()).unwrap();
-    assert_eq!(signing_cert, ca.certificate_der());
+    // A relay that changes the serial or expiry the device is shown is caught.
+    let moved = Binding { expiry_ms: binding.expiry_ms + 86_400_000, ..binding };
+    assert!(envelope::open(&dev.agreement, &envelope, &moved, &issuer).is_err());
+    let renamed = Binding { serial: "0e11", ..binding };
+    assert!(envelope::open(&dev.agreement, &envelope, &renamed, &issuer).is_err());
+    assert_eq!(serial, done.cert_serial_number.as_deref().unwrap());
     assert_chains_to(&cert_der, &signing_cert);
     let parsed = x509_cert::Certificate::from_der(&cert_der).unwrap();
     assert_eq!(
@@ -263,7 +340,8 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
     );
     assert!(parsed.tbs_certificate.subject.to_string().contains("erin@example.com"));
     // Another device cannot open it; a wrong device token gets nothing.
-    assert!(envelope::open(&p256::SecretKey::random(&mut rand::rngs::OsRng), &envelope, &id, "1").is_err());
+    assert!(envelope::open(&p256::SecretKey::random(&mut rand::rngs::OsRng), &envelope, &binding, &issuer)
+        .is_err());
     let r = h
         .client
         .send("GET", "/rp/versioned/device/certificates", Some("rpd_not-a-real-device-token-at-all"), None)

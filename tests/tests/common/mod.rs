@@ -159,6 +159,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
         $crate::router_case!($make, a_flood_from_one_app_does_not_delay_another);
         $crate::router_case!($make, an_app_at_its_cap_cannot_queue_more);
+        $crate::router_case!($make, version_1_envelopes_are_still_served);
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
         $crate::router_case!($make, the_first_valid_result_wins_whichever_lease);
         $crate::router_case!($make, the_agent_revokes_a_refused_certificate);
