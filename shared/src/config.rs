@@ -6,7 +6,7 @@ use crate::domain::certificates::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_OPEN_PER_APP
 use crate::domain::tokens::{TokenSecret, MIN_CHOSEN_TOKEN_LEN};
 use crate::http::HttpConfig;
 use crate::repo::certificates::DEFAULT_BATCH;
-use crate::repo::content::DEFAULT_VERSIONS_KEPT;
+use crate::repo::versioned::DEFAULT_VERSIONS_KEPT;
 use std::path::PathBuf;
 
 /// Which adapters a process runs on.

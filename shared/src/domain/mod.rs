@@ -3,6 +3,7 @@
 
 pub mod apps;
 pub mod certificates;
+pub mod code;
 pub mod content;
 pub mod devices;
 pub mod enrollment;

@@ -10,8 +10,8 @@ use crate::domain::apps::RateLimit;
 use crate::domain::content::{self, ContentError, ContentRecord};
 use crate::domain::FieldError;
 use crate::http::cc::ListParams;
-use crate::repo::content::Contents;
 use crate::repo::ratelimit::{self, Decision};
+use crate::repo::versioned::Contents;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -189,7 +189,7 @@ async fn create(
     let now = state.backend.clock.now_millis();
     // Sized before an id is allocated; the id's digits are a few bytes against a 100 KiB bound.
     new.record(0, now).within_size()?;
-    let created = contents(&state, &tenant).create(&new, now).await?;
+    let created = contents(&state, &tenant).create(|id| new.record(id, now)).await?;
     tracing::info!(tenant = %tenant.id(), id = created.id, "content customization created");
     let location = format!("/content-customization/{}", created.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(ContentView::of(created))).into_response())

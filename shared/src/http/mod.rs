@@ -66,7 +66,7 @@ impl Default for HttpConfig {
             poll_batch: crate::repo::certificates::DEFAULT_BATCH,
             max_attempts: crate::domain::certificates::DEFAULT_MAX_ATTEMPTS,
             max_open_per_app: crate::domain::certificates::DEFAULT_MAX_OPEN_PER_APP,
-            content_versions_kept: crate::repo::content::DEFAULT_VERSIONS_KEPT,
+            content_versions_kept: crate::repo::versioned::DEFAULT_VERSIONS_KEPT,
         }
     }
 }

@@ -3,10 +3,10 @@
 
 pub mod apps;
 pub mod certificates;
-pub mod content;
 pub mod devices;
 pub mod events;
 pub mod oob;
 pub mod ratelimit;
 pub mod tokens;
+pub mod versioned;
 pub mod workstations;

@@ -1,0 +1,382 @@
+//! Code customizations (DECISIONS §8): a tenant's JavaScript, bound to a trigger, run in the
+//! sandbox ([`crate::sandbox`]) with helpers and the tenant's environment variables. This module
+//! holds the records, the request parsing and the pure decisions: what a run's outcome means for
+//! the flow that ran it.
+
+use super::time::EpochMillis;
+use super::validate::{self, FieldError};
+use crate::ports::{KeyError, MaybeConflict, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest `source`, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 100 * 1024;
+/// `timeoutMs` when none is given, and its ceiling.
+pub const DEFAULT_TIMEOUT_MS: u32 = 5_000;
+pub const MAX_TIMEOUT_MS: u32 = 20_000;
+/// Longest `displayName`.
+pub const MAX_DISPLAY_NAME: usize = 255;
+/// Environment variables: most per tenant, longest name and value.
+pub const MAX_ENV_VARS: usize = 50;
+pub const MAX_ENV_NAME: usize = 64;
+pub const MAX_ENV_VALUE: usize = 4 * 1024;
+/// Longest reason of `api.deny` and text of `api.setTransactionText`.
+pub const MAX_HOOK_TEXT: usize = 1_000;
+
+/// Where a customization runs. Only `oob.start` exists so far; the list is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Trigger {
+    /// Every OOB start of the tenant, before anything is stored or sent to the phone.
+    #[serde(rename = "oob.start")]
+    OobStart,
+}
+
+impl Trigger {
+    pub const ALL: [Trigger; 1] = [Trigger::OobStart];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::OobStart => "oob.start",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Self, FieldError> {
+        Self::ALL.into_iter().find(|t| t.name() == text).ok_or_else(|| {
+            let known: Vec<_> = Self::ALL.iter().map(|t| t.name()).collect();
+            FieldError::new("trigger", format!("must be one of {}", known.join(", ")))
+        })
+    }
+}
+
+/// A code customization as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodeRecord {
+    pub id: i64,
+    pub display_name: String,
+    pub trigger: Trigger,
+    pub source: String,
+    pub timeout_ms: u32,
+    pub enabled: bool,
+    pub created_at: EpochMillis,
+    pub updated_at: EpochMillis,
+    /// Set from the store's item version when read; not stored.
+    #[serde(skip)]
+    pub version: u64,
+}
+
+/// The body of `POST /code-customization`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateCode {
+    pub display_name: Option<String>,
+    pub trigger: Option<String>,
+    pub source: Option<String>,
+    pub timeout_ms: Option<i64>,
+    pub enabled: Option<bool>,
+}
+
+/// The body of `POST /code-customization/{id}`: any of the fields; omitted ones stay.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateCode {
+    pub display_name: Option<String>,
+    pub trigger: Option<String>,
+    pub source: Option<String>,
+    pub timeout_ms: Option<i64>,
+    pub enabled: Option<bool>,
+}
+
+/// A validated create body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCode {
+    pub display_name: String,
+    pub trigger: Trigger,
+    pub source: String,
+    pub timeout_ms: u32,
+    pub enabled: bool,
+}
+
+/// A validated update body.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CodePatch {
+    pub display_name: Option<String>,
+    pub trigger: Option<Trigger>,
+    pub source: Option<String>,
+    pub timeout_ms: Option<u32>,
+    pub enabled: Option<bool>,
+}
+
+fn display_name(name: &str) -> Result<String, FieldError> {
+    validate::text("displayName", name, 1, MAX_DISPLAY_NAME)?;
+    Ok(name.to_owned())
+}
+
+fn source(text: &str) -> Result<String, FieldError> {
+    if text.trim().is_empty() {
+        return Err(FieldError::new("source", "must not be empty"));
+    }
+    if text.len() > MAX_SOURCE_BYTES {
+        return Err(FieldError::new("source", format!("must be at most {MAX_SOURCE_BYTES} bytes")));
+    }
+    Ok(text.to_owned())
+}
+
+fn timeout_ms(ms: i64) -> Result<u32, FieldError> {
+    validate::range("timeoutMs", ms, 1, i64::from(MAX_TIMEOUT_MS))?;
+    Ok(ms as u32)
+}
+
+impl TryFrom<CreateCode> for NewCode {
+    type Error = FieldError;
+
+    fn try_from(body: CreateCode) -> Result<Self, FieldError> {
+        let required =
+            |field: &str, value: Option<String>| value.ok_or_else(|| FieldError::new(field, "is required"));
+        Ok(NewCode {
+            display_name: display_name(&required("displayName", body.display_name)?)?,
+            trigger: Trigger::parse(&required("trigger", body.trigger)?)?,
+            source: source(&required("source", body.source)?)?,
+            timeout_ms: body.timeout_ms.map(timeout_ms).transpose()?.unwrap_or(DEFAULT_TIMEOUT_MS),
+            enabled: body.enabled.unwrap_or(false),
+        })
+    }
+}
+
+impl TryFrom<UpdateCode> for CodePatch {
+    type Error = FieldError;
+
+    fn try_from(body: UpdateCode) -> Result<Self, FieldError> {
+        let patch = CodePatch {
+            display_name: body.display_name.as_deref().map(display_name).transpose()?,
+            trigger: body.trigger.as_deref().map(Trigger::parse).transpose()?,
+            source: body.source.as_deref().map(source).transpose()?,
+            timeout_ms: body.timeout_ms.map(timeout_ms).transpose()?,
+            enabled: body.enabled,
+        };
+        if patch == CodePatch::default() {
+            return Err(FieldError::new(
+                "body",
+                "an update must give at least one of displayName, trigger, source, timeoutMs, enabled",
+            ));
+        }
+        Ok(patch)
+    }
+}
+
+impl NewCode {
+    /// The customization as first stored under `id`: version 1, created and updated `now`.
+    pub fn record(&self, id: i64, now: EpochMillis) -> CodeRecord {
+        CodeRecord {
+            id,
+            display_name: self.display_name.clone(),
+            trigger: self.trigger,
+            source: self.source.clone(),
+            timeout_ms: self.timeout_ms,
+            enabled: self.enabled,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        }
+    }
+}
+
+impl CodeRecord {
+    /// The customization after `patch`.
+    pub fn patched(&self, patch: &CodePatch) -> CodeRecord {
+        CodeRecord {
+            display_name: patch.display_name.clone().unwrap_or_else(|| self.display_name.clone()),
+            trigger: patch.trigger.unwrap_or(self.trigger),
+            source: patch.source.clone().unwrap_or_else(|| self.source.clone()),
+            timeout_ms: patch.timeout_ms.unwrap_or(self.timeout_ms),
+            enabled: patch.enabled.unwrap_or(self.enabled),
+            ..self.clone()
+        }
+    }
+
+    /// The current customization with an earlier version's fields, as a new version.
+    pub fn restored_from(&self, earlier: &CodeRecord) -> CodeRecord {
+        CodeRecord { id: self.id, created_at: self.created_at, version: self.version, ..earlier.clone() }
+    }
+}
+
+/// An environment variable's name: a letter or `_`, then letters, digits or `_`; at most 64.
+pub fn env_name(name: &str) -> Result<&str, FieldError> {
+    let mut chars = name.chars();
+    let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') || name.len() > MAX_ENV_NAME {
+        return Err(FieldError::new(
+            "name",
+            format!("must be a letter or _ followed by letters, digits or _, at most {MAX_ENV_NAME}"),
+        ));
+    }
+    Ok(name)
+}
+
+/// The body of `PUT /code-customization/env/{name}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvValue {
+    pub value: String,
+}
+
+impl EnvValue {
+    pub fn checked(self) -> Result<String, FieldError> {
+        if self.value.len() > MAX_ENV_VALUE {
+            return Err(FieldError::new("value", format!("must be at most {MAX_ENV_VALUE} bytes")));
+        }
+        Ok(self.value)
+    }
+}
+
+/// What one run produced (the answer of `POST /code-customization/{id}/test`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    /// The handler's return value as JSON; `null` when it failed.
+    pub result: Value,
+    /// The captured `console.log` lines, bounded, with env values scrubbed.
+    pub logs: Vec<String>,
+    pub duration_ms: u64,
+    /// Why the run failed (a throw, a time-out, the memory limit), scrubbed; `null` on success.
+    pub error: Option<String>,
+    /// What the handler asked of the flow through `api`.
+    pub actions: HookActions,
+}
+
+/// What a handler asked through `api`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookActions {
+    /// `api.deny(reason)`.
+    pub denied: Option<String>,
+    /// `api.setTransactionText(text)`.
+    pub transaction_text: Option<String>,
+}
+
+/// What an OOB start does after its customizations ran.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookDecision {
+    /// Go on, with the transaction text rewritten if a customization asked.
+    Allow { transaction_text: Option<String> },
+    /// A customization denied the start: 403 naming the reason.
+    Deny { id: i64, reason: String },
+    /// A customization failed or timed out: the start fails closed.
+    Failed { id: i64, error: String },
+}
+
+/// Folds the runs of a trigger's customizations (in id order) into one decision: the first
+/// failure or denial ends it; a later text replaces an earlier one.
+pub fn decide(runs: &[(i64, RunReport)]) -> HookDecision {
+    let mut text = None;
+    for (id, run) in runs {
+        if let Some(error) = &run.error {
+            return HookDecision::Failed { id: *id, error: error.clone() };
+        }
+        if let Some(reason) = &run.actions.denied {
+            return HookDecision::Deny { id: *id, reason: reason.clone() };
+        }
+        if let Some(t) = &run.actions.transaction_text {
+            text = Some(t.clone());
+        }
+    }
+    HookDecision::Allow { transaction_text: text }
+}
+
+/// The code-customization area's errors; `http::errors` maps each to its problem+json answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CodeError {
+    #[error("id: no code customization {0}")]
+    NotFound(i64),
+    #[error("version: code customization {id} has no earlier version {version}")]
+    VersionNotFound { id: i64, version: u64 },
+    #[error("name: no environment variable '{0}'")]
+    EnvNotFound(String),
+    #[error("the tenant has {MAX_ENV_VARS} environment variables, the most it may have")]
+    TooManyEnvVars,
+    #[error("source: {0}")]
+    BadSource(String),
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+}
+
+impl MaybeConflict for CodeError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, CodeError::Store(e) if e.is_conflict())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn create(body: Value) -> Result<NewCode, FieldError> {
+        NewCode::try_from(serde_json::from_value::<CreateCode>(body).unwrap())
+    }
+
+    #[test]
+    fn a_create_names_the_field_at_fault() {
+        let ok =
+            create(json!({"displayName": "risk", "trigger": "oob.start", "source": "function handler(){}"}));
+        let ok = ok.unwrap();
+        assert_eq!((ok.timeout_ms, ok.enabled), (DEFAULT_TIMEOUT_MS, false));
+        let field = |body| create(body).unwrap_err().field;
+        assert_eq!(field(json!({"trigger": "oob.start", "source": "x"})), "displayName");
+        assert_eq!(field(json!({"displayName": "a", "trigger": "login", "source": "x"})), "trigger");
+        assert_eq!(field(json!({"displayName": "a", "trigger": "oob.start", "source": " "})), "source");
+        let big = "x".repeat(MAX_SOURCE_BYTES + 1);
+        assert_eq!(field(json!({"displayName": "a", "trigger": "oob.start", "source": big})), "source");
+        let slow = json!({"displayName": "a", "trigger": "oob.start", "source": "x", "timeoutMs": 20_001});
+        assert_eq!(field(slow), "timeoutMs");
+    }
+
+    #[test]
+    fn an_empty_update_is_refused_and_a_patch_keeps_the_rest() {
+        assert_eq!(CodePatch::try_from(UpdateCode::default()).unwrap_err().field, "body");
+        let record = create(json!({"displayName": "a", "trigger": "oob.start", "source": "s"}))
+            .unwrap()
+            .record(1, EpochMillis(5));
+        let patch = CodePatch { enabled: Some(true), ..CodePatch::default() };
+        let next = record.patched(&patch);
+        assert!(next.enabled);
+        assert_eq!((next.source.as_str(), next.display_name.as_str()), ("s", "a"));
+    }
+
+    #[test]
+    fn env_names_are_identifiers() {
+        assert!(env_name("RISK_ISSUER").is_ok() && env_name("_x1").is_ok());
+        for bad in ["", "1A", "A-B", "A B", "Ä"] {
+            assert!(env_name(bad).is_err(), "{bad}");
+        }
+        assert!(env_name(&"A".repeat(65)).is_err());
+    }
+
+    fn run(error: Option<&str>, denied: Option<&str>, text: Option<&str>) -> RunReport {
+        RunReport {
+            result: Value::Null,
+            logs: Vec::new(),
+            duration_ms: 1,
+            error: error.map(str::to_owned),
+            actions: HookActions {
+                denied: denied.map(str::to_owned),
+                transaction_text: text.map(str::to_owned),
+            },
+        }
+    }
+
+    #[test]
+    fn the_first_failure_or_denial_decides() {
+        assert_eq!(decide(&[]), HookDecision::Allow { transaction_text: None });
+        let texts = [(1, run(None, None, Some("a"))), (2, run(None, None, Some("b")))];
+        assert_eq!(decide(&texts), HookDecision::Allow { transaction_text: Some("b".into()) });
+        let denied = [(1, run(None, Some("risk"), None)), (2, run(Some("boom"), None, None))];
+        assert_eq!(decide(&denied), HookDecision::Deny { id: 1, reason: "risk".into() });
+        let failed = [(1, run(None, None, Some("a"))), (2, run(Some("timed out"), Some("x"), None))];
+        assert_eq!(decide(&failed), HookDecision::Failed { id: 2, error: "timed out".into() });
+    }
+}
