@@ -13,6 +13,7 @@ pub mod lambda;
 pub mod local;
 pub mod ports;
 pub mod repo;
+pub mod sandbox;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

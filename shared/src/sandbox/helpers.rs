@@ -1,0 +1,347 @@
+//! The helpers of DECISIONS §8 as plain Rust functions of bytes and JSON, so they are tested
+//! against published vectors without a JavaScript engine; `sandbox` exposes them to scripts.
+//! JWTs are decoded and verified with `jsonwebtoken`, never parsed by hand.
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+
+/// Lowercase hex SHA-256.
+pub fn sha256(value: &[u8]) -> String {
+    hex::encode(Sha256::digest(value))
+}
+
+/// Lowercase hex HMAC-SHA256 of `value` under `key`.
+pub fn hmac_sha256(key: &[u8], value: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(value);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Standard base64 with padding.
+pub fn base64(value: &[u8]) -> String {
+    STANDARD.encode(value)
+}
+
+/// A helper's failure, thrown into the script as an `Error` with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HelperError(pub String);
+
+fn fail(message: impl Into<String>) -> HelperError {
+    HelperError(message.into())
+}
+
+/// `{header, payload}` of a JWT, without verifying anything.
+pub fn decode_jwt(token: &str) -> Result<Value, HelperError> {
+    let data = jsonwebtoken::dangerous::insecure_decode::<Map<String, Value>>(token)
+        .map_err(|e| fail(format!("jwtDecodeJwt: not a JWT: {e}")))?;
+    let header = serde_json::to_value(&data.header).map_err(|e| fail(e.to_string()))?;
+    Ok(json!({"header": header, "payload": data.claims}))
+}
+
+/// The options of `jwtDecodeVerify` and `jwtVerify`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifyOptions {
+    #[serde(default)]
+    pub issuer: Option<OneOrMany>,
+    #[serde(default)]
+    pub audience: Option<OneOrMany>,
+    #[serde(default)]
+    pub algorithms: Option<Vec<String>>,
+    #[serde(default)]
+    pub clock_tolerance_secs: Option<u64>,
+    #[serde(default)]
+    pub public_key_pem: Option<String>,
+    #[serde(default)]
+    pub jwks: Option<Value>,
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn list(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(one) => vec![one.clone()],
+            OneOrMany::Many(many) => many.clone(),
+        }
+    }
+}
+
+/// The algorithms a key of each kind may verify: never `none`, and never a public key used as
+/// an HMAC secret.
+const ASYMMETRIC: [Algorithm; 2] = [Algorithm::ES256, Algorithm::RS256];
+
+fn algorithm(name: &str) -> Result<Algorithm, HelperError> {
+    match name {
+        "ES256" => Ok(Algorithm::ES256),
+        "RS256" => Ok(Algorithm::RS256),
+        "HS256" => Ok(Algorithm::HS256),
+        other => Err(fail(format!("algorithms: '{other}' is not one of ES256, RS256, HS256"))),
+    }
+}
+
+/// Verifies `token` with the key and rules in `options`; `{header, payload}` or why not.
+pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, HelperError> {
+    let header = jsonwebtoken::decode_header(token).map_err(|e| fail(format!("not a JWT: {e}")))?;
+    let keys = [&options.public_key_pem.is_some(), &options.jwks.is_some(), &options.secret.is_some()];
+    if keys.iter().filter(|k| ***k).count() != 1 {
+        return Err(fail("give exactly one key: publicKeyPem, jwks or secret"));
+    }
+    let allowed: Vec<Algorithm> = match (&options.secret, &options.algorithms) {
+        (Some(_), None) => vec![Algorithm::HS256],
+        (None, None) => ASYMMETRIC.to_vec(),
+        (_, Some(names)) => names.iter().map(|n| algorithm(n)).collect::<Result<_, _>>()?,
+    };
+    let fits = |alg: &Algorithm| match options.secret {
+        Some(_) => *alg == Algorithm::HS256,
+        None => ASYMMETRIC.contains(alg),
+    };
+    if !allowed.contains(&header.alg) || !fits(&header.alg) {
+        return Err(fail(format!("the token's algorithm {:?} is not allowed with this key", header.alg)));
+    }
+    let key = if let Some(secret) = &options.secret {
+        DecodingKey::from_secret(secret.as_bytes())
+    } else if let Some(pem) = &options.public_key_pem {
+        match header.alg {
+            Algorithm::ES256 => DecodingKey::from_ec_pem(pem.as_bytes()),
+            _ => DecodingKey::from_rsa_pem(pem.as_bytes()),
+        }
+        .map_err(|e| fail(format!("publicKeyPem: {e}")))?
+    } else {
+        let set: JwkSet = serde_json::from_value(options.jwks.clone().unwrap_or_default())
+            .map_err(|e| fail(format!("jwks: not a JWK set: {e}")))?;
+        let jwk = match &header.kid {
+            Some(kid) => set.find(kid).ok_or_else(|| fail(format!("jwks: no key with kid '{kid}'")))?,
+            None if set.keys.len() == 1 => &set.keys[0],
+            None => return Err(fail("jwks: the token has no kid and the set has several keys")),
+        };
+        DecodingKey::from_jwk(jwk).map_err(|e| fail(format!("jwks: {e}")))?
+    };
+    let mut validation = Validation::new(header.alg);
+    validation.algorithms = vec![header.alg];
+    validation.leeway = options.clock_tolerance_secs.unwrap_or(0);
+    validation.validate_aud = options.audience.is_some();
+    if let Some(issuer) = &options.issuer {
+        validation.set_issuer(&issuer.list());
+    }
+    if let Some(audience) = &options.audience {
+        validation.set_audience(&audience.list());
+    }
+    // An `exp` is checked when present; tokens without one are accepted, as most libraries do.
+    validation.required_spec_claims = HashSet::new();
+    let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+        .map_err(|e| fail(format!("the token does not verify: {e}")))?;
+    let header = serde_json::to_value(&data.header).map_err(|e| fail(e.to_string()))?;
+    Ok(json!({"header": header, "payload": data.claims}))
+}
+
+/// The options of `jwtCreateSignedJwt`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SignOptions {
+    /// Lifetime; default 300 s, at most a day.
+    #[serde(default)]
+    pub expires_in_secs: Option<u64>,
+    #[serde(default)]
+    pub audience: Option<OneOrMany>,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub jwt_id: Option<String>,
+}
+
+pub const DEFAULT_JWT_LIFETIME_SECS: u64 = 300;
+pub const MAX_JWT_LIFETIME_SECS: u64 = 86_400;
+
+/// The signing input (`header.payload`) of a token we sign: ES256 under `kid`, with `iss` set
+/// to the tenant's issuer whatever the payload says (so one tenant cannot mint another's
+/// tokens), `iat` now and `exp` from the options.
+pub fn signing_input(
+    payload: &Value,
+    options: &SignOptions,
+    issuer: &str,
+    kid: &str,
+    now_secs: u64,
+) -> Result<String, HelperError> {
+    let mut claims = match payload {
+        Value::Object(map) => map.clone(),
+        _ => return Err(fail("jwtCreateSignedJwt: the payload must be an object")),
+    };
+    let lifetime = options.expires_in_secs.unwrap_or(DEFAULT_JWT_LIFETIME_SECS);
+    if lifetime == 0 || lifetime > MAX_JWT_LIFETIME_SECS {
+        return Err(fail(format!("expiresInSecs: must be between 1 and {MAX_JWT_LIFETIME_SECS}")));
+    }
+    claims.insert("iss".into(), issuer.into());
+    claims.insert("iat".into(), now_secs.into());
+    claims.insert("exp".into(), (now_secs + lifetime).into());
+    if let Some(audience) = &options.audience {
+        claims.insert("aud".into(), json!(audience.list()));
+    }
+    if let Some(subject) = &options.subject {
+        claims.insert("sub".into(), subject.clone().into());
+    }
+    if let Some(id) = &options.jwt_id {
+        claims.insert("jti".into(), id.clone().into());
+    }
+    let header = json!({"alg": "ES256", "typ": "JWT", "kid": kid});
+    let encode = |v: &Value| URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).expect("JSON values serialize"));
+    Ok(format!("{}.{}", encode(&header), encode(&Value::Object(claims))))
+}
+
+/// The token: the signing input and the 64-byte `r ‖ s` signature.
+pub fn signed_token(signing_input: &str, signature: &[u8]) -> String {
+    format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature))
+}
+
+/// The public JWK of our ES256 signing key.
+pub fn jwk(key: &p256::PublicKey, kid: &str) -> Value {
+    use p256::elliptic_curve::sec1::ToEncodedPoint;
+    let point = key.to_encoded_point(false);
+    let coordinate = |c: Option<&p256::FieldBytes>| URL_SAFE_NO_PAD.encode(c.expect("an uncompressed point"));
+    json!({
+        "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid,
+        "x": coordinate(point.x()), "y": coordinate(point.y()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// FIPS 180-2, appendix B.1 and B.2.
+    #[test]
+    fn sha256_matches_fips_180_2() {
+        assert_eq!(sha256(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        );
+    }
+
+    /// RFC 4231, test cases 1, 2 and 6.
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        assert_eq!(
+            hmac_sha256(&[0x0b; 20], b"Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        assert_eq!(
+            hmac_sha256(b"Jefe", b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert_eq!(
+            hmac_sha256(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First"),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
+    /// RFC 4648, section 10.
+    #[test]
+    fn base64_matches_rfc_4648() {
+        let vectors = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (plain, encoded) in vectors {
+            assert_eq!(base64(plain.as_bytes()), encoded);
+        }
+    }
+
+    /// RFC 7515, appendix A.3: the ES256 example. Its `exp` (2011-03-22) is long past, so it
+    /// verifies as signed but is refused as expired, unless the clock tolerance reaches back.
+    const RFC7515_A3: &str = "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFtcGxlLmNvbS9pc19yb290Ijp0cnVlfQ.DtEhU3ljbEg8L38VWAfUAqOyKAM6-Xx-F4GawxaepmXFCgfTjDxw5djxLa8ISlSApmWQxfKTUJqPP3-Kg6NU1Q";
+
+    fn rfc7515_jwks() -> Value {
+        json!({"keys": [{"kty": "EC", "crv": "P-256",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]})
+    }
+
+    #[test]
+    fn the_rfc_7515_es256_example_is_signed_but_expired() {
+        let decoded = decode_jwt(RFC7515_A3).unwrap();
+        assert_eq!(decoded["payload"]["iss"], "joe");
+        assert_eq!(decoded["header"]["alg"], "ES256");
+        let options = VerifyOptions {
+            jwks: Some(rfc7515_jwks()),
+            issuer: Some(OneOrMany::One("joe".into())),
+            ..Default::default()
+        };
+        let err = decode_verify(RFC7515_A3, &options).unwrap_err();
+        assert!(err.0.contains("Expired"), "{err}");
+        let since = jsonwebtoken::get_current_timestamp() - 1_300_819_380 + 60;
+        let tolerant = VerifyOptions { clock_tolerance_secs: Some(since), ..options };
+        assert_eq!(
+            decode_verify(RFC7515_A3, &tolerant).unwrap()["payload"]["http://example.com/is_root"],
+            true
+        );
+        // A flipped signature byte, another issuer, or an HMAC secret do not verify.
+        let mut forged = RFC7515_A3.to_owned();
+        forged.replace_range(forged.len() - 2.., "Q1");
+        assert!(decode_verify(&forged, &tolerant).is_err());
+        let wrong_iss = VerifyOptions {
+            issuer: Some(OneOrMany::One("eve".into())),
+            jwks: Some(rfc7515_jwks()),
+            clock_tolerance_secs: Some(since),
+            ..Default::default()
+        };
+        assert!(decode_verify(RFC7515_A3, &wrong_iss).is_err());
+        let as_secret = VerifyOptions {
+            secret: Some("x".into()),
+            clock_tolerance_secs: Some(since),
+            ..Default::default()
+        };
+        assert!(decode_verify(RFC7515_A3, &as_secret).unwrap_err().0.contains("not allowed"));
+    }
+
+    #[test]
+    fn hs256_and_algorithm_rules() {
+        let exp = jsonwebtoken::get_current_timestamp() + 600;
+        let claims = json!({"iss": "risk-engine", "aud": "rp", "exp": exp, "score": 12});
+        let token = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(b"s3cret"),
+        )
+        .unwrap();
+        let with = |secret: &str| VerifyOptions {
+            secret: Some(secret.into()),
+            issuer: Some(OneOrMany::One("risk-engine".into())),
+            audience: Some(OneOrMany::Many(vec!["rp".into()])),
+            ..Default::default()
+        };
+        assert_eq!(decode_verify(&token, &with("s3cret")).unwrap()["payload"]["score"], 12);
+        assert!(decode_verify(&token, &with("wrong")).is_err());
+        let wrong_aud = VerifyOptions { audience: Some(OneOrMany::One("other".into())), ..with("s3cret") };
+        assert!(decode_verify(&token, &wrong_aud).is_err());
+        // An HS256 token against a public key (algorithm confusion) and `none` are refused.
+        let confused = VerifyOptions { jwks: Some(rfc7515_jwks()), ..Default::default() };
+        assert!(decode_verify(&token, &confused).unwrap_err().0.contains("not allowed"));
+        let none = "eyJhbGciOiJub25lIn0.eyJpc3MiOiJqb2UifQ.";
+        assert!(decode_verify(none, &with("s3cret")).is_err());
+        let both = VerifyOptions { jwks: Some(rfc7515_jwks()), ..with("k") };
+        assert!(decode_verify(RFC7515_A3, &both).unwrap_err().0.contains("exactly one key"));
+        assert!(algorithm("none").is_err());
+    }
+}

@@ -1,0 +1,476 @@
+//! The code-customization sandbox: a tenant's JavaScript run in QuickJS (`rquickjs`), one fresh
+//! runtime and context per run, with the helpers of DECISIONS §8, the tenant's environment
+//! variables as `env`, `console.log` captured, and an `api` object for the hook.
+//!
+//! Containment:
+//! - QuickJS has no file, network, process, module loader or timers unless the host adds them,
+//!   and this host adds none: the globals are the language's own and the ones below.
+//! - Limits: a memory limit (64 MiB by default), a stack limit, and an interrupt handler that
+//!   ends the run at its wall-clock deadline.
+//! - QuickJS polls the interrupt only now and then. A hostile loop that keeps catching its own
+//!   out-of-memory errors was seen to run 6–8 s past a 200 ms deadline. So each run also
+//!   gets its own OS thread and a watchdog: the caller gets its answer (a time-out error) at the
+//!   deadline plus [`BACKSTOP`] whatever the thread is doing. A thread still running then is
+//!   abandoned (its memory stays capped, and the interrupt ends it once polled); while
+//!   [`MAX_ABANDONED`] of them run, new runs fail closed at once ("the sandbox is busy").
+//!   A thread cannot be killed, but a process could be. A worker process per run was weighed:
+//!   it would cost a process start per run and a signing channel back to the host, against
+//!   a per-run budget of 1 ms. So this backstop bounds the answer time and the damage, not
+//!   the abandoned thread's CPU.
+//! - Values of `env` are scrubbed from `logs`, `error` and `result`.
+
+pub mod helpers;
+
+use crate::domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
+use crate::ports::KeyService;
+use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime, Value};
+use serde_json::Value as Json;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The memory limit of one run.
+pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// QuickJS's own stack limit; the run's thread has [`THREAD_STACK_BYTES`].
+pub const STACK_BYTES: usize = 1024 * 1024;
+const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;
+/// How long past its deadline a run may take before the watchdog answers for it.
+pub const BACKSTOP: Duration = Duration::from_secs(1);
+/// Abandoned runs (past the backstop, still running) beyond which new runs fail at once.
+pub const MAX_ABANDONED: usize = 4;
+/// `console.log` bounds: lines, characters per line, characters in all.
+pub const MAX_LOG_LINES: usize = 100;
+pub const MAX_LOG_LINE: usize = 2_000;
+pub const MAX_LOG_TOTAL: usize = 32 * 1024;
+/// Largest input a helper takes, in bytes.
+pub const MAX_HELPER_INPUT: usize = 1024 * 1024;
+
+/// One run: the source, the event, the tenant's environment and issuer.
+#[derive(Clone)]
+pub struct Job {
+    pub source: String,
+    pub event: Json,
+    pub env: BTreeMap<String, String>,
+    /// `iss` of the tokens `jwtCreateSignedJwt` mints: the tenant's JWKS issuer.
+    pub issuer: String,
+    pub timeout: Duration,
+    pub memory_bytes: usize,
+}
+
+/// Runs currently past their backstop.
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `job` on a thread of its own and answers within its timeout plus [`BACKSTOP`].
+pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
+    let started = Instant::now();
+    if ABANDONED.load(Ordering::SeqCst) >= MAX_ABANDONED {
+        return failed("the sandbox is busy with runs that overran their limits; try again later", started);
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::runtime::Handle::current();
+    let deadline = job.timeout + BACKSTOP;
+    let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = abandoned.clone();
+    let spawned =
+        std::thread::Builder::new().name("sandbox".into()).stack_size(THREAD_STACK_BYTES).spawn(move || {
+            let report = run_blocking(&job, &Signer { keys, handle });
+            if flag.load(Ordering::SeqCst) {
+                ABANDONED.fetch_sub(1, Ordering::SeqCst);
+            }
+            let _ = tx.send(report);
+        });
+    if let Err(e) = spawned {
+        return failed(&format!("the sandbox could not start: {e}"), started);
+    }
+    match tokio::time::timeout(deadline, rx).await {
+        Ok(Ok(report)) => report,
+        _ => {
+            abandoned.store(true, Ordering::SeqCst);
+            ABANDONED.fetch_add(1, Ordering::SeqCst);
+            tracing::warn!(timeout_ms = job_ms(deadline), "sandbox run abandoned past its backstop");
+            failed(&format!("timed out after {} ms", job_ms(deadline - BACKSTOP)), started)
+        }
+    }
+}
+
+fn job_ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+fn failed(error: &str, started: Instant) -> RunReport {
+    RunReport {
+        result: Json::Null,
+        logs: Vec::new(),
+        duration_ms: job_ms(started.elapsed()),
+        error: Some(error.to_owned()),
+        actions: HookActions::default(),
+    }
+}
+
+/// Signs for `jwtCreateSignedJwt` from the run's thread, through the async key port.
+struct Signer {
+    keys: Arc<dyn KeyService>,
+    handle: tokio::runtime::Handle,
+}
+
+/// What the script's calls left behind.
+#[derive(Default)]
+struct Captured {
+    logs: Vec<String>,
+    log_chars: usize,
+    dropped: usize,
+    actions: HookActions,
+}
+
+impl Captured {
+    fn log(&mut self, line: String) {
+        let line: String = line.chars().take(MAX_LOG_LINE).collect();
+        let len = line.chars().count();
+        if self.logs.len() >= MAX_LOG_LINES || self.log_chars + len > MAX_LOG_TOTAL {
+            self.dropped += 1;
+            return;
+        }
+        self.log_chars += len;
+        self.logs.push(line);
+    }
+}
+
+/// Runs the job on this thread: a fresh runtime and context, so nothing of one run reaches
+/// the next.
+fn run_blocking(job: &Job, signer: &Signer) -> RunReport {
+    let started = Instant::now();
+    let captured = Rc::new(RefCell::new(Captured::default()));
+    let outcome = evaluate(job, signer, &captured, started);
+    let captured = Rc::try_unwrap(captured).map(RefCell::into_inner).unwrap_or_default();
+    let scrub = |text: String| scrub(text, &job.env);
+    let mut logs: Vec<String> = captured.logs.into_iter().map(scrub).collect();
+    if captured.dropped > 0 {
+        logs.push(format!("[{} more log lines dropped]", captured.dropped));
+    }
+    let (result, error) = match outcome {
+        Ok(result) => {
+            let text = scrub(result.to_string());
+            (serde_json::from_str(&text).unwrap_or(Json::Null), None)
+        }
+        Err(error) => (Json::Null, Some(scrub(error))),
+    };
+    RunReport { result, logs, duration_ms: job_ms(started.elapsed()), error, actions: captured.actions }
+}
+
+/// Replaces every value of `env` (of 4 characters or more) in `text`.
+fn scrub(mut text: String, env: &BTreeMap<String, String>) -> String {
+    for (name, value) in env {
+        if value.chars().count() >= 4 && text.contains(value.as_str()) {
+            text = text.replace(value.as_str(), &format!("[env.{name}]"));
+        }
+    }
+    text
+}
+
+fn evaluate(
+    job: &Job,
+    signer: &Signer,
+    captured: &Rc<RefCell<Captured>>,
+    started: Instant,
+) -> Result<Json, String> {
+    let runtime = Runtime::new().map_err(|e| format!("the sandbox could not start: {e}"))?;
+    runtime.set_memory_limit(job.memory_bytes);
+    runtime.set_max_stack_size(STACK_BYTES);
+    let deadline = started + job.timeout;
+    runtime.set_interrupt_handler(Some(Box::new(move || Instant::now() >= deadline)));
+    let context = Context::full(&runtime).map_err(|e| format!("the sandbox could not start: {e}"))?;
+    let timed_out = || Instant::now() >= deadline;
+    let outcome = context.with(|ctx| -> Result<Json, String> {
+        let describe = |e: CaughtError<'_>| describe(e, timed_out(), job.timeout);
+        install(&ctx, job, signer, captured).catch(&ctx).map_err(describe)?;
+        ctx.eval::<(), _>(job.source.as_str()).catch(&ctx).map_err(describe)?;
+        let handler: Value = ctx.globals().get("handler").catch(&ctx).map_err(describe)?;
+        let Some(handler) = handler.as_function() else {
+            return Err("the source must define a function handler(event, api)".into());
+        };
+        let event = ctx.json_parse(job.event.to_string()).catch(&ctx).map_err(describe)?;
+        let api: Value = ctx.globals().get("__api").catch(&ctx).map_err(describe)?;
+        let mut value: Value = handler.call((event, api)).catch(&ctx).map_err(describe)?;
+        if let Some(promise) = value.as_promise().cloned() {
+            while let rquickjs::promise::PromiseState::Pending = promise.state() {
+                if timed_out() {
+                    return Err(format!("timed out after {} ms", job_ms(job.timeout)));
+                }
+                if !ctx.execute_pending_job() {
+                    return Err("the handler's promise never settled".into());
+                }
+            }
+            value = promise
+                .result::<Value>()
+                .unwrap_or(Ok(Value::new_undefined(ctx.clone())))
+                .catch(&ctx)
+                .map_err(describe)?;
+        }
+        if value.is_undefined() {
+            return Ok(Json::Null);
+        }
+        let text = ctx.json_stringify(value).catch(&ctx).map_err(describe)?;
+        let text = match text {
+            Some(text) => text.to_string().map_err(|e| e.to_string())?,
+            None => return Ok(Json::Null),
+        };
+        serde_json::from_str(&text).map_err(|e| format!("the result is not JSON: {e}"))
+    });
+    drop(context);
+    outcome
+}
+
+/// A caught JavaScript error as one line; a hit deadline as a time-out.
+fn describe(error: CaughtError<'_>, timed_out: bool, timeout: Duration) -> String {
+    if timed_out {
+        return format!("timed out after {} ms", job_ms(timeout));
+    }
+    match error {
+        CaughtError::Exception(e) => {
+            let message = e.message().unwrap_or_default();
+            let name = e.get::<_, String>("name").unwrap_or_else(|_| "Error".into());
+            if message.contains("out of memory") {
+                "the run exceeded its memory limit".into()
+            } else if message.contains("stack overflow") {
+                "the run exceeded its stack limit".into()
+            } else {
+                format!("{name}: {message}")
+            }
+        }
+        CaughtError::Value(v) => format!("a non-Error value was thrown: {}", value_text(&v)),
+        CaughtError::Error(e) => {
+            let text = e.to_string();
+            if text.contains("out of memory") || text.contains("Allocation") {
+                "the run exceeded its memory limit".into()
+            } else {
+                text
+            }
+        }
+    }
+}
+
+fn value_text(v: &Value<'_>) -> String {
+    if let Some(s) = v.as_string() {
+        return s.to_string().unwrap_or_default();
+    }
+    v.ctx()
+        .json_stringify(v.clone())
+        .ok()
+        .flatten()
+        .and_then(|s| s.to_string().ok())
+        .unwrap_or_else(|| format!("{:?}", v.type_of()))
+}
+
+fn throw(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
+    Exception::throw_message(ctx, message)
+}
+
+/// A helper's input: a string (UTF-8), a `Uint8Array`, or an array of byte values.
+fn bytes_of<'js>(ctx: &Ctx<'js>, value: &Value<'js>, what: &str) -> rquickjs::Result<Vec<u8>> {
+    if let Some(s) = value.as_string() {
+        let text = s.to_string()?;
+        if text.len() > MAX_HELPER_INPUT {
+            return Err(throw(ctx, &format!("{what}: at most {MAX_HELPER_INPUT} bytes")));
+        }
+        return Ok(text.into_bytes());
+    }
+    if let Some(object) = value.as_object() {
+        let length: f64 = object.get("length").unwrap_or(-1.0);
+        if length >= 0.0 && length <= MAX_HELPER_INPUT as f64 {
+            let mut bytes = Vec::with_capacity(length as usize);
+            for i in 0..length as usize {
+                let b: f64 = object.get(i as u32)?;
+                if !(0.0..=255.0).contains(&b) || b.fract() != 0.0 {
+                    return Err(throw(ctx, &format!("{what}: byte {i} is not 0 to 255")));
+                }
+                bytes.push(b as u8);
+            }
+            return Ok(bytes);
+        }
+    }
+    Err(throw(ctx, &format!("{what}: must be a string or an array of bytes")))
+}
+
+/// A JS value as JSON, for options and payloads.
+fn json_of<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> rquickjs::Result<Json> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(Json::Null);
+    }
+    let text = ctx.json_stringify(value)?.map(|s| s.to_string()).transpose()?.unwrap_or_default();
+    serde_json::from_str(&text).map_err(|e| throw(ctx, &format!("not JSON: {e}")))
+}
+
+fn to_js<'js>(ctx: &Ctx<'js>, value: &Json) -> rquickjs::Result<Value<'js>> {
+    ctx.json_parse(value.to_string())
+}
+
+fn options<'js, T: serde::de::DeserializeOwned + Default>(
+    ctx: &Ctx<'js>,
+    value: rquickjs::function::Opt<Value<'js>>,
+    what: &str,
+) -> rquickjs::Result<T> {
+    match value.0 {
+        None => Ok(T::default()),
+        Some(v) => match json_of(ctx, v)? {
+            Json::Null => Ok(T::default()),
+            json => serde_json::from_value(json).map_err(|e| throw(ctx, &format!("{what}: {e}"))),
+        },
+    }
+}
+
+/// The globals: `console`, `env`, the helpers and `__api`, all frozen.
+fn install<'js>(
+    ctx: &Ctx<'js>,
+    job: &Job,
+    signer: &Signer,
+    captured: &Rc<RefCell<Captured>>,
+) -> rquickjs::Result<()> {
+    use rquickjs::function::{Opt, Rest};
+    let globals = ctx.globals();
+
+    let console = Object::new(ctx.clone())?;
+    let sink = captured.clone();
+    console.set(
+        "log",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, args: Rest<Value<'js>>| {
+            let line: Vec<String> = args.0.iter().map(value_text).collect();
+            let _ = ctx;
+            sink.borrow_mut().log(line.join(" "));
+        })?,
+    )?;
+    globals.set("console", console)?;
+
+    let env = Object::new(ctx.clone())?;
+    for (name, value) in &job.env {
+        env.set(name.as_str(), value.as_str())?;
+    }
+    globals.set("env", env)?;
+
+    globals.set(
+        "sha256",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, value: Value<'js>| {
+            Ok::<_, rquickjs::Error>(helpers::sha256(&bytes_of(&ctx, &value, "sha256")?))
+        })?,
+    )?;
+    globals.set(
+        "getHmacSHA256Signature",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, key: Value<'js>, value: Value<'js>| {
+            let key = bytes_of(&ctx, &key, "getHmacSHA256Signature key")?;
+            Ok::<_, rquickjs::Error>(helpers::hmac_sha256(
+                &key,
+                &bytes_of(&ctx, &value, "getHmacSHA256Signature")?,
+            ))
+        })?,
+    )?;
+    globals.set(
+        "base64EncodeToString",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, value: Value<'js>| {
+            Ok::<_, rquickjs::Error>(helpers::base64(&bytes_of(&ctx, &value, "base64EncodeToString")?))
+        })?,
+    )?;
+    globals.set(
+        "jwtDecodeJwt",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String| {
+            let decoded = helpers::decode_jwt(&token).map_err(|e| throw(&ctx, &e.0))?;
+            to_js(&ctx, &decoded)
+        })?,
+    )?;
+    globals.set(
+        "jwtDecodeVerify",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String, opts: Opt<Value<'js>>| {
+            let opts: helpers::VerifyOptions = options(&ctx, opts, "jwtDecodeVerify options")?;
+            let decoded = helpers::decode_verify(&token, &opts).map_err(|e| throw(&ctx, &e.0))?;
+            to_js(&ctx, &decoded)
+        })?,
+    )?;
+    globals.set(
+        "jwtVerify",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String, opts: Opt<Value<'js>>| {
+            let opts: helpers::VerifyOptions = options(&ctx, opts, "jwtVerify options")?;
+            Ok::<_, rquickjs::Error>(helpers::decode_verify(&token, &opts).is_ok())
+        })?,
+    )?;
+    let (keys, handle, issuer) = (signer.keys.clone(), signer.handle.clone(), job.issuer.clone());
+    globals.set(
+        "jwtCreateSignedJwt",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, payload: Value<'js>, opts: Opt<Value<'js>>| {
+            let payload = json_of(&ctx, payload)?;
+            let opts: helpers::SignOptions = options(&ctx, opts, "jwtCreateSignedJwt options")?;
+            let now = jsonwebtoken::get_current_timestamp();
+            let input = helpers::signing_input(&payload, &opts, &issuer, &keys.signing_key_id(), now)
+                .map_err(|e| throw(&ctx, &e.0))?;
+            let signature = handle
+                .block_on(keys.sign_es256(input.as_bytes()))
+                .map_err(|e| throw(&ctx, &format!("jwtCreateSignedJwt: signing failed: {e}")))?;
+            Ok::<_, rquickjs::Error>(helpers::signed_token(&input, &signature))
+        })?,
+    )?;
+
+    let api = Object::new(ctx.clone())?;
+    let sink = captured.clone();
+    api.set(
+        "deny",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, reason: Opt<String>| {
+            let reason = reason.0.unwrap_or_else(|| "denied by a code customization".into());
+            let reason: String = reason.chars().take(MAX_HOOK_TEXT).collect();
+            let _ = ctx;
+            sink.borrow_mut().actions.denied.get_or_insert(reason);
+        })?,
+    )?;
+    let sink = captured.clone();
+    api.set(
+        "setTransactionText",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, text: String| {
+            if text.chars().count() > MAX_HOOK_TEXT {
+                return Err(throw(&ctx, &format!("setTransactionText: at most {MAX_HOOK_TEXT} characters")));
+            }
+            sink.borrow_mut().actions.transaction_text = Some(text);
+            Ok(())
+        })?,
+    )?;
+    globals.set("__api", api)?;
+
+    // Nothing the host gave can be replaced or changed by the script.
+    ctx.eval::<(), _>(
+        r#"(() => {
+            'use strict';
+            const names = ['console', 'env', '__api', 'sha256', 'getHmacSHA256Signature',
+              'base64EncodeToString', 'jwtDecodeJwt', 'jwtDecodeVerify', 'jwtVerify', 'jwtCreateSignedJwt'];
+            for (const name of names) {
+              const value = globalThis[name];
+              if (typeof value === 'object') Object.freeze(value);
+              Object.defineProperty(globalThis, name, { value, writable: false, configurable: false, enumerable: false });
+            }
+        })();"#,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrubbing_replaces_values_not_short_ones() {
+        let env = BTreeMap::from([
+            ("ISS".to_owned(), "https://risk.example".to_owned()),
+            ("N".to_owned(), "1".to_owned()),
+        ]);
+        assert_eq!(scrub("iss=https://risk.example n=1".into(), &env), "iss=[env.ISS] n=1");
+    }
+
+    #[test]
+    fn logs_are_bounded() {
+        let mut c = Captured::default();
+        for i in 0..(MAX_LOG_LINES + 5) {
+            c.log(format!("line {i}"));
+        }
+        assert_eq!((c.logs.len(), c.dropped), (MAX_LOG_LINES, 5));
+        let mut c = Captured::default();
+        c.log("x".repeat(MAX_LOG_LINE * 3));
+        assert_eq!(c.logs[0].len(), MAX_LOG_LINE);
+    }
+}

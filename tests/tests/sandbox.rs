@@ -1,0 +1,182 @@
+//! The code-customization sandbox on its own: the helpers as scripts see them, a token we mint
+//! checked by an independent library against our JWKS, and the hostile-script suite: each one
+//! contained with a clear error, and the next run unaffected.
+
+use rp_shared::adapters::embedded::LocalKeyFile;
+use rp_shared::domain::code::RunReport;
+use rp_shared::ports::KeyService;
+use rp_shared::sandbox::{self, helpers, Job};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn keys() -> Arc<dyn KeyService> {
+    let dir = tempfile::tempdir().unwrap().keep();
+    Arc::new(LocalKeyFile::open_or_create(&dir.join("keys.json")).unwrap())
+}
+
+fn job(source: &str, timeout_ms: u64) -> Job {
+    Job {
+        source: source.to_owned(),
+        event: json!({"namedUser": "alice@example.com", "machineId": "m-1"}),
+        env: BTreeMap::from([
+            ("RISK_ISSUER".to_owned(), "https://risk.example.com".to_owned()),
+            ("WEBHOOK_SECRET".to_owned(), "whsec_0123456789abcdef".to_owned()),
+        ]),
+        issuer: "https://rp.example.com/rp/api/apps/demo".into(),
+        timeout: Duration::from_millis(timeout_ms),
+        memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
+    }
+}
+
+async fn run(source: &str) -> RunReport {
+    sandbox::run(keys(), job(source, 1_000)).await
+}
+
+#[tokio::test]
+async fn a_handler_sees_event_env_and_helpers() {
+    let r = run(r#"
+        async function handler(event, api) {
+            console.log('user', event.namedUser, {n: 1});
+            return {
+                user: event.namedUser,
+                sha: sha256('abc'),
+                shaBytes: sha256([0x61, 0x62, 0x63]),
+                hmac: getHmacSHA256Signature('Jefe', 'what do ya want for nothing?'),
+                b64: base64EncodeToString('foobar'),
+                b64Bytes: base64EncodeToString(new Uint8Array([102, 111, 111])),
+                issuerSet: env.RISK_ISSUER.length > 0,
+            };
+        }"#)
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.result["user"], "alice@example.com");
+    assert_eq!(r.result["sha"], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(r.result["shaBytes"], r.result["sha"]);
+    assert_eq!(r.result["hmac"], "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    assert_eq!((r.result["b64"].as_str(), r.result["b64Bytes"].as_str()), (Some("Zm9vYmFy"), Some("Zm9v")));
+    assert_eq!(r.result["issuerSet"], true);
+    assert_eq!(r.logs, ["user alice@example.com {\"n\":1}"]);
+}
+
+/// A token minted in the sandbox verifies, with an independent library (`p256` ECDSA over the
+/// JWS signing input, not `jsonwebtoken`), against the JWKS we publish; and with our own helper.
+#[tokio::test]
+async fn a_minted_token_verifies_against_our_jwks() {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    use p256::ecdsa::signature::Verifier;
+    let keys = keys();
+    let r = sandbox::run(
+        keys.clone(),
+        job("function handler(e) { return jwtCreateSignedJwt({sub: e.namedUser, iss: 'forged'}, {audience: 'downstream', expiresInSecs: 60}); }", 1_000),
+    )
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    let token = r.result.as_str().unwrap();
+    let jwks =
+        json!({"keys": [helpers::jwk(&keys.signing_public_key().await.unwrap(), &keys.signing_key_id())]});
+    // Independent check: the JWK's x and y as a P-256 point, the signature as r || s.
+    let jwk = &jwks["keys"][0];
+    let coordinate = |c: &str| URL_SAFE_NO_PAD.decode(jwk[c].as_str().unwrap()).unwrap();
+    let mut sec1 = vec![4u8];
+    sec1.extend(coordinate("x"));
+    sec1.extend(coordinate("y"));
+    let key = p256::ecdsa::VerifyingKey::from_sec1_bytes(&sec1).unwrap();
+    let (input, signature) = token.rsplit_once('.').unwrap();
+    let signature = p256::ecdsa::Signature::from_slice(&URL_SAFE_NO_PAD.decode(signature).unwrap()).unwrap();
+    key.verify(input.as_bytes(), &signature).expect("the signature verifies independently");
+    let payload: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(input.split('.').nth(1).unwrap()).unwrap()).unwrap();
+    assert_eq!(payload["iss"], "https://rp.example.com/rp/api/apps/demo", "iss cannot be forged");
+    assert_eq!(
+        (payload["sub"].as_str(), payload["aud"][0].as_str()),
+        (Some("alice@example.com"), Some("downstream"))
+    );
+    // And through the sandbox's own helper, with the JWKS passed in.
+    let mut verify = job(
+        "function handler(e) { return jwtDecodeVerify(e.token, {jwks: e.jwks, issuer: 'https://rp.example.com/rp/api/apps/demo', audience: 'downstream'}).payload.sub; }",
+        1_000,
+    );
+    verify.event = json!({"token": token, "jwks": jwks});
+    let r = sandbox::run(keys, verify).await;
+    assert_eq!((r.result.as_str(), r.error), (Some("alice@example.com"), None));
+}
+
+/// Every hostile script ends with a clear error (or is harmless), within its limit plus the
+/// backstop, and the run after it is unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_scripts_are_contained() {
+    let hostile: &[(&str, &str, &str)] = &[
+        ("infinite loop", "function handler() { while (true) {} }", "timed out"),
+        (
+            "loop that catches its own out-of-memory errors",
+            "function handler() { let a = []; while (true) { try { a.push('x'.repeat(1 << 20)); } catch (e) { a = []; } } }",
+            "timed out",
+        ),
+        ("deep recursion", "function f(n) { return f(n + 1) + 1; } function handler() { return f(0); }", "stack"),
+        ("huge string", "function handler() { let s = 'x'; while (true) s += s; }", "string too long"),
+        ("huge array", "function handler() { const a = []; for (;;) a.push({k: a.length}); }", "timed out|memory"),
+        ("prototype pollution of a helper", "function handler() { sha256 = () => 'owned'; return sha256('abc'); }", "read-only"),
+        ("redefining a helper", "function handler() { Object.defineProperty(globalThis, 'jwtVerify', {value: () => true}); }", "TypeError"),
+        ("Object.prototype pollution", "function handler() { Object.prototype.polluted = 1; return {}.polluted; }", "=1"),
+        ("mutating env", "'use strict'; function handler() { env.RISK_ISSUER = 'evil'; }", "TypeError"),
+        ("adding to env", "'use strict'; function handler() { env.NEW = 'x'; }", "TypeError"),
+        ("reaching for require", "function handler() { return require('fs'); }", "ReferenceError"),
+        ("reaching for process", "function handler() { return process.env; }", "ReferenceError"),
+        ("reaching for fetch", "function handler() { return fetch('http://169.254.169.254/'); }", "ReferenceError"),
+        ("timers", "function handler() { setTimeout(() => {}, 10); }", "ReferenceError"),
+        ("import()", "async function handler() { return await import('os'); }", "Error"),
+        ("host objects on globalThis", "function handler() { return Object.getOwnPropertyNames(globalThis).filter(n => /^(std|os|Deno|Bun|require|process)$/.test(n)); }", "=[]"),
+        ("eval", "function handler() { return eval('1 + 1'); }", "=2"),
+        ("Function constructor", "function handler() { return typeof Function('return this')().sha256; }", "=\"function\""),
+        ("huge console.log flood", "function handler() { for (let i = 0; i < 100000; i++) console.log('x'.repeat(10000)); return 'done'; }", "timed out|dropped"),
+        ("throwing a non-Error", "function handler() { throw {secret: env.WEBHOOK_SECRET}; }", "non-Error"),
+        ("printing a secret", "function handler() { console.log(env.WEBHOOK_SECRET); throw new Error('leak ' + env.WEBHOOK_SECRET); }", "[env.WEBHOOK_SECRET]"),
+        ("a promise that never settles", "function handler() { return new Promise(() => {}); }", "never settled"),
+        ("a rejected promise", "async function handler() { throw new RangeError('nope'); }", "RangeError: nope"),
+        ("no handler", "const x = 1;", "must define a function handler"),
+        ("syntax error", "function handler( {", "SyntaxError"),
+        ("a result that is not JSON", "function handler() { const a = {}; a.self = a; return a; }", "TypeError"),
+        ("a huge JWT", "function handler() { return jwtDecodeJwt('a'.repeat(5000000)); }", "not a JWT"),
+        ("a helper fed garbage", "function handler() { return sha256({length: 1e12}); }", "must be a string or an array of bytes"),
+    ];
+    let keys = keys();
+    let mut faults = Vec::new();
+    for (name, source, expected) in hostile {
+        let started = Instant::now();
+        let r = sandbox::run(keys.clone(), job(source, 200)).await;
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(200) + sandbox::BACKSTOP + Duration::from_millis(300),
+            "{name}: took {took:?}"
+        );
+        let text = format!("{:?} {}", r.error, r.logs.join("\n"));
+        println!(
+            "{name}: {:?} {:?} logs={} {took:?}",
+            r.error,
+            r.result.to_string().chars().take(80).collect::<String>(),
+            r.logs.len()
+        );
+        let met = match expected.strip_prefix('=') {
+            Some(json) => r.error.is_none() && r.result == serde_json::from_str::<Value>(json).unwrap(),
+            None => expected.split('|').any(|e| text.contains(e)),
+        };
+        if !met {
+            faults.push(format!("{name}: expected '{expected}' in {:?} / {:?}", r.error, r.result));
+        }
+        assert!(!text.contains("whsec_0123456789abcdef"), "{name}: a secret leaked: {text}");
+        assert!(r.logs.len() <= sandbox::MAX_LOG_LINES + 1, "{name}: logs are bounded");
+        // The next run starts clean: helpers intact, nothing polluted.
+        let after = run("function handler() { return [sha256('abc').slice(0, 6), ({}).polluted === undefined, typeof env.RISK_ISSUER]; }").await;
+        assert_eq!(
+            after.result,
+            json!(["ba7816", true, "string"]),
+            "{name}: the next run is affected: {after:?}"
+        );
+    }
+    assert!(faults.is_empty(), "{faults:#?}");
+    println!("hostile scripts contained: {}", hostile.len());
+    assert!(hostile.len() >= 20);
+}
