@@ -34,7 +34,7 @@ fn read(path: &str) -> String {
 }
 
 /// The HTTP functions, in the order their sample events make sense to replay.
-const REPLAY: [(&str, u16); 35] = [
+const REPLAY: [(&str, u16); 44] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -66,6 +66,15 @@ const REPLAY: [(&str, u16); 35] = [
     ("content-customization-versions", 200),
     ("content-customization-version", 200),
     ("content-customization-restore", 200),
+    ("code-customization-env-var", 200),
+    ("code-customization-env", 200),
+    ("code-customizations", 201),
+    ("code-customization", 200),
+    ("code-customization-versions", 200),
+    ("code-customization-version", 200),
+    ("code-customization-restore", 200),
+    ("code-customization-test", 200),
+    ("rp-app-jwks", 200),
     ("cc-app-user-devices", 200),
     ("rp-device-token", 201),
     ("cc-app-device-token", 204),

@@ -9,6 +9,9 @@ use crate::ports::{KeyError, MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The event of a hook run that denied or failed.
+pub const CODE_EVENT: &str = "CODE_CUSTOMIZATION_RUN";
+
 /// Largest `source`, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 100 * 1024;
 /// `timeoutMs` when none is given, and its ceiling.
@@ -226,6 +229,52 @@ impl EnvValue {
             return Err(FieldError::new("value", format!("must be at most {MAX_ENV_VALUE} bytes")));
         }
         Ok(self.value)
+    }
+}
+
+/// A variable as listed: never its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvEntry {
+    pub name: String,
+    pub updated_at: EpochMillis,
+}
+
+/// A tenant's environment variables: the names (with update times) and the values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvVars {
+    pub entries: Vec<EnvEntry>,
+    pub values: std::collections::BTreeMap<String, String>,
+}
+
+/// All values of a tenant together, in bytes.
+pub const MAX_ENV_TOTAL: usize = 64 * 1024;
+
+impl EnvVars {
+    /// The variables with `name` = `value`, within the count and size caps.
+    pub fn set(mut self, name: &str, value: String, now: EpochMillis) -> Result<Self, CodeError> {
+        self.entries.retain(|e| e.name != name);
+        self.entries.push(EnvEntry { name: name.to_owned(), updated_at: now });
+        self.entries.sort_by(|a, b| a.name.cmp(&b.name));
+        self.values.insert(name.to_owned(), value);
+        if self.entries.len() > MAX_ENV_VARS {
+            return Err(CodeError::TooManyEnvVars);
+        }
+        if self.values.values().map(String::len).sum::<usize>() > MAX_ENV_TOTAL {
+            return Err(FieldError::new(
+                "value",
+                format!("the tenant's values would pass {MAX_ENV_TOTAL} bytes in all"),
+            )
+            .into());
+        }
+        Ok(self)
+    }
+
+    /// The variables without `name`.
+    pub fn remove(mut self, name: &str) -> Result<Self, CodeError> {
+        self.values.remove(name).ok_or_else(|| CodeError::EnvNotFound(name.to_owned()))?;
+        self.entries.retain(|e| e.name != name);
+        Ok(self)
     }
 }
 

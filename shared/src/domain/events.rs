@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The events the server alone writes (listable, never reported by a client).
-pub const SERVER_NAMES: [&str; 5] = [
+pub const SERVER_NAMES: [&str; 6] = [
     super::oob::OOB_EVENT,
     super::pairing::OFFLINE_LOCKED_EVENT,
     super::pairing::UNPAIRED_EVENT,
     super::pairing::DEVICE_REVOKED_EVENT,
     super::pairing::NAME_CLAIM_REFUSED_EVENT,
+    super::code::CODE_EVENT,
 ];
 
 /// The events the contract names: reported by agents and workstations, or logged by the server.

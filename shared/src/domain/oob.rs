@@ -140,6 +140,13 @@ pub enum OobError {
     BadSignature,
     #[error("amount: does not match the code shown by the service")]
     WrongAmount,
+    /// An `oob.start` code customization denied the start; the reason is its own words.
+    #[error("denied by a code customization: {0}")]
+    Denied(String),
+    /// An `oob.start` code customization failed: the start fails closed. The error is not
+    /// shown (it may describe the tenant's code); the event carries it.
+    #[error("code customization {id} failed; the start is refused")]
+    HookFailed { id: i64 },
     #[error(transparent)]
     Invalid(#[from] FieldError),
     #[error(transparent)]

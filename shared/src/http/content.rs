@@ -47,11 +47,20 @@ pub fn restore_router(state: &AppState) -> Router<AppState> {
 }
 
 fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
-    router.route_layer(middleware::from_fn_with_state(state.clone(), rate_limit_gate))
+    gated_as(router, state, "content")
+}
+
+/// `router` behind the tenant's rate limit, counted under `scope`.
+pub(crate) fn gated_as(router: Router<AppState>, state: &AppState, scope: &'static str) -> Router<AppState> {
+    router.route_layer(middleware::from_fn_with_state((state.clone(), scope), rate_limit_gate))
 }
 
 /// Resolves the tenant, counts the request against its budget and stamps the headers.
-async fn rate_limit_gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn rate_limit_gate(
+    State((state, scope)): State<(AppState, &'static str)>,
+    request: Request,
+    next: Next,
+) -> Response {
     let (mut parts, body) = request.into_parts();
     let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
         Ok(tenant) => tenant,
@@ -59,8 +68,7 @@ async fn rate_limit_gate(State(state): State<AppState>, request: Request, next: 
     };
     let now = state.backend.clock.epoch_secs();
     let rule = &tenant.app.rate_limit;
-    let decision = match ratelimit::hit(state.backend.store.as_ref(), tenant.id(), "content", rule, now).await
-    {
+    let decision = match ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await {
         Ok(decision) => decision,
         Err(e) => return Problem::from(e).into_response(),
     };

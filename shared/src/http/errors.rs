@@ -6,6 +6,7 @@
 use super::problem::{codes, Problem, ProblemType};
 use crate::domain::apps::ControlError;
 use crate::domain::certificates::CertError;
+use crate::domain::code::CodeError;
 use crate::domain::content::ContentError;
 use crate::domain::devices::RegistrationError;
 use crate::domain::enrollment::EnrollError;
@@ -207,7 +208,23 @@ pub const WRONG_AMOUNT: ProblemType = row(
     "Code does not match",
     "The approval's `amount` is not the service's `extras.amount`; the request is FAILED",
 );
+pub const OOB_DENIED: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::OOB_DENIED,
+    "oob-denied-by-customization",
+    "Denied by a code customization",
+    "An enabled `oob.start` code customization called `api.deny(reason)`; `detail` gives the reason",
+);
+pub const OOB_HOOK_FAILED: ProblemType = row(
+    StatusCode::FORBIDDEN,
+    codes::OOB_HOOK_FAILED,
+    "oob-customization-failed",
+    "A code customization failed",
+    "An enabled `oob.start` code customization threw, timed out or hit a limit: the start fails closed",
+);
 pub const OOB: &[&ProblemType] = &[
+    &OOB_DENIED,
+    &OOB_HOOK_FAILED,
     &OOB_UNKNOWN_USER,
     &OOB_NO_DEVICE,
     &NONCE_REUSED,
@@ -494,9 +511,41 @@ pub const CONTENT_TOO_LARGE: ProblemType = row(
 pub const CONTENT: &[&ProblemType] =
     &[&CONTENT_NOT_FOUND, &CONTENT_VERSION_NOT_FOUND, &CONTENT_TOO_LARGE, &RATE_LIMITED];
 
+// Code customizations.
+pub const CODE_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CODE_NOT_FOUND,
+    "code-customization-not-found",
+    "Code customization not found",
+    "No such code customization",
+);
+pub const CODE_VERSION_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CODE_VERSION_NOT_FOUND,
+    "code-customization-version-not-found",
+    "Version not found",
+    "No such earlier version of the code customization",
+);
+pub const ENV_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::ENV_NOT_FOUND,
+    "environment-variable-not-found",
+    "Environment variable not found",
+    "The tenant has no environment variable of this name",
+);
+pub const TOO_MANY_ENV_VARS: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::TOO_MANY_ENV_VARS,
+    "too-many-environment-variables",
+    "Too many environment variables",
+    "The tenant has 50 environment variables, the most it may have; nothing is written",
+);
+pub const CODE: &[&ProblemType] =
+    &[&CODE_NOT_FOUND, &CODE_VERSION_NOT_FOUND, &ENV_NOT_FOUND, &TOO_MANY_ENV_VARS];
+
 /// Every area's table.
 pub const TABLES: &[&[&ProblemType]] =
-    &[GENERAL, CONTROL, AUTH, OOB, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT];
+    &[GENERAL, CONTROL, AUTH, OOB, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT, CODE];
 
 /// Codes that are not answers but attributes of events, listed with the rest.
 pub const EVENT_CODES: &[(i64, &str)] = &[(
@@ -538,14 +587,33 @@ answers_with_problem!(
     EnrollError,
     PairingError,
     RegistrationError,
-    ContentError
+    ContentError,
+    CodeError
 );
+
+impl From<CodeError> for Problem {
+    fn from(e: CodeError) -> Self {
+        let detail = e.to_string();
+        match e {
+            CodeError::NotFound(_) => Problem::about(&CODE_NOT_FOUND, "id", detail),
+            CodeError::VersionNotFound { .. } => Problem::about(&CODE_VERSION_NOT_FOUND, "version", detail),
+            CodeError::EnvNotFound(_) => Problem::about(&ENV_NOT_FOUND, "name", detail),
+            CodeError::TooManyEnvVars => Problem::about(&TOO_MANY_ENV_VARS, "name", detail),
+            CodeError::BadSource(_) => Problem::invalid("source", detail),
+            CodeError::Invalid(e) => e.into(),
+            CodeError::Store(e) => e.into(),
+            CodeError::Keys(e) => e.into(),
+        }
+    }
+}
 
 impl From<OobError> for Problem {
     fn from(e: OobError) -> Self {
         let detail = e.to_string();
         match e {
             OobError::NotFound => Problem::of(&OOB_NOT_FOUND).detail(detail),
+            OobError::Denied(_) => Problem::of(&OOB_DENIED).detail(detail),
+            OobError::HookFailed { .. } => Problem::of(&OOB_HOOK_FAILED).detail(detail),
             OobError::UnknownUser => Problem::about(&OOB_UNKNOWN_USER, "namedUser", detail),
             OobError::NoDevice => Problem::about(&OOB_NO_DEVICE, "namedUser", detail),
             OobError::NonceReused => Problem::about(&NONCE_REUSED, "sessionNonce", detail),

@@ -3,6 +3,7 @@
 
 pub mod cc;
 pub mod certificates;
+pub mod code;
 pub mod content;
 pub mod errors;
 pub mod events;
@@ -114,6 +115,15 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "content-customization-versions", router: content::versions_router },
     Endpoint { name: "content-customization-version", router: content::version_router },
     Endpoint { name: "content-customization-restore", router: content::restore_router },
+    Endpoint { name: "code-customizations", router: code::collection_router },
+    Endpoint { name: "code-customization", router: code::item_router },
+    Endpoint { name: "code-customization-versions", router: code::versions_router },
+    Endpoint { name: "code-customization-version", router: code::version_router },
+    Endpoint { name: "code-customization-restore", router: code::restore_router },
+    Endpoint { name: "code-customization-test", router: code::test_router },
+    Endpoint { name: "code-customization-env", router: code::env_router },
+    Endpoint { name: "code-customization-env-var", router: code::env_var_router },
+    Endpoint { name: "rp-app-jwks", router: code::jwks_router },
 ];
 
 /// The whole API, as the local server serves it.

@@ -8,6 +8,7 @@ use super::extract::{Access, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::workstation::Status;
 use super::AppState;
+use crate::domain::code::{HookDecision, Trigger};
 use crate::domain::oob::{
     Extras, OobAnswer, OobAnswerRequest, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
     OobStartRequest, OobState, StateEntry,
@@ -61,7 +62,7 @@ async fn start(
     access: Access,
     ApiJson(body): ApiJson<OobStartRequest>,
 ) -> Result<Json<OobStarted>, Problem> {
-    let start = OobStart::try_from(body)?;
+    let mut start = OobStart::try_from(body)?;
     access.require_app(start.app_id.as_str())?;
     let store = state.backend.store.as_ref();
     let (app, _) = super::cc::load_app(&state, start.app_id.as_str()).await?;
@@ -80,6 +81,29 @@ async fn start(
         model_number: device.model_number,
         signing_public_key: device.signing_public_key,
     };
+    // The tenant's enabled `oob.start` customizations decide before anything is stored.
+    let event = serde_json::json!({
+        "trigger": Trigger::OobStart.name(),
+        "appId": app.app_id,
+        "namedUser": user.named_user,
+        "requestedName": start.named_user,
+        "deviceId": device.device_id,
+        "machine": start.machine,
+        "machineId": start.machine_id,
+        "transactionText": start.transaction_text,
+        "transactionType": start.transaction_type,
+        "extras": start.extras,
+        "additionalDetails": start.additional_details,
+    });
+    match super::code::run_hook(&state, &app.app_id, Trigger::OobStart, event).await? {
+        HookDecision::Allow { transaction_text } => {
+            if transaction_text.is_some() {
+                start.transaction_text = transaction_text;
+            }
+        }
+        HookDecision::Deny { reason, .. } => return Err(OobError::Denied(reason).into()),
+        HookDecision::Failed { id, .. } => return Err(OobError::HookFailed { id }.into()),
+    }
     let ttl = app.workstation.oob_request_timeout_in_secs;
     let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
     match OobRequests::new(store).create(&request).await {

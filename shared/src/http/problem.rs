@@ -68,6 +68,12 @@ pub mod codes {
     pub const CONTENT_NOT_FOUND: u32 = 1_600_001;
     pub const CONTENT_VERSION_NOT_FOUND: u32 = 1_600_002;
     pub const CONTENT_TOO_LARGE: u32 = 1_600_003;
+    pub const CODE_NOT_FOUND: u32 = 1_700_001;
+    pub const CODE_VERSION_NOT_FOUND: u32 = 1_700_002;
+    pub const ENV_NOT_FOUND: u32 = 1_700_003;
+    pub const TOO_MANY_ENV_VARS: u32 = 1_700_004;
+    pub const OOB_DENIED: u32 = 1_200_007;
+    pub const OOB_HOOK_FAILED: u32 = 1_200_008;
     pub const RATE_LIMITED: u32 = 1_900_001;
     pub const APP_NOT_FOUND: u32 = 1_050_001;
     pub const APP_EXISTS: u32 = 1_050_002;

@@ -3,6 +3,7 @@
 
 pub mod apps;
 pub mod certificates;
+pub mod code_env;
 pub mod devices;
 pub mod events;
 pub mod oob;

@@ -214,6 +214,46 @@ impl<'a, R: Versioned> Records<'a, R> {
         .await
     }
 
+    /// Deletes record `id` with its earlier versions, and counts it out of the total;
+    /// `false` if there is no such record.
+    pub async fn delete(&self, id: i64) -> Result<bool, StoreError> {
+        let deleted = retry_on_conflict(|| async move {
+            let Some(current) = self.get(id).await? else {
+                return Ok(false);
+            };
+            let (meta, meta_version) = self.meta().await?;
+            let next = Meta { count: (meta.count - 1).max(0), ..meta };
+            let mut ops = vec![
+                WriteOp::Delete {
+                    key: self.key(item_sk(id)),
+                    condition: Condition::Version(current.version()),
+                },
+                WriteOp::Put {
+                    item: Item::new(self.key("META".into()), &next)?,
+                    condition: meta_version.map_or(Condition::Absent, Condition::Version),
+                },
+            ];
+            let room = crate::ports::store::MAX_TRANSACTION_ITEMS - ops.len();
+            let versions = self.store.query(self.versions_query(id).limit(room)).await?;
+            ops.extend(
+                versions.items.into_iter().map(|v| WriteOp::Delete { key: v.key, condition: Condition::Any }),
+            );
+            self.store.transact(ops).await?;
+            Ok::<_, StoreError>(true)
+        })
+        .await?;
+        // Versions beyond one transaction's room (a retention over 98) go afterwards.
+        loop {
+            let rest = self.store.query(self.versions_query(id).limit(100)).await?;
+            if rest.items.is_empty() {
+                return Ok(deleted);
+            }
+            for v in rest.items {
+                self.store.delete(&v.key, Condition::Any).await?;
+            }
+        }
+    }
+
     /// Earlier versions of record `id`, oldest first.
     pub async fn versions(
         &self,

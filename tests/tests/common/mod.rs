@@ -5,6 +5,7 @@
 
 pub mod cases;
 pub mod certificates;
+pub mod code;
 pub mod content;
 pub mod offline;
 pub mod oob;
@@ -12,6 +13,7 @@ pub mod workstation;
 
 pub use cases::*;
 pub use certificates::*;
+pub use code::*;
 pub use content::*;
 pub use offline::*;
 pub use oob::*;
@@ -160,6 +162,9 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_flood_from_one_app_does_not_delay_another);
         $crate::router_case!($make, an_app_at_its_cap_cannot_queue_more);
         $crate::router_case!($make, version_1_envelopes_are_still_served);
+        $crate::router_case!($make, code_customizations_keep_versions_and_env_values_stay_secret);
+        $crate::router_case!($make, the_oob_start_hook_allows_denies_and_rewrites);
+        $crate::router_case!($make, a_tenants_jwks_verifies_the_tokens_it_mints);
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
         $crate::router_case!($make, the_first_valid_result_wins_whichever_lease);
         $crate::router_case!($make, the_agent_revokes_a_refused_certificate);

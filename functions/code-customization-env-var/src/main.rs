@@ -1,0 +1,6 @@
+//! Lambda function for PUT, DELETE /code-customization/env/{name}: the shared router of that path behind `lambda_http`.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    rp_shared::lambda::serve_endpoint(env!("CARGO_PKG_NAME")).await
+}

@@ -1,0 +1,503 @@
+//! Code customizations (DECISIONS §8): CRUD with version history and restore (the repository
+//! content customizations use), a test run, the tenant's environment variables, the hook that
+//! runs enabled customizations on their trigger, and the tenant's JWKS. Tenant-scoped admin
+//! calls under the same rules and rate limit as content customizations, each path its own
+//! budget scope (`code`).
+
+use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
+use super::problem::Problem;
+use super::AppState;
+use crate::domain::apps::AppId;
+use crate::domain::code::{
+    self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, HookDecision, NewCode, RunReport,
+    Trigger, UpdateCode, CODE_EVENT,
+};
+use crate::domain::events::{attributes, EventRecord};
+use crate::domain::FieldError;
+use crate::http::cc::ListParams;
+use crate::ports::retry_on_conflict;
+use crate::repo::code_env::{CodeEnv, EnvError};
+use crate::repo::events::Events;
+use crate::repo::versioned::CodeRecords;
+use crate::sandbox::{self, helpers, Job};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The body limit of the paths that take a `source` (100 kB, which JSON escaping can
+/// multiply); the rest keep the server's.
+pub const SOURCE_BODY_LIMIT: usize = 512 * 1024;
+
+/// `/code-customization`
+pub fn collection_router(state: &AppState) -> Router<AppState> {
+    takes_source(gated(Router::new().route("/code-customization", get(list).post(create)), state))
+}
+
+/// `/code-customization/{id}`
+pub fn item_router(state: &AppState) -> Router<AppState> {
+    let router = Router::new().route("/code-customization/{id}", get(retrieve).post(update).delete(remove));
+    takes_source(gated(router, state))
+}
+
+fn takes_source(router: Router<AppState>) -> Router<AppState> {
+    router
+        .layer(axum::extract::DefaultBodyLimit::max(SOURCE_BODY_LIMIT))
+        .layer(axum::Extension(super::extract::BodyLimit(SOURCE_BODY_LIMIT)))
+}
+
+/// `/code-customization/{id}/versions`
+pub fn versions_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/{id}/versions", get(list_versions)), state)
+}
+
+/// `/code-customization/{id}/versions/{version}`
+pub fn version_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/{id}/versions/{version}", get(get_version)), state)
+}
+
+/// `/code-customization/{id}/versions/{version}/restore`
+pub fn restore_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/{id}/versions/{version}/restore", post(restore)), state)
+}
+
+/// `/code-customization/{id}/test`
+pub fn test_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/{id}/test", post(test_run)), state)
+}
+
+/// `/code-customization/env`
+pub fn env_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/env", get(list_env)), state)
+}
+
+/// `/code-customization/env/{name}`
+pub fn env_var_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/env/{name}", put(put_env).delete(delete_env)), state)
+}
+
+/// `/rp/api/apps/{appId}/jwks.json` (no authentication: it is public by design)
+pub fn jwks_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/api/apps/{app_id}/jwks.json", get(jwks))
+}
+
+fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
+    super::content::gated_as(router, state, "code")
+}
+
+fn records<'a>(state: &'a AppState, tenant: &AppId) -> CodeRecords<'a> {
+    CodeRecords::new(state.backend.store.as_ref(), tenant).keeping(state.config.content_versions_kept)
+}
+
+fn env<'a>(state: &'a AppState, tenant: &AppId) -> CodeEnv<'a> {
+    CodeEnv::new(state.backend.store.as_ref(), state.backend.keys.as_ref(), tenant)
+}
+
+impl From<EnvError> for CodeError {
+    fn from(e: EnvError) -> Self {
+        match e {
+            EnvError::Store(e) => e.into(),
+            EnvError::Keys(e) => e.into(),
+        }
+    }
+}
+
+fn positive(field: &str, text: &str) -> Result<i64, FieldError> {
+    match text.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(FieldError::new(field, "must be a positive integer")),
+    }
+}
+
+/// The issuer of the tokens a tenant's customizations mint, and the base of its JWKS URL.
+pub fn issuer(state: &AppState, tenant: &AppId) -> String {
+    format!("{}/rp/api/apps/{tenant}", state.config.public_base_url.trim_end_matches('/'))
+}
+
+/// A code customization in full.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodeView {
+    pub id: i64,
+    pub display_name: String,
+    pub trigger: Trigger,
+    pub source: String,
+    pub timeout_ms: u32,
+    pub enabled: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The current version, or the earlier one shown.
+    pub version: u64,
+}
+
+impl From<CodeRecord> for CodeView {
+    fn from(r: CodeRecord) -> Self {
+        Self {
+            id: r.id,
+            display_name: r.display_name,
+            trigger: r.trigger,
+            source: r.source,
+            timeout_ms: r.timeout_ms,
+            enabled: r.enabled,
+            created_at: r.created_at.iso8601(),
+            updated_at: r.updated_at.iso8601(),
+            version: r.version,
+        }
+    }
+}
+
+/// A customization as listed: no source.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodeSummary {
+    pub id: i64,
+    pub display_name: String,
+    pub trigger: Trigger,
+    pub timeout_ms: u32,
+    pub enabled: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: u64,
+}
+
+impl From<&CodeRecord> for CodeSummary {
+    fn from(r: &CodeRecord) -> Self {
+        Self {
+            id: r.id,
+            display_name: r.display_name.clone(),
+            trigger: r.trigger,
+            timeout_ms: r.timeout_ms,
+            enabled: r.enabled,
+            created_at: r.created_at.iso8601(),
+            updated_at: r.updated_at.iso8601(),
+            version: r.version,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodeList {
+    pub code_customizations: Vec<CodeSummary>,
+    pub total: i64,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodeVersionList {
+    pub id: i64,
+    pub current_version: u64,
+    pub versions: Vec<CodeSummary>,
+    pub next_cursor: Option<String>,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiJson(body): ApiJson<CreateCode>,
+) -> Result<Response, CodeError> {
+    let new = NewCode::try_from(body)?;
+    let now = state.backend.clock.now_millis();
+    let created = records(&state, tenant.id()).create(|id| new.record(id, now)).await?;
+    tracing::info!(tenant = %tenant.id(), id = created.id, trigger = created.trigger.name(), "code customization created");
+    let location = format!("/code-customization/{}", created.id);
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(CodeView::from(created))).into_response())
+}
+
+async fn list(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<CodeList>, Problem> {
+    let records = records(&state, tenant.id());
+    let (limit, cursor) = params.page(&records.list_query())?;
+    let (items, next, total) = records.list(limit, cursor).await?;
+    Ok(Json(CodeList {
+        code_customizations: items.iter().map(CodeSummary::from).collect(),
+        total,
+        next_cursor: next.map(|c| c.encode()),
+    }))
+}
+
+async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, CodeError> {
+    let id = positive("id", id)?;
+    records(state, tenant).get(id).await?.ok_or(CodeError::NotFound(id))
+}
+
+async fn retrieve(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<CodeView>, CodeError> {
+    Ok(Json(load(&state, tenant.id(), &id).await?.into()))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateCode>,
+) -> Result<Json<CodeView>, CodeError> {
+    let id = positive("id", &id)?;
+    let patch = CodePatch::try_from(body)?;
+    let now = state.backend.clock.now_millis();
+    let updated = records(&state, tenant.id())
+        .update(id, now, |current| Ok::<_, CodeError>(current.patched(&patch)))
+        .await?
+        .ok_or(CodeError::NotFound(id))?;
+    tracing::info!(tenant = %tenant.id(), id, version = updated.version, enabled = updated.enabled, "code customization updated");
+    Ok(Json(updated.into()))
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(id): ApiPath<String>,
+) -> Result<StatusCode, CodeError> {
+    let id = positive("id", &id)?;
+    if !records(&state, tenant.id()).delete(id).await? {
+        return Err(CodeError::NotFound(id));
+    }
+    tracing::info!(tenant = %tenant.id(), id, "code customization deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_versions(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<CodeVersionList>, Problem> {
+    let current = load(&state, tenant.id(), &id).await?;
+    let records = records(&state, tenant.id());
+    let (limit, cursor) = params.page(&records.versions_query(current.id))?;
+    let (versions, next) = records.versions(current.id, limit, cursor).await?;
+    Ok(Json(CodeVersionList {
+        id: current.id,
+        current_version: current.version,
+        versions: versions.iter().map(CodeSummary::from).collect(),
+        next_cursor: next.map(|c| c.encode()),
+    }))
+}
+
+async fn load_version(
+    state: &AppState,
+    tenant: &AppId,
+    id: &str,
+    version: &str,
+) -> Result<CodeRecord, CodeError> {
+    let current = load(state, tenant, id).await?;
+    let version = positive("version", version)? as u64;
+    let id = current.id;
+    records(state, tenant).version(id, version).await?.ok_or(CodeError::VersionNotFound { id, version })
+}
+
+async fn get_version(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath((id, version)): ApiPath<(String, String)>,
+) -> Result<Json<CodeView>, CodeError> {
+    Ok(Json(load_version(&state, tenant.id(), &id, &version).await?.into()))
+}
+
+async fn restore(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath((id, version)): ApiPath<(String, String)>,
+) -> Result<Json<CodeView>, CodeError> {
+    let snapshot = load_version(&state, tenant.id(), &id, &version).await?;
+    let now = state.backend.clock.now_millis();
+    let restored = records(&state, tenant.id())
+        .update(snapshot.id, now, |current| Ok::<_, CodeError>(current.restored_from(&snapshot)))
+        .await?
+        .ok_or(CodeError::NotFound(snapshot.id))?;
+    tracing::info!(tenant = %tenant.id(), id = restored.id, from = snapshot.version, version = restored.version, "code customization restored");
+    Ok(Json(restored.into()))
+}
+
+/// The body of a test run.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestRun {
+    #[serde(default)]
+    pub event: Option<Value>,
+}
+
+/// Runs one customization, enabled or not, on the given event: a thrown error, a time-out
+/// or the memory limit is a 200 whose `error` says so.
+async fn test_run(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<TestRun>,
+) -> Result<Json<RunReport>, CodeError> {
+    let record = load(&state, tenant.id(), &id).await?;
+    let event = match body.event {
+        None | Some(Value::Null) => json!({}),
+        Some(event @ Value::Object(_)) => event,
+        Some(_) => return Err(FieldError::new("event", "must be an object").into()),
+    };
+    let (vars, _) = env(&state, tenant.id()).load().await?;
+    let report =
+        sandbox::run(state.backend.keys.clone(), job(&state, tenant.id(), &record, event, vars.values)).await;
+    tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
+    Ok(Json(report))
+}
+
+fn job(
+    state: &AppState,
+    tenant: &AppId,
+    record: &CodeRecord,
+    event: Value,
+    env: std::collections::BTreeMap<String, String>,
+) -> Job {
+    Job {
+        source: record.source.clone(),
+        event,
+        env,
+        issuer: issuer(state, tenant),
+        timeout: Duration::from_millis(u64::from(record.timeout_ms)),
+        memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
+    }
+}
+
+/// Runs the tenant's enabled customizations of `trigger` (in id order) on `event` and decides.
+/// A denial or a failure is logged as an event. Costs one query when none is enabled.
+pub async fn run_hook(
+    state: &AppState,
+    tenant: &AppId,
+    trigger: Trigger,
+    event: Value,
+) -> Result<HookDecision, CodeError> {
+    let records = records(state, tenant);
+    let mut enabled = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next, _) = records.list(100, cursor).await?;
+        enabled.extend(page.into_iter().filter(|r| r.enabled && r.trigger == trigger));
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    if enabled.is_empty() {
+        return Ok(HookDecision::Allow { transaction_text: None });
+    }
+    let (vars, _) = env(state, tenant).load().await?;
+    let mut runs = Vec::with_capacity(enabled.len());
+    for record in &enabled {
+        let report = sandbox::run(
+            state.backend.keys.clone(),
+            job(state, tenant, record, event.clone(), vars.values.clone()),
+        )
+        .await;
+        let stop = report.error.is_some() || report.actions.denied.is_some();
+        runs.push((record.id, report));
+        if stop {
+            break;
+        }
+    }
+    let decision = code::decide(&runs);
+    let outcome = match &decision {
+        HookDecision::Allow { .. } => None,
+        HookDecision::Deny { id, reason } => Some((*id, "denied", reason.as_str())),
+        HookDecision::Failed { id, error } => Some((*id, "failed", error.as_str())),
+    };
+    if let Some((id, outcome, detail)) = outcome {
+        let id = id.to_string();
+        let attrs =
+            attributes(&[("id", &id), ("trigger", trigger.name()), ("outcome", outcome), ("detail", detail)]);
+        let event = EventRecord::new(
+            CODE_EVENT,
+            Some(tenant.clone()),
+            "server",
+            state.backend.clock.now_millis(),
+            attrs,
+        );
+        Events::new(state.backend.store.as_ref()).record(&event).await?;
+    }
+    Ok(decision)
+}
+
+/// The names of the tenant's variables, with their update times: never a value.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvList {
+    pub variables: Vec<EnvView>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvView {
+    pub name: String,
+    pub updated_at: String,
+}
+
+impl From<EnvEntry> for EnvView {
+    fn from(e: EnvEntry) -> Self {
+        Self { name: e.name, updated_at: e.updated_at.iso8601() }
+    }
+}
+
+async fn list_env(State(state): State<AppState>, tenant: Tenant) -> Result<Json<EnvList>, CodeError> {
+    let names = env(&state, tenant.id()).names().await?;
+    Ok(Json(EnvList { variables: names.into_iter().map(EnvView::from).collect() }))
+}
+
+/// Sets a variable; 200 with its name and update time, never its value.
+async fn put_env(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<EnvValue>,
+) -> Result<Json<EnvView>, CodeError> {
+    let name = code::env_name(&name)?.to_owned();
+    let value = body.checked()?;
+    let now = state.backend.clock.now_millis();
+    let vars = env(&state, tenant.id());
+    let (name, value) = (&name, &value);
+    let vars = &vars;
+    retry_on_conflict(|| async move {
+        let (current, version) = vars.load().await?;
+        let next = current.set(name, value.clone(), now)?;
+        vars.save(&next, version).await?;
+        Ok::<_, CodeError>(())
+    })
+    .await?;
+    tracing::info!(tenant = %tenant.id(), name = %name, "code environment variable set");
+    Ok(Json(EnvView { name: name.clone(), updated_at: now.iso8601() }))
+}
+
+async fn delete_env(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(name): ApiPath<String>,
+) -> Result<StatusCode, CodeError> {
+    let name = code::env_name(&name)?.to_owned();
+    let vars = env(&state, tenant.id());
+    let (name, vars) = (&name, &vars);
+    retry_on_conflict(|| async move {
+        let (current, version) = vars.load().await?;
+        vars.save(&current.remove(name)?, version).await?;
+        Ok::<_, CodeError>(())
+    })
+    .await?;
+    tracing::info!(tenant = %tenant.id(), name = %name, "code environment variable deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The public key our customizations' tokens are signed with, as a JWK set; 404 for an
+/// unknown app, so the set only exists where tokens can be minted.
+async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
+    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let keys = &state.backend.keys;
+    let public = keys.signing_public_key().await?;
+    let body = json!({"keys": [helpers::jwk(&public, &keys.signing_key_id())]});
+    tracing::debug!(app_id = %app.app_id, "jwks served");
+    Ok(([(header::CACHE_CONTROL, "public, max-age=300")], Json(body)).into_response())
+}

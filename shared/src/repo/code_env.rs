@@ -1,0 +1,81 @@
+//! A tenant's code-customization environment variables: one item, `CODEENV#<tenant>` / `ENV`,
+//! holding the names with their update times in the clear and every value in one sealed
+//! blob (a data key of its own, wrapped under the context {tenant, purpose: code-env}). A
+//! run opens the blob once (one KMS `Decrypt`); a change rewrites it conditionally on the
+//! version it read, so concurrent changes are serialized, never lost.
+
+use crate::domain::apps::AppId;
+use crate::domain::code::{EnvEntry, EnvVars};
+use crate::ports::keys::{open, seal, Sealed};
+use crate::ports::{
+    Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EnvItem {
+    entries: Vec<EnvEntry>,
+    values: Sealed,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+}
+
+pub struct CodeEnv<'a> {
+    store: &'a dyn ItemStore,
+    keys: &'a dyn KeyService,
+    tenant: AppId,
+}
+
+fn context(tenant: &AppId) -> EncryptionContext {
+    EncryptionContext::new(tenant.as_str(), "code-env")
+}
+
+impl<'a> CodeEnv<'a> {
+    pub fn new(store: &'a dyn ItemStore, keys: &'a dyn KeyService, tenant: &AppId) -> Self {
+        Self { store, keys, tenant: tenant.clone() }
+    }
+
+    fn key(&self) -> ItemKey {
+        ItemKey::new(format!("CODEENV#{}", self.tenant), "ENV")
+    }
+
+    /// The names and update times, without opening anything.
+    pub async fn names(&self) -> Result<Vec<EnvEntry>, StoreError> {
+        match self.store.get(&self.key()).await? {
+            Some(item) => Ok(item.data::<EnvItem>()?.entries),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Every variable, opened (for a run, or to change one), and the version read.
+    pub async fn load(&self) -> Result<(EnvVars, Option<u64>), EnvError> {
+        let Some(item) = self.store.get(&self.key()).await? else {
+            return Ok((EnvVars::default(), None));
+        };
+        let stored: EnvItem = item.data()?;
+        let plain = open(self.keys, &context(&self.tenant), &stored.values).await?;
+        let values = serde_json::from_slice(&plain).map_err(StoreError::encoding)?;
+        Ok((EnvVars { entries: stored.entries, values }, Some(item.version)))
+    }
+
+    /// Writes `set` (sealed afresh) if the stored variables are still at `version`;
+    /// [`StoreError::Conflict`] otherwise. An empty set deletes the item.
+    pub async fn save(&self, set: &EnvVars, version: Option<u64>) -> Result<(), EnvError> {
+        let condition = version.map_or(Condition::Absent, Condition::Version);
+        if set.entries.is_empty() {
+            return Ok(self.store.delete(&self.key(), condition).await?);
+        }
+        let plain = serde_json::to_vec(&set.values).map_err(StoreError::encoding)?;
+        let values = seal(self.keys, &context(&self.tenant), &plain).await?;
+        let item = Item::new(self.key(), &EnvItem { entries: set.entries.clone(), values })?;
+        self.store.put(item, condition).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,287 @@
+//! Code-customization cases: the API (create, update, versions, restore, delete, test runs),
+//! environment variables (names only, never values), the tenant's JWKS, and the `oob.start`
+//! hook allowing, denying, rewriting and failing closed.
+
+use super::certificates::{device, TestDevice};
+use super::Harness;
+use rp_shared::http::problem::codes;
+use serde_json::{json, Value};
+
+fn nonce() -> String {
+    format!("{:064x}", rand::random::<u128>())
+}
+
+fn oob_body(app: &str, user: &str, details: Value) -> Value {
+    json!({
+        "appId": app, "namedUser": user,
+        "sessionNonce": nonce(), "deviceNonce": nonce(), "serviceNonce": nonce(), "serviceHmac": nonce(),
+        "machine": "WS-0042", "transactionText": "Sign in to WS-0042?", "additionalDetails": details,
+    })
+}
+
+/// The code a tenant would write: verify the risk engine's HS256 token (issuer and key held in
+/// env vars); deny without a valid one; otherwise show the score on the phone.
+const RISK_CHECK: &str = r#"
+async function handler(event, api) {
+  const token = event.additionalDetails.riskToken;
+  if (!token || !jwtVerify(token, {issuer: env.RISK_ISSUER, secret: env.RISK_SECRET, algorithms: ['HS256']})) {
+    console.log('no valid risk token for', event.namedUser);
+    api.deny('the risk engine did not vouch for this login');
+    return {allowed: false};
+  }
+  const score = jwtDecodeJwt(token).payload.score;
+  api.setTransactionText('Sign in to ' + event.machine + '? (risk score ' + score + ')');
+  return {allowed: true, score};
+}"#;
+
+fn risk_token(issuer: &str, secret: &str) -> String {
+    let exp = jsonwebtoken::get_current_timestamp() + 600;
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"iss": issuer, "exp": exp, "score": 7}),
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap()
+}
+
+async fn create(h: &Harness, app: &str, body: Value) -> Value {
+    let r = h.as_tenant(app, "POST", "/code-customization", Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    r.json()
+}
+
+pub async fn code_customizations_keep_versions_and_env_values_stay_secret(h: Harness) {
+    let app = h.app().await;
+    let other = h.app().await;
+    // Bad input names the field.
+    for (body, field) in [
+        (json!({"trigger": "oob.start", "source": "function handler(){}"}), "displayName"),
+        (json!({"displayName": "x", "trigger": "login", "source": "function handler(){}"}), "trigger"),
+        (json!({"displayName": "x", "trigger": "oob.start", "source": "x".repeat(100 * 1024 + 1)}), "source"),
+        (
+            json!({"displayName": "x", "trigger": "oob.start", "source": "s", "timeoutMs": 20_001}),
+            "timeoutMs",
+        ),
+        (json!({"displayName": "x", "trigger": "oob.start", "source": "s", "extra": 1}), "extra"),
+    ] {
+        let r = h.as_tenant(&app, "POST", "/code-customization", Some(body)).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field);
+        assert!(r.header("x-ratelimit-remaining").is_some(), "rate-limit headers on errors too");
+    }
+    let created = create(
+        &h,
+        &app,
+        json!({"displayName": "v1", "trigger": "oob.start", "source": "function handler() { return 1; }"}),
+    )
+    .await;
+    let id = created["id"].as_i64().unwrap();
+    assert_eq!((created["timeoutMs"].as_u64(), created["enabled"].as_bool()), (Some(5000), Some(false)));
+    let path = format!("/code-customization/{id}");
+    let r = h
+        .as_tenant(
+            &app,
+            "POST",
+            &path,
+            Some(json!({"source": "function handler() { return 2; }", "displayName": "v2"})),
+        )
+        .await;
+    assert_eq!((r.status.as_u16(), r.json()["version"].as_u64()), (200, Some(2)));
+    h.as_tenant(&app, "POST", &path, Some(json!({}))).await.problem(400, codes::INVALID_FIELD);
+    let list = h.as_tenant(&app, "GET", "/code-customization", None).await.json();
+    assert_eq!(list["total"], 1);
+    assert!(list["codeCustomizations"][0].get("source").is_none(), "the list leaves the source out");
+    let versions = h.as_tenant(&app, "GET", &format!("{path}/versions"), None).await.json();
+    assert_eq!(
+        (versions["currentVersion"].as_u64(), versions["versions"][0]["version"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let v1 = h.as_tenant(&app, "GET", &format!("{path}/versions/1"), None).await.json();
+    assert_eq!(v1["displayName"], "v1");
+    let restored = h.as_tenant(&app, "POST", &format!("{path}/versions/1/restore"), None).await.json();
+    assert_eq!((restored["displayName"].as_str(), restored["version"].as_u64()), (Some("v1"), Some(3)));
+    h.as_tenant(&app, "GET", &format!("{path}/versions/9"), None)
+        .await
+        .problem(404, codes::CODE_VERSION_NOT_FOUND);
+    // Another tenant sees nothing of it.
+    h.as_tenant(&other, "GET", &path, None).await.problem(404, codes::CODE_NOT_FOUND);
+    h.as_tenant(&other, "POST", &format!("{path}/test"), Some(json!({})))
+        .await
+        .problem(404, codes::CODE_NOT_FOUND);
+    let access = h.access_token(&app).await;
+    h.client.send("GET", &path, Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
+    h.client.send("GET", &path, None, None).await.problem(401, codes::MISSING_CREDENTIALS);
+
+    // Environment variables: set, listed by name only, visible to a run, scrubbed from its
+    // output; deleted.
+    let r = h
+        .as_tenant(
+            &app,
+            "PUT",
+            "/code-customization/env/API_KEY",
+            Some(json!({"value": "sk_live_abcdef123456"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert!(!r.text().contains("sk_live"), "the value is never returned");
+    h.as_tenant(&app, "PUT", "/code-customization/env/bad-name", Some(json!({"value": "x"})))
+        .await
+        .problem(400, codes::INVALID_FIELD);
+    let names = h.as_tenant(&app, "GET", "/code-customization/env", None).await;
+    assert_eq!(names.json()["variables"][0]["name"], "API_KEY");
+    assert!(!names.text().contains("sk_live"));
+    assert!(h.as_tenant(&other, "GET", "/code-customization/env", None).await.json()["variables"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let source = "function handler(e) { console.log('key', env.API_KEY); return {len: env.API_KEY.length, echo: env.API_KEY}; }";
+    h.as_tenant(&app, "POST", &path, Some(json!({"source": source}))).await;
+    let run = h.as_tenant(&app, "POST", &format!("{path}/test"), Some(json!({"event": {"a": 1}}))).await;
+    assert_eq!(run.status, 200, "{}", run.json());
+    assert_eq!(run.json()["result"]["len"], 20);
+    assert!(!run.text().contains("sk_live"), "scrubbed from result and logs: {}", run.text());
+    assert_eq!(run.json()["logs"][0], "key [env.API_KEY]");
+    // A failing run is a 200 that says why.
+    h.as_tenant(
+        &app,
+        "POST",
+        &path,
+        Some(json!({"source": "function handler() { while (true) {} }", "timeoutMs": 100})),
+    )
+    .await;
+    let run = h.as_tenant(&app, "POST", &format!("{path}/test"), Some(json!({}))).await;
+    assert_eq!((run.status.as_u16(), run.json()["error"].as_str()), (200, Some("timed out after 100 ms")));
+    h.as_tenant(&app, "DELETE", "/code-customization/env/API_KEY", None).await;
+    h.as_tenant(&app, "DELETE", "/code-customization/env/API_KEY", None)
+        .await
+        .problem(404, codes::ENV_NOT_FOUND);
+    // Deleted with its versions.
+    assert_eq!(h.as_tenant(&app, "DELETE", &path, None).await.status, 204);
+    h.as_tenant(&app, "GET", &path, None).await.problem(404, codes::CODE_NOT_FOUND);
+    h.as_tenant(&app, "GET", &format!("{path}/versions/1"), None).await.problem(404, codes::CODE_NOT_FOUND);
+    assert_eq!(h.as_tenant(&app, "GET", "/code-customization", None).await.json()["total"], 0);
+}
+
+async fn setup_hook(h: &Harness) -> (String, String, TestDevice) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(h, &app, "alice@example.com", None).await;
+    for (name, value) in
+        [("RISK_ISSUER", "https://risk.example.com"), ("RISK_SECRET", "risk-shared-secret-0123")]
+    {
+        let path = format!("/code-customization/env/{name}");
+        assert_eq!(h.as_tenant(&app, "PUT", &path, Some(json!({"value": value}))).await.status, 200);
+    }
+    (app, access, dev)
+}
+
+async fn oob_start(h: &Harness, access: &str, body: Value) -> rp_shared::testing::http::TestResponse {
+    h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(access), Some(body)).await
+}
+
+/// The hook: an enabled `oob.start` customization verifies the risk engine's JWT with an
+/// issuer held in an env var, denies without it, and rewrites the text the phone shows with it.
+pub async fn the_oob_start_hook_allows_denies_and_rewrites(h: Harness) {
+    let (app, access, dev) = setup_hook(&h).await;
+    let code =
+        create(&h, &app, json!({"displayName": "risk", "trigger": "oob.start", "source": RISK_CHECK})).await;
+    // Disabled: it does not run.
+    let r = oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({}))).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let path = format!("/code-customization/{}", code["id"]);
+    h.as_tenant(&app, "POST", &path, Some(json!({"enabled": true}))).await;
+
+    // No token, or one from another issuer: denied, and nothing is stored or sent.
+    let before = fetch(&h, &dev).await;
+    for details in
+        [json!({}), json!({"riskToken": risk_token("https://evil.example.com", "risk-shared-secret-0123")})]
+    {
+        let r = oob_start(&h, &access, oob_body(&app, "alice@example.com", details)).await;
+        let problem = r.problem(403, codes::OOB_DENIED);
+        assert!(problem["detail"].as_str().unwrap().contains("did not vouch"), "{problem}");
+    }
+    assert_eq!(fetch(&h, &dev).await.len(), before.len(), "a denied start reaches no phone");
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=CODE_CUSTOMIZATION_RUN"), None).await.json();
+    assert_eq!(events["events"][0]["attributes"]["outcome"], "denied", "{events}");
+
+    // A valid token: allowed, and the phone shows the rewritten text.
+    let token = risk_token("https://risk.example.com", "risk-shared-secret-0123");
+    let r = oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({"riskToken": token}))).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let id = r.json()["response"]["requestId"].as_str().unwrap().to_owned();
+    let shown = fetch(&h, &dev).await;
+    let mine = shown.iter().find(|s| s["requestId"] == id.as_str()).expect("the phone sees the request");
+    assert_eq!(mine["transactionText"], "Sign in to WS-0042? (risk score 7)");
+
+    // A customization that throws fails closed, with its own code, and is an event.
+    let broken = "function handler() { throw new Error('bug'); }";
+    h.as_tenant(&app, "POST", &path, Some(json!({"source": broken}))).await;
+    let r = oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({"riskToken": token}))).await;
+    let problem = r.problem(403, codes::OOB_HOOK_FAILED);
+    assert!(!problem["detail"].as_str().unwrap().contains("bug"), "the tenant's error stays in the event");
+    let events =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=CODE_CUSTOMIZATION_RUN"), None).await.json();
+    let failed = events["events"].as_array().unwrap().iter().find(|e| e["attributes"]["outcome"] == "failed");
+    assert!(failed.is_some_and(|e| e["attributes"]["detail"] == "Error: bug"), "{events}");
+    // So does one that times out.
+    h.as_tenant(
+        &app,
+        "POST",
+        &path,
+        Some(json!({"source": "function handler() { for (;;) {} }", "timeoutMs": 50})),
+    )
+    .await;
+    let r = oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({}))).await;
+    r.problem(403, codes::OOB_HOOK_FAILED);
+    // Another tenant's starts are not touched by this one's customization.
+    let (other, other_access, _) = setup_hook(&h).await;
+    let r = oob_start(&h, &other_access, oob_body(&other, "alice@example.com", json!({}))).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+}
+
+async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
+    let r = h.client.send("GET", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    r.json()["requests"].as_array().unwrap().clone()
+}
+
+/// The tenant's JWKS is public, 404 for an unknown app, and verifies a token a test run mints
+/// (checked with `jsonwebtoken`, not our helper).
+pub async fn a_tenants_jwks_verifies_the_tokens_it_mints(h: Harness) {
+    let app = h.app().await;
+    let jwks = h.client.send("GET", &format!("/rp/api/apps/{app}/jwks.json"), None, None).await;
+    assert_eq!(jwks.status, 200, "{}", jwks.text());
+    h.client
+        .send("GET", "/rp/api/apps/no-such-app/jwks.json", None, None)
+        .await
+        .problem(404, codes::APP_NOT_FOUND);
+    let code = create(
+        &h,
+        &app,
+        json!({"displayName": "mint", "trigger": "oob.start",
+        "source": "function handler(e) { return jwtCreateSignedJwt({sub: e.user}, {audience: 'crm'}); }"}),
+    )
+    .await;
+    let run = h
+        .as_tenant(
+            &app,
+            "POST",
+            &format!("/code-customization/{}/test", code["id"]),
+            Some(json!({"event": {"user": "bob"}})),
+        )
+        .await;
+    let token = run.json()["result"].as_str().unwrap_or_else(|| panic!("{}", run.json())).to_owned();
+    let set: jsonwebtoken::jwk::JwkSet = serde_json::from_value(jwks.json()).unwrap();
+    let header = jsonwebtoken::decode_header(&token).unwrap();
+    let jwk = set.find(header.kid.as_deref().unwrap()).expect("the token's kid is in the set");
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_audience(&["crm"]);
+    validation.set_issuer(&[format!("http://127.0.0.1:8080/rp/api/apps/{app}")]);
+    let data = jsonwebtoken::decode::<Value>(
+        &token,
+        &jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap(),
+        &validation,
+    )
+    .expect("our token verifies against our JWKS");
+    assert_eq!(data.claims["sub"], "bob");
+}
