@@ -62,6 +62,9 @@ pub struct Job {
 
 /// Runs currently past their backstop.
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+const RUNNING: u8 = 0;
+const FINISHED: u8 = 1;
+const GAVE_UP: u8 = 2;
 
 /// Runs `job` on a thread of its own and answers within its timeout plus [`BACKSTOP`].
 pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
@@ -72,12 +75,14 @@ pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let handle = tokio::runtime::Handle::current();
     let deadline = job.timeout + BACKSTOP;
-    let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = abandoned.clone();
+    // RUNNING → FINISHED (the thread) or GAVE_UP (the watchdog), whichever comes first; the
+    // abandoned count is raised before GAVE_UP can be seen, so it never goes below zero.
+    let state = Arc::new(std::sync::atomic::AtomicU8::new(RUNNING));
+    let seen = state.clone();
     let spawned =
         std::thread::Builder::new().name("sandbox".into()).stack_size(THREAD_STACK_BYTES).spawn(move || {
             let report = run_blocking(&job, &Signer { keys, handle });
-            if flag.load(Ordering::SeqCst) {
+            if seen.swap(FINISHED, Ordering::SeqCst) == GAVE_UP {
                 ABANDONED.fetch_sub(1, Ordering::SeqCst);
             }
             let _ = tx.send(report);
@@ -88,8 +93,10 @@ pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
     match tokio::time::timeout(deadline, rx).await {
         Ok(Ok(report)) => report,
         _ => {
-            abandoned.store(true, Ordering::SeqCst);
             ABANDONED.fetch_add(1, Ordering::SeqCst);
+            if state.swap(GAVE_UP, Ordering::SeqCst) != RUNNING {
+                ABANDONED.fetch_sub(1, Ordering::SeqCst);
+            }
             tracing::warn!(timeout_ms = job_ms(deadline), "sandbox run abandoned past its backstop");
             failed(&format!("timed out after {} ms", job_ms(deadline - BACKSTOP)), started)
         }
