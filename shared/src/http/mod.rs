@@ -24,7 +24,7 @@ use extract::BodyLimit;
 use problem::Problem;
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
@@ -167,8 +167,28 @@ fn finish(router: Router<AppState>, state: AppState) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(SetRequestIdLayer::x_request_id(GatewayRequestId))
         .with_state(state)
+}
+
+/// The request id a request without `x-request-id` gets: API Gateway's
+/// `requestContext.requestId` on Lambda (so a log line and the gateway's access log meet), a
+/// fresh UUID elsewhere.
+#[derive(Clone, Copy)]
+struct GatewayRequestId;
+
+impl MakeRequestId for GatewayRequestId {
+    fn make_request_id<B>(&mut self, request: &axum::http::Request<B>) -> Option<RequestId> {
+        use lambda_http::request::RequestContext;
+        use lambda_http::RequestExt as _;
+        let gateway = request.request_context_ref().and_then(|context| match context {
+            RequestContext::ApiGatewayV2(c) => c.request_id.clone(),
+            RequestContext::ApiGatewayV1(c) => c.request_id.clone(),
+            _ => None,
+        });
+        let id = gateway.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        axum::http::HeaderValue::from_str(&id).ok().map(RequestId::new)
+    }
 }
 
 /// The path as it may be logged: a registration code in it is a live secret.

@@ -1,0 +1,148 @@
+//! A sample event replayed through a function's real Lambda front door (`serve_endpoint`, the
+//! `lambda_http` runtime loop), against a Lambda Runtime API of our own on loopback: the log
+//! lines carry Lambda's request id and X-Ray trace id, the function name and the cold-start flag,
+//! and the answer's `x-request-id` is API Gateway's `requestContext.requestId`.
+//!
+//! In a process of its own (its own test binary): it sets the Lambda environment variables.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The Runtime API: hands out the queued events one by one, then makes the runtime wait.
+#[derive(Clone)]
+struct RuntimeApi {
+    events: Arc<Mutex<Vec<(String, String)>>>,
+    answers: mpsc::UnboundedSender<(String, Value)>,
+}
+
+async fn next(State(api): State<RuntimeApi>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let event = api.events.lock().unwrap().pop();
+    let Some((id, body)) = event else {
+        return std::future::pending().await;
+    };
+    let deadline = (std::time::SystemTime::now() + std::time::Duration::from_secs(30))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    let mut headers = HeaderMap::new();
+    headers.insert("lambda-runtime-aws-request-id", id.parse().unwrap());
+    headers.insert("lambda-runtime-deadline-ms", deadline.parse().unwrap());
+    headers.insert(
+        "lambda-runtime-invoked-function-arn",
+        "arn:aws:lambda:eu-west-1:123456789012:function:health".parse().unwrap(),
+    );
+    headers.insert(
+        "lambda-runtime-trace-id",
+        format!("Root=1-6740a0c0-{id};Parent=53995c3f42cd8ad8;Sampled=1").parse().unwrap(),
+    );
+    (headers, body).into_response()
+}
+
+async fn response(State(api): State<RuntimeApi>, Path(id): Path<String>, body: String) -> &'static str {
+    let _ = api.answers.send((id, serde_json::from_str(&body).unwrap_or(Value::String(body))));
+    "{}"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_event_logs_lambdas_request_id() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    // Lambda's environment, with every AWS client pointed at loopback (none is called).
+    for (name, value) in [
+        ("AWS_LAMBDA_FUNCTION_NAME", "health"),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256"),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+        ("AWS_LAMBDA_LOG_LEVEL", "DEBUG"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+        ("TABLE_NAME", "rp"),
+        ("QUEUE_URL", "http://127.0.0.1:9/000000000000/rp"),
+        ("KMS_ENVELOPE_KEY_ID", "envelope"),
+        ("KMS_SIGNING_KEY_ID", "signing"),
+    ] {
+        std::env::set_var(name, value);
+    }
+    rp_shared::telemetry::init_with_writer(move || writer.clone());
+
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/health.json");
+    let event = std::fs::read_to_string(root).unwrap();
+    let (tx, mut answers) = mpsc::unbounded_channel();
+    let api = RuntimeApi {
+        events: Arc::new(Mutex::new(vec![
+            ("second-invocation".into(), event.clone()),
+            ("first-invocation".into(), event.clone()),
+        ])),
+        answers: tx,
+    };
+    let app = Router::new()
+        .route("/2018-06-01/runtime/invocation/next", get(next))
+        .route("/2018-06-01/runtime/invocation/{id}/response", post(response))
+        .with_state(api);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
+    // The front door's future is not `Send`: it gets a runtime (and thread) of its own, as the
+    // function's `main` gives it.
+    std::thread::spawn(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // It ends when the test does and the Runtime API goes away.
+        let _ = runtime.block_on(rp_shared::lambda::serve_endpoint("health"));
+    });
+
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (id, answer) = tokio::time::timeout(std::time::Duration::from_secs(30), answers.recv())
+            .await
+            .expect("the function answered")
+            .unwrap();
+        assert_eq!(answer["statusCode"], 200, "{answer}");
+        let request_id = &answer["headers"]["x-request-id"];
+        assert_eq!(request_id, "sample-health", "x-request-id is API Gateway's requestContext.requestId");
+        seen.push(id);
+    }
+    assert_eq!(seen, ["first-invocation", "second-invocation"]);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |id: &str| lines.iter().filter(|l| l["requestId"] == id).cloned().collect::<Vec<_>>();
+    let first = of("first-invocation");
+    let second = of("second-invocation");
+    assert!(!first.is_empty() && !second.is_empty(), "{text}");
+    for line in first.iter().chain(&second) {
+        assert_eq!(line["function"], "health", "{line}");
+        assert!(line["xrayTraceId"].as_str().is_some_and(|t| t.starts_with("Root=1-")), "{line}");
+        assert!(line["timestamp"].is_string() && line["level"].is_string(), "{line}");
+    }
+    assert!(first.iter().all(|l| l["coldStart"] == true), "the first invocation is the cold start");
+    assert!(second.iter().all(|l| l["coldStart"] == false), "the second is warm");
+    let response =
+        first.iter().find(|l| l["request_id"] == "sample-health").expect("the request span's line");
+    assert_eq!(response["path"], "/health");
+    assert!(lines.iter().any(|l| l["level"] == "DEBUG"), "AWS_LAMBDA_LOG_LEVEL=DEBUG is honoured");
+    println!("{}", serde_json::to_string(response).unwrap());
+}
