@@ -47,8 +47,14 @@ impl Dispatcher {
             let expiry = request.expire(lease_id, self.max_attempts, now);
             certs.persist_expiry(&expiry, version, now).await?;
             Ok(match expiry {
-                Expiry::Requeued(_) => LeaseOutcome::Requeued,
-                Expiry::Dead(..) => LeaseOutcome::Dead,
+                Expiry::Requeued(_) => {
+                    crate::metrics::count(crate::metrics::Metric::Requeued, 1, None);
+                    LeaseOutcome::Requeued
+                }
+                Expiry::Dead(..) => {
+                    crate::metrics::count(crate::metrics::Metric::DeadRequests, 1, None);
+                    LeaseOutcome::Dead
+                }
                 Expiry::Ignored => LeaseOutcome::Ignored,
             })
         })

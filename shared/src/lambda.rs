@@ -12,6 +12,7 @@ use std::sync::Arc;
 /// The configuration and backend of a cold start; fails naming every bad variable.
 async fn cold_start() -> Result<(Config, Backend), lambda_runtime::Error> {
     crate::telemetry::init();
+    crate::metrics::count(crate::metrics::Metric::ColdStart, 1, None);
     let config = Config::from_env(BackendKind::Aws)?;
     let aws = config.aws.as_ref().expect("the AWS configuration is read for BackendKind::Aws");
     let backend = Backend::aws_from_config(aws).await;

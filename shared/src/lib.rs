@@ -11,6 +11,7 @@ pub mod domain;
 pub mod http;
 pub mod lambda;
 pub mod local;
+pub mod metrics;
 pub mod ports;
 pub mod repo;
 pub mod sandbox;

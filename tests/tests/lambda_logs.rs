@@ -86,6 +86,9 @@ async fn a_replayed_event_logs_lambdas_request_id() {
         std::env::set_var(name, value);
     }
     rp_shared::telemetry::init_with_writer(move || writer.clone());
+    let metrics = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = metrics.clone();
+    rp_shared::metrics::set_sink(move |line| sink.lock().unwrap().push(line.to_owned()));
 
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/health.json");
     let event = std::fs::read_to_string(root).unwrap();
@@ -145,4 +148,11 @@ async fn a_replayed_event_logs_lambdas_request_id() {
     assert_eq!(response["path"], "/health");
     assert!(lines.iter().any(|l| l["level"] == "DEBUG"), "AWS_LAMBDA_LOG_LEVEL=DEBUG is honoured");
     println!("{}", serde_json::to_string(response).unwrap());
+    // One cold start, as an EMF line CloudWatch turns into a metric.
+    let metrics: Vec<Value> =
+        metrics.lock().unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let cold: Vec<_> = metrics.iter().filter(|m| m["ColdStart"] == 1).collect();
+    assert_eq!(cold.len(), 1, "{metrics:?}");
+    assert_eq!(cold[0]["Function"], "health");
+    assert_eq!(cold[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "ColdStart");
 }

@@ -16,6 +16,7 @@ use crate::domain::certificates::{
 use crate::domain::messages::QueueMessage;
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
+use crate::metrics::{self, Metric};
 use crate::ports::retry_on_conflict;
 use crate::repo::apps::Apps;
 use crate::repo::certificates::{revocation_ops, Certificates, Effect};
@@ -88,6 +89,10 @@ async fn poll(
             list.push(leased);
         }
     }
+    let leased = list.login_certs.len() + list.revoked_certs.len();
+    if leased > 0 {
+        metrics::count(Metric::Leases, leased as u64, None);
+    }
     tracing::info!(
         login = list.login_certs.len(),
         revoked = list.revoked_certs.len(),
@@ -129,8 +134,15 @@ async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<S
             Settlement::LeaseEnded(expiry) => {
                 certs.persist_expiry(&expiry, version, now).await?;
                 match expiry {
-                    Expiry::Dead(..) => Err(CertError::Dead),
-                    _ => Err(CertError::LeaseEnded),
+                    Expiry::Dead(..) => {
+                        metrics::count(Metric::DeadRequests, 1, None);
+                        Err(CertError::Dead)
+                    }
+                    Expiry::Requeued(_) => {
+                        metrics::count(Metric::Requeued, 1, None);
+                        Err(CertError::LeaseEnded)
+                    }
+                    Expiry::Ignored => Err(CertError::LeaseEnded),
                 }
             }
             Settlement::Settled { request, event } => {

@@ -101,8 +101,22 @@ async fn start(
                 start.transaction_text = transaction_text;
             }
         }
-        HookDecision::Deny { reason, .. } => return Err(OobError::Denied(reason).into()),
-        HookDecision::Failed { id, .. } => return Err(OobError::HookFailed { id }.into()),
+        HookDecision::Deny { reason, .. } => {
+            crate::metrics::count(
+                crate::metrics::Metric::OobOutcome,
+                1,
+                Some(("Outcome", "DENIED_BY_CUSTOMIZATION")),
+            );
+            return Err(OobError::Denied(reason).into());
+        }
+        HookDecision::Failed { id, .. } => {
+            crate::metrics::count(
+                crate::metrics::Metric::OobOutcome,
+                1,
+                Some(("Outcome", "CUSTOMIZATION_FAILED")),
+            );
+            return Err(OobError::HookFailed { id }.into());
+        }
     }
     let ttl = app.workstation.oob_request_timeout_in_secs;
     let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
@@ -271,7 +285,16 @@ async fn device_answer(
         Ok::<_, OobError>(answered)
     })
     .await?;
-    tracing::info!(request_id = %request_id, state = ?answered.request.current(), "OOB authentication answered");
+    let state = answered.request.current();
+    if state.is_final() {
+        let outcome = serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned));
+        crate::metrics::count(
+            crate::metrics::Metric::OobOutcome,
+            1,
+            Some(("Outcome", outcome.as_deref().unwrap_or("?"))),
+        );
+    }
+    tracing::info!(request_id = %request_id, state = ?state, "OOB authentication answered");
     match answered.failure {
         Some(OobErrorKind::BadSignature) => Err(OobError::BadSignature),
         Some(OobErrorKind::WrongAmount) => Err(OobError::WrongAmount),

@@ -258,6 +258,9 @@ impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let exception_id = uuid::Uuid::new_v4();
         let (status, code) = (self.kind.status, self.kind.code);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            crate::metrics::count(crate::metrics::Metric::TooManyRequests, 1, None);
+        }
         if status.is_server_error() {
             let cause = self.source.as_deref().map(|e| chain(e)).unwrap_or_default();
             tracing::error!(%exception_id, error_code = code, status = status.as_u16(), cause, "request failed");
