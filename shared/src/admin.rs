@@ -59,6 +59,11 @@ pub enum Command {
     /// Create the DynamoDB table with its indexes and TTL (for emulators; on AWS the SAM
     /// template creates it). AWS backend only.
     CreateTable,
+    /// Put in place everything the sample events of `events/` refer to (app, tokens, devices,
+    /// an enrollment and pairing, leased certificate requests, an OOB request, customizations),
+    /// so that each answers 2xx through its function. For an empty store: the embedded data
+    /// directory, or an emulator's table. Never on a real deployment: the sample tokens are public.
+    SeedSamples,
 }
 
 /// Opens the backend the CLI was pointed at.
@@ -140,5 +145,16 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             Ok(json!({ "apps": all }))
         }
         Command::CreateTable => create_table_from_env().await,
+        Command::SeedSamples => {
+            // The sample tokens are published in events/: never on a real deployment.
+            let endpoint =
+                ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"].iter().find_map(|n| std::env::var(n).ok());
+            let loopback = endpoint.is_some_and(|e| e.contains("://127.0.0.1") || e.contains("://localhost"));
+            anyhow::ensure!(
+                backend.store.kind() != "dynamodb" || loopback,
+                "seed-samples writes public sample tokens: only into the embedded store or an emulator on loopback"
+            );
+            crate::samples::seed(backend).await
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod local;
 pub mod metrics;
 pub mod ports;
 pub mod repo;
+pub mod samples;
 pub mod sandbox;
 pub mod telemetry;
 #[cfg(feature = "testing")]
