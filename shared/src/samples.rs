@@ -112,18 +112,18 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
         Devices::new(store).create_link(&code.digest(), &link).await?;
     }
 
-    // machine-42 enrolled for Alice and paired with her phone, with offline PINs; the session
-    // the enroll samples name is left open.
-    let enroll = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
-    let started = api.expect_response(200, "POST", "/rp/wsapi/client/enroll", ACCESS_TOKEN, enroll).await?;
-    let session = started.header("x-enrollment-session-id").context("the enroll answer names its session")?;
-    let complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
-        "machineName": "WS-0042", "machineId": "machine-42", "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
-    api.expect(200, "POST", "/rp/wasapi/client/enroll/complete", ACCESS_TOKEN, None, complete).await?;
+    // machine-42 enrolled for Alice and paired with her phone, with offline PINs; machine-43
+    // too (the `rp-client-reg.delete` sample unpairs it); the session the enroll-complete
+    // sample names is left open.
+    for (machine, name) in [("machine-42", "WS-0042"), ("machine-43", "WS-0043")] {
+        api.enroll(machine, name).await?;
+    }
     let open = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice", "sessionId": "sample-session-1"});
     api.expect(200, "POST", "/rp/wsapi/client/enroll", ACCESS_TOKEN, None, open).await?;
     let pair = json!({"machineId": "machine-42", "deviceId": "alice-pixel-9", "machineName": "WS-0042", "machineUserNameWS": "CORP\\alice",
         "offline": {"tokens": "pin-01:48213095,pin-02:77120384,pin-03:90318422", "tokensAuth": "c2FtcGxlLWF1dGg="}});
+    api.expect(201, "POST", "/rp/api/client/reg", ACCESS_TOKEN, None, pair).await?;
+    let pair = json!({"machineId": "machine-43", "deviceId": "alice-pixel-9", "machineName": "WS-0043"});
     api.expect(201, "POST", "/rp/api/client/reg", ACCESS_TOKEN, None, pair).await?;
 
     certificate_fixtures(backend, &app, now).await?;
@@ -139,6 +139,12 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
     api.expect(201, "POST", "/code-customization", ADMIN_TOKEN, Some(APP), code).await?;
     api.expect(200, "POST", "/code-customization/1", ADMIN_TOKEN, Some(APP), json!({"timeoutMs": 1000}))
         .await?;
+    // What the `code-customization.delete` and `code-customization-env-var.delete` samples remove.
+    let retired =
+        json!({"displayName": "Retired", "trigger": "oob.start", "source": "function handler() {}"});
+    api.expect(201, "POST", "/code-customization", ADMIN_TOKEN, Some(APP), retired).await?;
+    let old = json!({"value": "https://hooks.example.com/old"});
+    api.expect(200, "PUT", "/code-customization/env/OLD_WEBHOOK_URL", ADMIN_TOKEN, Some(APP), old).await?;
     Ok(json!({"seeded": APP, "devices": DEVICES, "adminToken": ADMIN_TOKEN, "accessToken": ACCESS_TOKEN}))
 }
 
@@ -296,17 +302,17 @@ impl Api {
         Ok(Answer { status: parts.status.as_u16(), headers: parts.headers, body })
     }
 
-    async fn expect_response(
-        &self,
-        status: u16,
-        method: &str,
-        path: &str,
-        token: &str,
-        body: Value,
-    ) -> anyhow::Result<Answer> {
-        let answer = self.call(method, path, token, None, body).await?;
-        ensure!(answer.status == status, "{method} {path} answered {}: {}", answer.status, answer.body);
-        Ok(answer)
+    /// Enrolls `machine` for Alice (enroll, then complete), as her workstation does.
+    async fn enroll(&self, machine: &str, name: &str) -> anyhow::Result<()> {
+        let body = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
+        let started = self.call("POST", "/rp/wsapi/client/enroll", ACCESS_TOKEN, None, body).await?;
+        ensure!(started.status == 200, "enroll answered {}: {}", started.status, started.body);
+        let session =
+            started.header("x-enrollment-session-id").context("the enroll answer names its session")?;
+        let complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
+            "machineName": name, "machineId": machine, "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
+        self.expect(200, "POST", "/rp/wasapi/client/enroll/complete", ACCESS_TOKEN, None, complete).await?;
+        Ok(())
     }
 
     async fn expect(

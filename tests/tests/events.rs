@@ -72,6 +72,29 @@ const REPLAY: [(&str, u16); 44] = [
     ("cc-app-device", 204),
 ];
 
+/// The samples of a function's other methods and query strings: (file, function, status).
+const MORE: [(&str, &str, u16); 14] = [
+    ("cc-apps.get", "cc-apps", 200),
+    ("cc-app-workstation.get", "cc-app-workstation", 200),
+    ("cc-tokens.get", "cc-tokens", 200),
+    ("cc-app-rate-limit.get", "cc-app-rate-limit", 200),
+    ("content-customizations.get", "content-customizations", 200),
+    ("content-customization.get", "content-customization", 200),
+    ("code-customizations.get", "code-customizations", 200),
+    ("code-customization.get", "code-customization", 200),
+    ("code-customization.delete", "code-customization", 204),
+    ("code-customization-env-var.delete", "code-customization-env-var", 204),
+    ("rp-client-reg.get", "rp-client-reg", 200),
+    ("rp-client-reg.patch", "rp-client-reg", 200),
+    ("rp-client-reg.delete", "rp-client-reg", 204),
+    ("rp-events.get", "rp-events", 200),
+];
+
+/// Every sample: (file, function, status).
+fn all_samples() -> Vec<(&'static str, &'static str, u16)> {
+    REPLAY.iter().map(|(name, status)| (*name, *name, *status)).chain(MORE).collect()
+}
+
 /// Runs `event` (a file of `events/`) through `function`'s router, parsed as the Lambda runtime
 /// parses it; the status.
 async fn replay(backend: &Backend, function: &str, event: &str) -> (u16, String) {
@@ -89,20 +112,18 @@ async fn replay(backend: &Backend, function: &str, event: &str) -> (u16, String)
 /// depends on another having run.
 #[tokio::test]
 async fn every_sample_event_answers_2xx_after_seed_samples() {
-    let names: Vec<&str> = REPLAY.iter().map(|(name, _)| *name).collect();
     for order in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::embedded(dir.path()).unwrap();
         samples::seed(&backend).await.expect("seed-samples");
-        let mut sequence = names.clone();
+        let mut sequence = all_samples();
         if order {
             sequence.reverse();
         }
-        for name in sequence {
-            let (status, body) = replay(&backend, name, name).await;
-            assert!((200..300).contains(&status), "{name} (reversed: {order}): {status} {body}");
-            let expected = REPLAY.iter().find(|(n, _)| *n == name).map(|(_, s)| *s);
-            assert_eq!(Some(status), expected, "{name}: {body}");
+        for (file, function, expected) in sequence {
+            let (status, body) = replay(&backend, function, file).await;
+            assert!((200..300).contains(&status), "{file} (reversed: {order}): {status} {body}");
+            assert_eq!(status, expected, "{file}: {body}");
         }
         // The revoked sample token is refused now.
         let app = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
@@ -148,8 +169,10 @@ fn routers_functions_events_and_template_agree() {
     let functions = std::fs::read_dir(root().join("functions")).unwrap().count();
     assert_eq!(functions, endpoints.len() + 1, "one function per endpoint, plus the consumer");
     assert_eq!(REPLAY.len(), endpoints.len(), "every endpoint has a replayed event");
-    for (name, _) in REPLAY {
-        let event: serde_json::Value = serde_json::from_str(&read(&format!("events/{name}.json"))).unwrap();
+    let files = std::fs::read_dir(root().join("events")).unwrap().count();
+    assert_eq!(files, all_samples().len() + 1, "every event file is replayed (and the SQS one)");
+    for (file, name, _) in all_samples() {
+        let event: serde_json::Value = serde_json::from_str(&read(&format!("events/{file}.json"))).unwrap();
         let route = event["routeKey"].as_str().unwrap();
         let (method, path) = route.split_once(' ').unwrap();
         assert!(
