@@ -291,7 +291,7 @@ impl Agent {
         };
         let sealed = envelope::seal(device_key, &binding, bundle.as_bytes(), &self.ca.signer)?;
         let mut names = vec![user.to_owned()];
-        names.extend(request.machine_user_name_ws.iter().filter(|n| !n.is_empty()).cloned());
+        names.extend(Some(request.machine_user_name_ws.clone()).filter(|n| !n.is_empty()));
         Ok(IssuanceResult {
             error_code: 0,
             error_message: Some(String::new()),
@@ -304,7 +304,7 @@ impl Agent {
             login_cert_expiry_date: Some(expiry),
             iv_login_cert: Some(sealed.iv_login_cert),
             signing_cert: Some(STANDARD.encode(self.ca.certificate_der())),
-            machine_user_name_ws: Some(request.machine_user_name_ws.clone().unwrap_or_default()),
+            machine_user_name_ws: Some(request.machine_user_name_ws.clone()),
             machine_user_names: Some(names),
             envelope_version: Some(sealed.version),
             login_cert_signature: sealed.login_cert_signature,

@@ -418,12 +418,18 @@ impl IssuedCert {
 pub struct LoginCertRequest {
     pub request_id: String,
     pub request_timeout_in_secs: i64,
-    #[serde(rename = "machineUserNameWS")]
-    pub machine_user_name_ws: Option<String>,
+    /// Always a string (the seed's type): empty when the server knows no workstation name for
+    /// the user. A `null` from an older server reads as empty.
+    #[serde(rename = "machineUserNameWS", default, deserialize_with = "null_as_empty")]
+    pub machine_user_name_ws: String,
     pub machine_user_name: Option<String>,
     pub device_id: Option<String>,
     pub device_key_agreement_public_key: Option<String>,
     pub enc_counter: Option<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A RevokedCertRequest as a poll hands it out.
@@ -450,7 +456,7 @@ impl CertificateRequestList {
             RequestKind::LoginCert => self.login_certs.push(LoginCertRequest {
                 request_id: r.request_id.clone(),
                 request_timeout_in_secs: r.request_timeout_in_secs,
-                machine_user_name_ws: r.machine_user_name_ws.clone(),
+                machine_user_name_ws: r.machine_user_name_ws.clone().unwrap_or_default(),
                 machine_user_name: r.machine_user_name.clone(),
                 device_id: r.device_id.clone(),
                 device_key_agreement_public_key: r.device_key_agreement_public_key.clone(),

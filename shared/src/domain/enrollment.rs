@@ -73,6 +73,10 @@ pub struct EnrollmentRecord {
     pub signing_cert: String,
     pub session_id: String,
     pub enrolled_at: EpochMillis,
+    /// The name the workstation enrolled the user under (`machineUserNameWS`); empty for
+    /// enrollments stored before it was kept.
+    #[serde(default)]
+    pub machine_user_name_ws: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +174,7 @@ impl EnrollmentSession {
                 signing_cert: completion.signing_cert,
                 session_id: self.session_id.clone(),
                 enrolled_at: now,
+                machine_user_name_ws: self.machine_user_name_ws.clone(),
             };
             let attrs =
                 attributes(&[("machineId", &enrollment.machine_id), ("deviceId", &enrollment.device_id)]);

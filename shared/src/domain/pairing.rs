@@ -90,6 +90,21 @@ pub struct PairedDevice {
     pub key_agreement_public_key: String,
 }
 
+/// The user's workstation name as the login-certificate request gives it to the agent: the
+/// pairing's own `machineUserNameWS`, else the one the machine enrolled under, else the first
+/// alias (a registration link's); `None` when the server knows none.
+pub fn known_workstation_name(
+    from_pairing: Option<&str>,
+    from_enrollment: &str,
+    aliases: &[String],
+) -> Option<String> {
+    from_pairing
+        .filter(|n| !n.is_empty())
+        .or(Some(from_enrollment).filter(|n| !n.is_empty()))
+        .or(aliases.first().map(String::as_str))
+        .map(str::to_owned)
+}
+
 impl Pairing {
     /// A new pairing of the workstation `owner_token_id` and the login-certificate request it
     /// queues for the device, under the device's next encryption counter.
@@ -388,6 +403,21 @@ impl TryFrom<PairingQuery> for PairingKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workstation_name_comes_from_the_first_known_mapping() {
+        let aliases = ["CORP\\link".to_owned()];
+        assert_eq!(
+            known_workstation_name(Some("CORP\\own"), "CORP\\enrolled", &aliases).as_deref(),
+            Some("CORP\\own")
+        );
+        assert_eq!(
+            known_workstation_name(Some(""), "CORP\\enrolled", &aliases).as_deref(),
+            Some("CORP\\enrolled")
+        );
+        assert_eq!(known_workstation_name(None, "", &aliases).as_deref(), Some("CORP\\link"));
+        assert_eq!(known_workstation_name(None, "", &[]), None);
+    }
 
     #[test]
     fn creating_a_pairing_queues_its_devices_request() {

@@ -62,15 +62,31 @@ async fn rate_limit_gate(
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
+    let now = state.backend.clock.epoch_secs();
+    // Refused before a tenant is known (401, 403, a bad X-Tenant-Id) or when the counter cannot
+    // be read (503): nothing is counted, and the headers show the budget untouched.
+    let uncounted = |rule: &RateLimit| Decision {
+        allowed: true,
+        limit: rule.limit,
+        remaining: rule.limit,
+        reset: rule.window(now).1,
+    };
     let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
         Ok(tenant) => tenant,
-        Err(problem) => return problem.into_response(),
+        Err(problem) => {
+            let mut response = problem.into_response();
+            stamp(response.headers_mut(), &uncounted(&RateLimit::default()));
+            return response;
+        }
     };
-    let now = state.backend.clock.epoch_secs();
     let rule = &tenant.app.rate_limit;
     let decision = match ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await {
         Ok(decision) => decision,
-        Err(e) => return Problem::from(e).into_response(),
+        Err(e) => {
+            let mut response = Problem::from(e).into_response();
+            stamp(response.headers_mut(), &uncounted(rule));
+            return response;
+        }
     };
     let mut response = if decision.allowed {
         next.run(Request::from_parts(parts, body)).await
@@ -116,7 +132,8 @@ fn parse_positive(field: &str, text: &str) -> Result<i64, FieldError> {
 pub struct ContentView {
     pub id: i64,
     pub display_name: String,
-    pub description: Option<String>,
+    /// A string, as the seed types it: empty when unset.
+    pub description: String,
     pub content_map: Value,
     pub created_at: String,
     pub updated_at: String,
@@ -130,7 +147,7 @@ impl ContentView {
         Self {
             id: record.id,
             display_name: record.display_name,
-            description: record.description,
+            description: record.description.unwrap_or_default(),
             content_map: record.content_map,
             created_at: record.created_at.iso8601(),
             updated_at: record.updated_at.iso8601(),
@@ -150,7 +167,8 @@ impl ContentView {
 pub struct ContentSummary {
     pub id: i64,
     pub display_name: String,
-    pub description: Option<String>,
+    /// Empty when unset.
+    pub description: String,
     pub created_at: String,
     pub updated_at: String,
     /// Only in the list of versions.
@@ -163,7 +181,7 @@ impl ContentSummary {
         Self {
             id: record.id,
             display_name: record.display_name.clone(),
-            description: record.description.clone(),
+            description: record.description.clone().unwrap_or_default(),
             created_at: record.created_at.iso8601(),
             updated_at: record.updated_at.iso8601(),
             version,

@@ -4,7 +4,8 @@
 //! The enrollment session ties `enroll` to `complete`: `enroll` opens it (TTL 10 minutes) for the
 //! user and device it found, under the `sessionId` the workstation sent (the session it
 //! authenticated in) or, on the user-name-and-password path where there is none, under a fresh
-//! server-issued id. Either way the id comes back in the `X-Enrollment-Session-Id` header, and
+//! server-issued id. Either way the id comes back as `response.sessionId` and in the
+//! `X-Enrollment-Session-Id` header, and
 //! `complete` must send it as `sessionId`. The rules live in [`crate::domain::enrollment`] and
 //! [`crate::domain::pairing`]; these handlers parse, call, persist and answer.
 
@@ -21,8 +22,8 @@ use crate::domain::enrollment::{
 };
 use crate::domain::offline::{parse_pins, render_pins, require_enabled, OfflineSet};
 use crate::domain::pairing::{
-    NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError, PairingKey, PairingQuery,
-    PairingUpdate, PairingUpdateRequest,
+    known_workstation_name, NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError,
+    PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
 };
 use crate::domain::time::EpochMillis;
 use crate::domain::FieldError;
@@ -84,8 +85,13 @@ pub struct EnrollResponse {
 }
 
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EnrolledDeviceResponse {
     pub device: EnrolledDevice,
+    /// Added beside the seed's fields: the session `complete` must name, the workstation's own
+    /// or the one the server issued (also in `X-Enrollment-Session-Id`), so a workstation that
+    /// reads only the body can complete.
+    pub session_id: String,
 }
 
 /// The enroll response's device: `deviceKey` is the device's signing key, `authenticationKey`
@@ -162,7 +168,10 @@ async fn enroll(
     tracing::info!(app_id = %app, device_id = %device.device_id, "enrollment session opened");
     let body = EnrollResponse {
         status: Status::ok("Success"),
-        response: EnrolledDeviceResponse { device: EnrolledDevice::new(device, enc_counter) },
+        response: EnrolledDeviceResponse {
+            device: EnrolledDevice::new(device, enc_counter),
+            session_id: fresh.session_id.clone(),
+        },
     };
     Ok(([(SESSION_HEADER, fresh.session_id.clone())], Json(body)).into_response())
 }
@@ -323,9 +332,9 @@ async fn pair(
     // The machine must be enrolled for the device's user, and a name the pairing gives must be
     // one of that user's: a workstation cannot pair a device under someone else's name.
     let enrolled = workstations.enrollment(app, &request.machine_id).await?;
-    if enrolled.is_none_or(|e| e.named_user != device.named_user) {
+    let Some(enrolled) = enrolled.filter(|e| e.named_user == device.named_user) else {
         return Err(PairingError::NotEnrolled.into());
-    }
+    };
     if let Some(name) = &request.machine_user_name_ws {
         let holder = devices.resolve_user(app, name).await?.map(|u| u.named_user);
         if holder.as_deref() != Some(device.named_user.as_str()) {
@@ -356,7 +365,7 @@ async fn pair(
         named_user: device.named_user,
         key_agreement_public_key: device.key_agreement_public_key,
     };
-    let (mut pairing, cert_request) = Pairing::create(
+    let (mut pairing, mut cert_request) = Pairing::create(
         app.clone(),
         &request,
         &device,
@@ -366,6 +375,13 @@ async fn pair(
         state.backend.clock.now_millis(),
     );
     pairing.offline_set = offline_set;
+    // The agent gets the workstation name of the user from whatever mapping the server knows.
+    let aliases = devices.user(app, &device.named_user).await?.map(|u| u.aliases).unwrap_or_default();
+    cert_request.machine_user_name_ws = known_workstation_name(
+        request.machine_user_name_ws.as_deref(),
+        &enrolled.machine_user_name_ws,
+        &aliases,
+    );
     let now = state.backend.clock.now_millis();
     match workstations.pair(&pairing, &cert_request, cap, now).await {
         Ok(()) => {

@@ -71,7 +71,9 @@ pub async fn enroll(h: &Harness, access: &str, app: &str, user: &str, machine: &
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.json());
-    let session = r.header("x-enrollment-session-id").unwrap().to_owned();
+    // The body alone is enough to complete (the header carries the same id).
+    let session = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(r.header("x-enrollment-session-id"), Some(session.as_str()));
     let body = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
         "machineName": "WS", "machineId": machine, "machineUserName": user, "machineVersion": "10.0"});
     let r = h.client.send("POST", "/rp/wasapi/client/enroll/complete", Some(access), Some(body)).await;
@@ -774,6 +776,42 @@ pub async fn an_app_at_its_cap_cannot_queue_more(h: Harness) {
         json!({"machineId": "m-cap-3", "deviceId": fourth.device_id, "machineUserNameWS": fourth.user});
     let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
     r.problem(429, codes::CERT_QUEUE_FULL);
+}
+
+/// The poll's `machineUserNameWS` is a string filled from what the server knows: the pairing's
+/// own name, else the name the machine enrolled under (the seed types it as a string).
+pub async fn the_poll_names_the_workstation_user_from_what_is_known(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "pia@example.com", Some("CORP\\pia")).await;
+    // Enrolled as CORP\pia; paired without a name.
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/wsapi/client/enroll",
+            Some(&access),
+            Some(json!({"rpAppId": app, "machineUserNameWS": "CORP\\pia"})),
+        )
+        .await;
+    let session = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
+    let body = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
+        "machineName": "WS", "machineId": "m-named", "machineUserName": "pia@example.com", "machineVersion": "10.0"});
+    assert_eq!(
+        h.client.send("POST", "/rp/wasapi/client/enroll/complete", Some(&access), Some(body)).await.status,
+        200
+    );
+    let pair = json!({"machineId": "m-named", "deviceId": dev.device_id});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(pair)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    let id = r.json()["certificateRequestId"].as_str().unwrap().to_owned();
+    let poll = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    let mine = poll["loginCerts"].as_array().unwrap().iter().find(|r| r["requestId"] == id.as_str()).cloned();
+    assert_eq!(mine.expect("leased")["machineUserNameWS"], "CORP\\pia");
+    assert!(
+        poll["loginCerts"].as_array().unwrap().iter().all(|r| r["machineUserNameWS"].is_string()),
+        "{poll}"
+    );
 }
 
 /// Queues `request` as a pairing would (request, ready marker, open count), without the

@@ -95,7 +95,11 @@ pub async fn content_customizations_round_trip(h: Harness) {
             Some(json!({"displayName": "Summer", "description": null})),
         )
         .await;
-    assert_eq!((r.json()["displayName"].as_str(), r.json()["description"].is_null()), (Some("Summer"), true));
+    // Cleared: an empty string, never null (the seed types it as a string).
+    assert_eq!(
+        (r.json()["displayName"].as_str(), r.json()["description"].as_str()),
+        (Some("Summer"), Some(""))
+    );
     assert_eq!(r.json()["contentMap"], updated["contentMap"]);
     assert_eq!(h.as_tenant(&t, "GET", &format!("{PATH}/{id}"), None).await.json(), r.json());
 }
@@ -261,7 +265,18 @@ pub async fn content_is_isolated_per_tenant(h: Harness) {
     h.client.send("GET", PATH, Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
     let r = h.client.send("GET", PATH, None, None).await;
     r.problem(401, codes::MISSING_CREDENTIALS);
-    assert!(r.header("x-ratelimit-limit").is_none(), "no budget is spent before the caller is known");
+    // Every answer carries the headers; one refused before the tenant is known spends nothing.
+    let refused = [
+        h.client.send("GET", PATH, None, None).await,
+        h.client.send("GET", PATH, Some(&access), None).await,
+        h.admin("GET", PATH, None).await,
+        h.as_tenant("noSuchTenant", "GET", PATH, None).await,
+    ];
+    for r in &refused {
+        assert_eq!(r.header("x-ratelimit-limit"), Some("120"), "{:?}", r.status);
+        assert_eq!(r.header("x-ratelimit-remaining"), Some("120"), "nothing counted");
+        assert!(r.header("x-ratelimit-reset").is_some());
+    }
 }
 
 pub async fn content_rate_limit_headers_and_429(h: Harness) {

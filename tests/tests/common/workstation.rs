@@ -227,6 +227,7 @@ pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
     assert_eq!(r.status, 200, "{}", r.json());
     assert_eq!(r.header("x-enrollment-session-id"), Some("fido-session-1"));
     let body = r.json();
+    assert_eq!(body["response"]["sessionId"], "fido-session-1", "the session is in the body too");
     assert_eq!(body["status"], json!({"responseCode": 200, "responseMessage": "Success"}));
     let device = body["response"]["device"].as_object().unwrap();
     let mut keys: Vec<_> = device.keys().cloned().collect();
@@ -287,9 +288,11 @@ pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_ENROLL"), None).await.json();
     assert_eq!(events["events"].as_array().unwrap().len(), 1, "one event for one enrollment: {events}");
 
-    // The password path: no sessionId, a server-issued one in the header; a failure is recorded.
+    // The password path: no sessionId, a server-issued one in the body (a workstation built to
+    // the seed reads only the body) and the header; a failure is recorded.
     let r = post("/rp/wsapi/client/enroll", enroll_body(&app, "alice@example.com", None)).await;
-    let issued = r.header("x-enrollment-session-id").unwrap().to_owned();
+    let issued = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(r.header("x-enrollment-session-id"), Some(issued.as_str()));
     assert!(issued.starts_with("ens-"));
     let r =
         post("/rp/wasapi/client/enroll/complete", complete_body(&issued, "alice@example.com", 1207)).await;
