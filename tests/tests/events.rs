@@ -25,7 +25,7 @@ fn read(path: &str) -> String {
 }
 
 /// Every HTTP function, with the status its sample event answers after `seed-samples`.
-const REPLAY: [(&str, u16); 44] = [
+const REPLAY: [(&str, u16); 45] = [
     ("health", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
@@ -37,6 +37,7 @@ const REPLAY: [(&str, u16); 44] = [
     ("rp-register-page", 200),
     ("rp-device-registrations", 201),
     ("rp-enroll", 200),
+    ("rp-client-registrations", 200),
     ("rp-enroll-complete", 200),
     ("rp-client-reg", 200),
     ("rp-certificate-requests", 200),

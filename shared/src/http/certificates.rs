@@ -52,7 +52,8 @@ pub fn device_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/versioned/device/certificates", get(device_certificates))
 }
 
-/// Hands out up to a batch of pending requests, each leased with a conditional write. The
+/// Hands out up to a batch of pending requests, each leased with a conditional write (all of
+/// a poll's at once). The
 /// lease's time-out message is sent first, so no lease exists without the message that ends it
 /// (a message for a lease that lost its race is a no-op).
 async fn poll(
@@ -84,8 +85,9 @@ async fn poll(
         state.backend.queue.send_batch(&messages).await?;
     }
     let mut list = CertificateRequestList::default();
-    for (leased, version) in &leases {
-        if certs.persist_lease(leased, *version).await? {
+    let taken = certs.persist_leases(&leases).await?;
+    for ((leased, _), taken) in leases.iter().zip(taken) {
+        if taken {
             list.push(leased);
         }
     }

@@ -91,6 +91,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "rp-register-page", router: registration::page_router },
     Endpoint { name: "rp-device-registrations", router: registration::registrations_router },
     Endpoint { name: "rp-enroll", router: workstation::enroll_router },
+    Endpoint { name: "rp-client-registrations", router: workstation::client_registrations_router },
     Endpoint { name: "rp-enroll-complete", router: workstation::complete_router },
     Endpoint { name: "rp-client-reg", router: workstation::client_reg_router },
     Endpoint { name: "rp-events", router: events::router },

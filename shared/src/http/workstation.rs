@@ -44,6 +44,16 @@ pub fn enroll_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/wsapi/client/enroll", post(enroll))
 }
 
+/// `/rp/versioned/client/registrations`: the seed names it only to say the enroll request's
+/// signature is the same. "Client" is the workstation throughout the seed (`/rp/api/client/reg`,
+/// `/rp/wsapi/client/enroll`), and the device's own registration is
+/// `/rp/versioned/device/registrations`, which takes a registration code, not this signature.
+/// So this is the workstation's registration under its versioned name: the enroll handler
+/// itself, an alias, not a copy.
+pub fn client_registrations_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/client/registrations", post(enroll))
+}
+
 /// `/rp/wasapi/client/enroll/complete`
 pub fn complete_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/wasapi/client/enroll/complete", post(complete))

@@ -450,7 +450,23 @@ pub trait ItemStore: Send + Sync {
     /// Atomically adds to a counter; [`StoreError::LimitReached`] (and no change) if the result
     /// would exceed the limit. Returns the new value.
     async fn increment(&self, increment: Increment) -> Result<i64, StoreError>;
+
+    /// Independent conditional puts, not a transaction: each succeeds or fails on its own
+    /// condition, and the answer holds each outcome in order. By default they run as separate
+    /// puts, [`PUT_EACH_CONCURRENCY`] at a time (DynamoDB: one `PutItem` each, in parallel); the
+    /// embedded store writes them all in one write transaction.
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        use futures_util::stream::{self, StreamExt};
+        stream::iter(puts)
+            .map(|(item, condition)| self.put(item, condition))
+            .buffered(PUT_EACH_CONCURRENCY)
+            .collect()
+            .await
+    }
 }
+
+/// How many of [`ItemStore::put_each`]'s puts are in flight at once by default.
+pub const PUT_EACH_CONCURRENCY: usize = 16;
 
 /// The attribute that holds a counter's value.
 pub const COUNTER_ATTR: &str = "n";

@@ -175,7 +175,7 @@ impl<'a> Certificates<'a> {
     /// from the ready markers, starting after the app the previous poll served last; each gets
     /// an equal share of the batch, and what an app with fewer leaves goes to the others in a
     /// second round. Markers of apps found empty (past [`READY_GRACE_SECS`]) are deleted. The
-    /// index may lag a lease by moments; [`persist_lease`](Self::persist_lease)'s condition
+    /// index may lag a lease by moments; [`persist_leases`](Self::persist_leases)'s condition
     /// settles that.
     pub async fn pending(
         &self,
@@ -290,14 +290,24 @@ impl<'a> Certificates<'a> {
         }
     }
 
-    /// Writes a lease decided on the request read at `version`; `Ok(false)` if another poll
-    /// leased it first.
-    pub async fn persist_lease(&self, leased: &CertRequest, version: u64) -> Result<bool, StoreError> {
-        match self.store.put(request_item(leased)?, Condition::Version(version)).await {
-            Ok(_) => Ok(true),
-            Err(StoreError::Conflict) => Ok(false),
-            Err(e) => Err(e),
-        }
+    /// Writes the leases of one poll, each decided on the request read at its version, at once
+    /// (concurrent puts on DynamoDB, one transaction embedded), each on its own condition; for
+    /// each, whether it was taken (`false`: another poll leased it first).
+    pub async fn persist_leases(&self, leases: &[(CertRequest, u64)]) -> Result<Vec<bool>, StoreError> {
+        let puts = leases
+            .iter()
+            .map(|(leased, version)| Ok((request_item(leased)?, Condition::Version(*version))))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.store
+            .put_each(puts)
+            .await
+            .into_iter()
+            .map(|outcome| match outcome {
+                Ok(_) => Ok(true),
+                Err(StoreError::Conflict) => Ok(false),
+                Err(e) => Err(e),
+            })
+            .collect()
     }
 
     /// Writes an ended lease (with the death event, in the same transaction).

@@ -271,6 +271,32 @@ pub async fn store_counters_join_transactions(store: Arc<dyn ItemStore>) {
     assert!(matches!(repeated, Err(StoreError::Invalid(Invalid::RepeatedKey))), "{repeated:?}");
 }
 
+pub async fn store_puts_each_stand_alone(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
+    let versioned = store.put(item(&pk, "versioned", 0), Condition::Absent).await.unwrap();
+    let outcomes = store
+        .put_each(vec![
+            (item(&pk, "new", 1), Condition::Absent),
+            (item(&pk, "taken", 1), Condition::Absent),
+            (item(&pk, "versioned", 1), Condition::Version(versioned.version)),
+            (item(&pk, "versioned-stale", 1), Condition::Version(7)),
+        ])
+        .await;
+    assert_eq!(outcomes.len(), 4);
+    assert!(outcomes[0].as_ref().is_ok_and(|i| i.version == 1), "{outcomes:?}");
+    assert!(matches!(outcomes[1], Err(StoreError::Conflict)), "{outcomes:?}");
+    assert!(outcomes[2].as_ref().is_ok_and(|i| i.version == versioned.version + 1), "{outcomes:?}");
+    assert!(matches!(outcomes[3], Err(StoreError::Conflict)), "{outcomes:?}");
+    let read = |sk: &'static str| {
+        let (store, pk) = (store.clone(), pk.clone());
+        async move { store.get(&ItemKey::new(&pk, sk)).await.unwrap() }
+    };
+    assert!(read("new").await.is_some(), "a put stands even when another fails");
+    assert_eq!(read("taken").await.unwrap().version, 1, "a failed put changes nothing");
+    assert!(store.put_each(Vec::new()).await.is_empty());
+}
+
 pub async fn queue_delivers_and_acks(queue: Arc<dyn Queue>) {
     let id = queue.send("hello", Duration::ZERO).await.unwrap();
     let got = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(5)).await;
@@ -397,6 +423,7 @@ macro_rules! store_contract_tests {
         $crate::__contract_case!(store_concurrent_creates_have_one_winner, $make);
         $crate::__contract_case!(store_counters_are_atomic_and_bounded, $make);
         $crate::__contract_case!(store_counters_join_transactions, $make);
+        $crate::__contract_case!(store_puts_each_stand_alone, $make);
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn store_expired_items_count_as_absent() {
             if let Some(port) = $make.await {

@@ -288,6 +288,14 @@ pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_ENROLL"), None).await.json();
     assert_eq!(events["events"].as_array().unwrap().len(), 1, "one event for one enrollment: {events}");
 
+    // The seed's versioned name for the workstation's registration is the same handler.
+    let r =
+        post("/rp/versioned/client/registrations", enroll_body(&app, "corp\\ALICE", Some("fido-session-2")))
+            .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["response"]["sessionId"], "fido-session-2");
+    assert_eq!(r.json()["response"]["device"], body["response"]["device"], "the same answer as enroll");
+
     // The password path: no sessionId, a server-issued one in the body (a workstation built to
     // the seed reads only the body) and the header; a failure is recorded.
     let r = post("/rp/wsapi/client/enroll", enroll_body(&app, "alice@example.com", None)).await;

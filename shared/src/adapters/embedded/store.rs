@@ -338,6 +338,42 @@ impl ItemStore for EmbeddedStore {
         Ok(written.pop().expect("one put writes one item"))
     }
 
+    /// One write transaction for all of them (one durable commit, where separate puts take
+    /// one each); each put's condition is checked on its own.
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        let count = puts.len();
+        let outcome = self
+            .blocking(move |db, now| {
+                let tx = db.begin_write().map_err(db_err)?;
+                let outcomes = {
+                    let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+                    let mut index = tx.open_table(INDEX).map_err(db_err)?;
+                    let mut outcomes = Vec::with_capacity(puts.len());
+                    for (item, condition) in puts {
+                        outcomes.push(match check_key(&item.key) {
+                            Err(e) => Err(e),
+                            Ok(()) => {
+                                apply(&mut items, &mut index, vec![WriteOp::Put { item, condition }], now)
+                                    .map(|mut written| written.pop().expect("one put writes one item"))
+                            }
+                        });
+                    }
+                    outcomes
+                };
+                tx.commit().map_err(db_err)?;
+                Ok(outcomes)
+            })
+            .await;
+        match outcome {
+            Ok(outcomes) => outcomes,
+            // The transaction itself failed: nothing was written.
+            Err(e) => {
+                let text = e.to_string();
+                (0..count).map(|_| Err(StoreError::Unavailable(text.clone().into()))).collect()
+            }
+        }
+    }
+
     async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
         self.transact_returning(vec![WriteOp::Delete { key: key.clone(), condition }]).await?;
         Ok(())
