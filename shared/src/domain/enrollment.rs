@@ -73,6 +73,10 @@ pub struct EnrollmentRecord {
     pub signing_cert: String,
     pub session_id: String,
     pub enrolled_at: EpochMillis,
+    /// The workstation's recovery keys for the enrolled device, sealed under the app's data key
+    /// (context: tenant, purpose `recovery-keys`, machine, device); never logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_keys: Option<crate::ports::Sealed>,
     /// The name the workstation enrolled the user under (`machineUserNameWS`); empty for
     /// enrollments stored before it was kept.
     #[serde(default)]
@@ -97,6 +101,8 @@ pub enum EnrollError {
     Invalid(#[from] FieldError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Keys(#[from] crate::ports::KeyError),
 }
 
 impl MaybeConflict for EnrollError {
@@ -174,6 +180,7 @@ impl EnrollmentSession {
                 signing_cert: completion.signing_cert,
                 session_id: self.session_id.clone(),
                 enrolled_at: now,
+                recovery_keys: None,
                 machine_user_name_ws: self.machine_user_name_ws.clone(),
             };
             let attrs =
@@ -255,13 +262,23 @@ pub struct CompleteRequest {
     pub machine_id: String,
     pub machine_user_name: String,
     pub machine_version: String,
+    /// Added beside the seed's fields (seed pairing rule 6): the workstation's recovery keys,
+    /// encrypted by the workstation for the device, base64; opaque to the server, which seals
+    /// them at rest and hands them to the device in the authentication flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_keys: Option<String>,
 }
+
+/// Largest recovery-key blob, decoded.
+pub const MAX_RECOVERY_KEYS: usize = 8 * 1024;
 
 /// A complete request, checked: the session it names and what it reports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Complete {
     pub session_id: String,
     pub completion: Completion,
+    /// The recovery-key blob as deposited (base64, checked).
+    pub recovery_keys: Option<String>,
 }
 
 impl TryFrom<CompleteRequest> for Complete {
@@ -278,7 +295,18 @@ impl TryFrom<CompleteRequest> for Complete {
         devices::identifier("machineId", &body.machine_id)?;
         validate::text("machineUserName", &body.machine_user_name, 1, 255)?;
         validate::text("machineVersion", &body.machine_version, 1, 128)?;
+        if let Some(keys) = &body.recovery_keys {
+            use base64::Engine as _;
+            let decoded = base64::engine::general_purpose::STANDARD.decode(keys).ok();
+            if decoded.is_none_or(|d| d.is_empty() || d.len() > MAX_RECOVERY_KEYS) {
+                return Err(FieldError::new(
+                    "recoveryKeys",
+                    format!("must be standard base64 of 1 to {MAX_RECOVERY_KEYS} bytes"),
+                ));
+            }
+        }
         Ok(Self {
+            recovery_keys: body.recovery_keys,
             session_id,
             completion: Completion {
                 error_code: body.error_code,

@@ -151,6 +151,8 @@ pub enum OobError {
     Invalid(#[from] FieldError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Keys(#[from] crate::ports::KeyError),
 }
 
 impl MaybeConflict for OobError {

@@ -622,6 +622,7 @@ impl From<OobError> for Problem {
             OobError::WrongAmount => Problem::about(&WRONG_AMOUNT, "amount", detail),
             OobError::Invalid(e) => e.into(),
             OobError::Store(e) => e.into(),
+            OobError::Keys(e) => e.into(),
         }
     }
 }
@@ -688,6 +689,7 @@ impl From<EnrollError> for Problem {
             }
             EnrollError::Invalid(e) => e.into(),
             EnrollError::Store(e) => e.into(),
+            EnrollError::Keys(e) => e.into(),
         }
     }
 }

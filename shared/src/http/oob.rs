@@ -8,6 +8,7 @@ use super::extract::{Access, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::workstation::Status;
 use super::AppState;
+use crate::domain::apps::AppId;
 use crate::domain::code::{HookDecision, Trigger};
 use crate::domain::oob::{
     Extras, OobAnswer, OobAnswerRequest, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
@@ -18,6 +19,7 @@ use crate::ports::{retry_on_conflict, StoreError};
 use crate::repo::devices::Devices;
 use crate::repo::oob::OobRequests;
 use crate::repo::ratelimit;
+use crate::repo::workstations::Workstations;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -204,6 +206,10 @@ pub struct DeviceOobRequest {
     /// Seconds left to answer.
     pub expires_in_secs: u64,
     pub state: OobState,
+    /// Added beside the seed's fields (seed pairing rule 6): the recovery keys the named machine
+    /// deposited for this device at enrollment, as deposited; absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_keys: Option<String>,
 }
 
 impl DeviceOobRequest {
@@ -225,8 +231,29 @@ impl DeviceOobRequest {
             service_hmac: r.nonces.service_hmac,
             created_at: r.created_at,
             expires_at: r.expires_at,
+            recovery_keys: None,
         }
     }
+}
+
+/// The recovery keys machine `machine_id` deposited for `device_id` at enrollment, opened.
+async fn recovery_keys(
+    state: &AppState,
+    app: &AppId,
+    machine_id: &str,
+    device_id: &str,
+) -> Result<Option<String>, OobError> {
+    let Some(enrollment) =
+        Workstations::new(state.backend.store.as_ref()).enrollment(app, machine_id).await?
+    else {
+        return Ok(None);
+    };
+    let Some(sealed) = enrollment.recovery_keys.filter(|_| enrollment.device_id == device_id) else {
+        return Ok(None);
+    };
+    let context = super::workstation::recovery_context(app, machine_id, device_id);
+    let plain = crate::ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
+    Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
 }
 
 #[derive(Debug, Serialize)]
@@ -255,7 +282,12 @@ async fn device_requests(
             },
             None => request,
         };
-        requests.push(DeviceOobRequest::new(shown, now));
+        let mut view = DeviceOobRequest::new(shown, now);
+        if let Some(machine_id) = view.machine_id.clone() {
+            view.recovery_keys =
+                recovery_keys(&state, &device.app_id, &machine_id, &device.device_id).await?;
+        }
+        requests.push(view);
     }
     Ok(Json(DeviceOobRequests { requests }))
 }

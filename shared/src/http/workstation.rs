@@ -27,7 +27,8 @@ use crate::domain::pairing::{
 };
 use crate::domain::time::EpochMillis;
 use crate::domain::FieldError;
-use crate::ports::{retry_on_conflict, StoreError};
+use crate::ports::keys::seal;
+use crate::ports::{retry_on_conflict, EncryptionContext, StoreError};
 use crate::repo::apps::AppRecord;
 use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
@@ -191,7 +192,7 @@ async fn complete(
     access: Access,
     ApiJson(body): ApiJson<CompleteRequest>,
 ) -> Result<Json<StatusResponse>, EnrollError> {
-    let Complete { session_id, completion } = Complete::try_from(body)?;
+    let Complete { session_id, completion, recovery_keys } = Complete::try_from(body)?;
     let app = &access.app_id;
     let store = state.backend.store.as_ref();
     let workstations = Workstations::new(store);
@@ -201,13 +202,21 @@ async fn complete(
     let user =
         Devices::new(store).resolve_user(app, &completion.machine_user_name).await?.map(|u| u.named_user);
     let (session_id, completion, source, user) = (&session_id, &completion, source.as_str(), user.as_deref());
+    let (state, recovery_keys) = (&state, recovery_keys.as_deref());
     let message = retry_on_conflict(|| async move {
         let (session, version) =
             workstations.session(app, session_id).await?.ok_or(EnrollError::SessionNotFound)?;
         match session.complete(completion.clone(), user, source, now)? {
             Completed::Repeated => Ok::<_, EnrollError>("Enrollment already completed"),
             Completed::Closed(closing) => {
-                let Closing { session, enrollment, event, message } = *closing;
+                let Closing { session, mut enrollment, event, message } = *closing;
+                // Recovery keys are sealed for this machine and the session's device, and stored
+                // with the enrollment in the same transaction.
+                if let (Some(enrollment), Some(keys)) = (enrollment.as_mut(), recovery_keys) {
+                    let context = recovery_context(app, &enrollment.machine_id, &enrollment.device_id);
+                    enrollment.recovery_keys =
+                        Some(seal(state.backend.keys.as_ref(), &context, keys.as_bytes()).await?);
+                }
                 workstations.close_session(&session, version, enrollment.as_ref(), &event).await?;
                 Ok(message)
             }
@@ -215,6 +224,13 @@ async fn complete(
     })
     .await?;
     Ok(Json(StatusResponse { status: Status::ok(message) }))
+}
+
+/// The context recovery keys are sealed under: they open for that app, machine and device only.
+pub fn recovery_context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionContext {
+    EncryptionContext::new(app.as_str(), "recovery-keys")
+        .with("machine", machine_id)
+        .with("device", device_id)
 }
 
 /// A pairing as every `/rp/api/client/reg` response shows it.

@@ -163,6 +163,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, an_app_at_its_cap_cannot_queue_more);
         $crate::router_case!($make, version_1_envelopes_are_still_served);
         $crate::router_case!($make, the_poll_names_the_workstation_user_from_what_is_known);
+        $crate::router_case!($make, recovery_keys_reach_the_enrolled_device_in_authentication);
         $crate::router_case!($make, code_customizations_keep_versions_and_env_values_stay_secret);
         $crate::router_case!($make, the_oob_start_hook_allows_denies_and_rewrites);
         $crate::router_case!($make, a_tenants_jwks_verifies_the_tokens_it_mints);

@@ -123,6 +123,66 @@ async fn answer(
         .await
 }
 
+/// Seed pairing rule 6: the workstation deposits its recovery keys at enroll-complete, sealed
+/// at rest; the device it enrolled for gets them in the authentication flow (with the OOB
+/// requests that name the machine), and nobody else does.
+pub async fn recovery_keys_reach_the_enrolled_device_in_authentication(h: Harness) {
+    use base64::Engine as _;
+    let (app, access, dev) = setup(&h, "rita@example.com").await;
+    let blob = base64::engine::general_purpose::STANDARD
+        .encode(b"workstation recovery keys, encrypted for the device");
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/wsapi/client/enroll",
+            Some(&access),
+            Some(json!({"rpAppId": app, "machineUserNameWS": "rita@example.com"})),
+        )
+        .await;
+    let session = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
+    let complete = |keys: Value| {
+        json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU", "machineName": "WS-R",
+            "machineId": "m-recovery", "machineUserName": "rita@example.com", "machineVersion": "10.0", "recoveryKeys": keys})
+    };
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/wasapi/client/enroll/complete",
+            Some(&access),
+            Some(complete(json!("not base64!"))),
+        )
+        .await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "recoveryKeys");
+    let r = h
+        .client
+        .send("POST", "/rp/wasapi/client/enroll/complete", Some(&access), Some(complete(json!(blob))))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    // Sealed at rest: the stored enrollment does not hold the blob.
+    let key = rp_shared::ports::ItemKey::new(format!("ENROLL#{app}#m-recovery"), "ENROLL");
+    let stored = h.backend.store.get(&key).await.unwrap().expect("the enrollment");
+    let text = serde_json::to_string(&stored).unwrap();
+    assert!(text.contains("recoveryKeys") && !text.contains(&blob), "{text}");
+
+    let mut body = start_body(&app, "rita@example.com");
+    body["machineId"] = json!("m-recovery");
+    let id = start(&h, &access, body).await;
+    let shown = fetch(&h, &dev).await;
+    let mine = shown.iter().find(|r| r["requestId"] == id.as_str()).unwrap();
+    assert_eq!(mine["recoveryKeys"], blob.as_str());
+    // A request naming no machine carries none; another user's device sees none of it.
+    let other = start(&h, &access, start_body(&app, "rita@example.com")).await;
+    let shown = fetch(&h, &dev).await;
+    assert!(shown.iter().find(|r| r["requestId"] == other.as_str()).unwrap().get("recoveryKeys").is_none());
+    let stranger = device(&h, &app, "sam@example.com", None).await;
+    let mut body = start_body(&app, "sam@example.com");
+    body["machineId"] = json!("m-recovery");
+    start(&h, &access, body).await;
+    assert!(fetch(&h, &stranger).await.iter().all(|r| r.get("recoveryKeys").is_none()));
+}
+
 pub async fn oob_login_completes_with_a_signed_approval(h: Harness) {
     let (app, access, dev) = setup(&h, "alice@example.com").await;
     let id = start(&h, &access, start_body(&app, "alice@example.com")).await;
