@@ -69,18 +69,26 @@ fn request(app: &AppId, i: usize) -> CertRequest {
     }
 }
 
-/// `count` pending requests of one app, queued as pairings queue them (the first with its
+/// `count` pending requests of a new app, queued as pairings queue them (the first with its
 /// ready marker), and an admin token.
 async fn fill(backend: &Backend, count: usize) -> String {
     let app = AppId::parse("appId", &format!("bench{}", uuid::Uuid::new_v4().simple())).unwrap();
-    let first = request(&app, 0);
+    fill_app(backend, &app, count).await
+}
+
+async fn fill_app(backend: &Backend, app: &AppId, count: usize) -> String {
+    let request = |app: &AppId, i: usize| CertRequest {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        ..request(app, i)
+    };
+    let first = request(app, 0);
     backend.store.transact(enqueue_ops(&first, u32::MAX, backend.clock.now_millis()).unwrap()).await.unwrap();
     let rest: Vec<_> = (1..count).collect();
     for chunk in rest.chunks(90) {
         let ops = chunk
             .iter()
             .map(|i| WriteOp::Put {
-                item: request_item(&request(&app, *i)).unwrap(),
+                item: request_item(&request(app, *i)).unwrap(),
                 condition: Condition::Absent,
             })
             .collect();
@@ -137,17 +145,19 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-/// Median latency of a poll of `batch` on `backend`.
+/// Median latency of a poll of `batch` on `backend`: one app, refilled with `batch` requests
+/// before each poll.
 async fn poll_latency(backend: &Backend, batch: usize) -> Duration {
+    let app = AppId::parse("appId", &format!("lat{}", uuid::Uuid::new_v4().simple())).unwrap();
     let mut samples = Vec::new();
     for _ in 0..20 {
-        let token = fill(backend, batch).await;
+        let token = fill_app(backend, &app, batch).await;
         let config = HttpConfig { poll_batch: batch, ..HttpConfig::default() };
         let client = TestClient::new(http::app(AppState::new(backend.clone(), config)));
         let started = Instant::now();
         let leased = poll(&client, &token).await;
         samples.push(started.elapsed());
-        assert!(leased >= 1);
+        assert_eq!(leased, batch, "the poll leased its whole batch");
     }
     median(samples)
 }

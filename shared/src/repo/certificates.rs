@@ -36,6 +36,8 @@ pub const READY_APPS: &str = "CERTQ#READY";
 /// its shard looks: DynamoDB's indexes lag their table by moments, and a marker deleted while
 /// its newest request was not yet in the shard would strand that request.
 pub const READY_GRACE_SECS: i64 = 60;
+/// Pages of ready markers one poll reads at most when every app on a page is found empty.
+const MARKER_PAGES: usize = 4;
 
 fn request_key(request_id: &str) -> ItemKey {
     ItemKey::new(format!("CERTREQ#{request_id}"), "REQUEST")
@@ -182,10 +184,29 @@ impl<'a> Certificates<'a> {
         batch: usize,
         now: EpochMillis,
     ) -> Result<Vec<(CertRequest, u64)>, StoreError> {
-        let apps = self.ready_apps(batch).await?;
-        if apps.is_empty() {
-            return Ok(Vec::new());
+        // A page of markers can be all apps drained within their grace period (a small batch,
+        // many apps): then the next page is tried, a few at most, so a poll stays O(batch).
+        for _ in 0..MARKER_PAGES {
+            let apps = self.ready_apps(batch).await?;
+            if apps.is_empty() {
+                return Ok(Vec::new());
+            }
+            let full_page = apps.len() == batch;
+            let pending = self.pending_of(&apps, batch, now).await?;
+            if !pending.is_empty() || !full_page {
+                return Ok(pending);
+            }
         }
+        Ok(Vec::new())
+    }
+
+    /// One round over the ready apps `apps`: their shares of `batch`, then the round's end.
+    async fn pending_of(
+        &self,
+        apps: &[(ReadyMarker, u64)],
+        batch: usize,
+        now: EpochMillis,
+    ) -> Result<Vec<(CertRequest, u64)>, StoreError> {
         // Round 1: an equal share each.
         let share = fair_share(batch, apps.len());
         let first = futures_util::future::join_all(apps.iter().map(|(marker, _)| {
@@ -226,7 +247,7 @@ impl<'a> Certificates<'a> {
                 }
             }
         }
-        self.end_round(&apps, &more, now).await?;
+        self.end_round(apps, &more, now).await?;
         Ok(pending)
     }
 

@@ -731,6 +731,28 @@ pub async fn a_flood_from_one_app_does_not_delay_another(h: Harness) {
     assert!(!left.contains(&flooder.as_str().to_owned()) && !left.contains(&app_b), "{left:?}");
 }
 
+/// Drained apps keep their ready marker for a grace period; a poll whose page of markers is
+/// all such apps reads the next page instead of coming back empty.
+pub async fn a_small_batch_skips_apps_drained_within_the_grace_period(h: Harness) {
+    let config = HttpConfig { poll_batch: 1, ..HttpConfig::default() };
+    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    for i in 0..3 {
+        let app = AppId::parse("appId", &h.app().await).unwrap();
+        let request = CertRequest {
+            device_id: Some(format!("drained-{i}")),
+            ..CertRequest::new(RequestKind::LoginCert, app, 300, EpochMillis(1_000 + i))
+        };
+        queue(&h, &request).await;
+        assert_eq!(h.poll().await.login_certs.len(), 1, "app {i} drained");
+    }
+    let waiting = AppId::parse("appId", &h.app().await).unwrap();
+    let request = CertRequest::new(RequestKind::LoginCert, waiting, 300, EpochMillis(2_000));
+    queue(&h, &request).await;
+    let polled = h.poll().await.login_certs;
+    assert_eq!(polled.len(), 1, "the waiting app's request, past three drained apps");
+    assert_eq!(polled[0].request_id, request.request_id);
+}
+
 /// The per-app cap: past `CERT_MAX_OPEN_PER_APP` open login-certificate requests a pairing is
 /// refused with 429 and nothing is written; a settled request frees its place, and another
 /// app is never affected.

@@ -161,6 +161,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
         $crate::router_case!($make, a_flood_from_one_app_does_not_delay_another);
         $crate::router_case!($make, an_app_at_its_cap_cannot_queue_more);
+        $crate::router_case!($make, a_small_batch_skips_apps_drained_within_the_grace_period);
         $crate::router_case!($make, version_1_envelopes_are_still_served);
         $crate::router_case!($make, the_poll_names_the_workstation_user_from_what_is_known);
         $crate::router_case!($make, recovery_keys_reach_the_enrolled_device_in_authentication);
