@@ -13,18 +13,7 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use rp_tests::Captured;
 
 /// The Runtime API: hands out the queued events one by one, then makes the runtime wait.
 #[derive(Clone)]
@@ -130,7 +119,7 @@ async fn a_replayed_event_logs_lambdas_request_id() {
     assert_eq!(seen, ["first-invocation", "second-invocation"]);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let of = |id: &str| lines.iter().filter(|l| l["requestId"] == id).cloned().collect::<Vec<_>>();
     let first = of("first-invocation");

@@ -13,18 +13,7 @@ fn backend(clock: rp_shared::ports::ManualClock) -> rp_shared::backend::Backend 
 }
 
 /// Collects every log line of the test's thread.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use rp_tests::Captured;
 
 /// A whole offline lifecycle, logged at TRACE: no PIN, authorization code or token is in the logs.
 #[test]
@@ -65,7 +54,7 @@ fn offline_secrets_never_reach_the_logs() {
         assert_eq!(h.client.send("DELETE", &path, Some(&access), None).await.status, 204);
         vec!["73910428".to_owned(), "58203947".into(), "90817263".into(), auth.into(), access, dev.token, h.admin.clone()]
     });
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(logs.lines().count() > 20, "the flow was logged: {logs}");
     assert!(logs.contains("offline PINs delivered to the device") && logs.contains("OFFLINE_ACCESS_LOCKED"));
     for secret in secrets {

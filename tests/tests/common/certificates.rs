@@ -61,23 +61,38 @@ pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> 
 
 /// Enrolls `machine` for `user` (enroll, then complete) as the workstation `access` does.
 pub async fn enroll(h: &Harness, access: &str, app: &str, user: &str, machine: &str) {
+    let r = enroll_as(h, access, app, user, user, machine, json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+}
+
+/// Enroll under the workstation name `name`, then complete for `user` with `extra` fields
+/// added to the complete request; the complete answer.
+pub async fn enroll_as(
+    h: &Harness,
+    access: &str,
+    app: &str,
+    name: &str,
+    user: &str,
+    machine: &str,
+    extra: serde_json::Value,
+) -> rp_shared::testing::http::TestResponse {
     let r = h
         .client
         .send(
             "POST",
             "/rp/wsapi/client/enroll",
             Some(access),
-            Some(json!({"rpAppId": app, "machineUserNameWS": user})),
+            Some(json!({"rpAppId": app, "machineUserNameWS": name})),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.json());
     // The body alone is enough to complete (the header carries the same id).
     let session = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(r.header("x-enrollment-session-id"), Some(session.as_str()));
-    let body = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
+    let mut body = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
         "machineName": "WS", "machineId": machine, "machineUserName": user, "machineVersion": "10.0"});
-    let r = h.client.send("POST", "/rp/wasapi/client/enroll/complete", Some(access), Some(body)).await;
-    assert_eq!(r.status, 200, "{}", r.json());
+    body.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    h.client.send("POST", "/rp/wasapi/client/enroll/complete", Some(access), Some(body)).await
 }
 
 /// Enrolls a machine for the device's user (in the device's app), pairs them, and returns the
@@ -807,22 +822,8 @@ pub async fn the_poll_names_the_workstation_user_from_what_is_known(h: Harness) 
     let access = h.access_token(&app).await;
     let dev = device(&h, &app, "pia@example.com", Some("CORP\\pia")).await;
     // Enrolled as CORP\pia; paired without a name.
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/wsapi/client/enroll",
-            Some(&access),
-            Some(json!({"rpAppId": app, "machineUserNameWS": "CORP\\pia"})),
-        )
-        .await;
-    let session = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
-    let body = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU",
-        "machineName": "WS", "machineId": "m-named", "machineUserName": "pia@example.com", "machineVersion": "10.0"});
-    assert_eq!(
-        h.client.send("POST", "/rp/wasapi/client/enroll/complete", Some(&access), Some(body)).await.status,
-        200
-    );
+    let r = enroll_as(&h, &access, &app, "CORP\\pia", "pia@example.com", "m-named", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.json());
     let pair = json!({"machineId": "m-named", "deviceId": dev.device_id});
     let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(pair)).await;
     assert_eq!(r.status, 201, "{}", r.json());

@@ -1,7 +1,7 @@
 //! OOB authentication cases: the relying party's start and status, the device's fetch and signed
 //! answer (with a real P-256 key), number matching, expiry, nonce reuse, tenancy and races.
 
-use super::certificates::{device, TestDevice};
+use super::certificates::{device, enroll_as, TestDevice};
 use super::Harness;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -131,34 +131,16 @@ pub async fn recovery_keys_reach_the_enrolled_device_in_authentication(h: Harnes
     let (app, access, dev) = setup(&h, "rita@example.com").await;
     let blob = base64::engine::general_purpose::STANDARD
         .encode(b"workstation recovery keys, encrypted for the device");
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/wsapi/client/enroll",
-            Some(&access),
-            Some(json!({"rpAppId": app, "machineUserNameWS": "rita@example.com"})),
-        )
-        .await;
-    let session = r.json()["response"]["sessionId"].as_str().unwrap().to_owned();
     let complete = |keys: Value| {
-        json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIU", "machineName": "WS-R",
-            "machineId": "m-recovery", "machineUserName": "rita@example.com", "machineVersion": "10.0", "recoveryKeys": keys})
+        let (h, access, app) = (&h, &access, &app);
+        async move {
+            let extra = json!({"recoveryKeys": keys, "machineName": "WS-R"});
+            enroll_as(h, access, app, "rita@example.com", "rita@example.com", "m-recovery", extra).await
+        }
     };
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/wasapi/client/enroll/complete",
-            Some(&access),
-            Some(complete(json!("not base64!"))),
-        )
-        .await;
+    let r = complete(json!("not base64!")).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "recoveryKeys");
-    let r = h
-        .client
-        .send("POST", "/rp/wasapi/client/enroll/complete", Some(&access), Some(complete(json!(blob))))
-        .await;
+    let r = complete(json!(blob)).await;
     assert_eq!(r.status, 200, "{}", r.json());
     // Sealed at rest: the stored enrollment does not hold the blob.
     let key = rp_shared::ports::ItemKey::new(format!("ENROLL#{app}#m-recovery"), "ENROLL");
