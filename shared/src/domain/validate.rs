@@ -41,6 +41,14 @@ pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), Fiel
     Ok(())
 }
 
+/// A path segment that must be a positive integer id (an id, a version).
+pub fn positive_id(field: &str, text: &str) -> Result<i64, FieldError> {
+    match text.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(FieldError::new(field, "must be a positive integer")),
+    }
+}
+
 /// An integer within `min..=max`.
 pub fn range(field: &str, value: i64, min: i64, max: i64) -> Result<(), FieldError> {
     if value < min || value > max {

@@ -13,7 +13,7 @@ use crate::domain::code::{
     Trigger, UpdateCode, CODE_EVENT,
 };
 use crate::domain::events::{attributes, EventRecord};
-use crate::domain::FieldError;
+use crate::domain::{validate, FieldError};
 use crate::http::cc::ListParams;
 use crate::ports::retry_on_conflict;
 use crate::repo::code_env::{CodeEnv, EnvError};
@@ -103,13 +103,6 @@ impl From<EnvError> for CodeError {
             EnvError::Store(e) => e.into(),
             EnvError::Keys(e) => e.into(),
         }
-    }
-}
-
-fn positive(field: &str, text: &str) -> Result<i64, FieldError> {
-    match text.parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(FieldError::new(field, "must be a positive integer")),
     }
 }
 
@@ -225,7 +218,7 @@ async fn list(
 }
 
 async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, CodeError> {
-    let id = positive("id", id)?;
+    let id = validate::positive_id("id", id)?;
     records(state, tenant).get(id).await?.ok_or(CodeError::NotFound(id))
 }
 
@@ -243,7 +236,7 @@ async fn update(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateCode>,
 ) -> Result<Json<CodeView>, CodeError> {
-    let id = positive("id", &id)?;
+    let id = validate::positive_id("id", &id)?;
     let patch = CodePatch::try_from(body)?;
     let now = state.backend.clock.now_millis();
     let updated = records(&state, tenant.id())
@@ -259,7 +252,7 @@ async fn remove(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, CodeError> {
-    let id = positive("id", &id)?;
+    let id = validate::positive_id("id", &id)?;
     if !records(&state, tenant.id()).delete(id).await? {
         return Err(CodeError::NotFound(id));
     }
@@ -292,7 +285,7 @@ async fn load_version(
     version: &str,
 ) -> Result<CodeRecord, CodeError> {
     let current = load(state, tenant, id).await?;
-    let version = positive("version", version)? as u64;
+    let version = validate::positive_id("version", version)? as u64;
     let id = current.id;
     records(state, tenant).version(id, version).await?.ok_or(CodeError::VersionNotFound { id, version })
 }

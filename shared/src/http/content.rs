@@ -8,7 +8,7 @@ use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::RateLimit;
 use crate::domain::content::{self, ContentError, ContentRecord};
-use crate::domain::FieldError;
+use crate::domain::validate;
 use crate::http::cc::ListParams;
 use crate::repo::ratelimit::{self, Decision};
 use crate::repo::versioned::Contents;
@@ -117,13 +117,6 @@ pub(crate) fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Pro
 /// The tenant's customizations, with the configured version retention.
 fn contents<'a>(state: &'a AppState, tenant: &Tenant) -> Contents<'a> {
     Contents::new(state.backend.store.as_ref(), tenant.id()).keeping(state.config.content_versions_kept)
-}
-
-fn parse_positive(field: &str, text: &str) -> Result<i64, FieldError> {
-    match text.parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(FieldError::new(field, "must be a positive integer")),
-    }
 }
 
 /// A content customization in full.
@@ -241,7 +234,7 @@ async fn retrieve(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ContentView>, ContentError> {
-    let id = parse_positive("id", &id)?;
+    let id = validate::positive_id("id", &id)?;
     let contents = contents(&state, &tenant);
     let record = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     Ok(Json(ContentView::of(record)))
@@ -253,7 +246,7 @@ async fn update(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<ContentView>, ContentError> {
-    let id = parse_positive("id", &id)?;
+    let id = validate::positive_id("id", &id)?;
     let patch = content::parse_patch(&body)?;
     let now = state.backend.clock.now_millis();
     let contents = contents(&state, &tenant);
@@ -271,7 +264,7 @@ async fn list_versions(
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<VersionList>, Problem> {
-    let id = parse_positive("id", &id)?;
+    let id = validate::positive_id("id", &id)?;
     let contents = contents(&state, &tenant);
     let current = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     let (limit, cursor) = params.page(&contents.versions_query(id))?;
@@ -290,8 +283,8 @@ async fn load_version(
     id: &str,
     version: &str,
 ) -> Result<(i64, ContentRecord), ContentError> {
-    let id = parse_positive("id", id)?;
-    let version = parse_positive("version", version)? as u64;
+    let id = validate::positive_id("id", id)?;
+    let version = validate::positive_id("version", version)? as u64;
     let contents = contents(state, tenant);
     contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
     let snapshot =

@@ -402,12 +402,17 @@ async fn pair(
     );
     pairing.offline_set = offline_set;
     // The agent gets the workstation name of the user from whatever mapping the server knows.
-    let aliases = devices.user(app, &device.named_user).await?.map(|u| u.aliases).unwrap_or_default();
-    cert_request.machine_user_name_ws = known_workstation_name(
-        request.machine_user_name_ws.as_deref(),
-        &enrolled.machine_user_name_ws,
-        &aliases,
-    );
+    // The user's aliases are read only when neither the pairing nor the enrollment names one
+    // (enrollments stored before the name was kept).
+    let named =
+        known_workstation_name(request.machine_user_name_ws.as_deref(), &enrolled.machine_user_name_ws, &[]);
+    cert_request.machine_user_name_ws = match named {
+        Some(name) => Some(name),
+        None => {
+            let aliases = devices.user(app, &device.named_user).await?.map(|u| u.aliases).unwrap_or_default();
+            known_workstation_name(None, "", &aliases)
+        }
+    };
     let now = state.backend.clock.now_millis();
     match workstations.pair(&pairing, &cert_request, cap, now).await {
         Ok(()) => {

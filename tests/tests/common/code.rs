@@ -3,20 +3,16 @@
 //! hook allowing, denying, rewriting and failing closed.
 
 use super::certificates::{device, TestDevice};
+use super::oob::{fetch, start_body};
 use super::Harness;
 use rp_shared::http::problem::codes;
 use serde_json::{json, Value};
 
-fn nonce() -> String {
-    format!("{:064x}", rand::random::<u128>())
-}
-
+/// An OOB start for `user` with `details` as its `additionalDetails`.
 fn oob_body(app: &str, user: &str, details: Value) -> Value {
-    json!({
-        "appId": app, "namedUser": user,
-        "sessionNonce": nonce(), "deviceNonce": nonce(), "serviceNonce": nonce(), "serviceHmac": nonce(),
-        "machine": "WS-0042", "transactionText": "Sign in to WS-0042?", "additionalDetails": details,
-    })
+    let mut body = start_body(app, user);
+    body["additionalDetails"] = details;
+    body
 }
 
 /// The code a tenant would write: verify the risk engine's HS256 token (issuer and key held in
@@ -237,12 +233,6 @@ pub async fn the_oob_start_hook_allows_denies_and_rewrites(h: Harness) {
     let (other, other_access, _) = setup_hook(&h).await;
     let r = oob_start(&h, &other_access, oob_body(&other, "alice@example.com", json!({}))).await;
     assert_eq!(r.status, 200, "{}", r.json());
-}
-
-async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
-    let r = h.client.send("GET", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
-    assert_eq!(r.status, 200, "{}", r.json());
-    r.json()["requests"].as_array().unwrap().clone()
 }
 
 /// The tenant's JWKS is public, 404 for an unknown app, and verifies a token a test run mints

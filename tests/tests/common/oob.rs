@@ -16,7 +16,7 @@ fn nonce() -> String {
     format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 
-fn start_body(app: &str, user: &str) -> Value {
+pub(super) fn start_body(app: &str, user: &str) -> Value {
     json!({
         "appId": app, "namedUser": user,
         "sessionNonce": nonce(), "deviceNonce": nonce(), "serviceNonce": nonce(), "serviceHmac": nonce(),
@@ -51,7 +51,7 @@ fn states(status: &Value) -> Vec<String> {
 }
 
 /// The device's pending requests, as the phone fetches them.
-async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
+pub(super) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
     let r = h.client.send("GET", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
     assert_eq!(r.status, 200, "{}", r.json());
     r.json()["requests"].as_array().unwrap().clone()
