@@ -13,12 +13,10 @@ use async_trait::async_trait;
 use rp_shared::backend::Backend;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind};
-use rp_shared::domain::tokens::TokenKind;
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::*;
-use rp_shared::repo::certificates::{enqueue_ops, request_item};
-use rp_shared::repo::tokens;
+use rp_shared::testing::fixtures;
 use rp_shared::testing::http::TestClient;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,34 +75,9 @@ async fn fill(backend: &Backend, count: usize) -> String {
 }
 
 async fn fill_app(backend: &Backend, app: &AppId, count: usize) -> String {
-    let request = |app: &AppId, i: usize| CertRequest {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        ..request(app, i)
-    };
-    let first = request(app, 0);
-    backend.store.transact(enqueue_ops(&first, u32::MAX, backend.clock.now_millis()).unwrap()).await.unwrap();
-    let rest: Vec<_> = (1..count).collect();
-    for chunk in rest.chunks(90) {
-        let ops = chunk
-            .iter()
-            .map(|i| WriteOp::Put {
-                item: request_item(&request(app, *i)).unwrap(),
-                condition: Condition::Absent,
-            })
-            .collect();
-        backend.store.transact(ops).await.unwrap();
-    }
-    let (secret, _) = tokens::issue(
-        backend.store.as_ref(),
-        EpochMillis(0),
-        TokenKind::ControlCenterAdmin,
-        None,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
-    secret.expose().to_owned()
+    let requests: Vec<_> = (0..count).map(|i| request(app, i)).collect();
+    fixtures::queue_in_bulk(backend.store.as_ref(), &requests, backend.clock.now_millis()).await;
+    fixtures::admin_token(backend.store.as_ref(), EpochMillis(0)).await
 }
 
 async fn poll(client: &TestClient, token: &str) -> usize {

@@ -13,10 +13,9 @@ use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use p256::elliptic_curve::sec1::ToEncodedPoint;
 use rp_shared::backend::Backend;
 use rp_shared::domain::oob::verify;
-use rp_shared::domain::tokens::TokenKind;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Clock, SystemClock};
-use rp_shared::repo::tokens;
+use rp_shared::testing::fixtures;
 use rp_shared::testing::http::TestClient;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -52,18 +51,9 @@ async fn timed(client: &TestClient, path: &str, token: Option<&str>) -> Duration
 async fn status_against_health() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
-    let (admin, _) = tokens::issue(
-        backend.store.as_ref(),
-        SystemClock.now_millis(),
-        TokenKind::ControlCenterAdmin,
-        None,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let admin = fixtures::admin_token(backend.store.as_ref(), SystemClock.now_millis()).await;
     let client = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
-    let admin = admin.expose();
+    let admin = admin.as_str();
     let send = |method: &'static str, path: String, token: Option<String>, body: serde_json::Value| {
         let client = client.clone();
         async move {

@@ -10,12 +10,10 @@ use rp_shared::backend::Backend;
 use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind};
-use rp_shared::domain::tokens::TokenKind;
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::ports::{Condition, WriteOp};
-use rp_shared::repo::certificates::{enqueue_ops, request_item, Certificates};
-use rp_shared::repo::tokens;
+use rp_shared::repo::certificates::Certificates;
+use rp_shared::testing::fixtures;
 use rp_shared::testing::http::TestClient;
 use std::time::{Duration, Instant};
 
@@ -46,30 +44,12 @@ const DEVICE_KEY: &str =
 async fn setup(depth: usize) -> (tempfile::TempDir, Backend, TestClient, String) {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
-    let (secret, _) = tokens::issue(
-        backend.store.as_ref(),
-        EpochMillis(0),
-        TokenKind::ControlCenterAdmin,
-        None,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
-    // The first request is queued as a pairing queues it (with its app's ready marker); the
-    // rest only join its app's shard, 90 to a transaction.
-    let first = request(0);
-    backend.store.transact(enqueue_ops(&first, u32::MAX, first.created_at).unwrap()).await.unwrap();
-    for chunk in (1..depth).collect::<Vec<_>>().chunks(90) {
-        let ops = chunk
-            .iter()
-            .map(|i| WriteOp::Put { item: request_item(&request(*i)).unwrap(), condition: Condition::Absent })
-            .collect();
-        backend.store.transact(ops).await.unwrap();
-    }
+    let secret = fixtures::admin_token(backend.store.as_ref(), EpochMillis(0)).await;
+    let requests: Vec<_> = (0..depth).map(request).collect();
+    fixtures::queue_in_bulk(backend.store.as_ref(), &requests, requests[0].created_at).await;
     let config = HttpConfig { poll_batch: BATCH, ..HttpConfig::default() };
     let client = TestClient::new(http::app(AppState::new(backend.clone(), config)));
-    (dir, backend, client, secret.expose().to_owned())
+    (dir, backend, client, secret)
 }
 
 /// Median poll latency at `depth` pending requests.

@@ -3,4 +3,5 @@
 
 pub mod aws;
 pub mod contract;
+pub mod fixtures;
 pub mod http;

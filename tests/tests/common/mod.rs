@@ -21,11 +21,9 @@ pub use workstation::*;
 
 use rp_shared::backend::Backend;
 use rp_shared::domain::certificates::{CertRequest, CertificateRequestList};
-use rp_shared::domain::tokens::TokenKind;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Clock, ManualClock};
 use rp_shared::repo::certificates::Certificates;
-use rp_shared::repo::tokens;
 use rp_shared::testing::http::{TestClient, TestResponse};
 use serde_json::{json, Value};
 
@@ -43,18 +41,10 @@ impl Harness {
 
     /// A harness whose routers run with `config`.
     pub async fn with_config(backend: Backend, clock: ManualClock, config: HttpConfig) -> Self {
-        let (secret, _) = tokens::issue(
-            backend.store.as_ref(),
-            clock.now_millis(),
-            TokenKind::ControlCenterAdmin,
-            None,
-            None,
-            None,
-        )
-        .await
-        .expect("admin token");
+        let admin =
+            rp_shared::testing::fixtures::admin_token(backend.store.as_ref(), clock.now_millis()).await;
         let state = AppState::new(backend.clone(), config);
-        Self { client: TestClient::new(http::app(state)), admin: secret.expose().to_owned(), backend, clock }
+        Self { client: TestClient::new(http::app(state)), admin, backend, clock }
     }
 
     /// One poll of the certificate queue, as the agent makes it.
