@@ -111,14 +111,16 @@ pub fn issuer(state: &AppState, tenant: &AppId) -> String {
     format!("{}/rp/api/apps/{tenant}", state.config.public_base_url.trim_end_matches('/'))
 }
 
-/// A code customization in full.
+/// A code customization: in full, or as listed (without its source).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CodeView {
     pub id: i64,
     pub display_name: String,
     pub trigger: Trigger,
-    pub source: String,
+    /// Left out of lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub timeout_ms: u32,
     pub enabled: bool,
     pub created_at: String,
@@ -133,7 +135,7 @@ impl From<CodeRecord> for CodeView {
             id: r.id,
             display_name: r.display_name,
             trigger: r.trigger,
-            source: r.source,
+            source: Some(r.source),
             timeout_ms: r.timeout_ms,
             enabled: r.enabled,
             created_at: r.created_at.iso8601(),
@@ -143,39 +145,17 @@ impl From<CodeRecord> for CodeView {
     }
 }
 
-/// A customization as listed: no source.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CodeSummary {
-    pub id: i64,
-    pub display_name: String,
-    pub trigger: Trigger,
-    pub timeout_ms: u32,
-    pub enabled: bool,
-    pub created_at: String,
-    pub updated_at: String,
-    pub version: u64,
-}
-
-impl From<&CodeRecord> for CodeSummary {
-    fn from(r: &CodeRecord) -> Self {
-        Self {
-            id: r.id,
-            display_name: r.display_name.clone(),
-            trigger: r.trigger,
-            timeout_ms: r.timeout_ms,
-            enabled: r.enabled,
-            created_at: r.created_at.iso8601(),
-            updated_at: r.updated_at.iso8601(),
-            version: r.version,
-        }
+impl CodeView {
+    /// The customization as a list shows it: no source.
+    fn listed(record: CodeRecord) -> Self {
+        Self { source: None, ..Self::from(record) }
     }
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CodeList {
-    pub code_customizations: Vec<CodeSummary>,
+    pub code_customizations: Vec<CodeView>,
     pub total: i64,
     pub next_cursor: Option<String>,
 }
@@ -185,7 +165,7 @@ pub struct CodeList {
 pub struct CodeVersionList {
     pub id: i64,
     pub current_version: u64,
-    pub versions: Vec<CodeSummary>,
+    pub versions: Vec<CodeView>,
     pub next_cursor: Option<String>,
 }
 
@@ -211,7 +191,7 @@ async fn list(
     let (limit, cursor) = params.page(&records.list_query())?;
     let (items, next, total) = records.list(limit, cursor).await?;
     Ok(Json(CodeList {
-        code_customizations: items.iter().map(CodeSummary::from).collect(),
+        code_customizations: items.into_iter().map(CodeView::listed).collect(),
         total,
         next_cursor: next.map(|c| c.encode()),
     }))
@@ -273,7 +253,7 @@ async fn list_versions(
     Ok(Json(CodeVersionList {
         id: current.id,
         current_version: current.version,
-        versions: versions.iter().map(CodeSummary::from).collect(),
+        versions: versions.into_iter().map(CodeView::listed).collect(),
         next_cursor: next.map(|c| c.encode()),
     }))
 }
