@@ -68,12 +68,18 @@ impl Metric {
 /// Counts `value` of `metric`, with an optional extra dimension.
 pub fn count(metric: Metric, value: u64, dimension: Option<(&str, &str)>) {
     let Some(sink) = sink() else { return };
-    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".into());
-    sink(&line(metric, value, dimension, &function, &namespace(), now_millis()).to_string());
+    let (function, namespace) = labels();
+    sink(&line(metric, value, dimension, function, namespace, now_millis()).to_string());
 }
 
-fn namespace() -> String {
-    std::env::var("METRICS_NAMESPACE").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| "RelyingParty".into())
+/// The function name and namespace, read from the environment once per process.
+fn labels() -> &'static (String, String) {
+    static LABELS: OnceLock<(String, String)> = OnceLock::new();
+    LABELS.get_or_init(|| {
+        let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".into());
+        let namespace = std::env::var("METRICS_NAMESPACE").ok().filter(|n| !n.is_empty());
+        (function, namespace.unwrap_or_else(|| "RelyingParty".into()))
+    })
 }
 
 fn now_millis() -> i64 {
