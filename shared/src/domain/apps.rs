@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// An RP application id, camel-case as in the control center (`workstationDemo`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(try_from = "String", into = "String")]
 pub struct AppId(String);
 
@@ -43,7 +43,7 @@ impl fmt::Display for AppId {
 }
 
 /// Offline access configuration (DECISIONS §5): defaults and bounds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct OfflineAccess {
     pub enabled: bool,
@@ -95,15 +95,30 @@ impl OfflineAccess {
 }
 
 /// An app's workstation settings. Omitted fields take their defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkstationSettings {
+    // Field by field rather than the container's `default`: the OpenAPI document then gives no
+    // default object for a nested model, which client generators refuse.
+    #[serde(default)]
     pub offline_access: OfflineAccess,
     /// How long an agent's lease on a certificate request lasts. At most 900 s, the longest
     /// delay of the re-queue message (SQS `DelaySeconds`).
+    #[serde(default = "default_request_timeout")]
+    #[schema(default = default_request_timeout)]
     pub request_timeout_in_secs: i64,
     /// How long an OOB authentication request can be answered and read.
+    #[serde(default = "default_oob_timeout")]
+    #[schema(default = default_oob_timeout)]
     pub oob_request_timeout_in_secs: i64,
+}
+
+fn default_request_timeout() -> i64 {
+    WorkstationSettings::default().request_timeout_in_secs
+}
+
+fn default_oob_timeout() -> i64 {
+    WorkstationSettings::default().oob_request_timeout_in_secs
 }
 
 impl Default for WorkstationSettings {
@@ -126,7 +141,7 @@ impl WorkstationSettings {
 
 /// A tenant's request budget on the customization APIs: `limit` requests per fixed window of
 /// `windowSecs`, counted in the backend so it holds across Lambda instances.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RateLimit {
     pub limit: i64,

@@ -413,7 +413,7 @@ impl IssuedCert {
 }
 
 /// A LoginCertRequest as a poll hands it out (workstation-api.md), field for field.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LoginCertRequest {
     pub request_id: String,
@@ -433,7 +433,7 @@ fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
 }
 
 /// A RevokedCertRequest as a poll hands it out.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevokedCertRequest {
     pub request_id: String,
@@ -442,7 +442,7 @@ pub struct RevokedCertRequest {
 }
 
 /// The answer of `GET /rp/api/certificate/requests`: both arrays empty when nothing is pending.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CertificateRequestList {
     pub login_certs: Vec<LoginCertRequest>,
@@ -520,7 +520,7 @@ pub struct LoginCertIssued {
 }
 
 /// The body of `POST /rp/api/certificate`: the issuance result (success or error payload).
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IssuanceResult {
     pub error_code: i64,
@@ -549,7 +549,7 @@ pub struct IssuanceResult {
 }
 
 /// The body of `POST /rp/api/certificate/revoke`: the revocation result (success or error).
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RevocationResult {
     pub error_code: i64,

@@ -27,7 +27,7 @@ pub const MAX_ENV_VALUE: usize = 4 * 1024;
 pub const MAX_HOOK_TEXT: usize = 1_000;
 
 /// Where a customization runs. Only `oob.start` exists so far; the list is open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum Trigger {
     /// Every OOB start of the tenant, before anything is stored or sent to the phone.
     #[serde(rename = "oob.start")]
@@ -69,7 +69,7 @@ pub struct CodeRecord {
 }
 
 /// The body of `POST /code-customization`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCode {
     pub display_name: Option<String>,
@@ -80,7 +80,7 @@ pub struct CreateCode {
 }
 
 /// The body of `POST /code-customization/{id}`: any of the fields; omitted ones stay.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateCode {
     pub display_name: Option<String>,
@@ -217,7 +217,7 @@ pub fn env_name(name: &str) -> Result<&str, FieldError> {
 }
 
 /// The body of `PUT /code-customization/env/{name}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvValue {
     pub value: String,
@@ -279,7 +279,7 @@ impl EnvVars {
 }
 
 /// What one run produced (the answer of `POST /code-customization/{id}/test`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunReport {
     /// The handler's return value as JSON; `null` when it failed.
@@ -294,7 +294,7 @@ pub struct RunReport {
 }
 
 /// What a handler asked through `api`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HookActions {
     /// `api.deny(reason)`.

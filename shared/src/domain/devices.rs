@@ -211,7 +211,7 @@ impl MaybeConflict for RegistrationError {
 }
 
 /// The body of `POST /rp/versioned/device/registrations`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegistrationRequest {
     pub code: String,

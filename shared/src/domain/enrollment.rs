@@ -204,7 +204,7 @@ impl EnrollmentSession {
 }
 
 /// The body of `POST /rp/wsapi/client/enroll`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnrollRequest {
     pub rp_app_id: String,
@@ -252,7 +252,7 @@ impl TryFrom<EnrollRequest> for Enroll {
 }
 
 /// The body of `POST /rp/wasapi/client/enroll/complete`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CompleteRequest {
     pub error_code: i64,

@@ -28,7 +28,7 @@ pub const MAX_ADDITIONAL_DETAILS: usize = 20;
 /// The tag that starts the signed byte string.
 pub const SIGNATURE_TAG: &[u8] = b"rp-oob-v1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OobState {
     RequestSent,
@@ -46,7 +46,7 @@ impl OobState {
 }
 
 /// One entry of the status response's `state` array.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StateEntry {
     pub value: OobState,
     pub message: String,
@@ -54,7 +54,7 @@ pub struct StateEntry {
 }
 
 /// `extras`: a confirmation code the user must type on the phone (number matching).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Extras {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,7 +62,7 @@ pub struct Extras {
 }
 
 /// The device a request goes to, as it was when the request started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OobDevice {
     pub device_id: String,
@@ -107,7 +107,7 @@ pub struct OobRequest {
     pub state: Vec<StateEntry>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Decision {
     Approve,
@@ -162,14 +162,18 @@ impl MaybeConflict for OobError {
 }
 
 /// The body of `POST /rp/api/oob/client/authentication/requests` (DECISIONS §6).
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OobStartRequest {
     pub app_id: String,
     pub named_user: String,
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub session_nonce: String,
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub device_nonce: String,
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub service_nonce: String,
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub service_hmac: String,
     #[serde(default)]
     pub machine: Option<String>,
@@ -260,7 +264,7 @@ impl TryFrom<OobStartRequest> for OobStart {
 }
 
 /// The body of `POST /rp/versioned/device/oob/requests/{requestId}`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OobAnswerRequest {
     pub decision: Decision,

@@ -38,7 +38,7 @@ pub struct Pairing {
 }
 
 /// The workstation's offline PINs (`workstation.offline`), in the clear only in memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OfflineTokens {
     pub tokens: String,
@@ -231,7 +231,7 @@ pub const DEVICE_REVOKED_EVENT: &str = "DEVICE_REVOKED";
 pub const NAME_CLAIM_REFUSED_EVENT: &str = "NAME_CLAIM_REFUSED";
 
 /// The body of `POST /rp/api/client/reg`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairRequest {
     pub machine_id: String,
@@ -281,7 +281,7 @@ impl TryFrom<PairRequest> for NewPairing {
 }
 
 /// The body of `PATCH /rp/api/client/reg`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairingUpdateRequest {
     pub machine_id: String,
@@ -368,8 +368,9 @@ impl TryFrom<PairingUpdateRequest> for PairingUpdate {
 
 /// `?machineId=&deviceId=` of `GET` and `DELETE /rp/api/client/reg` (`appId` for an admin's
 /// DELETE).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PairingQuery {
     pub machine_id: Option<String>,
     pub device_id: Option<String>,

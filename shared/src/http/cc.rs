@@ -47,10 +47,14 @@ pub fn token_router(_state: &AppState) -> Router<AppState> {
 }
 
 /// `?limit=&cursor=` of every list.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Page size, 1 to 200 (default 50).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
+    /// The `nextCursor` of the page before.
     pub cursor: Option<String>,
 }
 
@@ -81,7 +85,7 @@ impl ListParams {
 }
 
 /// An app as the control center shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppView {
     pub app_id: AppId,
@@ -106,20 +110,24 @@ impl From<AppRecord> for AppView {
 }
 
 /// A page of a list, `nextCursor` `null` on the last.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppList {
     pub apps: Vec<AppView>,
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateApp {
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
     pub app_id: String,
+    #[schema(min_length = 1, max_length = 200)]
     pub display_name: String,
 }
 
+#[utoipa::path(post, path = "/cc/api/apps", tag = "control", security(("admin" = [])), request_body = CreateApp,
+    responses((status = 201, description = "Created", body = AppView)))]
 async fn create_app(
     State(state): State<AppState>,
     _admin: Admin,
@@ -138,6 +146,8 @@ async fn create_app(
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(AppView::from(app))).into_response())
 }
 
+#[utoipa::path(get, path = "/cc/api/apps", tag = "control", security(("admin" = [])), params(ListParams),
+    responses((status = 200, description = "A page of apps", body = AppList)))]
 async fn list_apps(
     State(state): State<AppState>,
     _admin: Admin,
@@ -160,6 +170,8 @@ pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64)
         .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
 }
 
+#[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+    responses((status = 200, description = "The app", body = AppView)))]
 async fn get_app(
     State(state): State<AppState>,
     _admin: Admin,
@@ -169,6 +181,8 @@ async fn get_app(
     Ok(Json(AppView::from(app)))
 }
 
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+    responses((status = 200, description = "The app's workstation settings", body = WorkstationSettings)))]
 async fn get_workstation(
     State(state): State<AppState>,
     _admin: Admin,
@@ -178,6 +192,8 @@ async fn get_workstation(
     Ok(Json(app.workstation))
 }
 
+#[utoipa::path(put, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+    request_body = WorkstationSettings, responses((status = 200, description = "Stored", body = WorkstationSettings)))]
 async fn put_workstation(
     State(state): State<AppState>,
     _admin: Admin,
@@ -190,6 +206,8 @@ async fn put_workstation(
     Ok(Json(settings))
 }
 
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+    responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
 async fn get_rate_limit(
     State(state): State<AppState>,
     _admin: Admin,
@@ -199,6 +217,8 @@ async fn get_rate_limit(
     Ok(Json(app.rate_limit))
 }
 
+#[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+    request_body = RateLimit, responses((status = 200, description = "Stored", body = RateLimit)))]
 async fn put_rate_limit(
     State(state): State<AppState>,
     _admin: Admin,
@@ -230,12 +250,15 @@ async fn update_app(
     .await
 }
 
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateToken {
     pub kind: TokenKind,
+    /// Required for an `access` token; scopes a `controlCenterAdmin` token to one app.
     pub app_id: Option<String>,
+    #[schema(min_length = 1, max_length = 500)]
     pub description: Option<String>,
+    #[schema(minimum = 60, maximum = 63244800)]
     pub expires_in_secs: Option<i64>,
 }
 
@@ -243,7 +266,7 @@ pub struct CreateToken {
 const MAX_TOKEN_LIFETIME_SECS: i64 = 2 * 366 * 24 * 3600;
 
 /// A token as listed: never its secret.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenView {
     pub token_id: String,
@@ -274,20 +297,22 @@ impl From<TokenRecord> for TokenView {
 }
 
 /// A created token: the view, and the secret, shown only here.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TokenCreated {
     #[serde(flatten)]
     pub view: TokenView,
     pub token: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenList {
     pub tokens: Vec<TokenView>,
     pub next_cursor: Option<String>,
 }
 
+#[utoipa::path(post, path = "/cc/api/tokens", tag = "control", security(("admin" = [])), request_body = CreateToken,
+    responses((status = 201, description = "Created; `token` is the secret, shown only here", body = TokenCreated)))]
 async fn create_token(
     State(state): State<AppState>,
     _admin: Admin,
@@ -327,6 +352,8 @@ async fn create_token(
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
+#[utoipa::path(get, path = "/cc/api/tokens", tag = "control", security(("admin" = [])), params(ListParams),
+    responses((status = 200, description = "A page of tokens, never their secrets", body = TokenList)))]
 async fn list_tokens(
     State(state): State<AppState>,
     _admin: Admin,
@@ -340,6 +367,9 @@ async fn list_tokens(
     }))
 }
 
+#[utoipa::path(delete, path = "/cc/api/tokens/{tokenId}", tag = "control", security(("admin" = [])),
+    params(("tokenId" = String, Path, description = "16 hexadecimal digits")),
+    responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
     _admin: Admin,

@@ -56,6 +56,8 @@ pub fn device_router(_state: &AppState) -> Router<AppState> {
 /// a poll's at once). The
 /// lease's time-out message is sent first, so no lease exists without the message that ends it
 /// (a message for a lease that lost its race is a no-op).
+#[utoipa::path(get, path = "/rp/api/certificate/requests", tag = "certificates", security(("admin" = [])),
+    responses((status = 200, description = "The requests this poll leased; both arrays empty when none is pending", body = CertificateRequestList)))]
 async fn poll(
     State(state): State<AppState>,
     _admin: Admin,
@@ -103,6 +105,8 @@ async fn poll(
     Ok(Json(list))
 }
 
+#[utoipa::path(post, path = "/rp/api/certificate", tag = "certificates", security(("admin" = [])), request_body = IssuanceResult,
+    responses((status = 204, description = "Stored (or stored already: a retry is answered the same)")))]
 async fn post_issuance(
     State(state): State<AppState>,
     admin: Admin,
@@ -111,6 +115,8 @@ async fn post_issuance(
     settle(&state, &admin, CertResult::try_from(body)?).await
 }
 
+#[utoipa::path(post, path = "/rp/api/certificate/revoke", tag = "certificates", security(("admin" = [])), request_body = RevocationResult,
+    responses((status = 204, description = "Stored (or stored already: a retry is answered the same)")))]
 async fn post_revocation(
     State(state): State<AppState>,
     admin: Admin,
@@ -198,13 +204,16 @@ async fn effect_of(
 }
 
 /// The answer of an admin revocation: the queued request.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevocationQueued {
     pub request_id: String,
     pub cert_serial_number: String,
 }
 
+#[utoipa::path(post, path = "/cc/api/certificates/{certSerialNumber}/revoke", tag = "certificates", security(("admin" = [])),
+    params(("certSerialNumber" = String, Path)),
+    responses((status = 202, description = "A revocation request is queued (or was under way already)", body = RevocationQueued)))]
 async fn queue_revocation(
     State(state): State<AppState>,
     _admin: Admin,
@@ -275,7 +284,7 @@ pub(crate) async fn revocation_of(
 }
 
 /// One of the device's certificates, still encrypted for it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCertificate {
     pub cert_serial_number: String,
@@ -300,7 +309,7 @@ pub struct DeviceCertificate {
 }
 
 /// A page of the device's certificates; `nextCursor` is `null` on the last.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCertificates {
     pub certificates: Vec<DeviceCertificate>,
@@ -329,6 +338,8 @@ impl From<IssuedCert> for DeviceCertificate {
 }
 
 /// The device's issued certificates, still encrypted for it.
+#[utoipa::path(get, path = "/rp/versioned/device/certificates", tag = "certificates", security(("device" = [])), params(ListParams),
+    responses((status = 200, description = "A page of the device's certificates, encrypted for it", body = DeviceCertificates)))]
 async fn device_certificates(
     State(state): State<AppState>,
     device: DeviceCaller,

@@ -112,7 +112,7 @@ pub fn issuer(state: &AppState, tenant: &AppId) -> String {
 }
 
 /// A code customization: in full, or as listed (without its source).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CodeView {
     pub id: i64,
@@ -152,7 +152,7 @@ impl CodeView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CodeList {
     pub code_customizations: Vec<CodeView>,
@@ -160,7 +160,7 @@ pub struct CodeList {
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CodeVersionList {
     pub id: i64,
@@ -169,6 +169,8 @@ pub struct CodeVersionList {
     pub next_cursor: Option<String>,
 }
 
+#[utoipa::path(post, path = "/code-customization", tag = "code", security(("tenantAdmin" = [])), request_body = CreateCode,
+    responses((status = 201, description = "Created", body = CodeView)))]
 async fn create(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -182,6 +184,8 @@ async fn create(
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(CodeView::from(created))).into_response())
 }
 
+#[utoipa::path(get, path = "/code-customization", tag = "code", security(("tenantAdmin" = [])), params(ListParams),
+    responses((status = 200, description = "A page of the tenant's customizations, without their source", body = CodeList)))]
 async fn list(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -202,6 +206,8 @@ async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, 
     records(state, tenant).get(id).await?.ok_or(CodeError::NotFound(id))
 }
 
+#[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)),
+    responses((status = 200, description = "The customization, with its source", body = CodeView)))]
 async fn retrieve(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -210,6 +216,8 @@ async fn retrieve(
     Ok(Json(load(&state, tenant.id(), &id).await?.into()))
 }
 
+#[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)), request_body = UpdateCode,
+    responses((status = 200, description = "Updated; the version before is kept", body = CodeView)))]
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -227,6 +235,8 @@ async fn update(
     Ok(Json(updated.into()))
 }
 
+#[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)),
+    responses((status = 204, description = "Deleted, with its versions")))]
 async fn remove(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -240,6 +250,8 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(get, path = "/code-customization/{id}/versions", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1), ListParams),
+    responses((status = 200, description = "A page of earlier versions", body = CodeVersionList)))]
 async fn list_versions(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -270,6 +282,8 @@ async fn load_version(
     records(state, tenant).version(id, version).await?.ok_or(CodeError::VersionNotFound { id, version })
 }
 
+#[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+    responses((status = 200, description = "An earlier version", body = CodeView)))]
 async fn get_version(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -278,6 +292,8 @@ async fn get_version(
     Ok(Json(load_version(&state, tenant.id(), &id, &version).await?.into()))
 }
 
+#[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+    responses((status = 200, description = "Restored as the current version", body = CodeView)))]
 async fn restore(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -294,7 +310,7 @@ async fn restore(
 }
 
 /// The body of a test run.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TestRun {
     #[serde(default)]
@@ -303,6 +319,8 @@ pub struct TestRun {
 
 /// Runs one customization, enabled or not, on the given event: a thrown error, a time-out
 /// or the memory limit is a 200 whose `error` says so.
+#[utoipa::path(post, path = "/code-customization/{id}/test", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)), request_body = TestRun,
+    responses((status = 200, description = "What the run produced; a throw, time-out or limit is a 200 whose `error` says so", body = RunReport)))]
 async fn test_run(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -398,13 +416,13 @@ pub async fn run_hook(
 }
 
 /// The names of the tenant's variables, with their update times: never a value.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvList {
     pub variables: Vec<EnvView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvView {
     pub name: String,
@@ -417,12 +435,16 @@ impl From<EnvEntry> for EnvView {
     }
 }
 
+#[utoipa::path(get, path = "/code-customization/env", tag = "code", security(("tenantAdmin" = [])),
+    responses((status = 200, description = "The variables' names, never their values", body = EnvList)))]
 async fn list_env(State(state): State<AppState>, tenant: Tenant) -> Result<Json<EnvList>, CodeError> {
     let names = env(&state, tenant.id()).names().await?;
     Ok(Json(EnvList { variables: names.into_iter().map(EnvView::from).collect() }))
 }
 
 /// Sets a variable; 200 with its name and update time, never its value.
+#[utoipa::path(put, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path)),
+    request_body = EnvValue, responses((status = 200, description = "Set; never echoes the value", body = EnvView)))]
 async fn put_env(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -446,6 +468,8 @@ async fn put_env(
     Ok(Json(EnvView { name: name.clone(), updated_at: now.iso8601() }))
 }
 
+#[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path)),
+    responses((status = 204, description = "Deleted")))]
 async fn delete_env(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -466,6 +490,8 @@ async fn delete_env(
 
 /// The public key our customizations' tokens are signed with, as a JWK set; 404 for an
 /// unknown app, so the set only exists where tokens can be minted.
+#[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(("appId" = String, Path)),
+    responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Object)))]
 async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
     let (app, _) = super::cc::load_app(&state, &app_id).await?;
     let keys = &state.backend.keys;

@@ -20,6 +20,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
 
 /// `/content-customization`
 pub fn collection_router(state: &AppState) -> Router<AppState> {
@@ -119,14 +121,85 @@ fn contents<'a>(state: &'a AppState, tenant: &Tenant) -> Contents<'a> {
     Contents::new(state.backend.store.as_ref(), tenant.id()).keeping(state.config.content_versions_kept)
 }
 
+/// The body of a create, as the OpenAPI document describes it. The handler reads the body as
+/// JSON ([`content::parse_create`]) to tell an absent field from `null`.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)] // Read only by the schema derive.
+pub struct ContentCreate {
+    #[schema(min_length = 1, max_length = 255)]
+    display_name: String,
+    #[schema(max_length = 2000)]
+    description: Option<String>,
+    content_map: Option<ContentMap>,
+}
+
+/// The body of an update (a merge): at least one field. `description: null` clears it; in
+/// `contentMap`, `null` removes a screen, part or field.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)] // Read only by the schema derive.
+pub struct ContentUpdate {
+    #[schema(min_length = 1, max_length = 255)]
+    display_name: Option<String>,
+    #[schema(max_length = 2000)]
+    description: Option<String>,
+    content_map: Option<ContentMap>,
+}
+
+/// Screen texts: each key a screen (`consentScreen`, `instructionsScreen`,
+/// `loginIdentifierScreen`, ...), each screen an object of parts (`cardHeader` with `title` and
+/// `description`, `cardContent` with `mainContent` and `extraContent`, `cardFooter` with
+/// `caption1` and `caption2`, and `buttonLabels`, keys of 1 to 64 characters), each field a
+/// string.
+/// `null` removes a screen, part or field in an update.
+pub struct ContentMap;
+
+impl utoipa::PartialSchema for ContentMap {
+    fn schema() -> RefOr<Schema> {
+        let text = || ObjectBuilder::new().schema_type(SchemaType::Array(vec![Type::String, Type::Null]));
+        let closed = || {
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)))
+        };
+        // An object or `null` (which removes it in an update).
+        let or_null = |object: ObjectBuilder| -> Schema {
+            OneOfBuilder::new().item(object).item(ObjectBuilder::new().schema_type(Type::Null)).into()
+        };
+        let labels = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property_names(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(content::MAX_BUTTON_KEY)),
+            ))
+            .additional_properties(Some(text()));
+        let mut screen = closed().property("buttonLabels", or_null(labels));
+        for (part, fields) in content::PARTS {
+            let part_schema = fields.iter().fold(closed(), |o, field| o.property(*field, text()));
+            screen = screen.property(part, or_null(part_schema));
+        }
+        let screen = or_null(screen);
+        let map = content::SCREENS.iter().fold(closed(), |o, name| o.property(*name, screen.clone()));
+        RefOr::T(Schema::Object(
+            map.description(Some("Screen texts: screens, their parts, each field a string")).build(),
+        ))
+    }
+}
+
+impl utoipa::ToSchema for ContentMap {}
+
 /// A content customization in full.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentView {
     pub id: i64,
     pub display_name: String,
     /// A string, as the seed types it: empty when unset.
     pub description: String,
+    #[schema(value_type = ContentMap)]
     pub content_map: Value,
     pub created_at: String,
     pub updated_at: String,
@@ -155,7 +228,7 @@ impl ContentView {
 }
 
 /// A customization as listed: no content map.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentSummary {
     pub id: i64,
@@ -182,7 +255,7 @@ impl ContentSummary {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentList {
     pub content_customizations: Vec<ContentSummary>,
@@ -190,7 +263,7 @@ pub struct ContentList {
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VersionList {
     pub id: i64,
@@ -199,6 +272,8 @@ pub struct VersionList {
     pub next_cursor: Option<String>,
 }
 
+#[utoipa::path(post, path = "/content-customization", tag = "content", security(("tenantAdmin" = [])), request_body = ContentCreate,
+    responses((status = 201, description = "Created", body = ContentView)))]
 async fn create(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -214,6 +289,8 @@ async fn create(
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(ContentView::of(created))).into_response())
 }
 
+#[utoipa::path(get, path = "/content-customization", tag = "content", security(("tenantAdmin" = [])), params(ListParams),
+    responses((status = 200, description = "A page of the tenant's customizations", body = ContentList)))]
 async fn list(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -229,6 +306,8 @@ async fn list(
     }))
 }
 
+#[utoipa::path(get, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
+    params(("id" = i64, Path, minimum = 1)), responses((status = 200, description = "The customization", body = ContentView)))]
 async fn retrieve(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -240,6 +319,9 @@ async fn retrieve(
     Ok(Json(ContentView::of(record)))
 }
 
+#[utoipa::path(post, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
+    params(("id" = i64, Path, minimum = 1)), request_body = ContentUpdate,
+    responses((status = 200, description = "Updated; the version before is kept", body = ContentView)))]
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -258,6 +340,8 @@ async fn update(
     Ok(Json(ContentView::of(updated)))
 }
 
+#[utoipa::path(get, path = "/content-customization/{id}/versions", tag = "content", security(("tenantAdmin" = [])),
+    params(("id" = i64, Path, minimum = 1), ListParams), responses((status = 200, description = "A page of earlier versions", body = VersionList)))]
 async fn list_versions(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -292,6 +376,9 @@ async fn load_version(
     Ok((id, snapshot))
 }
 
+#[utoipa::path(get, path = "/content-customization/{id}/versions/{version}", tag = "content", security(("tenantAdmin" = [])),
+    params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+    responses((status = 200, description = "An earlier version", body = ContentView)))]
 async fn get_version(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -301,6 +388,9 @@ async fn get_version(
     Ok(Json(ContentView::version(snapshot)))
 }
 
+#[utoipa::path(post, path = "/content-customization/{id}/versions/{version}/restore", tag = "content", security(("tenantAdmin" = [])),
+    params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+    responses((status = 200, description = "Restored as the current version", body = ContentView)))]
 async fn restore(
     State(state): State<AppState>,
     tenant: Tenant,

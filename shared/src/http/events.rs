@@ -26,7 +26,7 @@ pub fn router(_state: &AppState) -> Router<AppState> {
 const MAX_ATTRIBUTES: usize = 32;
 
 /// The body of `POST /rp/api/events`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventReport {
     pub name: String,
@@ -36,7 +36,7 @@ pub struct EventReport {
 }
 
 /// A stored event's id and time.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventStored {
     pub event_id: String,
@@ -44,7 +44,7 @@ pub struct EventStored {
 }
 
 /// An event as listed.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView {
     pub event_id: String,
@@ -68,7 +68,7 @@ impl From<EventRecord> for EventView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventList {
     pub events: Vec<EventView>,
@@ -106,6 +106,8 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), Problem> {
     Ok(())
 }
 
+#[utoipa::path(post, path = "/rp/api/events", tag = "events", security(("access" = []), ("admin" = []), ("tenantAdmin" = [])),
+    request_body = EventReport, responses((status = 201, description = "Stored", body = EventStored)))]
 async fn report(
     State(state): State<AppState>,
     caller: Caller,
@@ -143,14 +145,24 @@ async fn report(
     Ok((StatusCode::CREATED, Json(EventStored { event_id: event.event_id, timestamp: event.at.iso8601() })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only events of this name.
     name: Option<String>,
+    /// Only events of this app.
     app_id: Option<String>,
+    /// Events at or after this time (RFC 3339).
+    #[param(format = DateTime)]
     from: Option<String>,
+    /// Events before this time (RFC 3339).
+    #[param(format = DateTime)]
     to: Option<String>,
+    /// Page size, 1 to 200 (default 50).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]
     limit: Option<String>,
+    /// The `nextCursor` of the page before.
     cursor: Option<String>,
 }
 
@@ -174,6 +186,8 @@ fn time_param(field: &str, value: Option<&str>) -> Result<Option<EpochMillis>, P
         .transpose()
 }
 
+#[utoipa::path(get, path = "/rp/api/events", tag = "events", security(("admin" = [])), params(ListQuery),
+    responses((status = 200, description = "A page of events, newest first", body = EventList)))]
 async fn list(
     State(state): State<AppState>,
     _admin: Admin,

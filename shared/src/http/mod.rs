@@ -11,6 +11,7 @@ pub mod extract;
 pub mod health;
 pub mod offline;
 pub mod oob;
+pub mod openapi;
 pub mod problem;
 pub mod registration;
 pub mod workstation;
@@ -127,10 +128,16 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint { name: "rp-app-jwks", router: code::jwks_router },
 ];
 
-/// The whole API, as the local server serves it.
+/// The whole API, as the local server serves it, with its OpenAPI document at
+/// `GET /openapi.json`.
 pub fn app(state: AppState) -> Router {
     let all = ENDPOINTS.iter().fold(Router::new(), |acc, e| acc.merge((e.router)(&state)));
+    let all = all.route("/openapi.json", axum::routing::get(openapi_json));
     finish(all, state)
+}
+
+async fn openapi_json() -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], openapi::json()).into_response()
 }
 
 /// One endpoint's router, as its Lambda function serves it. `None` for an unknown name.

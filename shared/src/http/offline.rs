@@ -174,14 +174,14 @@ pub async fn unpair(
 }
 
 /// The body of `POST /rp/versioned/device/setup`: which of the device's pairings.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceSetupRequest {
     pub machine_id: String,
 }
 
 /// A pairing's PINs for its device, handed out once.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSetup {
     pub machine_id: String,
@@ -194,6 +194,8 @@ pub struct DeviceSetup {
 }
 
 /// The device fetches a pairing's offline PINs: once per set.
+#[utoipa::path(post, path = "/rp/versioned/device/setup", tag = "offline", security(("device" = [])), request_body = DeviceSetupRequest,
+    responses((status = 200, description = "The pairing's offline PINs, handed out once", body = DeviceSetup)))]
 async fn device_setup(
     State(state): State<AppState>,
     device: DeviceCaller,
@@ -235,7 +237,7 @@ async fn device_setup(
 }
 
 /// One of the device's workstations.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceWorkstation {
     pub machine_id: String,
@@ -249,11 +251,13 @@ pub struct DeviceWorkstation {
     pub locked_until: Option<EpochMillis>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeviceWorkstations {
     pub workstations: Vec<DeviceWorkstation>,
 }
 
+#[utoipa::path(get, path = "/rp/versioned/device/workstations", tag = "offline", security(("device" = [])),
+    responses((status = 200, description = "The device's paired workstations", body = DeviceWorkstations)))]
 async fn device_workstations(
     State(state): State<AppState>,
     device: DeviceCaller,
@@ -284,7 +288,7 @@ async fn device_workstations(
 }
 
 /// The body of `POST /rp/versioned/device/offline/used`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceUsedRequest {
     pub machine_id: String,
@@ -292,7 +296,7 @@ pub struct DeviceUsedRequest {
 }
 
 /// What is left after a used-PIN report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PinsLeft {
     pub machine_id: String,
@@ -300,6 +304,8 @@ pub struct PinsLeft {
     pub low_token_warning: bool,
 }
 
+#[utoipa::path(post, path = "/rp/versioned/device/offline/used", tag = "offline", security(("device" = [])), request_body = DeviceUsedRequest,
+    responses((status = 200, description = "The PINs are used up; what is left", body = PinsLeft)))]
 async fn device_used(
     State(state): State<AppState>,
     device: DeviceCaller,
@@ -322,6 +328,9 @@ async fn device_used(
 
 /// An admin removes a device: every pairing of it goes (with its certificate's revocation), the
 /// device's other certificates are revoked, and its token ends.
+#[utoipa::path(delete, path = "/cc/api/apps/{appId}/devices/{deviceId}", tag = "offline", security(("admin" = [])),
+    params(("appId" = String, Path), ("deviceId" = String, Path)),
+    responses((status = 204, description = "Removed: its pairings, certificates (revocations queued) and token")))]
 async fn revoke_device(
     State(state): State<AppState>,
     admin: Admin,

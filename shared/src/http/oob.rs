@@ -47,18 +47,20 @@ pub fn device_answer_router(_state: &AppState) -> Router<AppState> {
 }
 
 /// The start answer: the seed's `status` and `response.requestId`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct OobStarted {
     pub status: Status,
     pub response: OobStartedRequest,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OobStartedRequest {
     pub request_id: String,
 }
 
+#[utoipa::path(post, path = "/rp/api/oob/client/authentication/requests", tag = "oob", security(("access" = [])),
+    request_body = OobStartRequest, responses((status = 200, description = "Started; poll `response.requestId`", body = OobStarted)))]
 async fn start(
     State(state): State<AppState>,
     access: Access,
@@ -135,7 +137,7 @@ async fn start(
 }
 
 /// The status response (workstation-api.md, "OOB authentication status response").
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OobStatus {
     pub request_id: String,
@@ -146,7 +148,7 @@ pub struct OobStatus {
     pub state: Vec<StateEntry>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OobStatusDevice {
     pub device_id: String,
@@ -171,6 +173,9 @@ impl From<OobRequest> for OobStatus {
 }
 
 /// One consistent read: polled every 3–5 s.
+#[utoipa::path(get, path = "/rp/api/oob/client/authentication/requests/{sessionId}", tag = "oob", security(("access" = [])),
+    params(("sessionId" = String, Path, description = "The `requestId` the start answered", max_length = 64)),
+    responses((status = 200, description = "The request's state", body = OobStatus)))]
 async fn status(
     State(state): State<AppState>,
     access: Access,
@@ -186,7 +191,7 @@ async fn status(
 }
 
 /// A pending request as the phone shows it, with what it needs to sign its answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceOobRequest {
     pub request_id: String,
@@ -256,12 +261,14 @@ async fn recovery_keys(
     Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeviceOobRequests {
     pub requests: Vec<DeviceOobRequest>,
 }
 
 /// The device's pending requests; the first fetch of each adds INITIATED.
+#[utoipa::path(get, path = "/rp/versioned/device/oob/requests", tag = "oob", security(("device" = [])),
+    responses((status = 200, description = "The device's open requests; each is marked fetched (so HEAD is refused)", body = DeviceOobRequests)))]
 async fn device_requests(
     State(state): State<AppState>,
     device: DeviceCaller,
@@ -293,13 +300,16 @@ async fn device_requests(
 }
 
 /// The answer's outcome, for the device.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceOobAnswered {
     pub request_id: String,
     pub state: OobState,
 }
 
+#[utoipa::path(post, path = "/rp/versioned/device/oob/requests/{requestId}", tag = "oob", security(("device" = [])),
+    params(("requestId" = String, Path)), request_body = OobAnswerRequest,
+    responses((status = 200, description = "The answer is stored", body = DeviceOobAnswered)))]
 async fn device_answer(
     State(state): State<AppState>,
     device: DeviceCaller,

@@ -103,15 +103,21 @@ pub struct Problem {
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
-#[derive(Serialize)]
+/// An `application/problem+json` body (RFC 7807).
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct ProblemBody<'a> {
+#[schema(as = Problem)]
+pub(crate) struct ProblemBody<'a> {
+    /// `/problems/<slug>`.
     #[serde(rename = "type")]
     kind: String,
     title: &'a str,
     status: u16,
+    /// What went wrong, ending with ` (exceptionId: <uuid>)`, the id on the server's log line.
     detail: String,
+    /// The project's error code (the README's list).
     error_code: u32,
+    /// The request field or header at fault, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<&'a str>,
 }

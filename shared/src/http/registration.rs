@@ -55,7 +55,7 @@ const LINK_TTL_SECS: i64 = 15 * 60;
 const MAX_LINK_TTL_SECS: i64 = 7 * 24 * 3600;
 
 /// The optional body of a link creation.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LinkOptions {
     /// The user's workstation name (`CORP\alice`), if the directory knows it.
@@ -65,7 +65,7 @@ pub struct LinkOptions {
 }
 
 /// A created link; the code is shown only here.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LinkCreated {
     pub code: String,
@@ -74,7 +74,7 @@ pub struct LinkCreated {
 }
 
 /// A registered device and its device token, shown only here.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRegistered {
     pub device_id: String,
@@ -93,6 +93,9 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     format!("{proto}://{host}")
 }
 
+#[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
+    security(("admin" = [])), params(("appId" = String, Path), ("namedUser" = String, Path)), request_body(content = Option<LinkOptions>),
+    responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
     admin: Admin,
@@ -171,6 +174,12 @@ fn html_page(status: StatusCode, title: &str, body: &str) -> Response {
 }
 
 /// The HTML page a user opens from the link: a QR code for the mobile app to scan.
+#[utoipa::path(get, path = "/rp/register/{code}", tag = "registration", params(("code" = String, Path, description = "The link's registration code")),
+    responses(
+        (status = 200, description = "The registration page, a QR code for the mobile app", content_type = "text/html", body = String),
+        (status = 404, description = "No such link", content_type = "text/html", body = String),
+        (status = 410, description = "The link expired or was used", content_type = "text/html", body = String),
+    ))]
 async fn page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -215,6 +224,8 @@ async fn page(
     Ok(html_page(StatusCode::OK, "Register your device", &body))
 }
 
+#[utoipa::path(post, path = "/rp/versioned/device/registrations", tag = "registration", request_body = RegistrationRequest,
+    responses((status = 201, description = "Registered; the device token is shown only here", body = DeviceRegistered)))]
 async fn register(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<RegistrationRequest>,
@@ -259,7 +270,7 @@ async fn register(
 }
 
 /// A fresh device token, shown only here.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTokenIssued {
     pub device_token: String,
@@ -267,6 +278,8 @@ pub struct DeviceTokenIssued {
 }
 
 /// The device trades its (still valid) token for a fresh one; the old one stops working.
+#[utoipa::path(post, path = "/rp/versioned/device/token", tag = "registration", security(("device" = [])),
+    responses((status = 201, description = "A fresh device token; the old one stops working", body = DeviceTokenIssued)))]
 async fn refresh_token(
     State(state): State<AppState>,
     caller: super::extract::DeviceCaller,
@@ -297,7 +310,7 @@ async fn refresh_token(
 }
 
 /// A user's device as an admin sees it: never its token.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceView {
     pub device_id: String,
@@ -308,11 +321,14 @@ pub struct DeviceView {
     pub token_expires_at: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeviceList {
     pub devices: Vec<DeviceView>,
 }
 
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/users/{namedUser}/devices", tag = "registration", security(("admin" = [])),
+    params(("appId" = String, Path), ("namedUser" = String, Path)),
+    responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
     _admin: Admin,
@@ -336,6 +352,8 @@ async fn list_devices(
 }
 
 /// Ends a device's token; the device keeps its pairings but must register again to call in.
+#[utoipa::path(delete, path = "/cc/api/apps/{appId}/devices/{deviceId}/token", tag = "registration", security(("admin" = [])),
+    params(("appId" = String, Path), ("deviceId" = String, Path)), responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
     _admin: Admin,

@@ -52,8 +52,12 @@ pub fn enroll_router(_state: &AppState) -> Router<AppState> {
 /// So this is the workstation's registration under its versioned name: the enroll handler
 /// itself, an alias, not a copy.
 pub fn client_registrations_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/client/registrations", post(enroll))
+    Router::new().route(CLIENT_REGISTRATIONS, post(enroll))
 }
+
+/// The enroll handler's versioned alias; the OpenAPI document lists the enroll operation under
+/// it too.
+pub const CLIENT_REGISTRATIONS: &str = "/rp/versioned/client/registrations";
 
 /// `/rp/wasapi/client/enroll/complete`
 pub fn complete_router(_state: &AppState) -> Router<AppState> {
@@ -69,7 +73,7 @@ pub fn client_reg_router(_state: &AppState) -> Router<AppState> {
 pub const SESSION_HEADER: &str = "x-enrollment-session-id";
 
 /// The seed's `status` object.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     pub response_code: u16,
@@ -83,19 +87,19 @@ impl Status {
 }
 
 /// An answer that is only the seed's `status`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct StatusResponse {
     pub status: Status,
 }
 
 /// The seed's enroll response.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct EnrollResponse {
     pub status: Status,
     pub response: EnrolledDeviceResponse,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnrolledDeviceResponse {
     pub device: EnrolledDevice,
@@ -107,7 +111,7 @@ pub struct EnrolledDeviceResponse {
 
 /// The enroll response's device: `deviceKey` is the device's signing key, `authenticationKey`
 /// that key's fingerprint (the key id the device authenticates with).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnrolledDevice {
     pub device_key: String,
@@ -133,6 +137,9 @@ impl EnrolledDevice {
     }
 }
 
+#[utoipa::path(post, path = "/rp/wsapi/client/enroll", tag = "enrollment", security(("access" = [])), request_body = EnrollRequest,
+    responses((status = 200, description = "The session is open; `response.sessionId` (also in the header) is what `complete` names",
+        body = EnrollResponse, headers(("X-Enrollment-Session-Id" = String, description = "The enrollment session id")))))]
 async fn enroll(
     State(state): State<AppState>,
     access: Access,
@@ -187,6 +194,8 @@ async fn enroll(
     Ok(([(SESSION_HEADER, fresh.session_id.clone())], Json(body)).into_response())
 }
 
+#[utoipa::path(post, path = "/rp/wasapi/client/enroll/complete", tag = "enrollment", security(("access" = [])),
+    request_body = CompleteRequest, responses((status = 200, description = "Enrollment stored (or stored already)", body = StatusResponse)))]
 async fn complete(
     State(state): State<AppState>,
     access: Access,
@@ -234,7 +243,7 @@ pub fn recovery_context(app: &AppId, machine_id: &str, device_id: &str) -> Encry
 }
 
 /// A pairing as every `/rp/api/client/reg` response shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PairingView {
     pub machine_id: String,
@@ -252,25 +261,25 @@ pub struct PairingView {
 }
 
 /// `rpConfig.workstation.offlineAccess`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RpConfig {
     pub workstation: RpWorkstation,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RpWorkstation {
     pub offline_access: OfflineAccess,
 }
 
 /// `workstation.offline`: the PINs, to the pairing's own workstation only; empty strings else.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkstationOffline {
     pub offline: OfflineTokens,
 }
 
 /// What may be known of the offline PINs without seeing them, and why they are hidden.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OfflineStatus {
     pub tokens_visible: bool,
@@ -334,6 +343,11 @@ async fn pairing_view(
 type NoStore = [(header::HeaderName, &'static str); 1];
 const NO_STORE: NoStore = [(header::CACHE_CONTROL, "no-store")];
 
+#[utoipa::path(post, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])), request_body = PairRequest,
+    responses(
+        (status = 201, description = "Paired; a login certificate is requested", body = PairingView),
+        (status = 200, description = "The pairing existed already; returned as it is, nothing queued", body = PairingView),
+    ))]
 async fn pair(
     State(state): State<AppState>,
     access: Access,
@@ -466,6 +480,8 @@ pub(crate) async fn refuse_name_claim(
     crate::repo::events::Events::new(state.backend.store.as_ref()).record(&event).await
 }
 
+#[utoipa::path(get, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])), params(PairingQuery),
+    responses((status = 200, description = "The pairing; PINs only to its own workstation", body = PairingView)))]
 async fn read_pairing(
     State(state): State<AppState>,
     access: Access,
@@ -480,6 +496,8 @@ async fn read_pairing(
     Ok((NO_STORE, Json(pairing_view(&state, pairing, &app, Some(&access.token.token_id)).await?)))
 }
 
+#[utoipa::path(patch, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])),
+    request_body = PairingUpdateRequest, responses((status = 200, description = "Updated", body = PairingView)))]
 async fn update_pairing(
     State(state): State<AppState>,
     access: Access,
@@ -540,6 +558,8 @@ async fn update_pairing(
 }
 
 /// Unpairs: by the pairing's own workstation, or by an admin (who names the app with `appId`).
+#[utoipa::path(delete, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = []), ("admin" = []), ("tenantAdmin" = [])),
+    params(PairingQuery), responses((status = 204, description = "Unpaired")))]
 async fn unpair(
     State(state): State<AppState>,
     caller: Caller,

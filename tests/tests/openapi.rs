@@ -1,0 +1,139 @@
+//! The OpenAPI document: generated from the handlers, checked in as `openapi.json`, served by
+//! the local server, and naming exactly the routes the functions serve.
+//!
+//! `UPDATE_OPENAPI=1 cargo test -p rp-tests --test openapi` rewrites the checked-in copy.
+
+use rp_shared::backend::Backend;
+use rp_shared::http::{self, openapi, AppState, HttpConfig};
+use rp_shared::testing::http::TestClient;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+fn document() -> Value {
+    serde_json::from_str(openapi::json()).expect("the document is JSON")
+}
+
+const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
+
+/// Every (method, path, operation) of the document.
+fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+    let mut all = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in METHODS {
+            if let Some(operation) = item.get(method) {
+                all.push((method.to_uppercase(), path.clone(), operation.clone()));
+            }
+        }
+    }
+    all
+}
+
+#[test]
+fn the_checked_in_document_is_the_generated_one() {
+    let path = root().join("openapi.json");
+    let generated = openapi::json();
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "openapi.json differs from the document the code generates; \
+         run `UPDATE_OPENAPI=1 cargo test -p rp-tests --test openapi` and commit it"
+    );
+}
+
+#[test]
+fn the_document_names_exactly_the_routes_the_functions_serve() {
+    // `[workspace.metadata.lambda.watch.router]` routes every method of every function, and a
+    // test in events.rs holds it to the functions, the template and the sample events.
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let mut routed = BTreeSet::new();
+    for line in manifest.lines().filter(|l| l.starts_with("\"/")) {
+        let (path, rest) = line[1..].split_once("\" = [").unwrap();
+        for part in rest.split("method = \"").skip(1) {
+            let method = part.split('"').next().unwrap();
+            routed.insert((method.to_owned(), path.to_owned()));
+        }
+    }
+    let documented: BTreeSet<_> =
+        operations(&document()).into_iter().map(|(method, path, _)| (method, path)).collect();
+    assert_eq!(documented, routed, "the document and the routes differ");
+    assert_eq!(documented.len(), 59, "every method of every endpoint");
+}
+
+#[test]
+fn every_operation_is_complete() {
+    let doc = document();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+    for scheme in ["admin", "tenantAdmin", "access", "device"] {
+        assert_eq!(schemes[scheme]["scheme"], "bearer", "{scheme}");
+    }
+    let mut ids = BTreeSet::new();
+    for (method, path, mut operation) in operations(&doc) {
+        let at = format!("{method} {path}");
+        let id = operation["operationId"].as_str().unwrap().to_owned();
+        assert!(ids.insert(id.clone()), "{at}: operationId {id} is used twice");
+        // Problem answers are shared: read them where they are referred to.
+        for response in operation["responses"].as_object_mut().unwrap().values_mut() {
+            if let Some(name) =
+                response["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/responses/"))
+            {
+                *response = doc["components"]["responses"][name].clone();
+            }
+        }
+        let responses = operation["responses"].as_object().unwrap();
+        assert!(responses.keys().any(|s| s.starts_with('2')), "{at} documents its success");
+        assert!(responses.contains_key("500"), "{at} documents 500");
+        let secured = operation.get("security").is_some_and(|s| !s.as_array().unwrap().is_empty());
+        for status in ["401", "403"] {
+            assert_eq!(responses.contains_key(status), secured, "{at}: {status} iff it takes a token");
+        }
+        if secured {
+            let examples =
+                responses["401"]["content"]["application/problem+json"]["examples"].as_object().unwrap();
+            assert!(examples.contains_key("1100001") && examples.contains_key("1100002"), "{at}");
+        }
+        if operation.get("requestBody").is_some() {
+            assert!(responses.contains_key("415"), "{at} documents 415");
+        }
+        let tenant =
+            operation["security"].to_string().contains("tenantAdmin") && path.contains("customization");
+        if tenant {
+            for (status, response) in responses {
+                assert!(response["headers"].get("X-RateLimit-Remaining").is_some(), "{at} {status}");
+            }
+            assert!(responses.contains_key("429"), "{at} documents 429");
+        }
+    }
+    // The seed's names and types, as a typed client reads them.
+    let schemas = &doc["components"]["schemas"];
+    let enrolled = &schemas["EnrolledDeviceResponse"];
+    assert!(enrolled["required"].as_array().unwrap().contains(&"sessionId".into()));
+    assert_eq!(schemas["LoginCertRequest"]["properties"]["machineUserNameWS"]["type"], "string");
+    assert_eq!(schemas["ContentView"]["properties"]["description"]["type"], "string");
+    let problem = &schemas["Problem"]["properties"];
+    assert!(problem["errorCode"].is_object() && problem["type"].is_object());
+}
+
+#[tokio::test]
+async fn the_local_server_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = AppState::new(Backend::embedded(dir.path()).unwrap(), HttpConfig::default());
+    let client = TestClient::new(http::app(state));
+    let response = client.send("GET", "/openapi.json", None, None).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    assert_eq!(response.text(), openapi::json());
+    // A function serves only its own endpoint.
+    let state =
+        AppState::new(Backend::embedded(dir.path().join("f").as_path()).unwrap(), HttpConfig::default());
+    let health = TestClient::new(http::function("health", state).unwrap());
+    health.send("GET", "/openapi.json", None, None).await.problem(404, 1_000_005);
+}
