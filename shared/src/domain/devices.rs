@@ -214,9 +214,13 @@ impl MaybeConflict for RegistrationError {
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegistrationRequest {
+    #[schema(min_length = 16, max_length = 64)]
     pub code: String,
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
+    #[schema(min_length = 1, max_length = 255)]
     pub friendly_name: String,
+    #[schema(min_length = 1, max_length = 255)]
     pub model_number: String,
     pub signing_public_key: String,
     pub key_agreement_public_key: String,

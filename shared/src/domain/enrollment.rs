@@ -207,15 +207,20 @@ impl EnrollmentSession {
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnrollRequest {
+    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub rp_app_id: String,
     #[serde(rename = "machineUserNameWS")]
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name_ws: String,
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub session_id: Option<String>,
     /// Optional: pins the machine in the session at once (else the first complete pins it).
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128)]
     pub machine_version: Option<String>,
 }
 
@@ -256,11 +261,17 @@ impl TryFrom<EnrollRequest> for Enroll {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CompleteRequest {
     pub error_code: i64,
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub session_id: String,
+    #[schema(min_length = 1, max_length = 16384)]
     pub signing_cert: String,
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_name: String,
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name: String,
+    #[schema(min_length = 1, max_length = 128)]
     pub machine_version: String,
     /// Added beside the seed's fields (seed pairing rule 6): the workstation's recovery keys,
     /// encrypted by the workstation for the device, base64; opaque to the server, which seals

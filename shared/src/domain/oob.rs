@@ -165,7 +165,9 @@ impl MaybeConflict for OobError {
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OobStartRequest {
+    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: String,
+    #[schema(min_length = 1, max_length = 255)]
     pub named_user: String,
     #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub session_nonce: String,

@@ -234,7 +234,9 @@ pub const NAME_CLAIM_REFUSED_EVENT: &str = "NAME_CLAIM_REFUSED";
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairRequest {
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
     #[serde(default)]
     pub machine_name: Option<String>,
@@ -284,7 +286,9 @@ impl TryFrom<PairRequest> for NewPairing {
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairingUpdateRequest {
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
     #[serde(default)]
     pub machine_name: Option<String>,

@@ -120,7 +120,7 @@ pub struct AppList {
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateApp {
-    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
+    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: String,
     #[schema(min_length = 1, max_length = 200)]
     pub display_name: String,
@@ -170,7 +170,7 @@ pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64)
         .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
 }
 
-#[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+#[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
     responses((status = 200, description = "The app", body = AppView)))]
 async fn get_app(
     State(state): State<AppState>,
@@ -181,7 +181,7 @@ async fn get_app(
     Ok(Json(AppView::from(app)))
 }
 
-#[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
     responses((status = 200, description = "The app's workstation settings", body = WorkstationSettings)))]
 async fn get_workstation(
     State(state): State<AppState>,
@@ -192,7 +192,7 @@ async fn get_workstation(
     Ok(Json(app.workstation))
 }
 
-#[utoipa::path(put, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+#[utoipa::path(put, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
     request_body = WorkstationSettings, responses((status = 200, description = "Stored", body = WorkstationSettings)))]
 async fn put_workstation(
     State(state): State<AppState>,
@@ -206,7 +206,7 @@ async fn put_workstation(
     Ok(Json(settings))
 }
 
-#[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
     responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
 async fn get_rate_limit(
     State(state): State<AppState>,
@@ -217,7 +217,7 @@ async fn get_rate_limit(
     Ok(Json(app.rate_limit))
 }
 
-#[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path)),
+#[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
     request_body = RateLimit, responses((status = 200, description = "Stored", body = RateLimit)))]
 async fn put_rate_limit(
     State(state): State<AppState>,

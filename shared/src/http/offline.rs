@@ -177,6 +177,7 @@ pub async fn unpair(
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceSetupRequest {
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
 }
 
@@ -291,6 +292,7 @@ async fn device_workstations(
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceUsedRequest {
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
     pub token_ids: Vec<String>,
 }
