@@ -6,6 +6,7 @@ use crate::config::{BackendKind, Config};
 use crate::consumer::{process_batch, Dispatcher};
 use crate::http::{self, AppState};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use axum::Router;
 use lambda_runtime::{service_fn, LambdaEvent};
 use std::sync::Arc;
 
@@ -19,13 +20,20 @@ async fn cold_start() -> Result<(Config, Backend), lambda_runtime::Error> {
     Ok((config, backend))
 }
 
-/// Serves the router of endpoint `name` (the function's package name).
-pub async fn serve_endpoint(name: &str) -> Result<(), lambda_http::Error> {
+/// Serves one endpoint's router: each function's `main` names its own (`http::ENDPOINTS` maps
+/// the function's name to the same one), so its binary links only that endpoint's code.
+pub async fn serve(router: fn(&AppState) -> Router<AppState>) -> Result<(), lambda_http::Error> {
     let (config, backend) = cold_start().await?;
     // Without PUBLIC_BASE_URL, links point at the host the request came to.
-    let router = http::function(name, AppState::new(backend, config.http("")))
-        .ok_or_else(|| format!("no endpoint named '{name}'"))?;
-    lambda_http::run(router).await
+    lambda_http::run(http::single(router, AppState::new(backend, config.http("")))).await
+}
+
+/// Serves a router that needs no backing service (`/health`): the cold start reads no AWS
+/// configuration and builds no client, so the binary links none.
+pub async fn serve_stateless(router: fn(&()) -> Router<()>) -> Result<(), lambda_http::Error> {
+    crate::telemetry::init();
+    crate::metrics::count(crate::metrics::Metric::ColdStart, 1, None);
+    lambda_http::run(http::stateless(router, &http::HttpConfig::default())).await
 }
 
 /// Consumes the certificate re-queue (an SQS event source with `ReportBatchItemFailures`).

@@ -161,6 +161,17 @@ fn routers_functions_events_and_template_agree() {
     let template = read("infra/template.yaml");
     let workspace_manifest = read("Cargo.toml");
     let endpoints: Vec<_> = http::ENDPOINTS.iter().map(|e| e.name).collect();
+    // Each function's main names the router `ENDPOINTS` gives its name.
+    let table = read("shared/src/http/mod.rs");
+    for name in &endpoints {
+        let entry = format!("Endpoint {{ name: \"{name}\", router: ");
+        let start = table.find(&entry).unwrap_or_else(|| panic!("ENDPOINTS names {name}")) + entry.len();
+        let router = &table[start..start + table[start..].find(' ').unwrap()];
+        let main = read(&format!("functions/{name}/src/main.rs"));
+        let front_door = if *name == "health" { "serve_stateless" } else { "serve" };
+        let call = format!("rp_shared::lambda::{front_door}(rp_shared::http::{router}).await");
+        assert!(main.contains(&call), "functions/{name}/src/main.rs serves http::{router}");
+    }
     for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {
         let manifest = read(&format!("functions/{name}/Cargo.toml"));
         assert!(manifest.contains(&format!("name = \"{name}\"")), "functions/{name} is package {name}");

@@ -1,56 +1,16 @@
-//! A sample event replayed through a function's real Lambda front door (`serve_endpoint`, the
+//! A sample event replayed through a function's real Lambda front door (`lambda::serve`, the
 //! `lambda_http` runtime loop), against a Lambda Runtime API of our own on loopback: the log
 //! lines carry Lambda's request id and X-Ray trace id, the function name and the cold-start flag,
 //! and the answer's `x-request-id` is API Gateway's `requestContext.requestId`.
 //!
 //! In a process of its own (its own test binary): it sets the Lambda environment variables.
 
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::routing::{get, post};
-use axum::Router;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc;
 
 use rp_tests::Captured;
 
-/// The Runtime API: hands out the queued events one by one, then makes the runtime wait.
-#[derive(Clone)]
-struct RuntimeApi {
-    events: Arc<Mutex<Vec<(String, String)>>>,
-    answers: mpsc::UnboundedSender<(String, Value)>,
-}
-
-async fn next(State(api): State<RuntimeApi>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let event = api.events.lock().unwrap().pop();
-    let Some((id, body)) = event else {
-        return std::future::pending().await;
-    };
-    let deadline = (std::time::SystemTime::now() + std::time::Duration::from_secs(30))
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        .to_string();
-    let mut headers = HeaderMap::new();
-    headers.insert("lambda-runtime-aws-request-id", id.parse().unwrap());
-    headers.insert("lambda-runtime-deadline-ms", deadline.parse().unwrap());
-    headers.insert(
-        "lambda-runtime-invoked-function-arn",
-        "arn:aws:lambda:eu-west-1:123456789012:function:health".parse().unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-trace-id",
-        format!("Root=1-6740a0c0-{id};Parent=53995c3f42cd8ad8;Sampled=1").parse().unwrap(),
-    );
-    (headers, body).into_response()
-}
-
-async fn response(State(api): State<RuntimeApi>, Path(id): Path<String>, body: String) -> &'static str {
-    let _ = api.answers.send((id, serde_json::from_str(&body).unwrap_or(Value::String(body))));
-    "{}"
-}
+mod runtime_api;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_event_logs_lambdas_request_id() {
@@ -81,28 +41,16 @@ async fn a_replayed_event_logs_lambdas_request_id() {
 
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/health.json");
     let event = std::fs::read_to_string(root).unwrap();
-    let (tx, mut answers) = mpsc::unbounded_channel();
-    let api = RuntimeApi {
-        events: Arc::new(Mutex::new(vec![
-            ("second-invocation".into(), event.clone()),
-            ("first-invocation".into(), event.clone()),
-        ])),
-        answers: tx,
-    };
-    let app = Router::new()
-        .route("/2018-06-01/runtime/invocation/next", get(next))
-        .route("/2018-06-01/runtime/invocation/{id}/response", post(response))
-        .with_state(api);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let events =
+        vec![("second-invocation".into(), event.clone()), ("first-invocation".into(), event.clone())];
+    let (address, mut answers) = runtime_api::start("health", events).await;
     std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
     // The front door's future is not `Send`: it gets a runtime (and thread) of its own, as the
     // function's `main` gives it.
     std::thread::spawn(|| {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         // It ends when the test does and the Runtime API goes away.
-        let _ = runtime.block_on(rp_shared::lambda::serve_endpoint("health"));
+        let _ = runtime.block_on(rp_shared::lambda::serve(rp_shared::http::health::router));
     });
 
     let mut seen = Vec::new();

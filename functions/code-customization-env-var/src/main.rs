@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve_endpoint(env!("CARGO_PKG_NAME")).await
+    rp_shared::lambda::serve(rp_shared::http::code::env_var_router).await
 }

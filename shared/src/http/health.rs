@@ -1,11 +1,12 @@
 //! `GET /health`: liveness, no token.
 
-use super::AppState;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
-pub fn router(_state: &AppState) -> Router<AppState> {
+/// Needs no state: the function serves it without a backend (`lambda::serve_stateless`), the
+/// local server with its own.
+pub fn router<S: Clone + Send + Sync + 'static>(_state: &S) -> Router<S> {
     Router::new().route("/health", get(health))
 }
 

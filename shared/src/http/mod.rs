@@ -133,7 +133,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
 pub fn app(state: AppState) -> Router {
     let all = ENDPOINTS.iter().fold(Router::new(), |acc, e| acc.merge((e.router)(&state)));
     let all = all.route("/openapi.json", axum::routing::get(openapi_json));
-    finish(all, state)
+    let limit = state.config.body_limit;
+    finish(all, state, limit)
 }
 
 async fn openapi_json() -> Response {
@@ -143,13 +144,26 @@ async fn openapi_json() -> Response {
 /// One endpoint's router, as its Lambda function serves it. `None` for an unknown name.
 pub fn function(name: &str, state: AppState) -> Option<Router> {
     let endpoint = ENDPOINTS.iter().find(|e| e.name == name)?;
-    Some(finish((endpoint.router)(&state), state))
+    Some(single(endpoint.router, state))
+}
+
+/// The router `router` makes, with what every endpoint shares. A function's `main` names its
+/// router (rather than looking it up in [`ENDPOINTS`]), so that its binary links only that
+/// endpoint's code.
+pub fn single(router: fn(&AppState) -> Router<AppState>, state: AppState) -> Router {
+    let limit = state.config.body_limit;
+    finish(router(&state), state, limit)
+}
+
+/// A router that needs no backing service (`/health`), with what every endpoint shares: a
+/// function serving it builds no client, and its binary links none.
+pub fn stateless(router: fn(&()) -> Router<()>, config: &HttpConfig) -> Router {
+    finish(router(&()), (), config.body_limit)
 }
 
 /// Adds what every endpoint shares: problem+json fallbacks, body limit, panic catching,
 /// request ids and the request span.
-fn finish(router: Router<AppState>, state: AppState) -> Router {
-    let limit = state.config.body_limit;
+fn finish<S: Clone + Send + Sync + 'static>(router: Router<S>, state: S, limit: usize) -> Router {
     router
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,0 +1,90 @@
+//! A panicking handler in a release build answers a problem+json 500, and the process serves
+//! the next invocation: the release profile unwinds (`panic = "unwind"`), so the catch-panic
+//! layer runs on Lambda as it does locally.
+//!
+//! Runs the release build of the `panic_probe` example under a Lambda Runtime API of our own on
+//! loopback. `.ci/run` builds it and names it in `RP_PANIC_PROBE`:
+//!
+//! ```sh
+//! cargo build --release -p rp-tests --example panic_probe
+//! RP_PANIC_PROBE=target/release/examples/panic_probe cargo test -p rp-tests --test release_panic
+//! ```
+//!
+//! Skips, saying so, when `RP_PANIC_PROBE` is not set.
+
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod runtime_api;
+
+/// The sample `GET /health` event, sent to `path`.
+fn event_for(path: &str) -> String {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/health.json");
+    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
+    event["rawPath"] = path.into();
+    event["routeKey"] = format!("GET {path}").into();
+    event["requestContext"]["http"]["path"] = path.into();
+    event.to_string()
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_500_and_the_process_goes_on() {
+    let Some(binary) = std::env::var_os("RP_PANIC_PROBE") else {
+        eprintln!("skipped: RP_PANIC_PROBE does not name the release build of the panic_probe example");
+        return;
+    };
+    // A relative path is from the workspace's root.
+    let binary = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(binary);
+    let events =
+        vec![("after-the-panic".into(), event_for("/health")), ("panics".into(), event_for("/panic"))];
+    let (address, mut answers) = runtime_api::start("panic-probe", events).await;
+
+    // Lambda's environment, every AWS client pointed at a closed loopback port (none is called).
+    let mut child = Command::new(binary)
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "panic-probe")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("TABLE_NAME", "rp")
+        .env("QUEUE_URL", "http://127.0.0.1:9/000000000000/rp")
+        .env("KMS_ENVELOPE_KEY_ID", "envelope")
+        .env("KMS_SIGNING_KEY_ID", "signing")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the probe starts");
+
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        match tokio::time::timeout(Duration::from_secs(30), answers.recv()).await {
+            Ok(Some(answer)) => got.push(answer),
+            _ => break,
+        }
+    }
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(got.len(), 2, "both invocations were answered (the process lived on): {got:?}\n{log}");
+
+    let (id, answer) = &got[0];
+    assert_eq!(id, "panics");
+    assert_eq!(answer["statusCode"], 500, "{answer}");
+    let headers = &answer["headers"];
+    assert_eq!(headers["content-type"], "application/problem+json", "{answer}");
+    let body: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["errorCode"], 1_000_500, "{body}");
+    assert!(!body["detail"].as_str().unwrap().contains("on purpose"), "the panic message stays in the log");
+
+    let (id, answer) = &got[1];
+    assert_eq!(id, "after-the-panic");
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    assert!(alive, "the process was still running after both answers");
+}

@@ -1,0 +1,71 @@
+//! A Lambda Runtime API of our own on loopback, for tests that run a function's real front door:
+//! it hands out queued events one by one (the last pushed first), then makes the runtime wait,
+//! and passes on every answer (`response`, or `error` as `{"invocationError": ...}`).
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+#[derive(Clone)]
+struct Api {
+    events: Arc<Mutex<Vec<(String, String)>>>,
+    answers: mpsc::UnboundedSender<(String, Value)>,
+    function: &'static str,
+}
+
+async fn next(State(api): State<Api>) -> Response {
+    let event = api.events.lock().unwrap().pop();
+    let Some((id, body)) = event else {
+        return std::future::pending().await;
+    };
+    let deadline = (std::time::SystemTime::now() + std::time::Duration::from_secs(30))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    let mut headers = HeaderMap::new();
+    headers.insert("lambda-runtime-aws-request-id", id.parse().unwrap());
+    headers.insert("lambda-runtime-deadline-ms", deadline.parse().unwrap());
+    let arn = format!("arn:aws:lambda:eu-west-1:123456789012:function:{}", api.function);
+    headers.insert("lambda-runtime-invoked-function-arn", arn.parse().unwrap());
+    headers.insert(
+        "lambda-runtime-trace-id",
+        format!("Root=1-6740a0c0-{id};Parent=53995c3f42cd8ad8;Sampled=1").parse().unwrap(),
+    );
+    (headers, body).into_response()
+}
+
+async fn response(State(api): State<Api>, Path(id): Path<String>, body: String) -> &'static str {
+    let _ = api.answers.send((id, serde_json::from_str(&body).unwrap_or(Value::String(body))));
+    "{}"
+}
+
+async fn error(State(api): State<Api>, Path(id): Path<String>, body: String) -> &'static str {
+    let _ = api.answers.send((id, serde_json::json!({ "invocationError": body })));
+    "{}"
+}
+
+/// Serves `events` (`(request id, event)`, handed out last first) to function `function`;
+/// returns the address for `AWS_LAMBDA_RUNTIME_API` and the answers, `(request id, answer)`.
+pub async fn start(
+    function: &'static str,
+    events: Vec<(String, String)>,
+) -> (SocketAddr, mpsc::UnboundedReceiver<(String, Value)>) {
+    let (tx, answers) = mpsc::unbounded_channel();
+    let api = Api { events: Arc::new(Mutex::new(events)), answers: tx, function };
+    let app = Router::new()
+        .route("/2018-06-01/runtime/invocation/next", get(next))
+        .route("/2018-06-01/runtime/invocation/{id}/response", post(response))
+        .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
+        .with_state(api);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (address, answers)
+}
