@@ -90,7 +90,9 @@ impl ListParams {
 pub struct AppView {
     pub app_id: AppId,
     pub display_name: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     pub workstation: WorkstationSettings,
     pub rate_limit: RateLimit,
@@ -275,10 +277,13 @@ pub struct TokenView {
     pub app_id: Option<AppId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub revoked_at: Option<String>,
 }
 

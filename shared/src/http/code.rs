@@ -123,7 +123,9 @@ pub struct CodeView {
     pub source: Option<String>,
     pub timeout_ms: u32,
     pub enabled: bool,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// The current version, or the earlier one shown.
     pub version: u64,
@@ -426,6 +428,7 @@ pub struct EnvList {
 #[serde(rename_all = "camelCase")]
 pub struct EnvView {
     pub name: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 

@@ -201,7 +201,9 @@ pub struct ContentView {
     pub description: String,
     #[schema(value_type = ContentMap)]
     pub content_map: Value,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// Only on an earlier version.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -235,7 +237,9 @@ pub struct ContentSummary {
     pub display_name: String,
     /// Empty when unset.
     pub description: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// Only in the list of versions.
     #[serde(skip_serializing_if = "Option::is_none")]

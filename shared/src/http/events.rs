@@ -40,6 +40,7 @@ pub struct EventReport {
 #[serde(rename_all = "camelCase")]
 pub struct EventStored {
     pub event_id: String,
+    #[schema(format = DateTime)]
     pub timestamp: String,
 }
 
@@ -51,6 +52,7 @@ pub struct EventView {
     pub name: String,
     pub app_id: Option<AppId>,
     pub source: String,
+    #[schema(format = DateTime)]
     pub timestamp: String,
     pub attributes: Map<String, Value>,
 }

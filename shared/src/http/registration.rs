@@ -70,6 +70,7 @@ pub struct LinkOptions {
 pub struct LinkCreated {
     pub code: String,
     pub url: String,
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 
@@ -274,6 +275,7 @@ async fn register(
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTokenIssued {
     pub device_token: String,
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 
@@ -316,8 +318,10 @@ pub struct DeviceView {
     pub device_id: String,
     pub friendly_name: String,
     pub model_number: String,
+    #[schema(format = DateTime)]
     pub registered_at: String,
     /// `null` when the device has no token (revoked): it must register again.
+    #[schema(format = DateTime)]
     pub token_expires_at: Option<String>,
 }
 

@@ -253,7 +253,9 @@ pub struct PairingView {
     #[serde(rename = "machineUserNameWS")]
     pub machine_user_name_ws: Option<String>,
     pub certificate_request_id: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
     pub rp_config: RpConfig,
     pub workstation: WorkstationOffline,
