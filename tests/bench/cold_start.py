@@ -1,0 +1,239 @@
+"""Cold starts, warm invocations and binary sizes of every function, against a hello-world
+`lambda_http` binary built in the same run (python3 with boto3 and moto, e.g. `.ci/cache/venv`).
+
+    .ci/cache/venv/bin/python tests/bench/cold_start.py            # builds, then measures
+    .ci/cache/venv/bin/python tests/bench/cold_start.py --no-build --runs 12 --warm 30
+
+It builds the release binaries (`cargo build --release`: every function and `hello-lambda`),
+starts moto on loopback (or uses `AWS_ENDPOINT_URL` if it names 127.0.0.1), creates the queue,
+the KMS keys and the table, and seeds the sample fixtures (`rp-admin --backend aws
+seed-samples`). Then, for each function, `--runs` times: it starts the binary under a Lambda
+Runtime API of its own on loopback, with the Lambda environment and every AWS client pointed at
+moto, and hands it the function's sample event (`events/<function>.json`) `1 + --warm` times.
+
+- init: process start to the runtime's first request for an event (the cold start's own work);
+- cold start: process start to the first response (init plus the first invocation, with the
+  store calls it makes);
+- warm: the Runtime API handing out an event to its response, over the later invocations;
+- size: the stripped binary.
+
+The samples change state (a lease, a registration), so after their first success some answer
+4xx on later runs; every answer's status is reported. Prints a Markdown table (medians, p90, and
+the cold-start ratio to hello-world)."""
+
+import argparse
+import http.server
+import json
+import os
+import pathlib
+import queue
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RELEASE = ROOT / "target" / "release"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
+
+
+class RuntimeApi(http.server.ThreadingHTTPServer):
+    """The Lambda Runtime API of one process: hands out `event` `count` times, then holds the
+    next request until `close`. A server per process, so that nothing a killed process left
+    in flight reaches the next one."""
+
+    daemon_threads = True
+
+    def __init__(self, event, count):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.event, self.left, self.answers, self.handed = event, count, queue.Queue(), {}
+        self.first_next = None
+        self.done = threading.Event()
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.done.set()
+        self.shutdown()
+        self.server_close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        api = self.server
+        if api.left <= 0:
+            api.done.wait()
+            return
+        api.left -= 1
+        request_id = f"invocation-{api.left}"
+        body = api.event
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.send_header("lambda-runtime-aws-request-id", request_id)
+        self.send_header("lambda-runtime-deadline-ms", str(int(time.time() * 1000) + 30_000))
+        self.send_header("lambda-runtime-invoked-function-arn", "arn:aws:lambda:us-east-1:123456789012:function:bench")
+        self.end_headers()
+        api.handed[request_id] = time.perf_counter()
+        api.first_next = api.first_next or api.handed[request_id]
+        self.wfile.write(body)
+
+    def do_POST(self):
+        at = time.perf_counter()
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            self.rfile.readline()
+        else:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        request_id = self.path.split("/")[-2]
+        try:
+            status = json.loads(body).get("statusCode", "?")
+        except ValueError:
+            status = "error"
+        self.send_response(202)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+        self.server.answers.put((request_id, at, status))
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def measure(binary, event, env, runs, warm):
+    inits, colds, warms, statuses = [], [], [], set()
+    for _ in range(runs):
+        api = RuntimeApi(event, 1 + warm)
+        env = dict(env, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{api.server_address[1]}")
+        with tempfile.TemporaryFile() as log:
+            started = time.perf_counter()
+            process = subprocess.Popen([str(binary)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                for i in range(1 + warm):
+                    request_id, at, status = api.answers.get(timeout=30)
+                    statuses.add(status)
+                    if i == 0:
+                        inits.append((api.first_next - started) * 1000)
+                        colds.append((at - started) * 1000)
+                    else:
+                        warms.append((at - api.handed[request_id]) * 1000)
+            except queue.Empty:
+                process.kill()
+                process.wait()
+                log.seek(0)
+                raise SystemExit(f"{binary.name} did not answer:\n{log.read().decode()[-2000:]}")
+            finally:
+                process.kill()
+                process.wait()
+                api.close()
+    return inits, colds, warms, statuses
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=12, help="cold starts per function")
+    parser.add_argument("--warm", type=int, default=20, help="warm invocations after each cold start")
+    parser.add_argument("--no-build", action="store_true", help="use the release binaries already built")
+    parser.add_argument("--only", help="comma-separated functions to measure (default: all)")
+    args = parser.parse_args()
+
+    functions = sorted(p.name for p in (ROOT / "functions").iterdir() if p.name != "cert-timeout-consumer")
+    if args.only:
+        functions = [f for f in functions if f in args.only.split(",")]
+    if not args.no_build:
+        packages = [a for f in functions + ["hello-lambda", "rp-shared"] for a in ("-p", f)]
+        subprocess.run(["cargo", "build", "--release", "-q", *packages], cwd=ROOT, check=True)
+
+    # Nothing reaches AWS: dummy credentials, no instance metadata, every endpoint on loopback.
+    aws = {
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "PATH": os.environ["PATH"],
+    }
+    # Where the functions' TLS client finds its roots, if the caller says (as on Lambda).
+    aws.update({k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR") if k in os.environ})
+    moto = None
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    if not endpoint.startswith("http://127.0.0.1:"):
+        port = free_port()
+        moto_server = pathlib.Path(sys.executable).with_name("moto_server")
+        moto = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(port)
+        endpoint = f"http://127.0.0.1:{port}"
+    aws["AWS_ENDPOINT_URL"] = endpoint
+    os.environ.update(aws)
+    try:
+        import boto3
+
+        queue_url = boto3.client("sqs").create_queue(QueueName="rp-bench")["QueueUrl"]
+        kms = boto3.client("kms")
+        envelope = kms.create_key()["KeyMetadata"]["KeyId"]
+        signing = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+        table = "rp-bench"
+        lambda_env = dict(aws, TABLE_NAME=table, QUEUE_URL=queue_url, KMS_ENVELOPE_KEY_ID=envelope,
+                          KMS_SIGNING_KEY_ID=signing, AWS_LAMBDA_FUNCTION_MEMORY_SIZE="1024",
+                          AWS_LAMBDA_FUNCTION_VERSION="$LATEST",
+                          AWS_LAMBDA_LOG_LEVEL=os.environ.get("AWS_LAMBDA_LOG_LEVEL", "WARN"))
+        admin = [str(RELEASE / "rp-admin"), "--backend", "aws"]
+        subprocess.run(admin + ["create-table"], env=lambda_env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(admin + ["seed-samples"], env=lambda_env, check=True, stdout=subprocess.DEVNULL)
+
+        rows = []
+        health_event = (ROOT / "events" / "health.json").read_bytes()
+        for name in ["hello-lambda"] + functions:
+            event = health_event if name == "hello-lambda" else (ROOT / "events" / f"{name}.json").read_bytes()
+            env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME=name)
+            inits, colds, warms, statuses = measure(RELEASE / name, event, env, args.runs, args.warm)
+            size = (RELEASE / name).stat().st_size / 1e6
+            rows.append((name, statistics.median(inits), statistics.median(colds), percentile(colds, 90),
+                         statistics.median(warms), size, ",".join(str(s) for s in sorted(statuses, key=str))))
+            print(f"{name}: cold {rows[-1][2]:.1f} ms", file=sys.stderr)
+    finally:
+        if moto:
+            moto.terminate()
+
+    base_init, base = rows[0][1], rows[0][2]
+    print(f"\n{args.runs} cold starts and {args.runs * args.warm} warm invocations per function; "
+          f"moto at {endpoint}\n")
+    print("| function | init, median | × hello | cold start, median | p90 | × hello | warm, p50 | size (MB) | statuses |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, init, cold, p90, warm, size, statuses in rows:
+        print(f"| {name} | {init:.1f} ms | {init / base_init:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold / base:.2f} "
+              f"| {warm:.2f} ms | {size:.1f} | {statuses} |")
+
+
+if __name__ == "__main__":
+    main()
