@@ -46,6 +46,16 @@ pub fn token_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/tokens/{token_id}", delete(revoke_token))
 }
 
+/// `{appId}` in a path, as [`AppId::parse`] checks it: the OpenAPI document's one description
+/// of it (the handlers read it with `ApiPath<String>`).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct AppIdPath {
+    #[param(rename = "appId", pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
+    app_id: String,
+}
+
 /// `?limit=&cursor=` of every list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -172,7 +182,7 @@ pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64)
         .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
 }
 
-#[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
+#[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app", body = AppView)))]
 async fn get_app(
     State(state): State<AppState>,
@@ -183,7 +193,7 @@ async fn get_app(
     Ok(Json(AppView::from(app)))
 }
 
-#[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's workstation settings", body = WorkstationSettings)))]
 async fn get_workstation(
     State(state): State<AppState>,
@@ -194,7 +204,7 @@ async fn get_workstation(
     Ok(Json(app.workstation))
 }
 
-#[utoipa::path(put, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
+#[utoipa::path(put, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(AppIdPath),
     request_body = WorkstationSettings, responses((status = 200, description = "Stored", body = WorkstationSettings)))]
 async fn put_workstation(
     State(state): State<AppState>,
@@ -208,7 +218,7 @@ async fn put_workstation(
     Ok(Json(settings))
 }
 
-#[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
+#[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
 async fn get_rate_limit(
     State(state): State<AppState>,
@@ -219,7 +229,7 @@ async fn get_rate_limit(
     Ok(Json(app.rate_limit))
 }
 
-#[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(("appId" = String, Path, pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")),
+#[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
     request_body = RateLimit, responses((status = 200, description = "Stored", body = RateLimit)))]
 async fn put_rate_limit(
     State(state): State<AppState>,

@@ -493,7 +493,7 @@ async fn delete_env(
 
 /// The public key our customizations' tokens are signed with, as a JWK set; 404 for an
 /// unknown app, so the set only exists where tokens can be minted.
-#[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(("appId" = String, Path)),
+#[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(super::cc::AppIdPath),
     responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Object)))]
 async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
     let (app, _) = super::cc::load_app(&state, &app_id).await?;

@@ -95,7 +95,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 }
 
 #[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
-    security(("admin" = [])), params(("appId" = String, Path), ("namedUser" = String, Path)), request_body(content = Option<LinkOptions>),
+    security(("admin" = [])), params(super::cc::AppIdPath, ("namedUser" = String, Path)), request_body(content = Option<LinkOptions>),
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
@@ -331,7 +331,7 @@ pub struct DeviceList {
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/users/{namedUser}/devices", tag = "registration", security(("admin" = [])),
-    params(("appId" = String, Path), ("namedUser" = String, Path)),
+    params(super::cc::AppIdPath, ("namedUser" = String, Path)),
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
@@ -357,7 +357,7 @@ async fn list_devices(
 
 /// Ends a device's token; the device keeps its pairings but must register again to call in.
 #[utoipa::path(delete, path = "/cc/api/apps/{appId}/devices/{deviceId}/token", tag = "registration", security(("admin" = [])),
-    params(("appId" = String, Path), ("deviceId" = String, Path)), responses((status = 204, description = "Revoked")))]
+    params(super::cc::AppIdPath, ("deviceId" = String, Path)), responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
     _admin: Admin,
