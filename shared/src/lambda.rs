@@ -10,10 +10,15 @@ use axum::Router;
 use lambda_runtime::{service_fn, LambdaEvent};
 use std::sync::Arc;
 
-/// The configuration and backend of a cold start; fails naming every bad variable.
-async fn cold_start() -> Result<(Config, Backend), lambda_runtime::Error> {
+/// What every cold start does first: logging, and the cold-start metric.
+fn begin_cold_start() {
     crate::telemetry::init();
     crate::metrics::count(crate::metrics::Metric::ColdStart, 1, None);
+}
+
+/// The configuration and backend of a cold start; fails naming every bad variable.
+async fn cold_start() -> Result<(Config, Backend), lambda_runtime::Error> {
+    begin_cold_start();
     let config = Config::from_env(BackendKind::Aws)?;
     let aws = config.aws.as_ref().expect("the AWS configuration is read for BackendKind::Aws");
     let backend = Backend::aws_from_config(aws).await;
@@ -31,8 +36,7 @@ pub async fn serve(router: fn(&AppState) -> Router<AppState>) -> Result<(), lamb
 /// Serves a router that needs no backing service (`/health`): the cold start reads no AWS
 /// configuration and builds no client, so the binary links none.
 pub async fn serve_stateless(router: fn(&()) -> Router<()>) -> Result<(), lambda_http::Error> {
-    crate::telemetry::init();
-    crate::metrics::count(crate::metrics::Metric::ColdStart, 1, None);
+    begin_cold_start();
     lambda_http::run(http::stateless(router, &http::HttpConfig::default())).await
 }
 
