@@ -17,21 +17,8 @@ async fn a_replayed_event_logs_lambdas_request_id() {
     let captured = Captured::default();
     let writer = captured.clone();
     // Lambda's environment, with every AWS client pointed at loopback (none is called).
-    for (name, value) in [
-        ("AWS_LAMBDA_FUNCTION_NAME", "health"),
-        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256"),
-        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
-        ("AWS_LAMBDA_LOG_LEVEL", "DEBUG"),
-        ("AWS_REGION", "eu-west-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
-        ("TABLE_NAME", "rp"),
-        ("QUEUE_URL", "http://127.0.0.1:9/000000000000/rp"),
-        ("KMS_ENVELOPE_KEY_ID", "envelope"),
-        ("KMS_SIGNING_KEY_ID", "signing"),
-    ] {
+    let own = [("AWS_LAMBDA_FUNCTION_NAME", "health"), ("AWS_LAMBDA_LOG_LEVEL", "DEBUG")];
+    for (name, value) in runtime_api::LAMBDA_ENV.into_iter().chain(own) {
         std::env::set_var(name, value);
     }
     rp_shared::telemetry::init_with_writer(move || writer.clone());

@@ -40,22 +40,11 @@ async fn a_panicking_handler_answers_500_and_the_process_goes_on() {
         vec![("after-the-panic".into(), event_for("/health")), ("panics".into(), event_for("/panic"))];
     let (address, mut answers) = runtime_api::start("panic-probe", events).await;
 
-    // Lambda's environment, every AWS client pointed at a closed loopback port (none is called).
     let mut child = Command::new(binary)
         .env_clear()
+        .envs(runtime_api::LAMBDA_ENV)
         .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
         .env("AWS_LAMBDA_FUNCTION_NAME", "panic-probe")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_REGION", "eu-west-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-        .env("TABLE_NAME", "rp")
-        .env("QUEUE_URL", "http://127.0.0.1:9/000000000000/rp")
-        .env("KMS_ENVELOPE_KEY_ID", "envelope")
-        .env("KMS_SIGNING_KEY_ID", "signing")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

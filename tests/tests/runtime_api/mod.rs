@@ -12,6 +12,23 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
+/// Lambda's environment for a function under test, with every AWS client pointed at a closed
+/// loopback port (none is called); the function's name, the Runtime API's address and the log
+/// level are added by each test.
+pub const LAMBDA_ENV: [(&str, &str); 11] = [
+    ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256"),
+    ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+    ("AWS_REGION", "eu-west-1"),
+    ("AWS_ACCESS_KEY_ID", "test"),
+    ("AWS_SECRET_ACCESS_KEY", "test"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+    ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+    ("TABLE_NAME", "rp"),
+    ("QUEUE_URL", "http://127.0.0.1:9/000000000000/rp"),
+    ("KMS_ENVELOPE_KEY_ID", "envelope"),
+    ("KMS_SIGNING_KEY_ID", "signing"),
+];
+
 #[derive(Clone)]
 struct Api {
     events: Arc<Mutex<Vec<(String, String)>>>,
