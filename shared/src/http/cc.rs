@@ -56,6 +56,26 @@ pub struct AppIdPath {
     app_id: String,
 }
 
+/// `{id}` of a content or code customization in a path, as `validate::positive_id` checks it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct IdPath {
+    #[param(minimum = 1)]
+    id: i64,
+}
+
+/// `{id}` and `{version}` of an earlier version of a customization in a path.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct VersionPath {
+    #[param(minimum = 1)]
+    id: i64,
+    #[param(minimum = 1)]
+    version: i64,
+}
+
 /// `?limit=&cursor=` of every list.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]

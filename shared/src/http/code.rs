@@ -208,7 +208,7 @@ async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, 
     records(state, tenant).get(id).await?.ok_or(CodeError::NotFound(id))
 }
 
-#[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)),
+#[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath),
     responses((status = 200, description = "The customization, with its source", body = CodeView)))]
 async fn retrieve(
     State(state): State<AppState>,
@@ -218,7 +218,7 @@ async fn retrieve(
     Ok(Json(load(&state, tenant.id(), &id).await?.into()))
 }
 
-#[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)), request_body = UpdateCode,
+#[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath), request_body = UpdateCode,
     responses((status = 200, description = "Updated; the version before is kept", body = CodeView)))]
 async fn update(
     State(state): State<AppState>,
@@ -237,7 +237,7 @@ async fn update(
     Ok(Json(updated.into()))
 }
 
-#[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)),
+#[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath),
     responses((status = 204, description = "Deleted, with its versions")))]
 async fn remove(
     State(state): State<AppState>,
@@ -252,7 +252,7 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(get, path = "/code-customization/{id}/versions", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1), ListParams),
+#[utoipa::path(get, path = "/code-customization/{id}/versions", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath, ListParams),
     responses((status = 200, description = "A page of earlier versions", body = CodeVersionList)))]
 async fn list_versions(
     State(state): State<AppState>,
@@ -284,7 +284,7 @@ async fn load_version(
     records(state, tenant).version(id, version).await?.ok_or(CodeError::VersionNotFound { id, version })
 }
 
-#[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+#[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
     responses((status = 200, description = "An earlier version", body = CodeView)))]
 async fn get_version(
     State(state): State<AppState>,
@@ -294,7 +294,7 @@ async fn get_version(
     Ok(Json(load_version(&state, tenant.id(), &id, &version).await?.into()))
 }
 
-#[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+#[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
     responses((status = 200, description = "Restored as the current version", body = CodeView)))]
 async fn restore(
     State(state): State<AppState>,
@@ -321,7 +321,7 @@ pub struct TestRun {
 
 /// Runs one customization, enabled or not, on the given event: a thrown error, a time-out
 /// or the memory limit is a 200 whose `error` says so.
-#[utoipa::path(post, path = "/code-customization/{id}/test", tag = "code", security(("tenantAdmin" = [])), params(("id" = i64, Path, minimum = 1)), request_body = TestRun,
+#[utoipa::path(post, path = "/code-customization/{id}/test", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath), request_body = TestRun,
     responses((status = 200, description = "What the run produced; a throw, time-out or limit is a 200 whose `error` says so", body = RunReport)))]
 async fn test_run(
     State(state): State<AppState>,

@@ -311,7 +311,7 @@ async fn list(
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
-    params(("id" = i64, Path, minimum = 1)), responses((status = 200, description = "The customization", body = ContentView)))]
+    params(super::cc::IdPath), responses((status = 200, description = "The customization", body = ContentView)))]
 async fn retrieve(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -324,7 +324,7 @@ async fn retrieve(
 }
 
 #[utoipa::path(post, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
-    params(("id" = i64, Path, minimum = 1)), request_body = ContentUpdate,
+    params(super::cc::IdPath), request_body = ContentUpdate,
     responses((status = 200, description = "Updated; the version before is kept", body = ContentView)))]
 async fn update(
     State(state): State<AppState>,
@@ -345,7 +345,7 @@ async fn update(
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions", tag = "content", security(("tenantAdmin" = [])),
-    params(("id" = i64, Path, minimum = 1), ListParams), responses((status = 200, description = "A page of earlier versions", body = VersionList)))]
+    params(super::cc::IdPath, ListParams), responses((status = 200, description = "A page of earlier versions", body = VersionList)))]
 async fn list_versions(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -381,7 +381,7 @@ async fn load_version(
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions/{version}", tag = "content", security(("tenantAdmin" = [])),
-    params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+    params(super::cc::VersionPath),
     responses((status = 200, description = "An earlier version", body = ContentView)))]
 async fn get_version(
     State(state): State<AppState>,
@@ -393,7 +393,7 @@ async fn get_version(
 }
 
 #[utoipa::path(post, path = "/content-customization/{id}/versions/{version}/restore", tag = "content", security(("tenantAdmin" = [])),
-    params(("id" = i64, Path, minimum = 1), ("version" = i64, Path, minimum = 1)),
+    params(super::cc::VersionPath),
     responses((status = 200, description = "Restored as the current version", body = ContentView)))]
 async fn restore(
     State(state): State<AppState>,
