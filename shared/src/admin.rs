@@ -1,5 +1,6 @@
 //! The operator's CLI (`rp-admin`): bootstrap tokens and apps without HTTP access.
 
+use crate::adapters::aws::TrustRoots;
 use crate::backend::Backend;
 pub use crate::config::BackendKind;
 use crate::config::Config;
@@ -72,7 +73,7 @@ pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
         BackendKind::Embedded => Backend::embedded(&cli.data_dir)?,
         BackendKind::Aws => {
             let config = Config::from_env(BackendKind::Aws)?;
-            Backend::aws_from_config(config.aws.as_ref().expect("read for BackendKind::Aws")).await
+            Backend::aws_from_config(config.aws.as_ref().expect("read for BackendKind::Aws")).await?
         }
     })
 }
@@ -80,7 +81,8 @@ pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
 /// Creates the table named by `TABLE_NAME` on the configured DynamoDB endpoint.
 pub async fn create_table_from_env() -> anyhow::Result<Value> {
     let table = std::env::var("TABLE_NAME").context("TABLE_NAME is not set")?;
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let roots = TrustRoots::from_lookup(&|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
+    let sdk = crate::adapters::aws::sdk_config(roots).await?;
     crate::adapters::aws::create_table(&aws_sdk_dynamodb::Client::new(&sdk), &table).await?;
     Ok(json!({ "table": table, "status": "active" }))
 }

@@ -95,8 +95,8 @@ impl Config {
             BackendKind::Embedded => None,
             BackendKind::Aws => match AwsConfig::from_lookup(&get) {
                 Ok(aws) => Some(aws),
-                Err(missing) => {
-                    problems.extend(missing.0.iter().map(|name| format!("{name} is not set")));
+                Err(invalid) => {
+                    problems.extend(invalid.0);
                     None
                 }
             },

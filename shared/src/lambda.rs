@@ -21,7 +21,7 @@ async fn cold_start() -> Result<(Config, Backend), lambda_runtime::Error> {
     begin_cold_start();
     let config = Config::from_env(BackendKind::Aws)?;
     let aws = config.aws.as_ref().expect("the AWS configuration is read for BackendKind::Aws");
-    let backend = Backend::aws_from_config(aws).await;
+    let backend = Backend::aws_from_config(aws).await?;
     Ok((config, backend))
 }
 

@@ -181,7 +181,7 @@ def main():
         "PATH": os.environ["PATH"],
     }
     # Where the functions' TLS client finds its roots, if the caller says (as on Lambda).
-    aws.update({k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR") if k in os.environ})
+    aws.update({k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "TLS_TRUST_ROOTS") if k in os.environ})
     moto = None
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     if not endpoint.startswith("http://127.0.0.1:"):

@@ -5,6 +5,7 @@
 //! these suites create and delete resources and must never reach a real account. The harness sets
 //! the region, dummy credentials and `AWS_EC2_METADATA_DISABLED` itself, whatever the shell has.
 
+use crate::adapters::aws::TrustRoots;
 use crate::adapters::aws::{create_table, AwsClients, AwsConfig};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -62,6 +63,10 @@ pub async fn sdk_config(service: &str) -> Option<SdkConfig> {
     let credentials = aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "emulator");
     Some(
         aws_config::defaults(BehaviorVersion::latest())
+            // The functions' own HTTP client (it serves plain-HTTP emulators as it serves AWS).
+            .http_client(
+                crate::adapters::aws::https_client(TrustRoots::Amazon).expect("the HTTPS client builds"),
+            )
             .region(Region::new("us-east-1"))
             .credentials_provider(credentials)
             .endpoint_url(url)
@@ -149,6 +154,7 @@ pub async fn fresh_config(clients: &AwsClients, max_receive_count: u32) -> AwsCo
         dead_letter_queue_url: Some(dead_letter_queue_url),
         envelope_key_id,
         signing_key_id,
+        trust_roots: TrustRoots::Amazon,
     }
 }
 

@@ -4,10 +4,12 @@
 mod dynamo;
 mod kms;
 mod sqs;
+mod tls;
 
 pub use dynamo::{create_table, DynamoStore};
 pub use kms::KmsKeys;
 pub use sqs::SqsQueue;
+pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
 use crate::backend::Backend;
 use crate::ports::Clock;
@@ -29,20 +31,22 @@ pub struct AwsConfig {
     pub dead_letter_queue_url: Option<String>,
     pub envelope_key_id: String,
     pub signing_key_id: String,
+    pub trust_roots: TrustRoots,
 }
 
 impl AwsConfig {
-    /// Reads `TABLE_NAME`, `QUEUE_URL`, `KMS_ENVELOPE_KEY_ID`, `KMS_SIGNING_KEY_ID` (required) and
-    /// `DEAD_LETTER_QUEUE_URL` (optional); every missing one is named in one error.
-    pub fn from_env() -> Result<Self, MissingConfig> {
+    /// Reads `TABLE_NAME`, `QUEUE_URL`, `KMS_ENVELOPE_KEY_ID`, `KMS_SIGNING_KEY_ID` (required),
+    /// `DEAD_LETTER_QUEUE_URL` and `TLS_TRUST_ROOTS` (optional); every problem is named in one
+    /// error.
+    pub fn from_env() -> Result<Self, AwsConfigError> {
         Self::from_lookup(&|name| std::env::var(name).ok())
     }
 
-    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, MissingConfig> {
-        let mut missing = Vec::new();
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, AwsConfigError> {
+        let mut problems = Vec::new();
         let mut required = |name: &'static str| {
             get(name).filter(|v| !v.is_empty()).unwrap_or_else(|| {
-                missing.push(name);
+                problems.push(format!("{name} is not set"));
                 String::new()
             })
         };
@@ -52,18 +56,22 @@ impl AwsConfig {
             envelope_key_id: required("KMS_ENVELOPE_KEY_ID"),
             signing_key_id: required("KMS_SIGNING_KEY_ID"),
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL").filter(|v| !v.is_empty()),
+            trust_roots: TrustRoots::from_lookup(get).unwrap_or_else(|problem| {
+                problems.push(problem);
+                TrustRoots::default()
+            }),
         };
-        if missing.is_empty() {
+        if problems.is_empty() {
             Ok(config)
         } else {
-            Err(MissingConfig(missing))
+            Err(AwsConfigError(problems))
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("missing configuration: {}", .0.join(", "))]
-pub struct MissingConfig(pub Vec<&'static str>);
+#[error("invalid AWS configuration: {}", .0.join("; "))]
+pub struct AwsConfigError(pub Vec<String>);
 
 impl Backend {
     /// The AWS backend over clients built from `sdk`.
@@ -87,11 +95,13 @@ impl Backend {
         }
     }
 
-    /// The AWS backend over clients from the default SDK configuration, as a Lambda cold start
-    /// builds it.
-    pub async fn aws_from_config(config: &AwsConfig) -> Self {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Self::aws(config, &sdk, Arc::new(crate::ports::SystemClock))
+    /// The AWS backend over clients from the environment's SDK configuration and
+    /// `config.trust_roots`, as a Lambda cold start builds it.
+    pub async fn aws_from_config(
+        config: &AwsConfig,
+    ) -> Result<Self, aws_smithy_http_client::HttpClientError> {
+        let sdk = sdk_config(config.trust_roots).await?;
+        Ok(Self::aws(config, &sdk, Arc::new(crate::ports::SystemClock)))
     }
 }
 
@@ -101,13 +111,24 @@ mod tests {
 
     #[test]
     fn every_missing_variable_is_reported_at_once() {
-        let err = AwsConfig::from_lookup(&|name| (name == "QUEUE_URL").then(|| "q".to_owned())).unwrap_err();
-        assert_eq!(err.0, vec!["TABLE_NAME", "KMS_ENVELOPE_KEY_ID", "KMS_SIGNING_KEY_ID"]);
+        let get = |name: &str| match name {
+            "QUEUE_URL" => Some("q".to_owned()),
+            "TLS_TRUST_ROOTS" => Some("all".to_owned()),
+            _ => None,
+        };
+        let err = AwsConfig::from_lookup(&get).unwrap_err();
         assert_eq!(
-            err.to_string(),
-            "missing configuration: TABLE_NAME, KMS_ENVELOPE_KEY_ID, KMS_SIGNING_KEY_ID"
+            err.0,
+            vec![
+                "TABLE_NAME is not set",
+                "KMS_ENVELOPE_KEY_ID is not set",
+                "KMS_SIGNING_KEY_ID is not set",
+                "TLS_TRUST_ROOTS must be 'amazon' or 'system', not 'all'",
+            ]
         );
-        let ok = AwsConfig::from_lookup(&|name| Some(format!("{name}-value"))).unwrap();
+        let ok = AwsConfig::from_lookup(&|name| (name != "TLS_TRUST_ROOTS").then(|| format!("{name}-value")))
+            .unwrap();
         assert_eq!(ok.table_name, "TABLE_NAME-value");
+        assert_eq!(ok.trust_roots, TrustRoots::Amazon);
     }
 }
