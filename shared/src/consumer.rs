@@ -3,7 +3,7 @@
 
 use crate::backend::Backend;
 use crate::domain::certificates::{CertError, Expiry, DEFAULT_MAX_ATTEMPTS};
-use crate::domain::messages::QueueMessage;
+use crate::domain::messages::{LeaseRef, QueueMessage};
 use crate::ports::retry_on_conflict;
 use crate::repo::certificates::Certificates;
 use crate::worker::MessageHandler;
@@ -62,21 +62,42 @@ impl Dispatcher {
     }
 }
 
+/// How many of a message's leases are ended at once.
+const LEASES_IN_FLIGHT: usize = 16;
+
 #[async_trait]
 impl MessageHandler for Dispatcher {
+    /// Ends each lease the message names (16 at a time). If any fails, the message fails and is
+    /// delivered again: the leases already ended are then ignored.
     async fn handle(&self, body: &str) -> anyhow::Result<()> {
+        use futures_util::stream::{self, StreamExt};
         // An unparsable message is retried and then dead-lettered, where an operator sees it.
-        match QueueMessage::parse(body)? {
-            QueueMessage::LeaseExpired { request_id, lease_id } => {
-                match self.lease_expired(&request_id, &lease_id).await? {
-                    LeaseOutcome::Requeued => tracing::info!(%request_id, "lease ended; request re-queued"),
-                    LeaseOutcome::Dead => {
-                        tracing::warn!(%request_id, "request out of attempts; dead");
-                        self.backend.queue.dead_letter(body).await?;
-                    }
-                    LeaseOutcome::Ignored => {}
-                }
+        let leases = QueueMessage::parse(body)?.into_leases();
+        let total = leases.len();
+        let failures: Vec<anyhow::Error> = stream::iter(leases)
+            .map(|lease| async move { self.end_lease(&lease).await.err() })
+            .buffer_unordered(LEASES_IN_FLIGHT)
+            .filter_map(|failure| async move { failure })
+            .collect()
+            .await;
+        match failures.into_iter().next() {
+            None => Ok(()),
+            Some(first) => Err(first.context(format!("ending {total} leases: some failed"))),
+        }
+    }
+}
+
+impl Dispatcher {
+    /// Ends one lease of a message; a dead request's lease goes to the dead-letter queue.
+    async fn end_lease(&self, lease: &LeaseRef) -> anyhow::Result<()> {
+        let request_id = &lease.request_id;
+        match self.lease_expired(request_id, &lease.lease_id).await? {
+            LeaseOutcome::Requeued => tracing::info!(%request_id, "lease ended; request re-queued"),
+            LeaseOutcome::Dead => {
+                tracing::warn!(%request_id, "request out of attempts; dead");
+                self.backend.queue.dead_letter(&QueueMessage::single(lease).body()).await?;
             }
+            LeaseOutcome::Ignored => {}
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use crate::domain::certificates::{
     CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
     RequestState, RevocationResult, Settlement,
 };
-use crate::domain::messages::QueueMessage;
+use crate::domain::messages::{lease_timeouts, LeaseRef};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
 use crate::metrics::{self, Metric};
@@ -73,16 +73,16 @@ async fn poll(
             request.lease(&lease_id, now).map(|leased| (leased, version))
         })
         .collect();
-    let messages: Vec<_> = leases
-        .iter()
-        .map(|(leased, _)| {
-            let message = QueueMessage::LeaseExpired {
-                request_id: leased.request_id.clone(),
-                lease_id: leased.lease_id.clone().unwrap_or_default(),
-            };
-            (message.body(), leased.lease_duration())
-        })
-        .collect();
+    let messages: Vec<_> = lease_timeouts(leases.iter().map(|(leased, _)| {
+        let lease = LeaseRef {
+            request_id: leased.request_id.clone(),
+            lease_id: leased.lease_id.clone().unwrap_or_default(),
+        };
+        (lease, leased.lease_duration())
+    }))
+    .into_iter()
+    .map(|(message, delay)| (message.body(), delay))
+    .collect();
     if !messages.is_empty() {
         state.backend.queue.send_batch(&messages).await?;
     }

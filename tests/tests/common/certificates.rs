@@ -14,6 +14,7 @@ use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind, RequestState};
 use rp_shared::domain::envelope::{self, Binding, LoginCertEnvelope};
+use rp_shared::domain::messages::QueueMessage;
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::problem::codes;
 use rp_shared::http::{self, AppState, HttpConfig};
@@ -544,6 +545,51 @@ where
     while !check().await {
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A poll's leases get one time-out message per distinct time-out, not one each; the consumer
+/// ends every lease a message names.
+pub async fn a_poll_sends_one_time_out_message_per_time_out(h: Harness) {
+    let app = AppId::parse("appId", &h.app().await).unwrap();
+    let now = h.backend.clock.now_millis();
+    let requests: Vec<_> = (0..12)
+        .map(|i| CertRequest {
+            machine_user_name: Some(format!("user{i}@example.com")),
+            device_id: Some(format!("device-{i}")),
+            // Two time-outs among the twelve: 1 s and 2 s.
+            ..CertRequest::new(RequestKind::LoginCert, app.clone(), 1 + i % 2, EpochMillis(1_000 + i))
+        })
+        .collect();
+    rp_shared::testing::fixtures::queue_in_bulk(h.backend.store.as_ref(), &requests, now).await;
+    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    assert_eq!(polled["loginCerts"].as_array().unwrap().len(), 12);
+    h.clock.advance(Duration::from_secs(3));
+    let mut messages = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while messages.len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for the time-out messages");
+        messages.extend(h.backend.queue.receive(10, Duration::from_secs(30)).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Nothing more comes: one message per time-out.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    messages.extend(h.backend.queue.receive(10, Duration::from_secs(30)).await.unwrap());
+    let mut sizes: Vec<usize> = messages
+        .iter()
+        .map(|m| match QueueMessage::parse(&m.body).unwrap() {
+            QueueMessage::LeasesExpired { leases } => leases.len(),
+            other => panic!("a poll sends grouped messages, not {other:?}"),
+        })
+        .collect();
+    sizes.sort();
+    assert_eq!(sizes, [6, 6], "one message per time-out, each with its six leases");
+    let dispatcher = Dispatcher::new(h.backend.clone());
+    for message in &messages {
+        rp_shared::worker::MessageHandler::handle(&dispatcher, &message.body).await.unwrap();
+    }
+    for request in &requests {
+        assert_eq!(state_of(&h, &request.request_id).await.state, RequestState::Pending, "lease ended");
     }
 }
 
