@@ -453,8 +453,9 @@ pub trait ItemStore: Send + Sync {
 
     /// Independent conditional puts, not a transaction: each succeeds or fails on its own
     /// condition, and the answer holds each outcome in order. By default they run as separate
-    /// puts, [`PUT_EACH_CONCURRENCY`] at a time (DynamoDB: one `PutItem` each, in parallel); the
-    /// embedded store writes them all in one write transaction.
+    /// puts, [`PUT_EACH_CONCURRENCY`] at a time; DynamoDB sends them in transactions of up to
+    /// 100, sent again without the puts whose condition failed; the embedded store writes them
+    /// all in one write transaction.
     async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
         use futures_util::stream::{self, StreamExt};
         stream::iter(puts)

@@ -312,8 +312,8 @@ impl<'a> Certificates<'a> {
     }
 
     /// Writes the leases of one poll, each decided on the request read at its version, at once
-    /// (concurrent puts on DynamoDB, one transaction embedded), each on its own condition; for
-    /// each, whether it was taken (`false`: another poll leased it first).
+    /// (transactions of up to 100 on DynamoDB, one write transaction embedded), each on its own
+    /// condition; for each, whether it was taken (`false`: another poll leased it first).
     pub async fn persist_leases(&self, leases: &[(CertRequest, u64)]) -> Result<Vec<bool>, StoreError> {
         let puts = leases
             .iter()

@@ -603,6 +603,129 @@ impl ItemStore for DynamoStore {
             .and_then(|v| v.as_i64())
             .ok_or_else(|| StoreError::Encoding("the counter has no value".into()))
     }
+
+    /// The puts in `TransactWriteItems` of up to 100: one round trip for a poll's leases
+    /// instead of one per lease (at twice the write units). A cancelled transaction's per-put
+    /// reasons say which puts failed their condition (those are conflicts); the others are sent
+    /// again without them, up to [`TRANSACTION_TRIES`] times. Whatever is left after that, or
+    /// after a failure without per-put reasons, goes as separate puts, each with its own
+    /// outcome; so do puts under `Exists`/`Any` (their version is learnt from the response) and
+    /// repeated keys.
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        use futures_util::stream::{self, StreamExt};
+        let mut outcomes: Vec<Option<Result<Item, StoreError>>> = (0..puts.len()).map(|_| None).collect();
+        let now = self.clock.epoch_secs();
+        let mut alone: Vec<(usize, Item, Condition)> = Vec::new();
+        let mut grouped: Vec<GroupedPut> = Vec::new();
+        let mut keys = HashSet::new();
+        for (index, (item, condition)) in puts.into_iter().enumerate() {
+            let versioned = matches!(condition, Condition::Absent | Condition::Version(_));
+            if !versioned || !keys.insert(item.key.clone()) {
+                alone.push((index, item, condition));
+                continue;
+            }
+            let planned = plan(WriteOp::Put { item: item.clone(), condition }, now)
+                .and_then(|(write, version)| Ok((write.transact_item(&self.table)?, version)));
+            match planned {
+                Ok((Some(write), Some(version))) => {
+                    let mut stored = item.clone();
+                    stored.version = version;
+                    grouped.push(GroupedPut { index, item, condition, stored, write });
+                }
+                Ok(_) => alone.push((index, item, condition)),
+                Err(e) => outcomes[index] = Some(Err(e)),
+            }
+        }
+        if let [_] = grouped.as_slice() {
+            // One put is a plain call: half the cost of a transaction.
+            alone.extend(grouped.drain(..).map(|put| (put.index, put.item, put.condition)));
+        }
+        let mut chunks = Vec::new();
+        while !grouped.is_empty() {
+            let rest = grouped.split_off(grouped.len().min(MAX_TRANSACTION_ITEMS));
+            chunks.push(std::mem::replace(&mut grouped, rest));
+        }
+        for mut pending in chunks {
+            for _ in 0..TRANSACTION_TRIES {
+                let writes = pending.iter().map(|p| p.write.clone()).collect();
+                let result = self.client.transact_write_items().set_transact_items(Some(writes)).send().await;
+                let reasons = match result {
+                    Ok(_) => {
+                        for put in pending.drain(..) {
+                            outcomes[put.index] = Some(Ok(put.stored));
+                        }
+                        break;
+                    }
+                    Err(err) => per_put_reasons(&err, pending.len()),
+                };
+                let Some(reasons) = reasons else { break };
+                let mut again = Vec::with_capacity(pending.len());
+                for (put, reason) in pending.into_iter().zip(reasons) {
+                    match reason {
+                        PutReason::ConditionFailed => outcomes[put.index] = Some(Err(StoreError::Conflict)),
+                        PutReason::Retry => again.push(put),
+                    }
+                }
+                pending = again;
+            }
+            alone.extend(pending.into_iter().map(|put| (put.index, put.item, put.condition)));
+        }
+        let separate: Vec<(usize, Result<Item, StoreError>)> = stream::iter(alone)
+            .map(|(index, item, condition)| async move { (index, self.put(item, condition).await) })
+            .buffer_unordered(PUT_EACH_CONCURRENCY)
+            .collect()
+            .await;
+        for (index, outcome) in separate {
+            outcomes[index] = Some(outcome);
+        }
+        outcomes
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or_else(|| Err(StoreError::Encoding("a put was not sent".into()))))
+            .collect()
+    }
+}
+
+/// How many times [`DynamoStore::put_each`] sends a transaction whose puts still stand.
+const TRANSACTION_TRIES: usize = 3;
+
+/// One put of [`DynamoStore::put_each`]'s transactions: where its outcome goes, the put itself
+/// (to send alone if the transaction gives up), the item as stored, and its transaction write.
+struct GroupedPut {
+    index: usize,
+    item: Item,
+    condition: Condition,
+    stored: Item,
+    write: TransactWriteItem,
+}
+
+/// What a cancelled transaction says of one of its puts.
+#[derive(Debug, PartialEq, Eq)]
+enum PutReason {
+    /// Its condition failed: a conflict, final.
+    ConditionFailed,
+    /// It stood (or met a concurrent transaction): send it again.
+    Retry,
+}
+
+/// A cancelled transaction's reason for each of its `count` puts; `None` when the error is
+/// something else, or a reason is one a put cannot be retried on (throttling, a refused value).
+fn per_put_reasons<R>(err: &SdkError<TransactWriteItemsError, R>, count: usize) -> Option<Vec<PutReason>> {
+    let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error()
+    else {
+        return None;
+    };
+    put_reasons(cancelled.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None")), count)
+}
+
+fn put_reasons<'a>(codes: impl Iterator<Item = &'a str>, count: usize) -> Option<Vec<PutReason>> {
+    let reasons: Vec<PutReason> = codes
+        .map(|code| match code {
+            "ConditionalCheckFailed" => Some(PutReason::ConditionFailed),
+            "None" | "TransactionConflict" => Some(PutReason::Retry),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    (reasons.len() == count).then_some(reasons)
 }
 
 /// Creates the table with its two GSIs and TTL (for emulators and `rp-admin create-table`; on
@@ -786,6 +909,20 @@ mod tests {
         assert!(write.transact_item("t").unwrap().unwrap().condition_check.is_some());
         let (write, _) = plan(WriteOp::Check { key, condition: Condition::Any }, 5).unwrap();
         assert!(write.transact_item("t").unwrap().is_none(), "a check of nothing is left out");
+    }
+
+    #[test]
+    fn a_cancelled_put_each_transaction_is_read_put_by_put() {
+        use PutReason::*;
+        let reasons = |codes: &[&'static str], count| put_reasons(codes.iter().copied(), count);
+        assert_eq!(
+            reasons(&["None", "ConditionalCheckFailed", "TransactionConflict"], 3),
+            Some(vec![Retry, ConditionFailed, Retry])
+        );
+        assert_eq!(reasons(&["None", "ConditionalCheckFailed"], 3), None, "reasons for every put");
+        assert_eq!(reasons(&["ThrottlingError", "None"], 2), None, "throttling goes to separate puts");
+        assert_eq!(reasons(&["ValidationError"], 1), None);
+        assert_eq!(reasons(&[], 0), Some(vec![]));
     }
 
     #[test]
