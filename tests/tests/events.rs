@@ -8,12 +8,14 @@ use rp_shared::backend::Backend;
 use rp_shared::consumer::{process_batch, Dispatcher};
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{RequestKind, RequestState};
+use rp_shared::domain::messages::{LeaseRef, QueueMessage};
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::ports::Condition;
+use rp_shared::ports::{Condition, Increment, Item, ItemKey, ItemStore, Page, Query, StoreError, WriteOp};
 use rp_shared::repo::certificates::{request_item, Certificates};
 use rp_shared::samples::{self, LOGIN_REQUEST};
 use rp_shared::testing::http::TestClient;
+use rp_shared::worker::MessageHandler as _;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -201,4 +203,76 @@ fn routers_functions_events_and_template_agree() {
             "{route} is in [workspace.metadata.lambda.watch.router]"
         );
     }
+}
+
+/// A store whose reads of one item fail while `broken` is set.
+struct OneItemUnreadable {
+    inner: std::sync::Arc<dyn ItemStore>,
+    pk_part: String,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl ItemStore for OneItemUnreadable {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) && key.pk.contains(&self.pk_part) {
+            return Err(StoreError::unavailable(std::io::Error::other("the item's partition is down")));
+        }
+        self.inner.get(key).await
+    }
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        self.inner.put(item, condition).await
+    }
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.inner.delete(key, condition).await
+    }
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        self.inner.transact(ops).await
+    }
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.inner.query(query).await
+    }
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        self.inner.increment(increment).await
+    }
+}
+
+#[tokio::test]
+async fn a_grouped_message_fails_while_one_lease_cannot_be_ended_and_completes_when_redelivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = Backend::embedded(dir.path()).unwrap();
+    let store = std::sync::Arc::new(OneItemUnreadable {
+        inner: embedded.store.clone(),
+        pk_part: "broken-request".into(),
+        broken: true.into(),
+    });
+    let backend = Backend { store: store.clone(), ..embedded };
+    let app = AppId::parse("appId", "workstationDemo").unwrap();
+    let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
+    let ids = ["fine-request-1", "broken-request", "fine-request-2"];
+    for id in ids {
+        let leased = samples::leased(id, RequestKind::LoginCert, app.clone(), now, now);
+        backend.store.put(request_item(&leased).unwrap(), Condition::Absent).await.unwrap();
+    }
+    let leases = ids.iter().map(|id| LeaseRef { request_id: (*id).into(), lease_id: samples::LEASE.into() });
+    let body = QueueMessage::LeasesExpired { leases: leases.collect() }.body();
+    let dispatcher = Dispatcher::new(backend.clone());
+    let state = |id: &'static str| {
+        let store = store.inner.clone();
+        async move { Certificates::new(store.as_ref()).request(id).await.unwrap().unwrap().0.state }
+    };
+
+    let failed = dispatcher.handle(&body).await.expect_err("one lease could not be ended");
+    assert!(format!("{failed:#}").contains("ending 3 leases"), "{failed:#}");
+    assert_eq!(state("fine-request-1").await, RequestState::Pending, "the others were ended");
+    assert_eq!(state("fine-request-2").await, RequestState::Pending);
+    assert_eq!(state("broken-request").await, RequestState::Leased);
+
+    store.broken.store(false, std::sync::atomic::Ordering::SeqCst);
+    dispatcher.handle(&body).await.expect("redelivered, it completes");
+    assert_eq!(state("broken-request").await, RequestState::Pending);
+    assert_eq!(state("fine-request-1").await, RequestState::Pending, "ended once, ignored after");
 }
