@@ -6,8 +6,8 @@
 //!    leases in one write transaction). Prints leases per second for each, and the speed-up.
 //! 2. **Batch latency** (DynamoDB, when an emulator endpoint is set as for the AWS test suites,
 //!    else skipped, saying so): a poll leasing 50 requests against one leasing 1, medians over
-//!    20 polls each. The leases of a poll go out as concurrent `PutItem`s; the README's target
-//!    for the ratio is 3 or less.
+//!    20 polls each. A poll's leases go out in one `TransactWriteItems` and their time-outs in
+//!    one SQS message; the README's target for the ratio is 3 or less.
 
 use async_trait::async_trait;
 use rp_shared::backend::Backend;
