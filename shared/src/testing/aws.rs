@@ -5,8 +5,7 @@
 //! these suites create and delete resources and must never reach a real account. The harness sets
 //! the region, dummy credentials and `AWS_EC2_METADATA_DISABLED` itself, whatever the shell has.
 
-use crate::adapters::aws::TrustRoots;
-use crate::adapters::aws::{create_table, AwsClients, AwsConfig};
+use crate::adapters::aws::{create_table, AwsClients, AwsConfig, TrustRoots};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::sync::Once;

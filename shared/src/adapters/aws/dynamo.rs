@@ -373,18 +373,21 @@ impl Write {
 async fn transact_items(client: &Client, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
     match client.transact_write_items().set_transact_items(Some(items)).send().await {
         Ok(_) => Ok(()),
-        Err(err) => {
-            let reasons: Option<Vec<String>> = match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(e)) => Some(
-                    e.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect(),
-                ),
-                _ => None,
-            };
-            match reasons {
-                Some(reasons) => Err(cancelled(&reasons, err)),
-                None => Err(classify(err)),
-            }
+        Err(err) => match cancellation_reasons(&err) {
+            Some(reasons) => Err(cancelled(&reasons, err)),
+            None => Err(classify(err)),
+        },
+    }
+}
+
+/// A cancelled transaction's reason code for each of its writes (`None` for one that stood), or
+/// `None` when the error is not a cancellation.
+fn cancellation_reasons<R>(err: &SdkError<TransactWriteItemsError, R>) -> Option<Vec<String>> {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
+            Some(e.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_owned()).collect())
         }
+        _ => None,
     }
 }
 
@@ -640,12 +643,9 @@ impl ItemStore for DynamoStore {
             // One put is a plain call: half the cost of a transaction.
             alone.extend(grouped.drain(..).map(|put| (put.index, put.item, put.condition)));
         }
-        let mut chunks = Vec::new();
-        while !grouped.is_empty() {
-            let rest = grouped.split_off(grouped.len().min(MAX_TRANSACTION_ITEMS));
-            chunks.push(std::mem::replace(&mut grouped, rest));
-        }
-        for mut pending in chunks {
+        let mut grouped = grouped.into_iter().peekable();
+        while grouped.peek().is_some() {
+            let mut pending: Vec<GroupedPut> = grouped.by_ref().take(MAX_TRANSACTION_ITEMS).collect();
             for _ in 0..TRANSACTION_TRIES {
                 let writes = pending.iter().map(|p| p.write.clone()).collect();
                 let result = self.client.transact_write_items().set_transact_items(Some(writes)).send().await;
@@ -710,11 +710,8 @@ enum PutReason {
 /// A cancelled transaction's reason for each of its `count` puts; `None` when the error is
 /// something else, or a reason is one a put cannot be retried on (throttling, a refused value).
 fn per_put_reasons<R>(err: &SdkError<TransactWriteItemsError, R>, count: usize) -> Option<Vec<PutReason>> {
-    let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error()
-    else {
-        return None;
-    };
-    put_reasons(cancelled.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None")), count)
+    let codes = cancellation_reasons(err)?;
+    put_reasons(codes.iter().map(String::as_str), count)
 }
 
 fn put_reasons<'a>(codes: impl Iterator<Item = &'a str>, count: usize) -> Option<Vec<PutReason>> {
