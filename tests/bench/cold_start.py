@@ -232,6 +232,7 @@ def main():
         unlimit = json.dumps(unlimit).encode()
         unlimit_env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME="cc-app-rate-limit")
 
+        # Per function: init, cold start and warm samples, and the statuses seen.
         samples = {}
         health_event = (ROOT / "events" / "health.json").read_bytes()
         # hello-world first and last, so that the baseline sees the machine as the others did.
@@ -239,21 +240,22 @@ def main():
             event = health_event if name == "hello-lambda" else (ROOT / "events" / f"{name}.json").read_bytes()
             env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME=name)
             measure(RELEASE / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            got = measure(RELEASE / name, event, env, args.runs, args.warm)
-            if name in samples:
-                got = tuple(a + b for a, b in zip(samples[name], got[:3])) + (samples[name][3] | got[3],)
-            samples[name] = got
-            print(f"{name}: cold {statistics.median(got[1]):.1f} ms", file=sys.stderr)
-        rows = []
-        for name, (inits, colds, warms, statuses) in samples.items():
-            size = (RELEASE / name).stat().st_size / 1e6
-            rows.append((name, statistics.median(inits), statistics.median(colds), percentile(colds, 90),
-                         statistics.median(warms), size, ",".join(str(s) for s in sorted(statuses, key=str)),
-                         statistics.median(c - i for c, i in zip(colds, inits))))
+            inits, colds, warms, statuses = samples.setdefault(name, ([], [], [], set()))
+            got_inits, got_colds, got_warms, got_statuses = measure(RELEASE / name, event, env, args.runs, args.warm)
+            inits += got_inits
+            colds += got_colds
+            warms += got_warms
+            statuses |= got_statuses
+            print(f"{name}: cold {statistics.median(got_colds):.1f} ms", file=sys.stderr)
     finally:
         if moto:
             moto.terminate()
 
+    rows = []
+    for name, (inits, colds, warms, statuses) in samples.items():
+        rows.append((name, statistics.median(inits), statistics.median(colds), percentile(colds, 90),
+                     statistics.median(c - i for c, i in zip(colds, inits)), statistics.median(warms),
+                     (RELEASE / name).stat().st_size / 1e6, ",".join(str(s) for s in sorted(statuses, key=str))))
     base_init, base = rows[0][1], rows[0][2]
     store = f", DynamoDB at {aws['AWS_ENDPOINT_URL_DYNAMODB']}" if "AWS_ENDPOINT_URL_DYNAMODB" in aws else ""
     print(f"\n{args.runs} cold starts and {args.runs * args.warm} warm invocations per function; "
@@ -261,7 +263,7 @@ def main():
     print("| function | init, median | × hello | cold start, median | p90 | × hello | first invocation "
           "| warm, p50 | size (MB) | statuses |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, init, cold, p90, warm, size, statuses, first in rows:
+    for name, init, cold, p90, first, warm, size, statuses in rows:
         print(f"| {name} | {init:.1f} ms | {init / base_init:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold / base:.2f} "
               f"| {first:.1f} ms | {warm:.2f} ms | {size:.1f} | {statuses} |")
 
