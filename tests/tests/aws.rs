@@ -7,7 +7,9 @@ mod common;
 use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
 use rp_shared::backend::Backend;
 use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
-use rp_shared::testing::aws::{clients, fresh_config, fresh_keys, fresh_queue, fresh_table};
+use rp_shared::testing::aws::{
+    clients, fresh_config, fresh_keys, fresh_queue, fresh_table, shared_sdk_config,
+};
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
 
@@ -40,7 +42,10 @@ rp_shared::keys_contract_tests!(keys());
 async fn backend(clock: ManualClock) -> Option<Backend> {
     let clients = clients().await?;
     let config = fresh_config(&clients, rp_shared::backend::MAX_RECEIVE_COUNT).await;
-    Some(Backend::aws_with_clients(&config, clients, Arc::new(clock)))
+    // Built as a Lambda cold start builds it: one SDK config, each service's endpoint from the
+    // environment, and the queue's and the keys' clients made at their first call.
+    let sdk = shared_sdk_config().await?;
+    Some(Backend::aws(&config, &sdk, Arc::new(clock)))
 }
 
 router_tests!(backend);

@@ -55,23 +55,37 @@ pub fn configured() -> bool {
 /// An SDK config for `service` on its emulator: fixed region, dummy credentials, no IMDS.
 pub async fn sdk_config(service: &str) -> Option<SdkConfig> {
     let url = endpoint(service)?;
+    Some(emulator_config(Some(url)).await)
+}
+
+/// One SDK config for every service, as a Lambda cold start loads it: each client finds its
+/// service's endpoint in the environment (`AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`,
+/// both checked by [`configured`]); region and credentials are fixed here. `None` (skip) when
+/// the emulators are not configured.
+pub async fn shared_sdk_config() -> Option<SdkConfig> {
+    if !configured() {
+        return None;
+    }
+    Some(emulator_config(None).await)
+}
+
+async fn emulator_config(endpoint_url: Option<String>) -> SdkConfig {
     ENV.call_once(|| {
         // Anything in the SDK that still looks at the environment finds nothing to leave for.
         std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
     });
     let credentials = aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "emulator");
-    Some(
-        aws_config::defaults(BehaviorVersion::latest())
-            // The functions' own HTTP client (it serves plain-HTTP emulators as it serves AWS).
-            .http_client(
-                crate::adapters::aws::https_client(TrustRoots::Amazon).expect("the HTTPS client builds"),
-            )
-            .region(Region::new("us-east-1"))
-            .credentials_provider(credentials)
-            .endpoint_url(url)
-            .load()
-            .await,
-    )
+    let loader = aws_config::defaults(BehaviorVersion::latest())
+        // The functions' own HTTP client (it serves plain-HTTP emulators as it serves AWS).
+        .http_client(crate::adapters::aws::https_client(TrustRoots::Amazon).expect("the HTTPS client builds"))
+        .region(Region::new("us-east-1"))
+        .credentials_provider(credentials);
+    match endpoint_url {
+        Some(url) => loader.endpoint_url(url),
+        None => loader,
+    }
+    .load()
+    .await
 }
 
 /// Clients for every service, or `None` (skip) when the emulators are not configured.

@@ -1,6 +1,7 @@
 //! The KMS adapter of the key port: `GenerateDataKey`/`Decrypt` with an encryption context for
 //! envelopes, `Sign` (`ECDSA_SHA_256` over a SHA-256 digest) and `GetPublicKey` for ES256.
 
+use super::LazyClient;
 use crate::ports::keys::*;
 use async_trait::async_trait;
 use aws_sdk_kms::primitives::Blob;
@@ -14,7 +15,7 @@ use tokio::sync::OnceCell;
 const KMS_RAW_LIMIT: usize = 4096;
 
 pub struct KmsKeys {
-    client: Client,
+    client: LazyClient<Client>,
     envelope_key_id: String,
     signing_key_id: String,
     public_key: OnceCell<p256::PublicKey>,
@@ -22,12 +23,12 @@ pub struct KmsKeys {
 
 impl KmsKeys {
     pub fn new(
-        client: Client,
+        client: impl Into<LazyClient<Client>>,
         envelope_key_id: impl Into<String>,
         signing_key_id: impl Into<String>,
     ) -> Self {
         Self {
-            client,
+            client: client.into(),
             envelope_key_id: envelope_key_id.into(),
             signing_key_id: signing_key_id.into(),
             public_key: OnceCell::new(),

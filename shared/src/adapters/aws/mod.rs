@@ -1,5 +1,7 @@
 //! AWS adapters: DynamoDB (store), SQS (queue), KMS (keys). Clients are built once per process
-//! (per Lambda cold start) from one `SdkConfig`.
+//! (per Lambda cold start) from one `SdkConfig`: the store's at the cold start, since every
+//! request reads the store; the queue's and the keys' at their first call ([`LazyClient`]), so a
+//! function whose requests never queue or sign builds neither.
 
 mod dynamo;
 mod kms;
@@ -13,7 +15,8 @@ pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
 use crate::backend::Backend;
 use crate::ports::Clock;
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, LazyLock};
 
 /// One client per service.
 #[derive(Clone)]
@@ -21,6 +24,39 @@ pub struct AwsClients {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub kms: aws_sdk_kms::Client,
+}
+
+/// A service client built at its first use, then shared by every clone. Building one parses the
+/// SDK's endpoint-partition table and assembles its runtime plugins: work a cold start skips for
+/// a service its function never calls.
+pub struct LazyClient<C>(Arc<LazyLock<C, Box<dyn FnOnce() -> C + Send>>>);
+
+impl<C> LazyClient<C> {
+    /// A client `build` makes at the first dereference.
+    pub fn new(build: impl FnOnce() -> C + Send + 'static) -> Self {
+        Self(Arc::new(LazyLock::new(Box::new(build))))
+    }
+}
+
+impl<C> Clone for LazyClient<C> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+/// A client built already (the tests' clients, each pointed at its own endpoint).
+impl<C: Send + 'static> From<C> for LazyClient<C> {
+    fn from(client: C) -> Self {
+        Self::new(move || client)
+    }
+}
+
+impl<C> Deref for LazyClient<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.0
+    }
 }
 
 /// Where the AWS resources are: names and ids come from the environment the SAM template sets.
@@ -74,19 +110,32 @@ impl AwsConfig {
 pub struct AwsConfigError(pub Vec<String>);
 
 impl Backend {
-    /// The AWS backend over clients built from `sdk`.
+    /// The AWS backend over clients built from `sdk`: DynamoDB's now, SQS's and KMS's at their
+    /// first call.
     pub fn aws(config: &AwsConfig, sdk: &aws_config::SdkConfig, clock: Arc<dyn Clock>) -> Self {
-        let clients = AwsClients {
-            dynamo: aws_sdk_dynamodb::Client::new(sdk),
-            sqs: aws_sdk_sqs::Client::new(sdk),
-            kms: aws_sdk_kms::Client::new(sdk),
-        };
-        Self::aws_with_clients(config, clients, clock)
+        let (for_sqs, for_kms) = (sdk.clone(), sdk.clone());
+        Self::aws_over(
+            config,
+            aws_sdk_dynamodb::Client::new(sdk),
+            LazyClient::new(move || aws_sdk_sqs::Client::new(&for_sqs)),
+            LazyClient::new(move || aws_sdk_kms::Client::new(&for_kms)),
+            clock,
+        )
     }
 
     /// The AWS backend over given clients (each may point at its own endpoint).
     pub fn aws_with_clients(config: &AwsConfig, clients: AwsClients, clock: Arc<dyn Clock>) -> Self {
         let AwsClients { dynamo, sqs, kms } = clients;
+        Self::aws_over(config, dynamo, sqs.into(), kms.into(), clock)
+    }
+
+    fn aws_over(
+        config: &AwsConfig,
+        dynamo: aws_sdk_dynamodb::Client,
+        sqs: LazyClient<aws_sdk_sqs::Client>,
+        kms: LazyClient<aws_sdk_kms::Client>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             store: Arc::new(DynamoStore::new(dynamo, &config.table_name, clock.clone())),
             queue: Arc::new(SqsQueue::new(sqs, &config.queue_url, config.dead_letter_queue_url.clone())),
@@ -108,6 +157,24 @@ impl Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_lazy_client_is_built_once_at_its_first_use_and_shared_by_its_clones() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let counter = builds.clone();
+        let client = LazyClient::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            String::from("client")
+        });
+        let clone = client.clone();
+        assert_eq!(builds.load(Ordering::SeqCst), 0, "nothing is built before the first use");
+        assert_eq!(clone.as_str(), "client");
+        assert_eq!(client.len(), 6);
+        assert_eq!(builds.load(Ordering::SeqCst), 1);
+        let ready: LazyClient<u8> = 7.into();
+        assert_eq!(*ready, 7);
+    }
 
     #[test]
     fn every_missing_variable_is_reported_at_once() {

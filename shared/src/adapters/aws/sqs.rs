@@ -1,6 +1,7 @@
 //! The SQS adapter of the queue port. The dead-letter queue and `maxReceiveCount` are the queue's
 //! redrive policy (set in `infra/template.yaml`), so SQS itself moves a message that keeps failing.
 
+use super::LazyClient;
 use crate::ports::queue::*;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 #[derive(Clone)]
 pub struct SqsQueue {
-    client: Client,
+    client: LazyClient<Client>,
     queue_url: String,
     dead_letter_url: Option<String>,
 }
@@ -43,8 +44,12 @@ impl SqsQueue {
         Ok(sent.into_iter().map(|m| m.message_id).collect())
     }
 
-    pub fn new(client: Client, queue_url: impl Into<String>, dead_letter_url: Option<String>) -> Self {
-        Self { client, queue_url: queue_url.into(), dead_letter_url }
+    pub fn new(
+        client: impl Into<LazyClient<Client>>,
+        queue_url: impl Into<String>,
+        dead_letter_url: Option<String>,
+    ) -> Self {
+        Self { client: client.into(), queue_url: queue_url.into(), dead_letter_url }
     }
 
     async fn receive_from(

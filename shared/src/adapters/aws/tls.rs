@@ -7,8 +7,9 @@
 //! `TLS_TRUST_ROOTS=system` trusts the platform's store instead, for endpoints behind another
 //! authority (a TLS-inspecting proxy, an emulator served over HTTPS).
 
+use aws_config::environment::EnvironmentVariableCredentialsProvider;
 use aws_config::{BehaviorVersion, SdkConfig};
-use aws_sdk_dynamodb::config::SharedHttpClient;
+use aws_sdk_dynamodb::config::{ProvideCredentials, SharedHttpClient};
 use aws_smithy_http_client::proxy::ProxyConfig;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 use aws_smithy_http_client::{Builder, ConnectorBuilder, HttpClientError};
@@ -65,8 +66,19 @@ pub fn https_client(roots: TrustRoots) -> Result<SharedHttpClient, HttpClientErr
 
 /// The SDK configuration from the environment (region, credentials, endpoints), over
 /// [`https_client`]. One per process: every client is built from it.
+///
+/// Credentials: when the environment holds them (as on Lambda, which sets the execution role's
+/// there), they are read from it directly. That is the default chain's first provider and what
+/// the chain would answer, but the chain also builds an STS client, an IMDS client and a profile
+/// reader at every cold start, for providers it would never reach.
 pub async fn sdk_config(roots: TrustRoots) -> Result<SdkConfig, HttpClientError> {
-    Ok(aws_config::defaults(BehaviorVersion::latest()).http_client(https_client(roots)?).load().await)
+    let loader = aws_config::defaults(BehaviorVersion::latest()).http_client(https_client(roots)?);
+    let from_env = EnvironmentVariableCredentialsProvider::new();
+    let loader = match from_env.provide_credentials().await {
+        Ok(_) => loader.credentials_provider(from_env),
+        Err(_) => loader,
+    };
+    Ok(loader.load().await)
 }
 
 #[cfg(test)]
