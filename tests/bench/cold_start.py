@@ -76,6 +76,11 @@ class RuntimeApi(http.server.ThreadingHTTPServer):
         self.done = threading.Event()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
+    def handle_error(self, request, client_address):
+        # A process is killed while it holds a request for its next event: the reset that
+        # follows is expected, not worth a traceback.
+        pass
+
     def close(self):
         self.done.set()
         self.shutdown()
