@@ -1,6 +1,6 @@
 //! The Lambda front doors: each function's `main` calls one of these. Configuration is read and
-//! clients are built at most once per cold start (the queue's and the keys' at their first call), then
-//! borrowed by every invocation.
+//! clients are built at most once per cold start (the queue's and the keys' at their first
+//! call), then borrowed by every invocation.
 
 use crate::backend::Backend;
 use crate::config::{BackendKind, Config};
