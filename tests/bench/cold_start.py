@@ -24,8 +24,10 @@ request paths (DynamoDB Local is a JVM) before any function is measured.
 - size: the stripped binary.
 
 The samples change state (a lease, a registration), so after their first success some answer
-4xx on later runs; every answer's status is reported. Prints a Markdown table (medians, p90, and
-the cold-start ratio to hello-world)."""
+4xx on later runs; every answer's status is reported. Prints a Markdown table (medians, p90,
+and the cold-start ratio to hello-world), then which heavy crates (redb, rcgen, qrcode, QuickJS,
+the AWS SDK's services) each function links; `--links-only` prints only that, from the binaries
+already built, in a second."""
 
 import argparse
 import http.server
@@ -33,6 +35,7 @@ import json
 import os
 import pathlib
 import queue
+import re
 import socket
 import statistics
 import subprocess
@@ -140,6 +143,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.answers.put((request_id, at, status))
 
 
+# The crates whose presence in a binary is worth reporting: the ones the issue asked functions
+# not to carry unless they need them, and the AWS SDK's service crates.
+HEAVY = re.compile(rb"(redb|rcgen|qrcode|rquickjs-core|aws-sdk-[a-z]+)-[0-9]+\.[0-9]+\.[0-9]+")
+
+
+def linked_crates(binary):
+    """The heavy crates `binary` links, found by the source paths of their panic locations (a
+    stripped binary keeps them): a crate none of whose code is linked leaves no such path."""
+    return sorted({m.group(1).decode() for m in HEAVY.finditer(binary.read_bytes())})
+
+
+def print_links(names):
+    """Which functions link which heavy crates, one row per distinct set."""
+    groups = {}
+    for name in names:
+        binary = RELEASE / name
+        crates = tuple(linked_crates(binary)) if binary.exists() else ("(not built)",)
+        groups.setdefault(crates, []).append(name)
+    print("| heavy crates linked | functions |")
+    print("|---|---|")
+    for crates, group in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+        listed = ", ".join(group) if len(group) <= 6 else f"the other {len(group)}"
+        print(f"| {', '.join(crates) or '(none)'} | {listed} |")
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -180,6 +208,8 @@ def main():
     parser.add_argument("--warm", type=int, default=20, help="warm invocations after each cold start")
     parser.add_argument("--no-build", action="store_true", help="use the release binaries already built")
     parser.add_argument("--only", help="comma-separated functions to measure (default: all)")
+    parser.add_argument("--links-only", action="store_true",
+                        help="only report which heavy crates each built function links, starting nothing")
     parser.add_argument("--binaries", type=pathlib.Path, default=ROOT / "target" / "release",
                         help="where the release binaries are (another target dir's, e.g. an unstripped build "
                              "to profile); implies --no-build")
@@ -190,6 +220,9 @@ def main():
     functions = sorted(p.name for p in (ROOT / "functions").iterdir())
     if args.only:
         functions = [f for f in functions if f in args.only.split(",")]
+    if args.links_only:
+        print_links(functions)
+        return
     if not args.no_build and RELEASE == ROOT / "target" / "release":
         packages = [a for f in functions + ["hello-lambda", "rp-shared"] for a in ("-p", f)]
         subprocess.run(["cargo", "build", "--release", "-q", *packages], cwd=ROOT, check=True)
@@ -289,6 +322,8 @@ def main():
     for name, init, cold, p90, first, warm, size, statuses in rows:
         print(f"| {name} | {init:.1f} ms | {init / base_init:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold / base:.2f} "
               f"| {first:.1f} ms | {warm:.2f} ms | {size:.1f} | {statuses} |")
+    print()
+    print_links(functions)
 
 
 if __name__ == "__main__":
