@@ -631,9 +631,7 @@ impl ItemStore for DynamoStore {
                 .and_then(|(write, version)| Ok((write.transact_item(&self.table)?, version)));
             match planned {
                 Ok((Some(write), Some(version))) => {
-                    let mut stored = item.clone();
-                    stored.version = version;
-                    grouped.push(GroupedPut { index, item, condition, stored, write });
+                    grouped.push(GroupedPut { index, item, condition, version, write })
                 }
                 Ok(_) => alone.push((index, item, condition)),
                 Err(e) => outcomes[index] = Some(Err(e)),
@@ -652,7 +650,8 @@ impl ItemStore for DynamoStore {
                 let reasons = match result {
                     Ok(_) => {
                         for put in pending.drain(..) {
-                            outcomes[put.index] = Some(Ok(put.stored));
+                            let stored = Item { version: put.version, ..put.item };
+                            outcomes[put.index] = Some(Ok(stored));
                         }
                         break;
                     }
@@ -689,12 +688,12 @@ impl ItemStore for DynamoStore {
 const TRANSACTION_TRIES: usize = 3;
 
 /// One put of [`DynamoStore::put_each`]'s transactions: where its outcome goes, the put itself
-/// (to send alone if the transaction gives up), the item as stored, and its transaction write.
+/// (to send alone if the transaction gives up), the version it stores, and its transaction write.
 struct GroupedPut {
     index: usize,
     item: Item,
     condition: Condition,
-    stored: Item,
+    version: u64,
     write: TransactWriteItem,
 }
 
