@@ -80,9 +80,10 @@ impl MessageHandler for Dispatcher {
             .filter_map(|failure| async move { failure })
             .collect()
             .await;
+        let failed = failures.len();
         match failures.into_iter().next() {
             None => Ok(()),
-            Some(first) => Err(first.context(format!("ending {total} leases: some failed"))),
+            Some(first) => Err(first.context(format!("ending {total} leases: {failed} failed, the first"))),
         }
     }
 }
