@@ -46,6 +46,7 @@ import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Where `cargo build --release` puts the binaries (`--binaries` names another directory).
 RELEASE = ROOT / "target" / "release"
 
 
@@ -154,11 +155,11 @@ def linked_crates(binary):
     return sorted({m.group(1).decode() for m in HEAVY.finditer(binary.read_bytes())})
 
 
-def print_links(names):
-    """Which functions link which heavy crates, one row per distinct set."""
+def print_links(release, names):
+    """Which functions (binaries in `release`) link which heavy crates, one row per distinct set."""
     groups = {}
     for name in names:
-        binary = RELEASE / name
+        binary = release / name
         crates = tuple(linked_crates(binary)) if binary.exists() else ("(not built)",)
         groups.setdefault(crates, []).append(name)
     print("| heavy crates linked | functions |")
@@ -210,20 +211,19 @@ def main():
     parser.add_argument("--only", help="comma-separated functions to measure (default: all)")
     parser.add_argument("--links-only", action="store_true",
                         help="only report which heavy crates each built function links, starting nothing")
-    parser.add_argument("--binaries", type=pathlib.Path, default=ROOT / "target" / "release",
+    parser.add_argument("--binaries", type=pathlib.Path, default=RELEASE,
                         help="where the release binaries are (another target dir's, e.g. an unstripped build "
                              "to profile); implies --no-build")
     args = parser.parse_args()
-    global RELEASE
-    RELEASE = args.binaries.resolve()
+    release = args.binaries.resolve()
 
     functions = sorted(p.name for p in (ROOT / "functions").iterdir())
     if args.only:
         functions = [f for f in functions if f in args.only.split(",")]
     if args.links_only:
-        print_links(functions)
+        print_links(release, functions)
         return
-    if not args.no_build and RELEASE == ROOT / "target" / "release":
+    if not args.no_build and release == RELEASE:
         packages = [a for f in functions + ["hello-lambda", "rp-shared"] for a in ("-p", f)]
         subprocess.run(["cargo", "build", "--release", "-q", *packages], cwd=ROOT, check=True)
 
@@ -265,7 +265,7 @@ def main():
                           KMS_SIGNING_KEY_ID=signing, AWS_LAMBDA_FUNCTION_MEMORY_SIZE="1024",
                           AWS_LAMBDA_FUNCTION_VERSION="$LATEST",
                           AWS_LAMBDA_LOG_LEVEL=os.environ.get("AWS_LAMBDA_LOG_LEVEL", "WARN"))
-        admin = [str(RELEASE / "rp-admin"), "--backend", "aws"]
+        admin = [str(release / "rp-admin"), "--backend", "aws"]
         subprocess.run(admin + ["create-table"], env=lambda_env, check=True, stdout=subprocess.DEVNULL)
         subprocess.run(admin + ["seed-samples"], env=lambda_env, check=True, stdout=subprocess.DEVNULL)
 
@@ -282,8 +282,8 @@ def main():
         def run(name, runs):
             event = health_event if name == "hello-lambda" else (ROOT / "events" / f"{name}.json").read_bytes()
             env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME=name)
-            measure(RELEASE / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            return measure(RELEASE / name, event, env, runs, args.warm)
+            measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
+            return measure(release / name, event, env, runs, args.warm)
 
         # One unmeasured start of every function first: the emulators (DynamoDB Local is a JVM)
         # compile their request paths during their first calls, which would otherwise land on
@@ -311,7 +311,7 @@ def main():
     for name, (inits, colds, warms, statuses) in samples.items():
         rows.append((name, statistics.median(inits), statistics.median(colds), percentile(colds, 90),
                      statistics.median(c - i for c, i in zip(colds, inits)), statistics.median(warms),
-                     (RELEASE / name).stat().st_size / 1e6, ",".join(str(s) for s in sorted(statuses, key=str))))
+                     (release / name).stat().st_size / 1e6, ",".join(str(s) for s in sorted(statuses, key=str))))
     base_init, base = rows[0][1], rows[0][2]
     store = f", DynamoDB at {aws['AWS_ENDPOINT_URL_DYNAMODB']}" if "AWS_ENDPOINT_URL_DYNAMODB" in aws else ""
     print(f"\n{args.runs} cold starts and {args.runs * args.warm} warm invocations per function; "
@@ -323,7 +323,7 @@ def main():
         print(f"| {name} | {init:.1f} ms | {init / base_init:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold / base:.2f} "
               f"| {first:.1f} ms | {warm:.2f} ms | {size:.1f} | {statuses} |")
     print()
-    print_links(functions)
+    print_links(release, functions)
 
 
 if __name__ == "__main__":
