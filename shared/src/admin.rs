@@ -73,7 +73,8 @@ pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
         BackendKind::Embedded => Backend::embedded(&cli.data_dir)?,
         BackendKind::Aws => {
             let config = Config::from_env(BackendKind::Aws)?;
-            Backend::aws_from_config(config.aws.as_ref().expect("read for BackendKind::Aws")).await?
+            let aws = config.aws.as_ref().expect("read for BackendKind::Aws");
+            Backend::aws_from_config(aws, crate::adapters::aws::ClientSet::ALL).await?
         }
     })
 }

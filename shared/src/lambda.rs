@@ -1,7 +1,9 @@
 //! The Lambda front doors: each function's `main` calls one of these. Configuration is read and
 //! clients are built at most once per cold start (the queue's and the keys' at their first
-//! call), then borrowed by every invocation.
+//! call), then borrowed by every invocation. A function builds, and links, only the clients its
+//! `main` names in a [`ClientSet`].
 
+pub use crate::adapters::aws::ClientSet;
 use crate::backend::Backend;
 use crate::config::{BackendKind, Config};
 use crate::consumer::{process_batch, Dispatcher};
@@ -18,18 +20,22 @@ fn begin_cold_start() {
 }
 
 /// The configuration and backend of a cold start; fails naming every bad variable.
-async fn cold_start() -> Result<(Config, Backend), lambda_runtime::Error> {
+async fn cold_start(clients: ClientSet) -> Result<(Config, Backend), lambda_runtime::Error> {
     begin_cold_start();
     let config = Config::from_env(BackendKind::Aws)?;
     let aws = config.aws.as_ref().expect("the AWS configuration is read for BackendKind::Aws");
-    let backend = Backend::aws_from_config(aws).await?;
+    let backend = Backend::aws_from_config(aws, clients).await?;
     Ok((config, backend))
 }
 
-/// Serves one endpoint's router: each function's `main` names its own (`http::ENDPOINTS` maps
-/// the function's name to the same one), so its binary links only that endpoint's code.
-pub async fn serve(router: fn(&AppState) -> Router<AppState>) -> Result<(), lambda_http::Error> {
-    let (config, backend) = cold_start().await?;
+/// Serves one endpoint's router over the clients it uses: each function's `main` names both
+/// (`http::ENDPOINTS` maps the function's name to the same router and to the services of the
+/// same name), so its binary links only that endpoint's code and those clients.
+pub async fn serve(
+    router: fn(&AppState) -> Router<AppState>,
+    clients: ClientSet,
+) -> Result<(), lambda_http::Error> {
+    let (config, backend) = cold_start(clients).await?;
     // Without PUBLIC_BASE_URL, links point at the host the request came to.
     lambda_http::run(http::single(router, AppState::new(backend, config.http("")))).await
 }
@@ -41,9 +47,10 @@ pub async fn serve_stateless(router: fn(&()) -> Router<()>) -> Result<(), lambda
     lambda_http::run(http::stateless(router, &http::HttpConfig::default())).await
 }
 
-/// Consumes the certificate re-queue (an SQS event source with `ReportBatchItemFailures`).
+/// Consumes the certificate re-queue (an SQS event source with `ReportBatchItemFailures`): it
+/// ends leases in the store and dead-letters through SQS, and signs nothing.
 pub async fn serve_queue_consumer() -> Result<(), lambda_runtime::Error> {
-    let (config, backend) = cold_start().await?;
+    let (config, backend) = cold_start(ClientSet::QUEUE).await?;
     let dispatcher = Arc::new(Dispatcher::new(backend).with_max_attempts(config.max_attempts));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let dispatcher = dispatcher.clone();

@@ -17,5 +17,5 @@ fn router(state: &AppState) -> Router<AppState> {
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(router).await
+    rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::STORE).await
 }

@@ -4,7 +4,7 @@
 //! name the same endpoints.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use rp_shared::backend::Backend;
+use rp_shared::backend::{Backend, Services};
 use rp_shared::consumer::{process_batch, Dispatcher};
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{RequestKind, RequestState};
@@ -163,16 +163,45 @@ fn routers_functions_events_and_template_agree() {
     let template = read("infra/template.yaml");
     let workspace_manifest = read("Cargo.toml");
     let endpoints: Vec<_> = http::ENDPOINTS.iter().map(|e| e.name).collect();
-    // Each function's main names the router `ENDPOINTS` gives its name.
+    // Each function's main names the router `ENDPOINTS` gives its name, and builds the clients
+    // of the services it declares (the `ClientSet` constant of the same name).
     let table = read("shared/src/http/mod.rs");
-    for name in &endpoints {
-        let entry = format!("Endpoint {{ name: \"{name}\", router: ");
+    for endpoint in http::ENDPOINTS {
+        let name = endpoint.name;
+        let entry = format!("(\"{name}\", ");
         let start = table.find(&entry).unwrap_or_else(|| panic!("ENDPOINTS names {name}")) + entry.len();
-        let router = &table[start..start + table[start..].find(' ').unwrap()];
-        let main = read(&format!("functions/{name}/src/main.rs"));
-        let front_door = if *name == "health" { "serve_stateless" } else { "serve" };
-        let call = format!("rp_shared::lambda::{front_door}(rp_shared::http::{router}).await");
-        assert!(main.contains(&call), "functions/{name}/src/main.rs serves http::{router}");
+        let router = &table[start..start + table[start..].find(')').unwrap()];
+        let main: String =
+            read(&format!("functions/{name}/src/main.rs")).chars().filter(|c| !c.is_whitespace()).collect();
+        let call = if name == "health" {
+            assert_eq!(endpoint.services, Services::STORE, "health calls nothing");
+            format!("rp_shared::lambda::serve_stateless(rp_shared::http::{router}).await")
+        } else {
+            let clients = endpoint.services.name();
+            format!("rp_shared::lambda::serve(rp_shared::http::{router},rp_shared::lambda::ClientSet::{clients},).await")
+        };
+        assert!(
+            main.contains(&call) || main.contains(&call.replace(",)", ")")),
+            "functions/{name}/src/main.rs serves http::{router} over ClientSet::{}",
+            endpoint.services.name()
+        );
+    }
+    // The template grants each function KMS and SQS exactly when its endpoint calls them, the
+    // services its `main` builds clients for.
+    let services = http::ENDPOINTS.iter().map(|e| (e.name, e.services));
+    for (name, services) in services.chain([("cert-timeout-consumer", Services::QUEUE)]) {
+        let start = template.find(&format!("Binary: {name}\n")).unwrap_or_else(|| panic!("{name} is built"));
+        let function = &template[start..start + template[start..].find("\n\n").unwrap()];
+        assert_eq!(
+            function.contains("- kms:"),
+            services.keys,
+            "the template grants {name} KMS iff it uses keys"
+        );
+        assert_eq!(
+            function.contains("- sqs:"),
+            services.queue,
+            "the template grants {name} SQS iff it queues"
+        );
     }
     for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {
         let manifest = read(&format!("functions/{name}/Cargo.toml"));

@@ -37,7 +37,10 @@ async fn a_replayed_event_logs_lambdas_request_id() {
     std::thread::spawn(|| {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         // It ends when the test does and the Runtime API goes away.
-        let _ = runtime.block_on(rp_shared::lambda::serve(rp_shared::http::health::router));
+        let _ = runtime.block_on(rp_shared::lambda::serve(
+            rp_shared::http::health::router,
+            rp_shared::lambda::ClientSet::STORE,
+        ));
     });
 
     let mut seen = Vec::new();

@@ -2,5 +2,6 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(rp_shared::http::cc::workstation_router).await
+    rp_shared::lambda::serve(rp_shared::http::cc::workstation_router, rp_shared::lambda::ClientSet::STORE)
+        .await
 }

@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(rp_shared::http::code::env_router).await
+    rp_shared::lambda::serve(rp_shared::http::code::env_router, rp_shared::lambda::ClientSet::STORE).await
 }

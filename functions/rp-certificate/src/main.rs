@@ -2,5 +2,9 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(rp_shared::http::certificates::issued_router).await
+    rp_shared::lambda::serve(
+        rp_shared::http::certificates::issued_router,
+        rp_shared::lambda::ClientSet::STORE,
+    )
+    .await
 }

@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(rp_shared::http::offline::used_router).await
+    rp_shared::lambda::serve(rp_shared::http::offline::used_router, rp_shared::lambda::ClientSet::KEYS).await
 }

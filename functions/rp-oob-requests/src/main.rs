@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(rp_shared::http::oob::start_router).await
+    rp_shared::lambda::serve(rp_shared::http::oob::start_router, rp_shared::lambda::ClientSet::KEYS).await
 }

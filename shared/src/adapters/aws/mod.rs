@@ -13,8 +13,9 @@ pub use kms::KmsKeys;
 pub use sqs::SqsQueue;
 pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
+use crate::adapters::absent::Absent;
 use crate::backend::Backend;
-use crate::ports::Clock;
+use crate::ports::{Clock, KeyService, Queue};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
@@ -113,14 +114,27 @@ impl Backend {
     /// The AWS backend over clients built from `sdk`: DynamoDB's now, SQS's and KMS's at their
     /// first call.
     pub fn aws(config: &AwsConfig, sdk: &aws_config::SdkConfig, clock: Arc<dyn Clock>) -> Self {
-        let (for_sqs, for_kms) = (sdk.clone(), sdk.clone());
-        Self::aws_over(
-            config,
-            aws_sdk_dynamodb::Client::new(sdk),
-            LazyClient::new(move || aws_sdk_sqs::Client::new(&for_sqs)),
-            LazyClient::new(move || aws_sdk_kms::Client::new(&for_kms)),
+        Self::aws_for(config, sdk, clock, ClientSet::ALL)
+    }
+
+    /// The AWS backend of a Lambda function: DynamoDB's client now, and those that `clients`
+    /// names at their first call; a service it leaves out is [`Absent`].
+    pub fn aws_for(
+        config: &AwsConfig,
+        sdk: &aws_config::SdkConfig,
+        clock: Arc<dyn Clock>,
+        clients: ClientSet,
+    ) -> Self {
+        Self {
+            store: Arc::new(DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(sdk),
+                &config.table_name,
+                clock.clone(),
+            )),
+            queue: (clients.queue)(config, sdk),
+            keys: (clients.keys)(config, sdk),
             clock,
-        )
+        }
     }
 
     /// The AWS backend over given clients (each may point at its own endpoint).
@@ -145,13 +159,56 @@ impl Backend {
     }
 
     /// The AWS backend over clients from the environment's SDK configuration and
-    /// `config.trust_roots`, as a Lambda cold start builds it.
+    /// `config.trust_roots`, as a Lambda cold start builds it: the clients `clients` names.
     pub async fn aws_from_config(
         config: &AwsConfig,
+        clients: ClientSet,
     ) -> Result<Self, aws_smithy_http_client::HttpClientError> {
         let sdk = sdk_config(config.trust_roots).await?;
-        Ok(Self::aws(config, &sdk, Arc::new(crate::ports::SystemClock)))
+        Ok(Self::aws_for(config, &sdk, Arc::new(crate::ports::SystemClock), clients))
     }
+}
+
+/// The queue and key service a Lambda function builds, as constructors: SQS's and KMS's (built
+/// at their first call), or [`Absent`] for a service its endpoint never calls. A function names
+/// one of the constants in its `main`, and only the constructors named there are linked, so its
+/// binary carries the SDK clients of the services it uses and no other. Each constant has the
+/// name of the endpoint's [`Services`](crate::backend::Services) in `http::ENDPOINTS` (a test holds them together).
+#[derive(Clone, Copy)]
+pub struct ClientSet {
+    queue: fn(&AwsConfig, &aws_config::SdkConfig) -> Arc<dyn Queue>,
+    keys: fn(&AwsConfig, &aws_config::SdkConfig) -> Arc<dyn KeyService>,
+}
+
+impl ClientSet {
+    /// Neither SQS nor KMS.
+    pub const STORE: Self = Self { queue: absent_queue, keys: absent_keys };
+    /// KMS.
+    pub const KEYS: Self = Self { queue: absent_queue, keys: kms_keys };
+    /// SQS.
+    pub const QUEUE: Self = Self { queue: sqs_queue, keys: absent_keys };
+    /// SQS and KMS.
+    pub const ALL: Self = Self { queue: sqs_queue, keys: kms_keys };
+}
+
+fn absent_queue(_: &AwsConfig, _: &aws_config::SdkConfig) -> Arc<dyn Queue> {
+    Arc::new(Absent)
+}
+
+fn absent_keys(_: &AwsConfig, _: &aws_config::SdkConfig) -> Arc<dyn KeyService> {
+    Arc::new(Absent)
+}
+
+fn sqs_queue(config: &AwsConfig, sdk: &aws_config::SdkConfig) -> Arc<dyn Queue> {
+    let sdk = sdk.clone();
+    let client = LazyClient::new(move || aws_sdk_sqs::Client::new(&sdk));
+    Arc::new(SqsQueue::new(client, &config.queue_url, config.dead_letter_queue_url.clone()))
+}
+
+fn kms_keys(config: &AwsConfig, sdk: &aws_config::SdkConfig) -> Arc<dyn KeyService> {
+    let sdk = sdk.clone();
+    let client = LazyClient::new(move || aws_sdk_kms::Client::new(&sdk));
+    Arc::new(KmsKeys::new(client, &config.envelope_key_id, &config.signing_key_id))
 }
 
 #[cfg(test)]

@@ -1,0 +1,88 @@
+//! The queue and key service of a function whose endpoint calls neither: it builds no client for
+//! them, so its binary links none. A call answers [`NotBuilt`] (a 503 at the edge): it means the
+//! endpoint's [`Services`](crate::backend::Services) in `http::ENDPOINTS` leave out a service it
+//! uses, which the router suites catch, since the local server builds every endpoint this way.
+
+use crate::ports::keys::{DataKey, EncryptionContext, KeyError, KeyService};
+use crate::ports::queue::{Queue, QueueError, ReceivedMessage};
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// Stands in for a service the function was built without.
+#[derive(Debug, Clone, Copy)]
+pub struct Absent;
+
+/// The error every call to an [`Absent`] service answers.
+#[derive(Debug, thiserror::Error)]
+#[error("the {0} is not among this endpoint's services (http::ENDPOINTS), so it was not built")]
+pub struct NotBuilt(pub &'static str);
+
+fn no_queue() -> QueueError {
+    tracing::error!("an endpoint called the queue, which its declared services leave out");
+    QueueError::unavailable(NotBuilt("queue"))
+}
+
+fn no_keys() -> KeyError {
+    tracing::error!("an endpoint called the key service, which its declared services leave out");
+    KeyError::unavailable(NotBuilt("key service"))
+}
+
+#[async_trait]
+impl Queue for Absent {
+    async fn send(&self, _body: &str, _delay: Duration) -> Result<String, QueueError> {
+        Err(no_queue())
+    }
+    async fn receive(&self, _max: usize, _visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        Err(no_queue())
+    }
+    async fn ack(&self, _receipt: &str) -> Result<(), QueueError> {
+        Err(no_queue())
+    }
+    async fn dead_letter(&self, _body: &str) -> Result<(), QueueError> {
+        Err(no_queue())
+    }
+    async fn dead_letters(&self, _max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
+        Err(no_queue())
+    }
+}
+
+#[async_trait]
+impl KeyService for Absent {
+    async fn generate_data_key(&self, _context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        Err(no_keys())
+    }
+    async fn decrypt_data_key(
+        &self,
+        _wrapped: &[u8],
+        _context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        Err(no_keys())
+    }
+    async fn sign_es256(&self, _message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        Err(no_keys())
+    }
+    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
+        Err(no_keys())
+    }
+    /// Empty: nothing is signed without [`sign_es256`](KeyService::sign_es256), which fails.
+    fn signing_key_id(&self) -> String {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_call_to_an_absent_service_fails_naming_it() {
+        let err = Absent.send("{}", Duration::ZERO).await.unwrap_err();
+        assert!(matches!(&err, QueueError::Unavailable(e) if e.to_string().starts_with("the queue is not")));
+        assert!(Absent.dead_letter("{}").await.is_err());
+        let err = Absent.sign_es256(b"m").await.unwrap_err();
+        assert!(
+            matches!(&err, KeyError::Unavailable(e) if e.to_string().starts_with("the key service is not"))
+        );
+        assert!(Absent.generate_data_key(&EncryptionContext::new("t", "p")).await.is_err());
+    }
+}
