@@ -74,3 +74,28 @@ impl Services {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_endpoint_sees_the_services_it_declares_and_absent_ones_for_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Backend::embedded(dir.path()).unwrap();
+        let all = backend.only(Services::ALL);
+        assert!(Arc::ptr_eq(&all.queue, &backend.queue) && Arc::ptr_eq(&all.keys, &backend.keys));
+        let keys = backend.only(Services::KEYS);
+        assert!(Arc::ptr_eq(&keys.keys, &backend.keys) && Arc::ptr_eq(&keys.store, &backend.store));
+        assert!(keys.queue.send("{}", std::time::Duration::ZERO).await.is_err(), "no queue");
+        assert!(backend.queue.send("{}", std::time::Duration::ZERO).await.is_ok());
+        let queue = backend.only(Services::QUEUE);
+        assert!(Arc::ptr_eq(&queue.queue, &backend.queue));
+        assert!(queue.keys.sign_es256(b"m").await.is_err(), "no key service");
+        assert!(backend.keys.sign_es256(b"m").await.is_ok());
+        assert_eq!(
+            [Services::STORE, Services::KEYS, Services::QUEUE, Services::ALL].map(Services::name),
+            ["STORE", "KEYS", "QUEUE", "ALL"]
+        );
+    }
+}

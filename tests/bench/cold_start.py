@@ -11,6 +11,8 @@ the KMS keys and the table, and seeds the sample fixtures (`rp-admin --backend a
 seed-samples`). Then, for each function, `--runs` times: it starts the binary under a Lambda
 Runtime API of its own on loopback, with the Lambda environment and every AWS client pointed at
 moto, and hands it the function's sample event (`events/<function>.json`) `1 + --warm` times.
+Each of those starts follows one of hello-world's, and a function's ratios are to the
+hello-world starts made beside its own, so that the machine's drift over a run cancels out.
 Every function is first started once unmeasured, so that the emulators have compiled their
 request paths (DynamoDB Local is a JVM) before any function is measured.
 
@@ -165,7 +167,7 @@ def print_links(release, names):
     print("| heavy crates linked | functions |")
     print("|---|---|")
     for crates, group in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
-        listed = ", ".join(group) if len(group) <= 6 else f"the other {len(group)}"
+        listed = ", ".join(group) if len(group) <= 10 else f"the other {len(group)}"
         print(f"| {', '.join(crates) or '(none)'} | {listed} |")
 
 
@@ -279,48 +281,67 @@ def main():
 
         health_event = (ROOT / "events" / "health.json").read_bytes()
 
-        def run(name, runs):
-            event = health_event if name == "hello-lambda" else (ROOT / "events" / f"{name}.json").read_bytes()
+        def event_of(name):
+            return health_event if name == "hello-lambda" else (ROOT / "events" / f"{name}.json").read_bytes()
+
+        def start(name, runs):
             env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME=name)
-            measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            return measure(release / name, event, env, runs, args.warm)
+            return measure(release / name, event_of(name), env, runs, args.warm)
 
         # One unmeasured start of every function first: the emulators (DynamoDB Local is a JVM)
         # compile their request paths during their first calls, which would otherwise land on
         # the functions measured first. Their answers count among the statuses seen.
         # Per function (hello-world's row first): init, cold start and warm samples, and the
-        # statuses seen.
+        # statuses seen; and per function, the hello-world samples taken beside its own.
         samples = {"hello-lambda": ([], [], [], set())}
+        beside = {}
+        start("hello-lambda", 1)
         for name in functions:
-            samples.setdefault(name, ([], [], [], set()))[3].update(run(name, 1)[3])
+            measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
+            samples.setdefault(name, ([], [], [], set()))[3].update(start(name, 1)[3])
 
-        # hello-world first and last, so that the baseline sees the machine as the others did.
-        for name in ["hello-lambda"] + functions + ["hello-lambda"]:
-            inits, colds, warms, statuses = samples.setdefault(name, ([], [], [], set()))
-            got_inits, got_colds, got_warms, got_statuses = run(name, args.runs)
-            inits += got_inits
-            colds += got_colds
-            warms += got_warms
-            statuses |= got_statuses
-            print(f"{name}: cold {statistics.median(got_colds):.1f} ms", file=sys.stderr)
+        # Each start of a function follows a start of hello-world, so that every ratio compares
+        # starts made side by side: the machine's pace drifts over a run (hello-world's init has
+        # been 2.2-2.9 ms in separate runs here), and a baseline taken once would carry that
+        # drift into every ratio.
+        def add(into, got):
+            for mine, new in zip(into, got):
+                if isinstance(mine, set):
+                    mine |= new
+                else:
+                    mine += new
+
+        for name in functions:
+            measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
+            mine, hello = samples[name], beside.setdefault(name, ([], [], [], set()))
+            for _ in range(args.runs):
+                got_hello = start("hello-lambda", 1)
+                add(hello, got_hello)
+                add(samples["hello-lambda"], got_hello)
+                add(mine, start(name, 1))
+            print(f"{name}: cold {statistics.median(mine[1]):.1f} ms, hello-world beside it "
+                  f"{statistics.median(hello[1]):.1f} ms", file=sys.stderr)
     finally:
         if moto:
             moto.terminate()
 
     rows = []
     for name, (inits, colds, warms, statuses) in samples.items():
-        rows.append((name, statistics.median(inits), statistics.median(colds), percentile(colds, 90),
+        # The ratios: to the hello-world starts made beside this function's.
+        base_inits, base_colds = beside.get(name, samples["hello-lambda"])[:2]
+        rows.append((name, statistics.median(inits), statistics.median(inits) / statistics.median(base_inits),
+                     statistics.median(colds), percentile(colds, 90),
+                     statistics.median(colds) / statistics.median(base_colds),
                      statistics.median(c - i for c, i in zip(colds, inits)), statistics.median(warms),
                      (release / name).stat().st_size / 1e6, ",".join(str(s) for s in sorted(statuses, key=str))))
-    base_init, base = rows[0][1], rows[0][2]
     store = f", DynamoDB at {aws['AWS_ENDPOINT_URL_DYNAMODB']}" if "AWS_ENDPOINT_URL_DYNAMODB" in aws else ""
-    print(f"\n{args.runs} cold starts and {args.runs * args.warm} warm invocations per function; "
-          f"moto at {endpoint}{store}\n")
+    print(f"\n{args.runs} cold starts and {args.runs * args.warm} warm invocations per function, each start "
+          f"after one of hello-world's; moto at {endpoint}{store}\n")
     print("| function | init, median | × hello | cold start, median | p90 | × hello | first invocation "
           "| warm, p50 | size (MB) | statuses |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, init, cold, p90, first, warm, size, statuses in rows:
-        print(f"| {name} | {init:.1f} ms | {init / base_init:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold / base:.2f} "
+    for name, init, init_ratio, cold, p90, cold_ratio, first, warm, size, statuses in rows:
+        print(f"| {name} | {init:.1f} ms | {init_ratio:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold_ratio:.2f} "
               f"| {first:.1f} ms | {warm:.2f} ms | {size:.1f} | {statuses} |")
     print()
     print_links(release, functions)
