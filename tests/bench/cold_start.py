@@ -284,9 +284,10 @@ def main():
         def event_of(name):
             return health_event if name == "hello-lambda" else (ROOT / "events" / f"{name}.json").read_bytes()
 
-        def start(name, runs):
+        def start(name):
+            """One cold start of `name` and its warm invocations."""
             env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME=name)
-            return measure(release / name, event_of(name), env, runs, args.warm)
+            return measure(release / name, event_of(name), env, 1, args.warm)
 
         # One unmeasured start of every function first: the emulators (DynamoDB Local is a JVM)
         # compile their request paths during their first calls, which would otherwise land on
@@ -295,10 +296,10 @@ def main():
         # statuses seen; and per function, the hello-world samples taken beside its own.
         samples = {"hello-lambda": ([], [], [], set())}
         beside = {}
-        start("hello-lambda", 1)
+        start("hello-lambda")
         for name in functions:
             measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            samples.setdefault(name, ([], [], [], set()))[3].update(start(name, 1)[3])
+            samples.setdefault(name, ([], [], [], set()))[3].update(start(name)[3])
 
         # Each start of a function follows a start of hello-world, so that every ratio compares
         # starts made side by side: the machine's pace drifts over a run (hello-world's init has
@@ -315,10 +316,10 @@ def main():
             measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
             mine, hello = samples[name], beside.setdefault(name, ([], [], [], set()))
             for _ in range(args.runs):
-                got_hello = start("hello-lambda", 1)
+                got_hello = start("hello-lambda")
                 add(hello, got_hello)
                 add(samples["hello-lambda"], got_hello)
-                add(mine, start(name, 1))
+                add(mine, start(name))
             print(f"{name}: cold {statistics.median(mine[1]):.1f} ms, hello-world beside it "
                   f"{statistics.median(hello[1]):.1f} ms", file=sys.stderr)
     finally:

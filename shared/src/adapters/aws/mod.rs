@@ -125,37 +125,25 @@ impl Backend {
         clock: Arc<dyn Clock>,
         clients: ClientSet,
     ) -> Self {
-        Self {
-            store: Arc::new(DynamoStore::new(
-                aws_sdk_dynamodb::Client::new(sdk),
-                &config.table_name,
-                clock.clone(),
-            )),
-            queue: (clients.queue)(config, sdk),
-            keys: (clients.keys)(config, sdk),
-            clock,
-        }
+        let (queue, keys) = ((clients.queue)(config, sdk), (clients.keys)(config, sdk));
+        Self::aws_over(config, aws_sdk_dynamodb::Client::new(sdk), queue, keys, clock)
     }
 
     /// The AWS backend over given clients (each may point at its own endpoint).
     pub fn aws_with_clients(config: &AwsConfig, clients: AwsClients, clock: Arc<dyn Clock>) -> Self {
         let AwsClients { dynamo, sqs, kms } = clients;
-        Self::aws_over(config, dynamo, sqs.into(), kms.into(), clock)
+        Self::aws_over(config, dynamo, sqs_over(config, sqs.into()), kms_over(config, kms.into()), clock)
     }
 
     fn aws_over(
         config: &AwsConfig,
         dynamo: aws_sdk_dynamodb::Client,
-        sqs: LazyClient<aws_sdk_sqs::Client>,
-        kms: LazyClient<aws_sdk_kms::Client>,
+        queue: Arc<dyn Queue>,
+        keys: Arc<dyn KeyService>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self {
-            store: Arc::new(DynamoStore::new(dynamo, &config.table_name, clock.clone())),
-            queue: Arc::new(SqsQueue::new(sqs, &config.queue_url, config.dead_letter_queue_url.clone())),
-            keys: Arc::new(KmsKeys::new(kms, &config.envelope_key_id, &config.signing_key_id)),
-            clock,
-        }
+        let store = Arc::new(DynamoStore::new(dynamo, &config.table_name, clock.clone()));
+        Self { store, queue, keys, clock }
     }
 
     /// The AWS backend over clients from the environment's SDK configuration and
@@ -201,13 +189,21 @@ fn absent_keys(_: &AwsConfig, _: &aws_config::SdkConfig) -> Arc<dyn KeyService> 
 
 fn sqs_queue(config: &AwsConfig, sdk: &aws_config::SdkConfig) -> Arc<dyn Queue> {
     let sdk = sdk.clone();
-    let client = LazyClient::new(move || aws_sdk_sqs::Client::new(&sdk));
-    Arc::new(SqsQueue::new(client, &config.queue_url, config.dead_letter_queue_url.clone()))
+    sqs_over(config, LazyClient::new(move || aws_sdk_sqs::Client::new(&sdk)))
 }
 
 fn kms_keys(config: &AwsConfig, sdk: &aws_config::SdkConfig) -> Arc<dyn KeyService> {
     let sdk = sdk.clone();
-    let client = LazyClient::new(move || aws_sdk_kms::Client::new(&sdk));
+    kms_over(config, LazyClient::new(move || aws_sdk_kms::Client::new(&sdk)))
+}
+
+/// The queue `config` names, over `client`.
+fn sqs_over(config: &AwsConfig, client: LazyClient<aws_sdk_sqs::Client>) -> Arc<dyn Queue> {
+    Arc::new(SqsQueue::new(client, &config.queue_url, config.dead_letter_queue_url.clone()))
+}
+
+/// The keys `config` names, over `client`.
+fn kms_over(config: &AwsConfig, client: LazyClient<aws_sdk_kms::Client>) -> Arc<dyn KeyService> {
     Arc::new(KmsKeys::new(client, &config.envelope_key_id, &config.signing_key_id))
 }
 
