@@ -15,7 +15,7 @@ fn router(state: &AppState) -> Router<AppState> {
     rp_shared::http::health::router(state).route("/panic", get(boom))
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::STORE).await
 }

@@ -206,6 +206,12 @@ fn routers_functions_events_and_template_agree() {
     for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {
         let manifest = read(&format!("functions/{name}/Cargo.toml"));
         assert!(manifest.contains(&format!("name = \"{name}\"")), "functions/{name} is package {name}");
+        let main: String =
+            read(&format!("functions/{name}/src/main.rs")).chars().filter(|c| !c.is_whitespace()).collect();
+        assert!(
+            main.contains("#[tokio::main(flavor=\"current_thread\")]"),
+            "functions/{name}/src/main.rs runs on a current-thread runtime (see `lambda`'s docs)"
+        );
         assert!(template.contains(&format!("Binary: {name}\n")), "the template builds {name}");
         assert!(root().join(format!("events/{name}.json")).exists(), "events/{name}.json exists");
     }

@@ -1,6 +1,6 @@
 //! Lambda function for POST /cc/api/certificates/{certSerialNumber}/revoke: the shared router of that path behind `lambda_http`.
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     rp_shared::lambda::serve(
         rp_shared::http::certificates::admin_revoke_router,

@@ -1,6 +1,6 @@
 //! Lambda function for GET /content-customization/{id}/versions: the shared router of that path behind `lambda_http`.
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     rp_shared::lambda::serve(rp_shared::http::content::versions_router, rp_shared::lambda::ClientSet::STORE)
         .await

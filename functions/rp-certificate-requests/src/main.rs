@@ -1,6 +1,6 @@
 //! Lambda function for GET /rp/api/certificate/requests: the shared router of that path behind `lambda_http`.
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     rp_shared::lambda::serve(
         rp_shared::http::certificates::requests_router,

@@ -1,6 +1,6 @@
 //! Lambda function for POST /rp/versioned/device/registrations: the shared router of that path behind `lambda_http`.
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     rp_shared::lambda::serve(
         rp_shared::http::registration::registrations_router,
