@@ -166,13 +166,16 @@ fn routers_functions_events_and_template_agree() {
     // Each function's main names the router `ENDPOINTS` gives its name, and builds the clients
     // of the services it declares (the `ClientSet` constant of the same name).
     let table = read("shared/src/http/mod.rs");
+    // A function's `main`, without whitespace.
+    let main_of = |name: &str| -> String {
+        read(&format!("functions/{name}/src/main.rs")).chars().filter(|c| !c.is_whitespace()).collect()
+    };
     for endpoint in http::ENDPOINTS {
         let name = endpoint.name;
         let entry = format!("(\"{name}\", ");
         let start = table.find(&entry).unwrap_or_else(|| panic!("ENDPOINTS names {name}")) + entry.len();
         let router = &table[start..start + table[start..].find(')').unwrap()];
-        let main: String =
-            read(&format!("functions/{name}/src/main.rs")).chars().filter(|c| !c.is_whitespace()).collect();
+        let main = main_of(name);
         let call = if name == "health" {
             assert_eq!(endpoint.services, Services::STORE, "health calls nothing");
             format!("rp_shared::lambda::serve_stateless(rp_shared::http::{router}).await")
@@ -206,10 +209,8 @@ fn routers_functions_events_and_template_agree() {
     for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {
         let manifest = read(&format!("functions/{name}/Cargo.toml"));
         assert!(manifest.contains(&format!("name = \"{name}\"")), "functions/{name} is package {name}");
-        let main: String =
-            read(&format!("functions/{name}/src/main.rs")).chars().filter(|c| !c.is_whitespace()).collect();
         assert!(
-            main.contains("#[tokio::main(flavor=\"current_thread\")]"),
+            main_of(name).contains("#[tokio::main(flavor=\"current_thread\")]"),
             "functions/{name}/src/main.rs runs on a current-thread runtime (see `lambda`'s docs)"
         );
         assert!(template.contains(&format!("Binary: {name}\n")), "the template builds {name}");

@@ -65,16 +65,7 @@ async fn a_customization_signs_through_kms_on_the_functions_runtime() {
     }
     let events = vec![("mint".to_owned(), event.to_string())];
     let (address, mut answers) = runtime_api::start("code-customization-test", events).await;
-    std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
-    // As the function's `main` runs it: a current-thread runtime, on a thread of its own here
-    // (the front door's future is not `Send`); it ends with the test.
-    std::thread::spawn(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let _ = runtime.block_on(rp_shared::lambda::serve(
-            rp_shared::http::code::test_router,
-            rp_shared::lambda::ClientSet::KEYS,
-        ));
-    });
+    runtime_api::serve_function(address, http::code::test_router, rp_shared::lambda::ClientSet::KEYS);
 
     let (id, answer) = tokio::time::timeout(std::time::Duration::from_secs(30), answers.recv())
         .await

@@ -31,17 +31,11 @@ async fn a_replayed_event_logs_lambdas_request_id() {
     let events =
         vec![("second-invocation".into(), event.clone()), ("first-invocation".into(), event.clone())];
     let (address, mut answers) = runtime_api::start("health", events).await;
-    std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
-    // The front door's future is not `Send`: it gets a runtime (and thread) of its own, as the
-    // function's `main` gives it.
-    std::thread::spawn(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        // It ends when the test does and the Runtime API goes away.
-        let _ = runtime.block_on(rp_shared::lambda::serve(
-            rp_shared::http::health::router,
-            rp_shared::lambda::ClientSet::STORE,
-        ));
-    });
+    runtime_api::serve_function(
+        address,
+        rp_shared::http::health::router,
+        rp_shared::lambda::ClientSet::STORE,
+    );
 
     let mut seen = Vec::new();
     for _ in 0..2 {

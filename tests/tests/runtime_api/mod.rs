@@ -7,6 +7,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use rp_shared::http::AppState;
+use rp_shared::lambda::ClientSet;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -85,4 +87,16 @@ pub async fn start(
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (address, answers)
+}
+
+/// Runs a function's real front door (`lambda::serve`) against the Runtime API at `address`, as
+/// its `main` does: on a current-thread runtime, here on a thread of its own (the front door's
+/// future is not `Send`). It ends when the test does and the Runtime API goes away.
+#[allow(dead_code)] // `release_panic` starts its function as a process of its own instead.
+pub fn serve_function(address: SocketAddr, router: fn(&AppState) -> Router<AppState>, clients: ClientSet) {
+    std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let _ = runtime.block_on(rp_shared::lambda::serve(router, clients));
+    });
 }
