@@ -5,7 +5,7 @@
 //! What the API can create is created through the API (the in-process router, with the sample
 //! admin token): the app, its users' devices, an enrollment, a pairing with offline PINs, a
 //! content and a code customization with one earlier version each. What the samples name by a
-//! fixed value is written directly: the sample tokens, two registration codes, two leased
+//! fixed value is written directly: the sample tokens, two registration codes, three leased
 //! certificate requests, an issued certificate, and the OOB request the answer sample is
 //! signed over.
 
@@ -44,6 +44,9 @@ pub const REGISTRATION_CODE: &str = "SampleRegistrationCode02";
 pub const SERIAL: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 pub const LOGIN_REQUEST: &str = "00000000-0000-4000-8000-000000000001";
 pub const REVOKE_REQUEST: &str = "00000000-0000-4000-8000-000000000002";
+/// Leased like the two above; the `cert-timeout-consumer` sample ends its lease. A request of its
+/// own, so that the time-out sample cannot take the result sample's request back to PENDING.
+pub const TIMED_OUT_REQUEST: &str = "00000000-0000-4000-8000-000000000003";
 pub const LEASE: &str = "5b0e9a52-8d2c-4c6e-9f1c-0d7f3f1b2a44";
 pub const OOB_REQUEST: &str = "00000000-0000-4000-8000-0000000000a1";
 /// The P-256 generator (private key 1), SEC1 uncompressed: the sample devices' signing key, so
@@ -170,10 +173,14 @@ async fn install_device_token(
     Ok(())
 }
 
-/// Two requests leased under the samples' lease (the result samples answer them) and a
-/// certificate with the sample serial (the revocation and device-certificate samples).
+/// Three requests leased under the samples' lease (the result samples answer two, the time-out
+/// sample ends the third's lease) and a certificate with the sample serial (the revocation and device-certificate samples).
 async fn certificate_fixtures(backend: &Backend, app: &AppId, now: EpochMillis) -> anyhow::Result<()> {
-    for (id, kind) in [(LOGIN_REQUEST, RequestKind::LoginCert), (REVOKE_REQUEST, RequestKind::Revocation)] {
+    for (id, kind) in [
+        (LOGIN_REQUEST, RequestKind::LoginCert),
+        (REVOKE_REQUEST, RequestKind::Revocation),
+        (TIMED_OUT_REQUEST, RequestKind::LoginCert),
+    ] {
         let request = leased(id, kind, app.clone(), now, now.plus_secs(300));
         backend.store.put(request_item(&request)?, Condition::Absent).await?;
     }

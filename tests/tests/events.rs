@@ -13,7 +13,7 @@ use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Condition, Increment, Item, ItemKey, ItemStore, Page, Query, StoreError, WriteOp};
 use rp_shared::repo::certificates::{request_item, Certificates};
-use rp_shared::samples::{self, LOGIN_REQUEST};
+use rp_shared::samples::{self, TIMED_OUT_REQUEST};
 use rp_shared::testing::http::TestClient;
 use rp_shared::worker::MessageHandler as _;
 use std::path::{Path, PathBuf};
@@ -110,24 +110,46 @@ async fn replay(backend: &Backend, function: &str, event: &str) -> (u16, String)
     (response.status.as_u16(), String::from_utf8_lossy(&response.body).into_owned())
 }
 
+/// Runs the SQS sample through the consumer, as `cert-timeout-consumer` does; every message of
+/// it must be handled.
+async fn replay_sqs_sample(backend: &Backend) {
+    let event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
+    let response = process_batch(&Dispatcher::new(backend.clone()), event).await;
+    assert_eq!(response.batch_item_failures.len(), 0, "cert-timeout-consumer: a message failed");
+}
+
 /// The local-invoke walkthrough: after `seed-samples` on an empty store, every sample event
 /// answers its 2xx, once each, in the README's order and in the reverse order, so no sample
-/// depends on another having run.
+/// depends on another having run. The SQS sample runs just before the result sample in one order
+/// and just after it in the other: the request whose lease it ends must not be the one the result
+/// sample answers.
 #[tokio::test]
 async fn every_sample_event_answers_2xx_after_seed_samples() {
+    const SQS: &str = "cert-timeout-consumer";
     for order in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::embedded(dir.path()).unwrap();
         samples::seed(&backend).await.expect("seed-samples");
         let mut sequence = all_samples();
+        let result = sequence.iter().position(|(file, ..)| *file == "rp-certificate").unwrap();
+        sequence.insert(result, (SQS, SQS, 0));
         if order {
             sequence.reverse();
         }
         for (file, function, expected) in sequence {
+            if file == SQS {
+                replay_sqs_sample(&backend).await;
+                continue;
+            }
             let (status, body) = replay(&backend, function, file).await;
             assert!((200..300).contains(&status), "{file} (reversed: {order}): {status} {body}");
             assert_eq!(status, expected, "{file}: {body}");
         }
+        // The time-out sample ended the seeded lease (the poll sample may have leased the
+        // request again since, under a lease of its own).
+        let (timed_out, _) =
+            Certificates::new(backend.store.as_ref()).request(TIMED_OUT_REQUEST).await.unwrap().unwrap();
+        assert_ne!(timed_out.lease_id.as_deref(), Some(samples::LEASE), "reversed: {order}");
         // The revoked sample token is refused now.
         let app = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
         assert_eq!(app.send("GET", "/cc/api/apps", Some(samples::TOKEN_TO_REVOKE), None).await.status, 401);
@@ -140,7 +162,7 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let backend = Backend::embedded(dir.path()).unwrap();
     let app = AppId::parse("appId", "workstationDemo").unwrap();
     let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
-    let leased = samples::leased(LOGIN_REQUEST, RequestKind::LoginCert, app, now, now);
+    let leased = samples::leased(TIMED_OUT_REQUEST, RequestKind::LoginCert, app, now, now);
     backend.store.put(request_item(&leased).unwrap(), Condition::Absent).await.unwrap();
     let mut event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
     let mut garbage = event.records[0].clone();
@@ -152,7 +174,7 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
     assert_eq!(failed, ["garbage"], "only the bad message is retried");
     let (request, _) =
-        Certificates::new(backend.store.as_ref()).request(LOGIN_REQUEST).await.unwrap().unwrap();
+        Certificates::new(backend.store.as_ref()).request(TIMED_OUT_REQUEST).await.unwrap().unwrap();
     assert_eq!(request.state, RequestState::Pending, "the sample's lease ended: re-queued");
     let again = process_batch(&dispatcher, event).await;
     assert_eq!(again.batch_item_failures.len(), 1, "redelivery is idempotent");
