@@ -185,6 +185,11 @@ impl NewCode {
 }
 
 impl CodeRecord {
+    /// The trigger this customization runs on, if it is enabled.
+    pub fn hook(&self) -> Option<Trigger> {
+        self.enabled.then_some(self.trigger)
+    }
+
     /// The customization after `patch`.
     pub fn patched(&self, patch: &CodePatch) -> CodeRecord {
         CodeRecord {

@@ -4,7 +4,7 @@
 //!
 //! | sk | item |
 //! |---|---|
-//! | `META` | `{nextId, count}`: id allocation and the list's `total` |
+//! | `META` | `{nextId, count, index}`: id allocation, the list's `total`, and the ids of the records each index lists |
 //! | `ITEM#<id, 19 digits>` | the current record; its store version is its version |
 //! | `VER#<id, 19 digits>#<version, 10 digits>` | each earlier version, as it was |
 //!
@@ -12,9 +12,17 @@
 //! version, so ids are gap-free and increasing and `total` is exact under concurrent creates. An
 //! update writes the new item (conditional on the version it read) and the old one's snapshot in
 //! one transaction, and drops the snapshot that falls out of the retention in the same write.
+//!
+//! `META`'s `index` lists, under a name, the ids of the records [`Versioned::index`] puts there:
+//! the enabled code customizations by trigger, so that an OOB start reads `META` and the
+//! customizations it runs, not every customization the tenant has (disabled ones and their
+//! sources included). A write that changes which index lists a record changes `META` in its
+//! transaction, conditional on `META`'s version, so the index is never behind the records. A
+//! `META` written before the index existed has none: the first read builds it from the records
+//! (see [`Records::indexed`]).
 
 use crate::domain::apps::AppId;
-use crate::domain::code::CodeRecord;
+use crate::domain::code::{CodeRecord, Trigger};
 use crate::domain::content::ContentRecord;
 use crate::domain::time::EpochMillis;
 use crate::ports::{
@@ -23,6 +31,7 @@ use crate::ports::{
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A record kept with its history: an id per tenant, creation and update times, and the store
 /// version (set when read, not stored).
@@ -37,10 +46,12 @@ pub trait Versioned: Serialize + DeserializeOwned + Clone {
     /// Keeps the identity of the record it replaces: its id and creation time, and an update
     /// time that never goes back.
     fn replacing(&mut self, current: &Self, now: EpochMillis);
+    /// The index of `META` that lists this record, if any.
+    fn index(&self) -> Option<&'static str>;
 }
 
 macro_rules! versioned {
-    ($record:ty, $kind:literal) => {
+    ($record:ty, $kind:literal, $index:expr) => {
         impl Versioned for $record {
             const KIND: &'static str = $kind;
             fn id(&self) -> i64 {
@@ -63,23 +74,50 @@ macro_rules! versioned {
                 self.created_at = current.created_at;
                 self.updated_at = now.max(current.updated_at);
             }
+            fn index(&self) -> Option<&'static str> {
+                ($index)(self)
+            }
         }
     };
 }
 
-versioned!(ContentRecord, "CONTENT");
-versioned!(CodeRecord, "CODE");
+versioned!(ContentRecord, "CONTENT", |_: &ContentRecord| None);
+// Enabled code customizations, by trigger: what an OOB start runs.
+versioned!(CodeRecord, "CODE", |r: &CodeRecord| r.hook().map(Trigger::name));
 
 /// A tenant's content customizations.
 pub type Contents<'a> = Records<'a, ContentRecord>;
 /// A tenant's code customizations.
 pub type CodeRecords<'a> = Records<'a, CodeRecord>;
 
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Meta {
     next_id: i64,
     count: i64,
+    /// Index name → the ids it lists, ascending. `None` in a `META` written before the index
+    /// existed, until [`Records::indexed`] builds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    index: Option<BTreeMap<String, Vec<i64>>>,
+}
+
+impl Meta {
+    /// Record `id` moves from index `from` to index `to` (either may be none).
+    fn reindex(&mut self, id: i64, from: Option<&str>, to: Option<&str>) {
+        let Some(index) = self.index.as_mut() else {
+            return;
+        };
+        if let Some(ids) = from.and_then(|name| index.get_mut(name)) {
+            ids.retain(|listed| *listed != id);
+        }
+        if let Some(name) = to {
+            let ids = index.entry(name.to_owned()).or_default();
+            if let Err(at) = ids.binary_search(&id) {
+                ids.insert(at, id);
+            }
+        }
+        index.retain(|_, ids| !ids.is_empty());
+    }
 }
 
 pub struct Records<'a, R> {
@@ -130,7 +168,7 @@ impl<'a, R: Versioned> Records<'a, R> {
     async fn meta(&self) -> Result<(Meta, Option<u64>), StoreError> {
         match self.store.get(&self.key("META".into())).await? {
             Some(item) => Ok((item.data()?, Some(item.version))),
-            None => Ok((Meta { next_id: 1, count: 0 }, None)),
+            None => Ok((Meta { next_id: 1, count: 0, index: Some(BTreeMap::new()) }, None)),
         }
     }
 
@@ -140,7 +178,8 @@ impl<'a, R: Versioned> Records<'a, R> {
         retry_on_conflict(|| async move {
             let (meta, meta_version) = self.meta().await?;
             let created = make(meta.next_id);
-            let next = Meta { next_id: meta.next_id + 1, count: meta.count + 1 };
+            let mut next = Meta { next_id: meta.next_id + 1, count: meta.count + 1, ..meta };
+            next.reindex(created.id(), None, created.index());
             let ops = vec![
                 WriteOp::Put {
                     item: Item::new(self.key(item_sk(created.id())), &created)?,
@@ -177,6 +216,50 @@ impl<'a, R: Versioned> Records<'a, R> {
         Query::table(self.partition.clone()).sort(SortKey::BeginsWith("ITEM#".into()))
     }
 
+    /// The records index `name` lists, in id order: `META`, then each of them (at once). A
+    /// record changed between the two reads is taken as it is now, and left out if it is no
+    /// longer listed there.
+    pub async fn indexed(&self, name: &str) -> Result<Vec<R>, StoreError> {
+        let (meta, meta_version) = self.meta().await?;
+        let ids = match (meta.index, meta_version) {
+            (Some(mut index), _) => index.remove(name),
+            (None, Some(version)) => self.build_index(meta.next_id, meta.count, version).await?.remove(name),
+            (None, None) => None,
+        }
+        .unwrap_or_default();
+        let records = futures_util::future::try_join_all(ids.into_iter().map(|id| self.get(id))).await?;
+        Ok(records.into_iter().flatten().filter(|r| r.index() == Some(name)).collect())
+    }
+
+    /// Builds `META`'s index from the records, for a `META` written before it existed, and
+    /// stores it if `META` is still at `version`: a write that moved a record between indexes
+    /// since has changed `META` too, and the next read builds it again.
+    async fn build_index(
+        &self,
+        next_id: i64,
+        count: i64,
+        version: u64,
+    ) -> Result<BTreeMap<String, Vec<i64>>, StoreError> {
+        let mut meta = Meta { next_id, count, index: Some(BTreeMap::new()) };
+        let mut cursor = None;
+        loop {
+            let page = self.store.query(self.list_query().limit(100).after(cursor)).await?;
+            for item in &page.items {
+                let record: R = record(item)?;
+                meta.reindex(record.id(), None, record.index());
+            }
+            match page.cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        match self.store.put(Item::new(self.key("META".into()), &meta)?, Condition::Version(version)).await {
+            Ok(_) | Err(StoreError::Conflict) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(meta.index.unwrap_or_default())
+    }
+
     /// Replaces record `id` with `change(current)`, keeping the current one as a version.
     /// `Ok(None)` if there is no such record; `change`'s error is passed through.
     pub async fn update<E: From<StoreError> + MaybeConflict>(
@@ -207,6 +290,17 @@ impl<'a, R: Versioned> Records<'a, R> {
                 let oldest = self.key(version_sk(id, current.version() - self.keep));
                 ops.push(WriteOp::Delete { key: oldest, condition: Condition::Any });
             }
+            // Listed elsewhere now: `META`'s index follows in the same write. Without an index
+            // yet, `META` is written as it is, so that an index being built from the records
+            // read before this write cannot be stored (its write is conditional on `META`).
+            if next.index() != current.index() {
+                let (mut meta, meta_version) = self.meta().await?;
+                meta.reindex(id, current.index(), next.index());
+                ops.push(WriteOp::Put {
+                    item: Item::new(self.key("META".into()), &meta)?,
+                    condition: meta_version.map_or(Condition::Absent, Condition::Version),
+                });
+            }
             self.store.transact(ops).await?;
             next.set_version(current.version() + 1);
             Ok(Some(next))
@@ -222,7 +316,8 @@ impl<'a, R: Versioned> Records<'a, R> {
                 return Ok(false);
             };
             let (meta, meta_version) = self.meta().await?;
-            let next = Meta { count: (meta.count - 1).max(0), ..meta };
+            let mut next = Meta { count: (meta.count - 1).max(0), ..meta };
+            next.reindex(id, current.index(), None);
             let mut ops = vec![
                 WriteOp::Delete {
                     key: self.key(item_sk(id)),
@@ -290,4 +385,107 @@ impl<'a, R: Versioned> Records<'a, R> {
 
 fn version_of(sk: &str) -> u64 {
     sk.rsplit('#').next().and_then(|v| v.parse().ok()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use serde_json::{json, Value};
+
+    fn code(id: i64, enabled: bool) -> CodeRecord {
+        CodeRecord {
+            id,
+            display_name: format!("c{id}"),
+            trigger: Trigger::OobStart,
+            source: "function handler() {}".into(),
+            timeout_ms: 1000,
+            enabled,
+            created_at: EpochMillis(1),
+            updated_at: EpochMillis(1),
+            version: 0,
+        }
+    }
+
+    fn ids(records: &[CodeRecord]) -> Vec<i64> {
+        records.iter().map(|r| r.id).collect()
+    }
+
+    async fn meta_json(records: &CodeRecords<'_>) -> Value {
+        records.store.get(&records.key("META".into())).await.unwrap().unwrap().data().unwrap()
+    }
+
+    fn enable(on: bool) -> impl Fn(&CodeRecord) -> Result<CodeRecord, StoreError> {
+        move |r| Ok(CodeRecord { enabled: on, ..r.clone() })
+    }
+
+    #[tokio::test]
+    async fn the_index_lists_the_enabled_customizations_through_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Backend::embedded(dir.path()).unwrap();
+        let tenant = AppId::parse("appId", "tenant").unwrap();
+        let records = CodeRecords::new(backend.store.as_ref(), &tenant);
+        let hooks = || records.indexed("oob.start");
+        assert!(hooks().await.unwrap().is_empty(), "no META yet");
+        for enabled in [true, false, true] {
+            records.create(|id| code(id, enabled)).await.unwrap();
+        }
+        assert_eq!(ids(&hooks().await.unwrap()), [1, 3]);
+        assert_eq!(meta_json(&records).await["index"], json!({"oob.start": [1, 3]}));
+        records.update(3, EpochMillis(2), enable(false)).await.unwrap();
+        records.update(2, EpochMillis(2), enable(true)).await.unwrap();
+        assert_eq!(ids(&hooks().await.unwrap()), [1, 2]);
+        // An update that leaves it where it was does not touch META.
+        let before = records.meta().await.unwrap().1;
+        records
+            .update(2, EpochMillis(3), |r| {
+                Ok::<_, StoreError>(CodeRecord { source: "x".into(), ..r.clone() })
+            })
+            .await
+            .unwrap();
+        assert_eq!(records.meta().await.unwrap().1, before);
+        assert_eq!(hooks().await.unwrap()[1].source, "x", "the record as it is now");
+        assert!(records.delete(1).await.unwrap());
+        assert_eq!(ids(&hooks().await.unwrap()), [2]);
+        records.update(2, EpochMillis(4), enable(false)).await.unwrap();
+        assert!(hooks().await.unwrap().is_empty());
+        assert_eq!(meta_json(&records).await["index"], json!({}));
+        assert!(records.indexed("another").await.unwrap().is_empty());
+        // Content customizations are in no index.
+        let contents = Contents::new(backend.store.as_ref(), &tenant);
+        assert!(contents.indexed("oob.start").await.unwrap().is_empty());
+    }
+
+    /// A tenant whose META predates the index: the first read builds it from the records.
+    #[tokio::test]
+    async fn a_meta_without_the_index_has_it_built_once_and_not_over_a_newer_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Backend::embedded(dir.path()).unwrap();
+        let tenant = AppId::parse("appId", "tenant").unwrap();
+        let records = CodeRecords::new(backend.store.as_ref(), &tenant);
+        let store = backend.store.as_ref();
+        // 150 customizations (more than a page), every tenth enabled, as written before.
+        for id in 1..=150 {
+            let item = Item::new(records.key(item_sk(id)), &code(id, id % 10 == 0)).unwrap();
+            store.put(item, Condition::Absent).await.unwrap();
+        }
+        let legacy = json!({"nextId": 151, "count": 150});
+        let meta = store.put(Item::new(records.key("META".into()), &legacy).unwrap(), Condition::Absent);
+        let version = meta.await.unwrap().version;
+
+        // An index built from a read that a later write overtook is not stored.
+        records.update(5, EpochMillis(2), enable(true)).await.unwrap();
+        assert_eq!(meta_json(&records).await, legacy, "the write moved META on, index-less");
+        let stale = records.build_index(151, 150, version).await.unwrap();
+        assert_eq!(stale["oob.start"].len(), 16, "what it read");
+        assert_eq!(meta_json(&records).await.get("index"), None, "but did not store");
+
+        let expected: Vec<i64> = std::iter::once(5).chain((1..=15).map(|i| i * 10)).collect();
+        assert_eq!(ids(&records.indexed("oob.start").await.unwrap()), expected);
+        assert_eq!(meta_json(&records).await["index"], json!({"oob.start": expected}));
+        assert_eq!(meta_json(&records).await["count"], 150);
+        // From now on, the index is kept by the writes.
+        records.update(10, EpochMillis(3), enable(false)).await.unwrap();
+        assert_eq!(ids(&records.indexed("oob.start").await.unwrap())[..2], [5, 20]);
+    }
 }

@@ -235,6 +235,33 @@ pub async fn the_oob_start_hook_allows_denies_and_rewrites(h: Harness) {
     assert_eq!(r.status, 200, "{}", r.json());
 }
 
+/// What an OOB start runs follows every write to the customizations: enabling, disabling,
+/// restoring an enabled version, deleting. The disabled ones the tenant keeps (each would fail
+/// the start if it ran) are never run.
+pub async fn the_oob_start_hook_follows_enable_restore_and_delete(h: Harness) {
+    let (app, access, _) = setup_hook(&h).await;
+    let gate = json!({"displayName": "gate", "trigger": "oob.start", "enabled": true,
+        "source": "function handler(event, api) { api.deny('closed for maintenance'); }"});
+    let gate = create(&h, &app, gate).await;
+    for _ in 0..3 {
+        let off = json!({"displayName": "off", "trigger": "oob.start",
+            "source": "function handler() { throw new Error('a disabled customization ran'); }"});
+        assert_eq!(create(&h, &app, off).await["enabled"], false);
+    }
+    let path = format!("/code-customization/{}", gate["id"]);
+    let start = || oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({})));
+    start().await.problem(403, codes::OOB_DENIED);
+    assert_eq!(h.as_tenant(&app, "POST", &path, Some(json!({"enabled": false}))).await.status, 200);
+    let r = start().await;
+    assert_eq!(r.status, 200, "disabled: {}", r.json());
+    // Version 1 was enabled: restoring it turns the gate back on.
+    assert_eq!(h.as_tenant(&app, "POST", &format!("{path}/versions/1/restore"), None).await.status, 200);
+    start().await.problem(403, codes::OOB_DENIED);
+    assert_eq!(h.as_tenant(&app, "DELETE", &path, None).await.status, 204);
+    let r = start().await;
+    assert_eq!(r.status, 200, "deleted: {}", r.json());
+}
+
 /// The tenant's JWKS is public, 404 for an unknown app, and verifies a token a test run mints
 /// (checked with `jsonwebtoken`, not our helper).
 pub async fn a_tenants_jwks_verifies_the_tokens_it_mints(h: Harness) {
