@@ -176,3 +176,13 @@ fn a_short_chosen_admin_token_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("LOCAL_ADMIN_TOKEN must be 32"));
 }
+
+/// A SIGTERM as soon as the server says it is listening stops it cleanly: the handler is in
+/// place before that line is printed (it once came later, and such a signal killed it).
+#[test]
+fn a_sigterm_right_after_listening_is_a_clean_stop() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        stop(start(dir.path(), None));
+    }
+}
