@@ -174,7 +174,8 @@ async fn install_device_token(
 }
 
 /// Three requests leased under the samples' lease (the result samples answer two, the time-out
-/// sample ends the third's lease) and a certificate with the sample serial (the revocation and device-certificate samples).
+/// sample ends the third's lease) and a certificate with the sample serial (the revocation and
+/// device-certificate samples).
 async fn certificate_fixtures(backend: &Backend, app: &AppId, now: EpochMillis) -> anyhow::Result<()> {
     for (id, kind) in [
         (LOGIN_REQUEST, RequestKind::LoginCert),

@@ -4,7 +4,7 @@
 //!
 //! | sk | item |
 //! |---|---|
-//! | `META` | `{nextId, count, index}`: id allocation, the list's `total`, and the ids of the records each index lists |
+//! | `META` | `{nextId, count, index}`: id allocation, the list's `total`, the ids each index lists |
 //! | `ITEM#<id, 19 digits>` | the current record; its store version is its version |
 //! | `VER#<id, 19 digits>#<version, 10 digits>` | each earlier version, as it was |
 //!
@@ -165,6 +165,15 @@ impl<'a, R: Versioned> Records<'a, R> {
         ItemKey::new(self.partition.clone(), sk)
     }
 
+    /// The write of `meta`, conditional on `META` being at `version` (absent if `None`): the
+    /// condition every change of `META` carries.
+    fn put_meta(&self, meta: &Meta, version: Option<u64>) -> Result<WriteOp, StoreError> {
+        Ok(WriteOp::Put {
+            item: Item::new(self.key("META".into()), meta)?,
+            condition: version.map_or(Condition::Absent, Condition::Version),
+        })
+    }
+
     async fn meta(&self) -> Result<(Meta, Option<u64>), StoreError> {
         match self.store.get(&self.key("META".into())).await? {
             Some(item) => Ok((item.data()?, Some(item.version))),
@@ -185,10 +194,7 @@ impl<'a, R: Versioned> Records<'a, R> {
                     item: Item::new(self.key(item_sk(created.id())), &created)?,
                     condition: Condition::Absent,
                 },
-                WriteOp::Put {
-                    item: Item::new(self.key("META".into()), &next)?,
-                    condition: meta_version.map_or(Condition::Absent, Condition::Version),
-                },
+                self.put_meta(&next, meta_version)?,
             ];
             self.store.transact(ops).await?;
             Ok(created)
@@ -220,10 +226,10 @@ impl<'a, R: Versioned> Records<'a, R> {
     /// record changed between the two reads is taken as it is now, and left out if it is no
     /// longer listed there.
     pub async fn indexed(&self, name: &str) -> Result<Vec<R>, StoreError> {
-        let (meta, meta_version) = self.meta().await?;
-        let ids = match (meta.index, meta_version) {
+        let (mut meta, meta_version) = self.meta().await?;
+        let ids = match (meta.index.take(), meta_version) {
             (Some(mut index), _) => index.remove(name),
-            (None, Some(version)) => self.build_index(meta.next_id, meta.count, version).await?.remove(name),
+            (None, Some(version)) => self.build_index(meta, version).await?.remove(name),
             (None, None) => None,
         }
         .unwrap_or_default();
@@ -234,13 +240,8 @@ impl<'a, R: Versioned> Records<'a, R> {
     /// Builds `META`'s index from the records, for a `META` written before it existed, and
     /// stores it if `META` is still at `version`: a write that moved a record between indexes
     /// since has changed `META` too, and the next read builds it again.
-    async fn build_index(
-        &self,
-        next_id: i64,
-        count: i64,
-        version: u64,
-    ) -> Result<BTreeMap<String, Vec<i64>>, StoreError> {
-        let mut meta = Meta { next_id, count, index: Some(BTreeMap::new()) };
+    async fn build_index(&self, meta: Meta, version: u64) -> Result<BTreeMap<String, Vec<i64>>, StoreError> {
+        let mut meta = Meta { index: Some(BTreeMap::new()), ..meta };
         let mut cursor = None;
         loop {
             let page = self.store.query(self.list_query().limit(100).after(cursor)).await?;
@@ -296,10 +297,7 @@ impl<'a, R: Versioned> Records<'a, R> {
             if next.index() != current.index() {
                 let (mut meta, meta_version) = self.meta().await?;
                 meta.reindex(id, current.index(), next.index());
-                ops.push(WriteOp::Put {
-                    item: Item::new(self.key("META".into()), &meta)?,
-                    condition: meta_version.map_or(Condition::Absent, Condition::Version),
-                });
+                ops.push(self.put_meta(&meta, meta_version)?);
             }
             self.store.transact(ops).await?;
             next.set_version(current.version() + 1);
@@ -323,10 +321,7 @@ impl<'a, R: Versioned> Records<'a, R> {
                     key: self.key(item_sk(id)),
                     condition: Condition::Version(current.version()),
                 },
-                WriteOp::Put {
-                    item: Item::new(self.key("META".into()), &next)?,
-                    condition: meta_version.map_or(Condition::Absent, Condition::Version),
-                },
+                self.put_meta(&next, meta_version)?,
             ];
             let room = crate::ports::store::MAX_TRANSACTION_ITEMS - ops.len();
             let versions = self.store.query(self.versions_query(id).limit(room)).await?;
@@ -419,11 +414,16 @@ mod tests {
         move |r| Ok(CodeRecord { enabled: on, ..r.clone() })
     }
 
-    #[tokio::test]
-    async fn the_index_lists_the_enabled_customizations_through_every_write() {
+    /// An empty embedded store (kept while the directory lives) and a tenant.
+    fn fixture() -> (tempfile::TempDir, Backend, AppId) {
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::embedded(dir.path()).unwrap();
-        let tenant = AppId::parse("appId", "tenant").unwrap();
+        (dir, backend, AppId::parse("appId", "tenant").unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_index_lists_the_enabled_customizations_through_every_write() {
+        let (_dir, backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant);
         let hooks = || records.indexed("oob.start");
         assert!(hooks().await.unwrap().is_empty(), "no META yet");
@@ -459,9 +459,7 @@ mod tests {
     /// A tenant whose META predates the index: the first read builds it from the records.
     #[tokio::test]
     async fn a_meta_without_the_index_has_it_built_once_and_not_over_a_newer_write() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = Backend::embedded(dir.path()).unwrap();
-        let tenant = AppId::parse("appId", "tenant").unwrap();
+        let (_dir, backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant);
         let store = backend.store.as_ref();
         // 150 customizations (more than a page), every tenth enabled, as written before.
@@ -476,7 +474,7 @@ mod tests {
         // An index built from a read that a later write overtook is not stored.
         records.update(5, EpochMillis(2), enable(true)).await.unwrap();
         assert_eq!(meta_json(&records).await, legacy, "the write moved META on, index-less");
-        let stale = records.build_index(151, 150, version).await.unwrap();
+        let stale = records.build_index(records.meta().await.unwrap().0, version).await.unwrap();
         assert_eq!(stale["oob.start"].len(), 16, "what it read");
         assert_eq!(meta_json(&records).await.get("index"), None, "but did not store");
 
