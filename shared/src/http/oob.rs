@@ -76,7 +76,17 @@ async fn start(
         return Err(over_limit(&app.rate_limit, &decision, now_secs));
     }
     let devices = Devices::new(store);
-    let user = devices.resolve_user(&start.app_id, &start.named_user).await?.ok_or(OobError::UnknownUser)?;
+    let requests = OobRequests::new(store);
+    // A replay is refused before the customizations run, so it costs two reads, not a run;
+    // the nonce read goes beside the user lookup and adds no round trip.
+    let (user, spent) = tokio::join!(
+        devices.resolve_user(&start.app_id, &start.named_user),
+        requests.nonce_spent(&start.app_id, &start.nonces.session_nonce),
+    );
+    let user = user?.ok_or(OobError::UnknownUser)?;
+    if spent? {
+        return Err(OobError::NonceReused.into());
+    }
     let device =
         devices.devices_of(&start.app_id, &user.named_user).await?.pop().ok_or(OobError::NoDevice)?;
     let device = OobDevice {
@@ -124,7 +134,7 @@ async fn start(
     }
     let ttl = app.workstation.oob_request_timeout_in_secs;
     let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
-    match OobRequests::new(store).create(&request).await {
+    match requests.create(&request).await {
         Ok(()) => {}
         Err(StoreError::Conflict) => return Err(OobError::NonceReused.into()),
         Err(e) => return Err(e.into()),

@@ -6,7 +6,8 @@
 //! | `OOB#<requestId>` | `REQUEST` | the request; TTL its expiry; until final also in `gsi1` under `OOBDEV#<app>#<deviceId>` by creation time |
 //! | `OOBNONCE#<app>#<sessionNonce>` | `NONCE` | a session nonce the app has used; kept for good, so a nonce is never accepted twice |
 //!
-//! A status read is one consistent GetItem; the device's list is one Query of its partition of
+//! A start reads the nonce item (beside the user lookup) before it runs the tenant's hook, and
+//! spends it in the transaction that stores the request. A status read is one consistent GetItem; the device's list is one Query of its partition of
 //! `gsi1`. Every state change is conditional on the version read.
 
 use super::events::{self, Events};
@@ -68,6 +69,13 @@ impl<'a> OobRequests<'a> {
                 WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
             ])
             .await
+    }
+
+    /// Whether the app has spent this session nonce: a consistent read, so a start can refuse a
+    /// replay before it runs the tenant's customizations. [`create`](Self::create)'s condition
+    /// stays the authority for two starts racing with one nonce.
+    pub async fn nonce_spent(&self, app: &AppId, session_nonce: &str) -> Result<bool, StoreError> {
+        Ok(self.store.get(&nonce_key(app, session_nonce)).await?.is_some())
     }
 
     pub async fn get(&self, request_id: &str) -> Result<Option<(OobRequest, u64)>, StoreError> {

@@ -3,7 +3,7 @@
 //! hook allowing, denying, rewriting and failing closed.
 
 use super::certificates::{device, TestDevice};
-use super::oob::{fetch, start_body};
+use super::oob::{fetch, nonce, start_body};
 use super::Harness;
 use rp_shared::http::problem::codes;
 use serde_json::{json, Value};
@@ -260,6 +260,28 @@ pub async fn the_oob_start_hook_follows_enable_restore_and_delete(h: Harness) {
     assert_eq!(h.as_tenant(&app, "DELETE", &path, None).await.status, 204);
     let r = start().await;
     assert_eq!(r.status, 200, "deleted: {}", r.json());
+}
+
+/// A replayed start is refused (409) before the tenant's customizations run: a gate enabled
+/// after the first start would deny it (403) if it ran.
+pub async fn a_replayed_oob_start_is_refused_before_the_hook_runs(h: Harness) {
+    let (app, access, _) = setup_hook(&h).await;
+    let body = oob_body(&app, "alice@example.com", json!({}));
+    let r = oob_start(&h, &access, body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    create(
+        &h,
+        &app,
+        json!({"displayName": "gate", "trigger": "oob.start", "enabled": true,
+        "source": "function handler(event, api) { api.deny('closed for maintenance'); }"}),
+    )
+    .await;
+    let replay = oob_start(&h, &access, body.clone()).await;
+    assert_eq!(replay.problem(409, codes::NONCE_REUSED)["field"], "sessionNonce");
+    // A fresh nonce still meets the gate.
+    let mut fresh = body;
+    fresh["sessionNonce"] = json!(nonce());
+    oob_start(&h, &access, fresh).await.problem(403, codes::OOB_DENIED);
 }
 
 /// The tenant's JWKS is public, 404 for an unknown app, and verifies a token a test run mints

@@ -159,6 +159,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, code_customizations_keep_versions_and_env_values_stay_secret);
         $crate::router_case!($make, the_oob_start_hook_allows_denies_and_rewrites);
         $crate::router_case!($make, the_oob_start_hook_follows_enable_restore_and_delete);
+        $crate::router_case!($make, a_replayed_oob_start_is_refused_before_the_hook_runs);
         $crate::router_case!($make, a_tenants_jwks_verifies_the_tokens_it_mints);
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
         $crate::router_case!($make, the_first_valid_result_wins_whichever_lease);

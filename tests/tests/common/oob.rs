@@ -12,7 +12,7 @@ use rp_shared::http::problem::codes;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn nonce() -> String {
+pub(super) fn nonce() -> String {
     format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 
