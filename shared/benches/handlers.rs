@@ -41,8 +41,7 @@ fn samples() -> Vec<(String, String)> {
 fn fresh_nonce(event: &str) -> std::borrow::Cow<'_, str> {
     const SAMPLE_NONCE: &str = "5555555555555555555555555555555555555555555555555555555555555555";
     if event.contains(SAMPLE_NONCE) {
-        let fresh = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-        event.replace(SAMPLE_NONCE, &fresh).into()
+        event.replace(SAMPLE_NONCE, &rp_shared::testing::fixtures::nonce()).into()
     } else {
         event.into()
     }

@@ -27,8 +27,8 @@ request paths (DynamoDB Local is a JVM) before any function is measured.
 
 The samples change state (a lease, a registration), so after their first success some answer
 4xx on later runs; every answer's status is reported. The OOB start sample gets a fresh session
-nonce at every invocation, so that its rows time starts, not replays. Prints a Markdown table (medians, p90,
-and the cold-start ratio to hello-world), then which heavy crates (redb, rcgen, qrcode, QuickJS,
+nonce at every invocation, so that its rows time starts, not replays. Prints a Markdown table
+(medians, p90, and the cold-start ratio to hello-world), then which heavy crates (redb, rcgen, qrcode, QuickJS,
 the AWS SDK's services) each function links; `--links-only` prints only that, from the binaries
 already built, in a second."""
 

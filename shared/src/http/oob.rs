@@ -77,7 +77,7 @@ async fn start(
     }
     let devices = Devices::new(store);
     let requests = OobRequests::new(store);
-    // A replay is refused before the customizations run, so it costs two reads, not a run;
+    // A replay is refused before the customizations run, so it costs reads, not a sandbox run;
     // the nonce read goes beside the user lookup and adds no round trip.
     let (user, spent) = tokio::join!(
         devices.resolve_user(&start.app_id, &start.named_user),

@@ -7,8 +7,9 @@
 //! | `OOBNONCE#<app>#<sessionNonce>` | `NONCE` | a session nonce the app has used; kept for good, so a nonce is never accepted twice |
 //!
 //! A start reads the nonce item (beside the user lookup) before it runs the tenant's hook, and
-//! spends it in the transaction that stores the request. A status read is one consistent GetItem; the device's list is one Query of its partition of
-//! `gsi1`. Every state change is conditional on the version read.
+//! spends it in the transaction that stores the request. A status read is one consistent
+//! GetItem; the device's list is one Query of its partition of `gsi1`. Every state change is
+//! conditional on the version read.
 
 use super::events::{self, Events};
 use crate::domain::apps::AppId;

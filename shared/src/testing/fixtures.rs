@@ -7,6 +7,11 @@ use crate::ports::{Condition, ItemStore, WriteOp};
 use crate::repo::certificates::{enqueue_ops, request_item};
 use crate::repo::tokens;
 
+/// A fresh OOB nonce: 64 lowercase hexadecimal characters, as the start request wants them.
+pub fn nonce() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
 /// A new controlCenterAdmin token in `store`, issued at `now`; its secret.
 pub async fn admin_token(store: &dyn ItemStore, now: EpochMillis) -> String {
     let (secret, _) = tokens::issue(store, now, TokenKind::ControlCenterAdmin, None, None, None)

@@ -12,9 +12,7 @@ use rp_shared::http::problem::codes;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-pub(super) fn nonce() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
-}
+pub(super) use rp_shared::testing::fixtures::nonce;
 
 pub(super) fn start_body(app: &str, user: &str) -> Value {
     json!({
