@@ -12,46 +12,9 @@
 use criterion::Criterion;
 use rp_shared::backend::Backend;
 use rp_shared::http::{self, AppState, HttpConfig};
-use std::path::{Path, PathBuf};
+use rp_shared::testing::events::{fresh_nonce, raise_rate_limit, root, samples, send};
+use std::path::PathBuf;
 use std::time::Duration;
-use tower::ServiceExt as _;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
-/// Every HTTP sample event: (file stem, function).
-fn samples() -> Vec<(String, String)> {
-    let mut all: Vec<_> = std::fs::read_dir(root().join("events"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".json").to_owned())
-        .filter(|stem| stem != "cert-timeout-consumer")
-        .map(|stem| {
-            let function = stem.split('.').next().unwrap().to_owned();
-            (stem, function)
-        })
-        .collect();
-    // `/health` first: the unit of the table.
-    all.sort_by_key(|(stem, _)| (stem != "health", stem.clone()));
-    all
-}
-
-/// The OOB start sample with a new session nonce: the loop then measures starts, hook run and
-/// all, rather than replays (refused with 409 before the hook). Other samples are sent as they are.
-fn fresh_nonce(event: &str) -> std::borrow::Cow<'_, str> {
-    const SAMPLE_NONCE: &str = "5555555555555555555555555555555555555555555555555555555555555555";
-    if event.contains(SAMPLE_NONCE) {
-        event.replace(SAMPLE_NONCE, &rp_shared::testing::fixtures::nonce()).into()
-    } else {
-        event.into()
-    }
-}
-
-async fn call(router: &axum::Router, event: &str) -> u16 {
-    let request = lambda_http::request::from_str(event).expect("a sample event parses");
-    let request = request.map(|body| axum::body::Body::from(body.to_vec()));
-    router.clone().oneshot(request).await.expect("routers are infallible").status().as_u16()
-}
 
 fn main() {
     let home =
@@ -62,36 +25,21 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
     runtime.block_on(rp_shared::samples::seed(&backend)).expect("the samples seed");
-    // The customization APIs' budget, raised before each sample (the `cc-app-rate-limit` one
-    // sets its own) so that the loop measures the customizations, not their 429.
-    let app = http::app(AppState::new(backend.clone(), HttpConfig::default()));
-    let raise = || {
-        let limit = serde_json::json!({"limit": 100_000, "windowSecs": 1}).to_string();
-        let request =
-            axum::http::Request::put(format!("/cc/api/apps/{}/rate-limit", rp_shared::samples::APP))
-                .header("authorization", format!("Bearer {}", rp_shared::samples::ADMIN_TOKEN))
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(limit))
-                .unwrap();
-        let raised = runtime.block_on(app.clone().oneshot(request)).unwrap().status();
-        assert_eq!(raised, 200, "the rate limit is raised");
-    };
-
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20)
         .configure_from_args();
     let mut statuses = Vec::new();
-    for (stem, function) in samples() {
-        let event = std::fs::read_to_string(root().join(format!("events/{stem}.json"))).unwrap();
+    for sample in samples() {
+        let (stem, event) = (sample.stem, sample.event);
         let state = AppState::new(backend.clone(), HttpConfig::default());
-        let router = http::function(&function, state).expect("a router per function");
-        raise();
-        let first = runtime.block_on(call(&router, &event));
+        let router = http::function(&sample.function, state.clone()).expect("a router per function");
+        runtime.block_on(raise_rate_limit(state));
+        let first = runtime.block_on(send(&router, &event));
         let mut last = first;
         criterion.bench_function(&format!("handlers/{stem}"), |b| {
-            b.iter(|| last = runtime.block_on(call(&router, &fresh_nonce(&event))));
+            b.iter(|| last = runtime.block_on(send(&router, &fresh_nonce(&event))));
         });
         statuses.push((stem, first, last));
     }

@@ -3,5 +3,7 @@
 
 pub mod aws;
 pub mod contract;
+pub mod events;
 pub mod fixtures;
 pub mod http;
+pub mod trips;

@@ -1,0 +1,202 @@
+//! Round trips: a backend whose store, key service and queue record every call and hold each for a
+//! fixed latency, as a network would. What one request sends, and how many of those calls wait on
+//! one another, is then counted rather than guessed: on AWS each wave is a round trip of a few
+//! milliseconds, whatever the emulators here take.
+
+use crate::backend::Backend;
+use crate::ports::keys::DataKey;
+use crate::ports::store::{Increment, Page, Query, WriteOp};
+use crate::ports::{
+    Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, Queue, QueueError,
+    ReceivedMessage, StoreError,
+};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the calls since the last [`Trips::take`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Each call, in the order they started, with the wave it belongs to (from 1): the port's
+    /// method, and for the store the kind of item (its partition key up to the first `#`):
+    /// `store.get TOKEN`, `keys.decrypt_data_key`.
+    pub calls: Vec<(usize, String)>,
+    /// Calls that started while no other was in flight: the round trips one after another.
+    pub waves: usize,
+}
+
+impl std::fmt::Display for Tally {
+    /// The calls wave by wave: `store.get TOKEN → store.get APP, store.query DEVICE → ...`,
+    /// a call that several times in one wave as `×n`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut waves: Vec<Vec<(&str, usize)>> = Vec::new();
+        for (wave, call) in &self.calls {
+            waves.resize_with(waves.len().max(*wave), Vec::new);
+            let calls = &mut waves[wave - 1];
+            match calls.iter_mut().find(|(c, _)| c == call) {
+                Some((_, n)) => *n += 1,
+                None => calls.push((call, 1)),
+            }
+        }
+        let waves = waves.iter().map(|calls| {
+            let calls = calls.iter().map(|(call, n)| match n {
+                1 => call.to_string(),
+                n => format!("{call} ×{n}"),
+            });
+            calls.collect::<Vec<_>>().join(", ")
+        });
+        f.write_str(&waves.collect::<Vec<_>>().join(" → "))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    in_flight: usize,
+    tally: Tally,
+}
+
+/// The shared record of a [`recorded`] backend's calls.
+#[derive(Default)]
+pub struct Trips {
+    state: Mutex<State>,
+    latency: Duration,
+}
+
+impl Trips {
+    /// The calls since the last take, and a fresh count.
+    pub fn take(&self) -> Tally {
+        std::mem::take(&mut self.state.lock().unwrap().tally)
+    }
+
+    async fn around<T>(&self, name: String, call: impl std::future::Future<Output = T>) -> T {
+        {
+            let mut state = self.state.lock().unwrap();
+            if state.in_flight == 0 {
+                state.tally.waves += 1;
+            }
+            state.in_flight += 1;
+            let wave = state.tally.waves;
+            state.tally.calls.push((wave, name));
+        }
+        // Held before the call, so calls joined by the caller overlap here whether or not the
+        // adapter underneath ever yields.
+        tokio::time::sleep(self.latency).await;
+        let out = call.await;
+        self.state.lock().unwrap().in_flight -= 1;
+        out
+    }
+}
+
+/// `backend` with every store, key and queue call recorded in the returned [`Trips`] and held for
+/// `latency` first.
+pub fn recorded(backend: &Backend, latency: Duration) -> (Backend, Arc<Trips>) {
+    let trips = Arc::new(Trips { latency, ..Trips::default() });
+    let backend = Backend {
+        store: Arc::new(Recorded { inner: backend.store.clone(), trips: trips.clone() }),
+        keys: Arc::new(Recorded { inner: backend.keys.clone(), trips: trips.clone() }),
+        queue: Arc::new(Recorded { inner: backend.queue.clone(), trips: trips.clone() }),
+        clock: backend.clock.clone(),
+    };
+    (backend, trips)
+}
+
+/// `store.get TOKEN`: the call, and the kind of item its partition key `pk` names.
+fn on(call: &str, pk: &str) -> String {
+    format!("{call} {}", pk.split('#').next().unwrap_or_default())
+}
+
+struct Recorded<T: ?Sized> {
+    inner: Arc<T>,
+    trips: Arc<Trips>,
+}
+
+#[async_trait]
+impl ItemStore for Recorded<dyn ItemStore> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        self.trips.around(on("store.get", &key.pk), self.inner.get(key)).await
+    }
+
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        self.trips.around(on("store.put", &item.key.pk), self.inner.put(item, condition)).await
+    }
+
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.trips.around(on("store.delete", &key.pk), self.inner.delete(key, condition)).await
+    }
+
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        self.trips.around(format!("store.transact ({} items)", ops.len()), self.inner.transact(ops)).await
+    }
+
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.trips.around(on("store.query", &query.pk), self.inner.query(query)).await
+    }
+
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        self.trips.around(on("store.increment", &increment.key.pk), self.inner.increment(increment)).await
+    }
+
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        self.trips.around(format!("store.put_each ({} items)", puts.len()), self.inner.put_each(puts)).await
+    }
+}
+
+#[async_trait]
+impl KeyService for Recorded<dyn KeyService> {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        self.trips.around("keys.generate_data_key".to_owned(), self.inner.generate_data_key(context)).await
+    }
+
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        self.trips
+            .around("keys.decrypt_data_key".to_owned(), self.inner.decrypt_data_key(wrapped, context))
+            .await
+    }
+
+    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.trips.around("keys.sign_es256".to_owned(), self.inner.sign_es256(message)).await
+    }
+
+    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
+        self.trips.around("keys.signing_public_key".to_owned(), self.inner.signing_public_key()).await
+    }
+
+    fn signing_key_id(&self) -> String {
+        self.inner.signing_key_id()
+    }
+}
+
+#[async_trait]
+impl Queue for Recorded<dyn Queue> {
+    async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
+        self.trips.around("queue.send".to_owned(), self.inner.send(body, delay)).await
+    }
+
+    async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.trips.around("queue.receive".to_owned(), self.inner.receive(max, visibility)).await
+    }
+
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        self.trips.around("queue.ack".to_owned(), self.inner.ack(receipt)).await
+    }
+
+    async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
+        self.trips.around("queue.send_batch".to_owned(), self.inner.send_batch(messages)).await
+    }
+
+    async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
+        self.trips.around("queue.dead_letter".to_owned(), self.inner.dead_letter(body)).await
+    }
+
+    async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.trips.around("queue.dead_letters".to_owned(), self.inner.dead_letters(max)).await
+    }
+}
