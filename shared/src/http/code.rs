@@ -278,10 +278,11 @@ async fn load_version(
     id: &str,
     version: &str,
 ) -> Result<CodeRecord, CodeError> {
-    let current = load(state, tenant, id).await?;
+    let id = validate::positive_id("id", id)?;
     let version = validate::positive_id("version", version)? as u64;
-    let id = current.id;
-    records(state, tenant).version(id, version).await?.ok_or(CodeError::VersionNotFound { id, version })
+    let (current, snapshot) = records(state, tenant).with_version(id, version).await?;
+    current.ok_or(CodeError::NotFound(id))?;
+    snapshot.ok_or(CodeError::VersionNotFound { id, version })
 }
 
 #[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
@@ -359,16 +360,22 @@ fn job(
     }
 }
 
-/// Runs the tenant's enabled customizations of `trigger` (in id order) on `event` and decides.
-/// A denial or a failure is logged as an event. Costs one read when none is enabled, and one more
-/// per enabled customization, however many disabled ones the tenant keeps.
+/// The tenant's enabled customizations of `trigger`, in id order: one read when none is enabled,
+/// and one more per enabled customization, however many disabled ones the tenant keeps. Read
+/// apart from [`run_hook`] so that a caller can read them beside its own reads.
+pub async fn hooks(state: &AppState, tenant: &AppId, trigger: Trigger) -> Result<Vec<CodeRecord>, CodeError> {
+    Ok(records(state, tenant).indexed(trigger.name()).await?)
+}
+
+/// Runs `enabled` (the tenant's customizations of `trigger`, from [`hooks`]) on `event` and
+/// decides. A denial or a failure is logged as an event.
 pub async fn run_hook(
     state: &AppState,
     tenant: &AppId,
     trigger: Trigger,
+    enabled: Vec<CodeRecord>,
     event: Value,
 ) -> Result<HookDecision, CodeError> {
-    let enabled = records(state, tenant).indexed(trigger.name()).await?;
     if enabled.is_empty() {
         return Ok(HookDecision::Allow { transaction_text: None });
     }
@@ -452,9 +459,9 @@ async fn put_env(
     let (name, value) = (&name, &value);
     let vars = &vars;
     retry_on_conflict(|| async move {
-        let (current, version) = vars.load().await?;
+        let (current, version, fresh) = vars.load_to_change().await?;
         let next = current.set(name, value.clone(), now)?;
-        vars.save(&next, version).await?;
+        vars.save(&next, version, fresh).await?;
         Ok::<_, CodeError>(())
     })
     .await?;
@@ -473,8 +480,8 @@ async fn delete_env(
     let vars = env(&state, tenant.id());
     let (name, vars) = (&name, &vars);
     retry_on_conflict(|| async move {
-        let (current, version) = vars.load().await?;
-        vars.save(&current.remove(name)?, version).await?;
+        let (current, version, fresh) = vars.load_to_change().await?;
+        vars.save(&current.remove(name)?, version, fresh).await?;
         Ok::<_, CodeError>(())
     })
     .await?;

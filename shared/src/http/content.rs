@@ -373,11 +373,9 @@ async fn load_version(
 ) -> Result<(i64, ContentRecord), ContentError> {
     let id = validate::positive_id("id", id)?;
     let version = validate::positive_id("version", version)? as u64;
-    let contents = contents(state, tenant);
-    contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
-    let snapshot =
-        contents.version(id, version).await?.ok_or(ContentError::VersionNotFound { id, version })?;
-    Ok((id, snapshot))
+    let (current, snapshot) = contents(state, tenant).with_version(id, version).await?;
+    current.ok_or(ContentError::NotFound(id))?;
+    Ok((id, snapshot.ok_or(ContentError::VersionNotFound { id, version })?))
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions/{version}", tag = "content", security(("tenantAdmin" = [])),

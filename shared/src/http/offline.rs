@@ -18,7 +18,7 @@ use crate::domain::pairing::{
     pin_ids, Pairing, PairingError, PairingKey, PairingUpdate, DEVICE_REVOKED_EVENT,
 };
 use crate::domain::time::EpochMillis;
-use crate::ports::keys::{open, seal, Sealed};
+use crate::ports::keys::{open, seal_under, DataKey, Sealed};
 use crate::ports::{retry_on_conflict, EncryptionContext, StoreError};
 use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
@@ -62,9 +62,20 @@ pub async fn seal_pins(
     pins: &[Pin],
     tokens_auth: &str,
 ) -> Result<Sealed, PairingError> {
+    let fresh = state.backend.keys.generate_data_key(context).await?;
+    seal_pins_under(fresh, context, pins, tokens_auth)
+}
+
+/// [`seal_pins`] under a data key already fetched for `context`.
+fn seal_pins_under(
+    fresh: DataKey,
+    context: &EncryptionContext,
+    pins: &[Pin],
+    tokens_auth: &str,
+) -> Result<Sealed, PairingError> {
     let secret = SealedTokens { tokens: render_pins(pins), tokens_auth: tokens_auth.to_owned() };
     let plain = serde_json::to_vec(&secret).map_err(StoreError::encoding)?;
-    Ok(seal(state.backend.keys.as_ref(), context, &plain).await?)
+    Ok(seal_under(fresh, context, &plain)?)
 }
 
 /// The PINs of `set` still unused, and their authorization code.
@@ -95,9 +106,13 @@ pub async fn use_pins(
             workstations.pairing(app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
         pairing.lock.check(now)?;
         let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
-        let (pins, tokens_auth) = open_pins(state, &pairing, &set).await?;
+        // The key the rest is sealed under comes beside the opening: one wait for the key service.
+        let context = context(app, &key.machine_id, &key.device_id);
+        let (opened, fresh) =
+            tokio::join!(open_pins(state, &pairing, &set), state.backend.keys.generate_data_key(&context));
+        let (pins, tokens_auth) = opened?;
         let left = remove_used(&set, pins, used)?;
-        let sealed = seal_pins(state, &context(app, &key.machine_id, &key.device_id), &left, &tokens_auth).await?;
+        let sealed = seal_pins_under(fresh?, &context, &left, &tokens_auth)?;
         let mut next = pairing.clone();
         next.offline_set = Some(OfflineSet {
             sealed,

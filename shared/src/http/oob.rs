@@ -87,8 +87,12 @@ async fn start(
     if spent? {
         return Err(OobError::NonceReused.into());
     }
-    let device =
-        devices.devices_of(&start.app_id, &user.named_user).await?.pop().ok_or(OobError::NoDevice)?;
+    // The customizations that decide are read beside the user's devices.
+    let (device, hooks) = tokio::join!(
+        devices.devices_of(&start.app_id, &user.named_user),
+        super::code::hooks(&state, &app.app_id, Trigger::OobStart),
+    );
+    let device = device?.pop().ok_or(OobError::NoDevice)?;
     let device = OobDevice {
         device_id: device.device_id,
         friendly_name: device.friendly_name,
@@ -109,7 +113,7 @@ async fn start(
         "extras": start.extras,
         "additionalDetails": start.additional_details,
     });
-    match super::code::run_hook(&state, &app.app_id, Trigger::OobStart, event).await? {
+    match super::code::run_hook(&state, &app.app_id, Trigger::OobStart, hooks?, event).await? {
         HookDecision::Allow { transaction_text } => {
             if transaction_text.is_some() {
                 start.transaction_text = transaction_text;

@@ -341,17 +341,19 @@ async fn list_devices(
     let named_user = devices::named_user("namedUser", &named_user)?;
     let (app, _) = super::cc::load_app(&state, &app_id).await?;
     let repo = Devices::new(state.backend.store.as_ref());
-    let mut devices = Vec::new();
-    for device in repo.devices_of(&app.app_id, &named_user).await? {
-        let token = repo.token(&device.token_id).await?;
-        devices.push(DeviceView {
+    let devices = repo.devices_of(&app.app_id, &named_user).await?;
+    let tokens = repo.tokens_of(&devices).await?;
+    let devices = devices
+        .into_iter()
+        .zip(tokens)
+        .map(|(device, token)| DeviceView {
             device_id: device.device_id,
             friendly_name: device.friendly_name,
             model_number: device.model_number,
             registered_at: device.registered_at.iso8601(),
             token_expires_at: token.map(|t| t.expiry().iso8601()),
-        });
-    }
+        })
+        .collect();
     Ok(Json(DeviceList { devices }))
 }
 

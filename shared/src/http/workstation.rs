@@ -172,17 +172,22 @@ async fn enroll(
     };
     let workstations = Workstations::new(store);
     let fresh = &fresh;
-    retry_on_conflict(|| async move {
-        match workstations.session(app, &fresh.session_id).await? {
+    // A session id of our own making names no session yet: only a caller's is looked up.
+    let named = request.session_id.is_some();
+    let open = retry_on_conflict(|| async move {
+        let existing = if named { workstations.session(app, &fresh.session_id).await? } else { None };
+        match existing {
             None => workstations.create_session(fresh).await?,
             Some((existing, version)) => {
                 workstations.replace_session(&existing.reopen(fresh.clone())?, version).await?
             }
         }
         Ok::<_, EnrollError>(())
-    })
-    .await?;
-    let enc_counter = workstations.enc_counter(app, &device.device_id).await?;
+    });
+    // The device's counter is read while the session is written: it does not depend on it.
+    let (opened, enc_counter) = tokio::join!(open, workstations.enc_counter(app, &device.device_id));
+    opened?;
+    let enc_counter = enc_counter?;
     tracing::info!(app_id = %app, device_id = %device.device_id, "enrollment session opened");
     let body = EnrollResponse {
         status: Status::ok("Success"),

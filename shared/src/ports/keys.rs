@@ -101,7 +101,18 @@ pub async fn seal(
     context: &EncryptionContext,
     plaintext: &[u8],
 ) -> Result<Sealed, KeyError> {
-    let data_key = keys.generate_data_key(context).await?;
+    seal_under(keys.generate_data_key(context).await?, context, plaintext)
+}
+
+/// Encrypts `plaintext` under `data_key`, a fresh one generated for `context`: what [`seal`]
+/// does once it has the key. A change to a sealed secret fetches the key beside its other reads
+/// and seals with this, so it waits for the key service once rather than twice. The key is taken,
+/// so it seals one secret only.
+pub fn seal_under(
+    data_key: DataKey,
+    context: &EncryptionContext,
+    plaintext: &[u8],
+) -> Result<Sealed, KeyError> {
     let cipher = Aes256Gcm::new_from_slice(&data_key.plaintext).expect("a data key is 32 bytes");
     let mut nonce = [0u8; 12];
     rand::rngs::OsRng.fill_bytes(&mut nonce);

@@ -6,7 +6,7 @@
 
 use crate::domain::apps::AppId;
 use crate::domain::code::{EnvEntry, EnvVars};
-use crate::ports::keys::{open, seal, Sealed};
+use crate::ports::keys::{open, seal_under, DataKey, Sealed};
 use crate::ports::{
     Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError,
 };
@@ -65,15 +65,24 @@ impl<'a> CodeEnv<'a> {
         Ok((EnvVars { entries: stored.entries, values }, Some(item.version)))
     }
 
-    /// Writes `set` (sealed afresh) if the stored variables are still at `version`;
-    /// [`StoreError::Conflict`] otherwise. An empty set deletes the item.
-    pub async fn save(&self, set: &EnvVars, version: Option<u64>) -> Result<(), EnvError> {
+    /// [`Self::load`], and beside it a fresh data key for the changed set: a change then waits for
+    /// the key service once (the read's `Decrypt` and the `GenerateDataKey` at once), not twice.
+    pub async fn load_to_change(&self) -> Result<(EnvVars, Option<u64>, DataKey), EnvError> {
+        let context = context(&self.tenant);
+        let (loaded, fresh) = tokio::join!(self.load(), self.keys.generate_data_key(&context));
+        let (vars, version) = loaded?;
+        Ok((vars, version, fresh?))
+    }
+
+    /// Writes `set`, sealed under `fresh` (from [`Self::load_to_change`]), if the stored variables
+    /// are still at `version`; [`StoreError::Conflict`] otherwise. An empty set deletes the item.
+    pub async fn save(&self, set: &EnvVars, version: Option<u64>, fresh: DataKey) -> Result<(), EnvError> {
         let condition = version.map_or(Condition::Absent, Condition::Version);
         if set.entries.is_empty() {
             return Ok(self.store.delete(&self.key(), condition).await?);
         }
         let plain = serde_json::to_vec(&set.values).map_err(StoreError::encoding)?;
-        let values = seal(self.keys, &context(&self.tenant), &plain).await?;
+        let values = seal_under(fresh, &context(&self.tenant), &plain)?;
         let item = Item::new(self.key(), &EnvItem { entries: set.entries.clone(), values })?;
         self.store.put(item, condition).await?;
         Ok(())

@@ -366,6 +366,12 @@ impl<'a, R: Versioned> Records<'a, R> {
     }
 
     /// One earlier version of record `id`.
+    /// The record `id` as it is now and its earlier `version`, read at once.
+    pub async fn with_version(&self, id: i64, version: u64) -> Result<(Option<R>, Option<R>), StoreError> {
+        let (current, snapshot) = tokio::join!(self.get(id), self.version(id, version));
+        Ok((current?, snapshot?))
+    }
+
     pub async fn version(&self, id: i64, version: u64) -> Result<Option<R>, StoreError> {
         match self.store.get(&self.key(version_sk(id, version))).await? {
             Some(item) => {

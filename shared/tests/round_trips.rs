@@ -1,0 +1,105 @@
+//! How many round trips a request waits for, one after another: each sample of `events/` sent
+//! through its function's router on the embedded backend, every backend call recorded and held
+//! for a millisecond (`testing::trips`). Reads that do not depend on one another go at once.
+
+use rp_shared::backend::Backend;
+use rp_shared::http::{self, AppState, HttpConfig};
+use rp_shared::testing::events::{raise_rate_limit, samples, send};
+use rp_shared::testing::trips::{recorded, Tally};
+use std::time::Duration;
+
+/// The first call of sample `stem` on freshly seeded samples: its status and what it sent.
+async fn first_call(stem: &str) -> (u16, Tally) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::embedded(dir.path()).unwrap();
+    rp_shared::samples::seed(&backend).await.expect("the samples seed");
+    raise_rate_limit(AppState::new(backend.clone(), HttpConfig::default())).await;
+    let (traced, trips) = recorded(&backend, Duration::from_millis(1));
+    let sample = samples().into_iter().find(|s| s.stem == stem).expect("the sample exists");
+    let router = http::function(&sample.function, AppState::new(traced, HttpConfig::default())).unwrap();
+    trips.take();
+    let status = send(&router, &sample.event).await;
+    (status, trips.take())
+}
+
+/// The wave `call` went out in (1 for the first), for every time it was made.
+fn waves_of(tally: &Tally, call: &str) -> Vec<usize> {
+    tally.calls.iter().filter(|(_, c)| c == call).map(|(wave, _)| *wave).collect()
+}
+
+#[tokio::test]
+async fn a_tenant_and_its_app_are_read_at_once() {
+    let (status, tally) = first_call("content-customization.get").await;
+    assert_eq!(status, 200);
+    assert_eq!(waves_of(&tally, "store.get TOKEN"), [1], "{tally}");
+    assert_eq!(waves_of(&tally, "store.get APP"), [1], "{tally}");
+    // The token and the app, the rate limit's counter, the customization.
+    assert_eq!(tally.waves, 3, "{tally}");
+}
+
+#[tokio::test]
+async fn a_version_and_its_record_are_read_at_once() {
+    for stem in ["content-customization-version", "code-customization-version"] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        let kind = if stem.starts_with("code") { "CODE" } else { "CONTENT" };
+        assert_eq!(waves_of(&tally, &format!("store.get {kind}")), [3, 3], "{stem}: {tally}");
+        assert_eq!(tally.waves, 3, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
+async fn a_changed_environment_waits_for_the_key_service_once() {
+    for stem in ["code-customization-env-var", "code-customization-env-var.delete"] {
+        let (status, tally) = first_call(stem).await;
+        assert!(status == 200 || status == 204, "{stem}: {status}");
+        // The fresh key comes with the read, the old one opens after it, then the write.
+        assert_eq!(
+            waves_of(&tally, "keys.generate_data_key"),
+            waves_of(&tally, "store.get CODEENV"),
+            "{tally}"
+        );
+        assert_eq!(tally.waves, 5, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
+async fn used_pins_are_opened_and_resealed_in_one_wait() {
+    let (status, tally) = first_call("rp-device-offline-used").await;
+    assert_eq!(status, 200);
+    let opened = waves_of(&tally, "keys.decrypt_data_key");
+    assert_eq!(opened.len(), 1, "{tally}");
+    assert_eq!(waves_of(&tally, "keys.generate_data_key"), opened, "{tally}");
+}
+
+#[tokio::test]
+async fn a_users_device_tokens_are_read_at_once() {
+    let (status, tally) = first_call("cc-app-user-devices").await;
+    assert_eq!(status, 200);
+    let tokens = waves_of(&tally, "store.get DEVTOKEN");
+    assert!(tokens.len() > 1, "the sample user has several devices: {tally}");
+    assert!(tokens.iter().all(|&w| w == tally.waves), "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
+}
+
+#[tokio::test]
+async fn an_enrollment_reads_what_it_can_at_once() {
+    for stem in ["rp-enroll", "rp-client-registrations"] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        // The name is tried as a user and as an alias at once; a session id of our own making
+        // is not looked up; the device's counter is read while the session is written.
+        assert_eq!(waves_of(&tally, "store.get ALIAS"), [2], "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, "store.get ENRSESSION"), Vec::<usize>::new(), "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, "store.get ENCCTR"), waves_of(&tally, "store.put ENRSESSION"), "{tally}");
+        assert_eq!(tally.waves, 5, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
+async fn an_oob_start_reads_its_customizations_beside_the_devices() {
+    let (status, tally) = first_call("rp-oob-requests").await;
+    assert_eq!(status, 200);
+    assert_eq!(waves_of(&tally, "store.get CODE"), waves_of(&tally, "store.query USER"), "{tally}");
+    assert_eq!(tally.waves, 6, "{tally}");
+}
