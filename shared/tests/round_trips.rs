@@ -103,3 +103,30 @@ async fn an_oob_start_reads_its_customizations_beside_the_devices() {
     assert_eq!(waves_of(&tally, "store.get CODE"), waves_of(&tally, "store.query USER"), "{tally}");
     assert_eq!(tally.waves, 6, "{tally}");
 }
+
+#[tokio::test]
+async fn a_pairing_and_its_app_are_read_at_once() {
+    for stem in ["rp-client-reg", "rp-client-reg.get"] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        assert_eq!(waves_of(&tally, "store.get APP"), [2], "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "{stem}: {tally}");
+    }
+    let (status, tally) = first_call("rp-device-workstations").await;
+    assert_eq!(status, 200);
+    assert_eq!(waves_of(&tally, "store.query DEVPAIR"), waves_of(&tally, "store.get APP"), "{tally}");
+    assert_eq!(tally.waves, 3, "{tally}");
+}
+
+#[tokio::test]
+async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
+    let (status, tally) = first_call("rp-certificate-requests").await;
+    assert_eq!(status, 200);
+    let sent = waves_of(&tally, "queue.send_batch");
+    assert_eq!(sent.len(), 1, "{tally}");
+    assert_eq!(waves_of(&tally, "store.put CERTQ"), sent, "{tally}");
+    // The leases come after both: no lease exists without the message that ends it.
+    let leased: Vec<_> = tally.calls.iter().filter(|(_, c)| c.starts_with("store.put_each")).collect();
+    assert_eq!(leased.len(), 1, "{tally}");
+    assert_eq!(leased[0].0, sent[0] + 1, "{tally}");
+}

@@ -64,9 +64,8 @@ async fn poll(
 ) -> Result<Json<CertificateRequestList>, CertError> {
     let certs = Certificates::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    let leases: Vec<_> = certs
-        .pending(state.config.poll_batch, now)
-        .await?
+    let (pending, round) = certs.pending(state.config.poll_batch, now).await?;
+    let leases: Vec<_> = pending
         .into_iter()
         .filter_map(|(request, version)| {
             let lease_id = uuid::Uuid::new_v4().to_string();
@@ -83,9 +82,17 @@ async fn poll(
     .into_iter()
     .map(|(message, delay)| (message.body(), delay))
     .collect();
-    if !messages.is_empty() {
-        state.backend.queue.send_batch(&messages).await?;
-    }
+    // The round's end (the round-robin pointer, drained apps' markers) goes beside the
+    // messages: neither waits for the other, and both come before the leases.
+    let send = async {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        state.backend.queue.send_batch(&messages).await.map(drop)
+    };
+    let (sent, ended) = tokio::join!(send, certs.end_round(round, now));
+    sent?;
+    ended?;
     let mut list = CertificateRequestList::default();
     let taken = certs.persist_leases(&leases).await?;
     for ((leased, _), taken) in leases.iter().zip(taken) {

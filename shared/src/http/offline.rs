@@ -278,12 +278,15 @@ async fn device_workstations(
     State(state): State<AppState>,
     device: DeviceCaller,
 ) -> Result<Json<DeviceWorkstations>, Problem> {
-    let (app, _) = super::cc::load_app(&state, device.app_id.as_str()).await?;
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (app, pairings) = tokio::join!(
+        super::cc::load_app(&state, device.app_id.as_str()),
+        workstations.pairings_of_device(&device.app_id, &device.device_id),
+    );
+    let (app, _) = app?;
+    let pairings = pairings?;
     let settings = &app.workstation.offline_access;
     let now = state.backend.clock.now_millis();
-    let pairings = Workstations::new(state.backend.store.as_ref())
-        .pairings_of_device(&device.app_id, &device.device_id)
-        .await?;
     let workstations = pairings
         .into_iter()
         .map(|(p, _)| {

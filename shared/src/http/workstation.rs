@@ -365,9 +365,14 @@ async fn pair(
     let owner = access.token.token_id.as_str();
     let store = state.backend.store.as_ref();
     let workstations = Workstations::new(store);
-    let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
+    // The app and the pairing, read at once.
+    let (settings, existing) = tokio::join!(
+        super::cc::load_app(&state, app.as_str()),
+        workstations.pairing(app, &request.machine_id, &request.device_id),
+    );
+    let (settings, _) = settings?;
     // Seed rule 4: a pairing that exists is returned as it is, and nothing is queued again.
-    if let Some((existing, _)) = workstations.pairing(app, &request.machine_id, &request.device_id).await? {
+    if let Some((existing, _)) = existing? {
         return Ok((
             StatusCode::OK,
             NO_STORE,
@@ -495,11 +500,13 @@ async fn read_pairing(
     ApiQuery(query): ApiQuery<PairingQuery>,
 ) -> Result<(NoStore, Json<PairingView>), Problem> {
     let key = PairingKey::try_from(query)?;
-    let (pairing, _) = Workstations::new(state.backend.store.as_ref())
-        .pairing(&access.app_id, &key.machine_id, &key.device_id)
-        .await?
-        .ok_or(PairingError::NotFound)?;
-    let (app, _) = super::cc::load_app(&state, access.app_id.as_str()).await?;
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (pairing, app) = tokio::join!(
+        workstations.pairing(&access.app_id, &key.machine_id, &key.device_id),
+        super::cc::load_app(&state, access.app_id.as_str()),
+    );
+    let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
+    let (app, _) = app?;
     Ok((NO_STORE, Json(pairing_view(&state, pairing, &app, Some(&access.token.token_id)).await?)))
 }
 

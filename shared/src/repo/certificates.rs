@@ -162,6 +162,15 @@ pub enum Effect {
     Revoke(IssuedCert, u64),
 }
 
+/// What a poll's round leaves to write once its requests are found: the apps it served (the
+/// pointer moves past the last) and, for each, whether its shard may hold more (if not, its
+/// ready marker goes). [`Certificates::end_round`] writes it.
+#[derive(Debug, Default)]
+pub struct RoundEnd {
+    apps: Vec<(ReadyMarker, u64)>,
+    more: Vec<Option<Cursor>>,
+}
+
 #[derive(Clone, Copy)]
 pub struct Certificates<'a> {
     store: &'a dyn ItemStore,
@@ -179,34 +188,42 @@ impl<'a> Certificates<'a> {
     /// second round. Markers of apps found empty (past [`READY_GRACE_SECS`]) are deleted. The
     /// index may lag a lease by moments; [`persist_leases`](Self::persist_leases)'s condition
     /// settles that.
+    ///
+    /// With requests found, the round's end (the pointer's move, the markers' deletes) is left to
+    /// the caller, [`end_round`](Self::end_round), so that it can go beside the poll's other
+    /// writes; it depends on nothing they do.
     pub async fn pending(
         &self,
         batch: usize,
         now: EpochMillis,
-    ) -> Result<Vec<(CertRequest, u64)>, StoreError> {
+    ) -> Result<(Vec<(CertRequest, u64)>, RoundEnd), StoreError> {
         // A page of markers can be all apps drained within their grace period (a small batch,
         // many apps): then the next page is tried, a few at most, so a poll stays O(batch).
         for _ in 0..MARKER_PAGES {
             let apps = self.ready_apps(batch).await?;
             if apps.is_empty() {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), RoundEnd::default()));
             }
             let full_page = apps.len() == batch;
-            let pending = self.pending_of(&apps, batch, now).await?;
-            if !pending.is_empty() || !full_page {
-                return Ok(pending);
+            let (pending, end) = self.pending_of(apps, batch).await?;
+            if !pending.is_empty() {
+                return Ok((pending, end));
+            }
+            // The next page starts after this one's pointer.
+            self.end_round(end, now).await?;
+            if !full_page {
+                break;
             }
         }
-        Ok(Vec::new())
+        Ok((Vec::new(), RoundEnd::default()))
     }
 
-    /// One round over the ready apps `apps`: their shares of `batch`, then the round's end.
+    /// One round over the ready apps `apps`: their shares of `batch`, and the round's end.
     async fn pending_of(
         &self,
-        apps: &[(ReadyMarker, u64)],
+        apps: Vec<(ReadyMarker, u64)>,
         batch: usize,
-        now: EpochMillis,
-    ) -> Result<Vec<(CertRequest, u64)>, StoreError> {
+    ) -> Result<(Vec<(CertRequest, u64)>, RoundEnd), StoreError> {
         // Round 1: an equal share each.
         let share = fair_share(batch, apps.len());
         let first = futures_util::future::join_all(apps.iter().map(|(marker, _)| {
@@ -247,8 +264,7 @@ impl<'a> Certificates<'a> {
                 }
             }
         }
-        self.end_round(apps, &more, now).await?;
-        Ok(pending)
+        Ok((pending, RoundEnd { apps, more }))
     }
 
     /// Up to `batch` ready markers (with their versions), starting after the round-robin pointer
@@ -276,13 +292,8 @@ impl<'a> Certificates<'a> {
     /// After a poll: the pointer moves to the last app served, and the markers of apps whose
     /// shard came back exhausted go, unless a request made them ready within the grace period
     /// (or since they were read: the delete is conditional on the version).
-    async fn end_round(
-        &self,
-        apps: &[(ReadyMarker, u64)],
-        more: &[Option<Cursor>],
-        now: EpochMillis,
-    ) -> Result<(), StoreError> {
-        for ((marker, version), more) in apps.iter().zip(more) {
+    pub async fn end_round(&self, end: RoundEnd, now: EpochMillis) -> Result<(), StoreError> {
+        for ((marker, version), more) in end.apps.iter().zip(&end.more) {
             let settled = marker.enqueued_at.plus_secs(READY_GRACE_SECS) < now;
             if more.is_none() && settled {
                 match self.store.delete(&ready_key(&marker.app_id), Condition::Version(*version)).await {
@@ -291,7 +302,7 @@ impl<'a> Certificates<'a> {
                 }
             }
         }
-        if let Some((last, _)) = apps.last() {
+        if let Some((last, _)) = end.apps.last() {
             let pointer = RoundPointer { app_id: last.app_id.as_str().to_owned() };
             self.store.put(Item::new(round_key(), &pointer)?, Condition::Any).await?;
         }

@@ -12,6 +12,7 @@
 //! A registration writes the used link, the device, its id guard, its token and the user in one
 //! transaction conditional on the link's version: of two racing registrations one wins.
 
+use super::READS_AT_ONCE;
 use crate::domain::apps::AppId;
 use crate::domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
 use crate::domain::time::EpochMillis;
@@ -20,9 +21,6 @@ use crate::ports::{
     retry_on_conflict, Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp,
 };
 use serde::{Deserialize, Serialize};
-
-/// How many independent reads one request has in flight at most.
-const READS_AT_ONCE: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -11,3 +11,7 @@ pub mod ratelimit;
 pub mod tokens;
 pub mod versioned;
 pub mod workstations;
+
+/// How many independent reads one request has in flight at most (a user's device tokens, a
+/// device's pairings).
+pub(crate) const READS_AT_ONCE: usize = 16;

@@ -194,14 +194,11 @@ impl<'a> Workstations<'a> {
     ) -> Result<Vec<(Pairing, u64)>, StoreError> {
         let page =
             self.store.query(Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100)).await?;
-        let mut pairings = Vec::with_capacity(page.items.len());
-        for found in page.items {
-            // Read the item itself: the index may lag.
-            if let Some(item) = self.store.get(&found.key).await? {
-                pairings.push((item.data()?, item.version));
-            }
-        }
-        Ok(pairings)
+        // Read the items themselves (the index may lag), several at once.
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        let reads: Vec<_> = page.items.iter().map(|found| self.store.get(&found.key)).collect();
+        let items: Vec<_> = stream::iter(reads).buffered(super::READS_AT_ONCE).try_collect().await?;
+        items.into_iter().flatten().map(|item| Ok((item.data()?, item.version))).collect()
     }
 
     /// Removes the pairing (read at `version`), with what goes with it (queued revocations) and
