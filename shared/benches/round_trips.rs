@@ -3,10 +3,11 @@
 //!
 //! The store is seeded with the sample fixtures, and every sample event of `events/` is sent
 //! twice through its function's router on the embedded backend, each call of the backend held
-//! for 1 ms as a network would hold it (`testing::trips`). Prints a Markdown table of each
-//! sample's calls and *waves*: calls that started while no other was in flight, that is the
-//! round trips a request waits for one after another. On AWS each wave costs a few
-//! milliseconds, so the waves, not the in-process cost, are most of a warm request's latency.
+//! for 5 ms as a network would hold it (`testing::trips`). Prints a Markdown table of each
+//! sample's calls and *waves*: a call's wave is one more than the highest among the calls answered
+//! before it was sent, so a request's waves are the round trips it waits for one after another.
+//! On AWS each wave costs a few milliseconds, so the waves, not the in-process cost, are most of a
+//! warm request's latency.
 
 use rp_shared::backend::Backend;
 use rp_shared::http::{self, AppState, HttpConfig};
@@ -19,7 +20,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
     runtime.block_on(rp_shared::samples::seed(&backend)).expect("the samples seed");
-    let (traced, trips) = recorded(&backend, Duration::from_millis(1));
+    let (traced, trips) = recorded(&backend, Duration::from_millis(5));
 
     println!("| sample (`events/`) | status: first, again | waves: first, again | calls of the first, wave by wave |");
     println!("|---|---|---|---|");

@@ -2,6 +2,11 @@
 //! fixed latency, as a network would. What one request sends, and how many of those calls wait on
 //! one another, is then counted rather than guessed: on AWS each wave is a round trip of a few
 //! milliseconds, whatever the emulators here take.
+//!
+//! A call's *wave* is one more than the highest wave among the calls answered before it was sent
+//! (1 if none was): calls sent together share a wave, and a call sent on another's answer is in
+//! the next. The request's waves, the highest of them, is its longest chain of calls each waiting
+//! for the one before, however its independent chains overlap.
 
 use crate::backend::Backend;
 use crate::ports::keys::DataKey;
@@ -21,7 +26,7 @@ pub struct Tally {
     /// method, and for the store the kind of item (its partition key up to the first `#`):
     /// `store.get TOKEN`, `keys.decrypt_data_key`.
     pub calls: Vec<(usize, String)>,
-    /// Calls that started while no other was in flight: the round trips one after another.
+    /// The highest wave: the round trips the request waits for one after another.
     pub waves: usize,
 }
 
@@ -51,7 +56,8 @@ impl std::fmt::Display for Tally {
 
 #[derive(Default)]
 struct State {
-    in_flight: usize,
+    /// The highest wave among the calls answered so far.
+    answered: usize,
     tally: Tally,
 }
 
@@ -65,24 +71,23 @@ pub struct Trips {
 impl Trips {
     /// The calls since the last take, and a fresh count.
     pub fn take(&self) -> Tally {
-        std::mem::take(&mut self.state.lock().unwrap().tally)
+        std::mem::take(&mut *self.state.lock().unwrap()).tally
     }
 
     async fn around<T>(&self, name: String, call: impl std::future::Future<Output = T>) -> T {
-        {
+        let wave = {
             let mut state = self.state.lock().unwrap();
-            if state.in_flight == 0 {
-                state.tally.waves += 1;
-            }
-            state.in_flight += 1;
-            let wave = state.tally.waves;
+            let wave = state.answered + 1;
+            state.tally.waves = state.tally.waves.max(wave);
             state.tally.calls.push((wave, name));
-        }
+            wave
+        };
         // Held before the call, so calls joined by the caller overlap here whether or not the
         // adapter underneath ever yields.
         tokio::time::sleep(self.latency).await;
         let out = call.await;
-        self.state.lock().unwrap().in_flight -= 1;
+        let mut state = self.state.lock().unwrap();
+        state.answered = state.answered.max(wave);
         out
     }
 }
