@@ -1,6 +1,8 @@
-//! How many round trips a request waits for, one after another: each sample of `events/` sent
-//! through its function's router on the embedded backend, every backend call recorded and held
-//! for a millisecond (`testing::trips`). Reads that do not depend on one another go at once.
+//! How many round trips a request waits for, one after another (its *waves*, `testing::trips`):
+//! each sample of `events/` sent through its function's router on the embedded backend, every
+//! backend call recorded and held for 20 ms, far longer than the work between calls, so that a
+//! slow machine cannot move a call to another wave. Reads that do not depend on one another go
+//! at once.
 
 use rp_shared::backend::Backend;
 use rp_shared::http::{self, AppState, HttpConfig};
@@ -14,7 +16,7 @@ async fn first_call(stem: &str) -> (u16, Tally) {
     let backend = Backend::embedded(dir.path()).unwrap();
     rp_shared::samples::seed(&backend).await.expect("the samples seed");
     raise_rate_limit(AppState::new(backend.clone(), HttpConfig::default())).await;
-    let (traced, trips) = recorded(&backend, Duration::from_millis(1));
+    let (traced, trips) = recorded(&backend, Duration::from_millis(20));
     let sample = samples().into_iter().find(|s| s.stem == stem).expect("the sample exists");
     let router = http::function(&sample.function, AppState::new(traced, HttpConfig::default())).unwrap();
     trips.take();
@@ -79,7 +81,8 @@ async fn a_users_device_tokens_are_read_at_once() {
     let tokens = waves_of(&tally, "store.get DEVTOKEN");
     assert!(tokens.len() > 1, "the sample user has several devices: {tally}");
     assert!(tokens.iter().all(|&w| w == tally.waves), "{tally}");
-    assert_eq!(tally.waves, 4, "{tally}");
+    // The token and the app, the user's devices, their tokens.
+    assert_eq!(tally.waves, 3, "{tally}");
 }
 
 #[tokio::test]
@@ -129,4 +132,29 @@ async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     let leased: Vec<_> = tally.calls.iter().filter(|(_, c)| c.starts_with("store.put_each")).collect();
     assert_eq!(leased.len(), 1, "{tally}");
     assert_eq!(leased[0].0, sent[0] + 1, "{tally}");
+}
+
+#[tokio::test]
+async fn an_admin_token_and_the_app_of_its_path_are_read_at_once() {
+    let (status, tally) = first_call("cc-app").await;
+    assert_eq!(status, 200);
+    assert_eq!(waves_of(&tally, "store.get TOKEN"), [1], "{tally}");
+    assert_eq!(waves_of(&tally, "store.get APP"), [1], "{tally}");
+    assert_eq!(tally.waves, 1, "{tally}");
+}
+
+/// Reading the app beside the token changes no answer: a refused token is refused first, and
+/// an app that does not exist is a 404 only for an admin.
+#[tokio::test]
+async fn the_token_is_still_judged_before_the_app() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::embedded(dir.path()).unwrap();
+    rp_shared::samples::seed(&backend).await.expect("the samples seed");
+    let sample = samples().into_iter().find(|s| s.stem == "cc-app").unwrap();
+    let router = http::function(&sample.function, AppState::new(backend, HttpConfig::default())).unwrap();
+    let other_app = sample.event.replace(rp_shared::samples::APP, "noSuchApp");
+    let bad_token = |event: &str| event.replace(rp_shared::samples::ADMIN_TOKEN, "rpt_not-a-token");
+    assert_eq!(send(&router, &other_app).await, 404);
+    assert_eq!(send(&router, &bad_token(&other_app)).await, 401);
+    assert_eq!(send(&router, &bad_token(&sample.event)).await, 401);
 }

@@ -1,6 +1,6 @@
 //! Control-center API (DECISIONS §2): apps, workstation settings and tokens. Admin tokens only.
 
-use super::extract::{Admin, ApiJson, ApiPath, ApiQuery};
+use super::extract::{Admin, AdminOfApp, ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
@@ -193,34 +193,19 @@ async fn list_apps(
     }))
 }
 
-/// The app at `app_id` with its version, or 404.
-pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
-    let id = AppId::parse("appId", app_id)?;
-    Apps::new(state.backend.store.as_ref())
-        .get(&id)
-        .await?
-        .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
-}
+pub use super::extract::load_app;
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app", body = AppView)))]
-async fn get_app(
-    State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath(app_id): ApiPath<String>,
-) -> Result<Json<AppView>, ControlError> {
-    let (app, _) = load_app(&state, &app_id).await?;
+async fn get_app(admin: AdminOfApp) -> Result<Json<AppView>, ControlError> {
+    let (app, _) = admin.app?;
     Ok(Json(AppView::from(app)))
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's workstation settings", body = WorkstationSettings)))]
-async fn get_workstation(
-    State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath(app_id): ApiPath<String>,
-) -> Result<Json<WorkstationSettings>, ControlError> {
-    let (app, _) = load_app(&state, &app_id).await?;
+async fn get_workstation(admin: AdminOfApp) -> Result<Json<WorkstationSettings>, ControlError> {
+    let (app, _) = admin.app?;
     Ok(Json(app.workstation))
 }
 
@@ -240,12 +225,8 @@ async fn put_workstation(
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
-async fn get_rate_limit(
-    State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath(app_id): ApiPath<String>,
-) -> Result<Json<RateLimit>, ControlError> {
-    let (app, _) = load_app(&state, &app_id).await?;
+async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, ControlError> {
+    let (app, _) = admin.app?;
     Ok(Json(app.rate_limit))
 }
 

@@ -3,11 +3,12 @@
 use super::errors;
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::AppId;
+use crate::domain::apps::{AppId, ControlError};
 use crate::domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::devices::Devices;
 use crate::repo::tokens::Tokens;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::{header, request::Parts, StatusCode};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -239,6 +240,46 @@ impl FromRequestParts<AppState> for Admin {
             )),
             Caller::Access { .. } => Err(wrong_kind("a controlCenterAdmin")),
         }
+    }
+}
+
+/// The app at `app_id` with its version, or 404.
+pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
+    let id = AppId::parse("appId", app_id)?;
+    Apps::new(state.backend.store.as_ref())
+        .get(&id)
+        .await?
+        .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
+}
+
+/// A global admin's call on one app's path (`/cc/api/apps/{appId}/...`): the token is checked
+/// and, beside it, the app the path names is read ([`load_app`]), so the two reads cost one
+/// wait. The app's outcome is kept, not raised: the handler takes it (`admin.app?`) where it
+/// would have read the app, so every error keeps its place. An app read for a refused caller
+/// is dropped unseen.
+pub struct AdminOfApp {
+    pub token: TokenRecord,
+    pub app: Result<(AppRecord, u64), ControlError>,
+}
+
+impl FromRequestParts<AppState> for AdminOfApp {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let app_id = match RawPathParams::from_request_parts(parts, state).await {
+            Ok(params) => {
+                params.iter().find(|(name, _)| *name == "app_id").map(|(_, value)| value.to_owned())
+            }
+            // A path that does not decode: refused as `ApiPath` refuses it, after the token.
+            Err(rejection) => {
+                Admin::from_request_parts(parts, state).await?;
+                return Err(Problem::invalid("path", rejection.body_text()));
+            }
+        };
+        let app_id =
+            app_id.ok_or_else(|| Problem::internal(std::io::Error::other("the route has no {app_id}")))?;
+        let (admin, app) = tokio::join!(Admin::from_request_parts(parts, state), load_app(state, &app_id));
+        Ok(Self { token: admin?.0, app })
     }
 }
 

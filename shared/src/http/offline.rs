@@ -5,7 +5,7 @@
 //! rules are [`crate::domain::offline`] and [`crate::domain::pairing`].
 
 use super::certificates::{revocation_of, Revocation};
-use super::extract::{Admin, ApiJson, ApiPath, DeviceCaller};
+use super::extract::{AdminOfApp, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::{AppId, OfflineAccess};
@@ -353,17 +353,17 @@ async fn device_used(
     responses((status = 204, description = "Removed: its pairings, certificates (revocations queued) and token")))]
 async fn revoke_device(
     State(state): State<AppState>,
-    admin: Admin,
-    ApiPath((app_id, device_id)): ApiPath<(String, String)>,
+    admin: AdminOfApp,
+    ApiPath((_, device_id)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, Problem> {
-    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let (app, _) = admin.app?;
     let device_id = devices::identifier("deviceId", &device_id)?;
     let store = state.backend.store.as_ref();
     let device = Devices::new(store)
         .device(&app.app_id, &device_id)
         .await?
         .ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
-    let source = format!("admin:{}", admin.0.token_id);
+    let source = format!("admin:{}", admin.token.token_id);
     let workstations = Workstations::new(store);
     for (pairing, _) in workstations.pairings_of_device(&app.app_id, &device_id).await? {
         let (state, source, app_id, device_id) = (&state, source.as_str(), &app.app_id, &device_id);

@@ -2,7 +2,7 @@
 //! shows a QR code; the mobile app registers the device with the code and its P-256 keys and
 //! receives a device token.
 
-use super::extract::{Admin, ApiJson, ApiPath, MaybeJson};
+use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::AppId;
@@ -99,20 +99,20 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
-    admin: Admin,
+    admin: AdminOfApp,
     headers: HeaderMap,
-    ApiPath((app_id, named_user)): ApiPath<(String, String)>,
+    ApiPath((_, named_user)): ApiPath<(String, String)>,
     MaybeJson(options): MaybeJson<LinkOptions>,
 ) -> Result<Response, Problem> {
     let named_user = devices::named_user("namedUser", &named_user)?;
-    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let (app, _) = admin.app?;
     let options = options.unwrap_or_default();
     if let Some(name) = &options.machine_user_name_ws {
         validate::text("machineUserNameWS", name, 1, 255)?;
         // An alias belongs to one user.
         let holder = Devices::new(state.backend.store.as_ref()).resolve_user(&app.app_id, name).await?;
         if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
-            let source = format!("admin:{}", admin.0.token_id);
+            let source = format!("admin:{}", admin.token.token_id);
             let held_by = Some(holder.named_user.as_str());
             super::workstation::refuse_name_claim(&state, &app.app_id, name, &named_user, held_by, &source)
                 .await?;
@@ -335,11 +335,11 @@ pub struct DeviceList {
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath((app_id, named_user)): ApiPath<(String, String)>,
+    admin: AdminOfApp,
+    ApiPath((_, named_user)): ApiPath<(String, String)>,
 ) -> Result<Json<DeviceList>, Problem> {
     let named_user = devices::named_user("namedUser", &named_user)?;
-    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let (app, _) = admin.app?;
     let repo = Devices::new(state.backend.store.as_ref());
     let devices = repo.devices_of(&app.app_id, &named_user).await?;
     let tokens = repo.tokens_of(&devices).await?;
@@ -362,10 +362,10 @@ async fn list_devices(
     params(super::cc::AppIdPath, ("deviceId" = String, Path)), responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath((app_id, device_id)): ApiPath<(String, String)>,
+    admin: AdminOfApp,
+    ApiPath((_, device_id)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, Problem> {
-    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    let (app, _) = admin.app?;
     let device_id = devices::identifier("deviceId", &device_id)?;
     let repo = Devices::new(state.backend.store.as_ref());
     let device = repo
