@@ -158,3 +158,11 @@ async fn the_token_is_still_judged_before_the_app() {
     assert_eq!(send(&router, &bad_token(&other_app)).await, 401);
     assert_eq!(send(&router, &bad_token(&sample.event)).await, 401);
 }
+
+#[tokio::test]
+async fn a_test_run_reads_its_environment_beside_the_customization() {
+    let (status, tally) = first_call("code-customization-test").await;
+    assert_eq!(status, 200);
+    assert_eq!(waves_of(&tally, "store.get CODEENV"), waves_of(&tally, "store.get CODE"), "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
+}

@@ -330,13 +330,16 @@ async fn test_run(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TestRun>,
 ) -> Result<Json<RunReport>, CodeError> {
-    let record = load(&state, tenant.id(), &id).await?;
+    // The environment is read (and opened) beside the customization; its errors keep their place.
+    let vars = env(&state, tenant.id());
+    let (record, vars) = tokio::join!(load(&state, tenant.id(), &id), vars.load());
+    let record = record?;
     let event = match body.event {
         None | Some(Value::Null) => json!({}),
         Some(event @ Value::Object(_)) => event,
         Some(_) => return Err(FieldError::new("event", "must be an object").into()),
     };
-    let (vars, _) = env(&state, tenant.id()).load().await?;
+    let (vars, _) = vars?;
     let report =
         sandbox::run(state.backend.keys.clone(), job(&state, tenant.id(), &record, event, vars.values)).await;
     tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
