@@ -40,6 +40,8 @@ fn main() {
         );
         waves.push(first_tally.waves);
     }
+    let total: usize = waves.iter().sum();
     waves.sort_unstable();
-    println!("\nwaves per first call: median {}, max {}", waves[waves.len() / 2], waves[waves.len() - 1]);
+    let (median, max) = (waves[waves.len() / 2], waves[waves.len() - 1]);
+    println!("\nwaves per first call: median {median}, max {max}, {total} over the {} samples", waves.len());
 }
