@@ -12,6 +12,11 @@ use std::time::Duration;
 
 /// The first call of sample `stem` on freshly seeded samples: its status and what it sent.
 async fn first_call(stem: &str) -> (u16, Tally) {
+    calls(stem, 1).await.remove(0)
+}
+
+/// Sample `stem` sent `times` times on freshly seeded samples: each call's status and what it sent.
+async fn calls(stem: &str, times: usize) -> Vec<(u16, Tally)> {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
     rp_shared::samples::seed(&backend).await.expect("the samples seed");
@@ -20,8 +25,12 @@ async fn first_call(stem: &str) -> (u16, Tally) {
     let sample = samples().into_iter().find(|s| s.stem == stem).expect("the sample exists");
     let router = http::function(&sample.function, AppState::new(traced, HttpConfig::default())).unwrap();
     trips.take();
-    let status = send(&router, &sample.event).await;
-    (status, trips.take())
+    let mut outcomes = Vec::new();
+    for _ in 0..times {
+        let status = send(&router, &sample.event).await;
+        outcomes.push((status, trips.take()));
+    }
+    outcomes
 }
 
 /// The wave `call` went out in (1 for the first), for every time it was made.
@@ -72,6 +81,15 @@ async fn used_pins_are_opened_and_resealed_in_one_wait() {
     let opened = waves_of(&tally, "keys.decrypt_data_key");
     assert_eq!(opened.len(), 1, "{tally}");
     assert_eq!(waves_of(&tally, "keys.generate_data_key"), opened, "{tally}");
+}
+
+#[tokio::test]
+async fn a_repeated_pin_report_asks_the_key_service_nothing() {
+    let outcomes = calls("rp-device-offline-used", 2).await;
+    assert_eq!(outcomes[0].0, 200);
+    let (status, again) = &outcomes[1];
+    assert_eq!(*status, 409, "the PINs are gone");
+    assert!(again.calls.iter().all(|(_, call)| !call.starts_with("keys.")), "{again}");
 }
 
 #[tokio::test]

@@ -171,14 +171,19 @@ pub fn require_enabled(settings: &OfflineAccess) -> Result<(), OfflineError> {
     }
 }
 
+/// [`OfflineError::PinGone`] for the first of `used` that `set` no longer holds. The set's ids are
+/// kept in the clear, so a repeated report is refused before anything is opened.
+pub fn check_unused(set: &OfflineSet, used: &[String]) -> Result<(), OfflineError> {
+    match used.iter().find(|id| !set.remaining.contains(id)) {
+        Some(gone) => Err(OfflineError::PinGone(gone.clone())),
+        None => Ok(()),
+    }
+}
+
 /// Removes used PINs from `pins` (opened from `set`); [`OfflineError::PinGone`] if one is not
 /// in the set any more. Returns the PINs left.
 pub fn remove_used(set: &OfflineSet, pins: Vec<Pin>, used: &[String]) -> Result<Vec<Pin>, OfflineError> {
-    for id in used {
-        if !set.remaining.contains(id) {
-            return Err(OfflineError::PinGone(id.clone()));
-        }
-    }
+    check_unused(set, used)?;
     Ok(pins.into_iter().filter(|p| set.remaining.contains(&p.id) && !used.contains(&p.id)).collect())
 }
 
@@ -215,6 +220,12 @@ mod tests {
         set.remaining = left.iter().map(|p| p.id.clone()).collect();
         assert_eq!(set.used(), 1);
         assert_eq!(remove_used(&set, left, &["b".into()]), Err(OfflineError::PinGone("b".into())));
+        // Told from the ids alone, before the set is opened: the first one gone is named.
+        assert_eq!(check_unused(&set, &["a".into(), "c".into()]), Ok(()));
+        assert_eq!(
+            check_unused(&set, &["a".into(), "b".into(), "x".into()]),
+            Err(OfflineError::PinGone("b".into()))
+        );
     }
 
     #[test]

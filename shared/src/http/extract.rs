@@ -290,7 +290,7 @@ pub const TENANT_HEADER: &str = "x-tenant-id";
 /// or, for a global admin token, the app named in `X-Tenant-Id`. The app must exist.
 #[derive(Debug, Clone)]
 pub struct Tenant {
-    pub app: crate::repo::apps::AppRecord,
+    pub app: AppRecord,
 }
 
 impl Tenant {
@@ -313,7 +313,7 @@ impl FromRequestParts<AppState> for Tenant {
         // The app the header names is read beside the token, so the two reads cost one wait.
         // Whatever the token turns out to be, the checks below run in the same order, and an app
         // read for a refused caller is dropped unseen.
-        let apps = crate::repo::apps::Apps::new(state.backend.store.as_ref());
+        let apps = Apps::new(state.backend.store.as_ref());
         let early = named.as_ref().and_then(|n| n.as_ref().ok()).cloned();
         let (caller, early_read) = tokio::join!(Caller::from_request_parts(parts, state), async {
             match &early {

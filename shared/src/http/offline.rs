@@ -12,7 +12,8 @@ use crate::domain::apps::{AppId, OfflineAccess};
 use crate::domain::certificates::RequestState;
 use crate::domain::devices;
 use crate::domain::offline::{
-    read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin, SealedTokens,
+    check_unused, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin,
+    SealedTokens,
 };
 use crate::domain::pairing::{
     pin_ids, Pairing, PairingError, PairingKey, PairingUpdate, DEVICE_REVOKED_EVENT,
@@ -106,7 +107,9 @@ pub async fn use_pins(
             workstations.pairing(app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
         pairing.lock.check(now)?;
         let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
-        // The key the rest is sealed under comes beside the opening: one wait for the key service.
+        // A PIN already gone is refused before the key service is asked for anything; the key
+        // the rest is sealed under then comes beside the opening: one wait for the key service.
+        check_unused(&set, used)?;
         let context = context(app, &key.machine_id, &key.device_id);
         let (opened, fresh) =
             tokio::join!(open_pins(state, &pairing, &set), state.backend.keys.generate_data_key(&context));

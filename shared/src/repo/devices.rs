@@ -75,6 +75,7 @@ impl<'a> Devices<'a> {
     }
 
     /// The user a name stands for: the registered name itself or one of its aliases.
+    ///
     /// The user and the alias are read at once: a name given by its alias (the usual case for a
     /// workstation's `DOMAIN\user`) then waits for two reads, not three.
     pub async fn resolve_user(&self, app: &AppId, name: &str) -> Result<Option<UserRecord>, StoreError> {
