@@ -6,7 +6,7 @@
 
 use rp_shared::backend::Backend;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::testing::events::{raise_rate_limit, samples, send};
+use rp_shared::testing::events::{raise_rate_limit, samples, send, Sample};
 use rp_shared::testing::trips::{recorded, Tally};
 use std::time::Duration;
 
@@ -15,14 +15,24 @@ async fn first_call(stem: &str) -> (u16, Tally) {
     calls(stem, 1).await.remove(0)
 }
 
-/// Sample `stem` sent `times` times on freshly seeded samples: each call's status and what it sent.
-async fn calls(stem: &str, times: usize) -> Vec<(u16, Tally)> {
+/// An embedded backend seeded with the sample fixtures (and the directory it lives in).
+async fn seeded() -> (tempfile::TempDir, Backend) {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::embedded(dir.path()).unwrap();
     rp_shared::samples::seed(&backend).await.expect("the samples seed");
+    (dir, backend)
+}
+
+fn sample(stem: &str) -> Sample {
+    samples().into_iter().find(|s| s.stem == stem).expect("the sample exists")
+}
+
+/// Sample `stem` sent `times` times on freshly seeded samples: each call's status and what it sent.
+async fn calls(stem: &str, times: usize) -> Vec<(u16, Tally)> {
+    let (_dir, backend) = seeded().await;
     raise_rate_limit(AppState::new(backend.clone(), HttpConfig::default())).await;
     let (traced, trips) = recorded(&backend, Duration::from_millis(20));
-    let sample = samples().into_iter().find(|s| s.stem == stem).expect("the sample exists");
+    let sample = sample(stem);
     let router = http::function(&sample.function, AppState::new(traced, HttpConfig::default())).unwrap();
     trips.take();
     let mut outcomes = Vec::new();
@@ -165,10 +175,8 @@ async fn an_admin_token_and_the_app_of_its_path_are_read_at_once() {
 /// an app that does not exist is a 404 only for an admin.
 #[tokio::test]
 async fn the_token_is_still_judged_before_the_app() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
-    rp_shared::samples::seed(&backend).await.expect("the samples seed");
-    let sample = samples().into_iter().find(|s| s.stem == "cc-app").unwrap();
+    let (_dir, backend) = seeded().await;
+    let sample = sample("cc-app");
     let router = http::function(&sample.function, AppState::new(backend, HttpConfig::default())).unwrap();
     let other_app = sample.event.replace(rp_shared::samples::APP, "noSuchApp");
     let bad_token = |event: &str| event.replace(rp_shared::samples::ADMIN_TOKEN, "rpt_not-a-token");

@@ -331,8 +331,8 @@ async fn test_run(
     ApiJson(body): ApiJson<TestRun>,
 ) -> Result<Json<RunReport>, CodeError> {
     // The environment is read (and opened) beside the customization; its errors keep their place.
-    let vars = env(&state, tenant.id());
-    let (record, vars) = tokio::join!(load(&state, tenant.id(), &id), vars.load());
+    let environment = env(&state, tenant.id());
+    let (record, vars) = tokio::join!(load(&state, tenant.id(), &id), environment.load());
     let record = record?;
     let event = match body.event {
         None | Some(Value::Null) => json!({}),

@@ -12,7 +12,6 @@
 //! A registration writes the used link, the device, its id guard, its token and the user in one
 //! transaction conditional on the link's version: of two racing registrations one wins.
 
-use super::READS_AT_ONCE;
 use crate::domain::apps::AppId;
 use crate::domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
 use crate::domain::time::EpochMillis;
@@ -231,15 +230,13 @@ impl<'a> Devices<'a> {
         self.store.get(&ItemKey::new("DEVTOKEN", token_id)).await?.map(|i| i.data()).transpose()
     }
 
-    /// The token of each of `devices`, in their order, read [`READS_AT_ONCE`] at a time: a user's
-    /// list waits for about one read, not one per device.
+    /// The token of each of `devices`, in their order, read several at once ([`super::at_once`]):
+    /// a user's list waits for about one read, not one per device.
     pub async fn tokens_of(
         &self,
         devices: &[DeviceRecord],
     ) -> Result<Vec<Option<DeviceTokenRecord>>, StoreError> {
-        use futures_util::stream::{self, StreamExt, TryStreamExt};
-        let reads: Vec<_> = devices.iter().map(|device| self.token(&device.token_id)).collect();
-        stream::iter(reads).buffered(READS_AT_ONCE).try_collect().await
+        super::at_once(devices.iter().map(|device| self.token(&device.token_id)).collect()).await
     }
 
     /// Ends the device's token; `Ok(false)` if it has none.

@@ -12,6 +12,18 @@ pub mod tokens;
 pub mod versioned;
 pub mod workstations;
 
+use crate::ports::StoreError;
+
 /// How many independent reads one request has in flight at most (a user's device tokens, a
 /// device's pairings).
-pub(crate) const READS_AT_ONCE: usize = 16;
+const READS_AT_ONCE: usize = 16;
+
+/// Runs independent `reads` [`READS_AT_ONCE`] at a time and answers their outcomes in their
+/// order; the first failure fails them all.
+pub(crate) async fn at_once<T, F>(reads: Vec<F>) -> Result<Vec<T>, StoreError>
+where
+    F: std::future::Future<Output = Result<T, StoreError>>,
+{
+    use futures_util::stream::{self, StreamExt, TryStreamExt};
+    stream::iter(reads).buffered(READS_AT_ONCE).try_collect().await
+}

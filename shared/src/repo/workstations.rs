@@ -195,9 +195,8 @@ impl<'a> Workstations<'a> {
         let page =
             self.store.query(Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100)).await?;
         // Read the items themselves (the index may lag), several at once.
-        use futures_util::stream::{self, StreamExt, TryStreamExt};
-        let reads: Vec<_> = page.items.iter().map(|found| self.store.get(&found.key)).collect();
-        let items: Vec<_> = stream::iter(reads).buffered(super::READS_AT_ONCE).try_collect().await?;
+        let items =
+            super::at_once(page.items.iter().map(|found| self.store.get(&found.key)).collect()).await?;
         items.into_iter().flatten().map(|item| Ok((item.data()?, item.version))).collect()
     }
 
