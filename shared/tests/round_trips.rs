@@ -192,3 +192,26 @@ async fn a_test_run_reads_its_environment_beside_the_customization() {
     assert_eq!(waves_of(&tally, "store.get CODEENV"), waves_of(&tally, "store.get CODE"), "{tally}");
     assert_eq!(tally.waves, 4, "{tally}");
 }
+
+#[tokio::test]
+async fn an_app_change_starts_from_the_app_read_beside_the_token() {
+    for stem in ["cc-app-rate-limit", "cc-app-workstation"] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        assert_eq!(waves_of(&tally, "store.get APP"), [1], "{stem}: {tally}");
+        // The token and the app, then the write.
+        assert_eq!(tally.waves, 2, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
+async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
+    for stem in ["rp-device-setup", "rp-device-offline-used", "rp-client-reg.patch"] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        let app = waves_of(&tally, "store.get APP");
+        assert_eq!(app.len(), 1, "{stem}: {tally}");
+        // Read once, beside the app: the write starts from that read.
+        assert_eq!(waves_of(&tally, "store.get PAIR"), app, "{stem}: {tally}");
+    }
+}

@@ -6,7 +6,7 @@ use super::AppState;
 use crate::domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
 use crate::domain::tokens::{TokenKind, TokenRecord};
 use crate::domain::validate;
-use crate::ports::{retry_on_conflict, Cursor, Query, StoreError};
+use crate::ports::{retry_on_conflict_from, Cursor, Query, StoreError};
 use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::tokens::{self, Tokens};
 use axum::extract::State;
@@ -213,12 +213,12 @@ async fn get_workstation(admin: AdminOfApp) -> Result<Json<WorkstationSettings>,
     request_body = WorkstationSettings, responses((status = 200, description = "Stored", body = WorkstationSettings)))]
 async fn put_workstation(
     State(state): State<AppState>,
-    _admin: Admin,
+    admin: AdminOfApp,
     ApiPath(app_id): ApiPath<String>,
     ApiJson(settings): ApiJson<WorkstationSettings>,
 ) -> Result<Json<WorkstationSettings>, ControlError> {
     settings.validate()?;
-    update_app(&state, &app_id, |app| app.workstation = settings.clone()).await?;
+    update_app(&state, &app_id, admin.app, |app| app.workstation = settings.clone()).await?;
     tracing::info!(%app_id, "workstation settings replaced");
     Ok(Json(settings))
 }
@@ -234,32 +234,38 @@ async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, ControlErr
     request_body = RateLimit, responses((status = 200, description = "Stored", body = RateLimit)))]
 async fn put_rate_limit(
     State(state): State<AppState>,
-    _admin: Admin,
+    admin: AdminOfApp,
     ApiPath(app_id): ApiPath<String>,
     ApiJson(rule): ApiJson<RateLimit>,
 ) -> Result<Json<RateLimit>, ControlError> {
     rule.validate()?;
-    update_app(&state, &app_id, |app| app.rate_limit = rule.clone()).await?;
+    update_app(&state, &app_id, admin.app, |app| app.rate_limit = rule.clone()).await?;
     tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
     Ok(Json(rule))
 }
 
 /// Changes one part of an app's record, retrying on a concurrent change so that the other parts
-/// are never lost.
+/// are never lost. The first attempt changes `read` (the app as [`AdminOfApp`] read it beside
+/// the token); a retry reads the app again.
 async fn update_app(
     state: &AppState,
     app_id: &str,
+    read: Result<(AppRecord, u64), ControlError>,
     change: impl Fn(&mut AppRecord),
 ) -> Result<(), ControlError> {
-    let apps = Apps::new(state.backend.store.as_ref());
+    let apps = &Apps::new(state.backend.store.as_ref());
     let change = &change;
-    retry_on_conflict(|| async move {
-        let (mut app, version) = load_app(state, app_id).await?;
-        change(&mut app);
-        app.updated_at = state.backend.clock.now_millis();
-        apps.replace(&app, version).await?;
-        Ok(())
-    })
+    retry_on_conflict_from(
+        read,
+        || load_app(state, app_id),
+        |read| async move {
+            let (mut app, version) = read?;
+            change(&mut app);
+            app.updated_at = state.backend.clock.now_millis();
+            apps.replace(&app, version).await?;
+            Ok(())
+        },
+    )
     .await
 }
 

@@ -20,7 +20,7 @@ use crate::domain::pairing::{
 };
 use crate::domain::time::EpochMillis;
 use crate::ports::keys::{open, seal_under, DataKey, Sealed};
-use crate::ports::{retry_on_conflict, EncryptionContext, StoreError};
+use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
 use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
@@ -91,20 +91,26 @@ pub async fn open_pins(
     Ok((read_pins(&secret.tokens, &set.remaining), secret.tokens_auth))
 }
 
+/// The pairing at `key`, as a read ahead of [`use_pins`] or [`device_setup`] hands it over.
+pub type PairingRead = Result<Option<(Pairing, u64)>, StoreError>;
+
 /// Deletes used PINs from the pairing's set (re-sealed without them), conditionally; a PIN
-/// already gone is [`OfflineError::PinGone`]. Returns the pairing as stored.
+/// already gone is [`OfflineError::PinGone`]. The first attempt works on `read` (the pairing
+/// as last read or written), a retry reads it again. Returns the pairing as stored, with its
+/// version.
 pub async fn use_pins(
     state: &AppState,
     app: &AppId,
     key: &PairingKey,
+    read: PairingRead,
     used: &[String],
     settings: &OfflineAccess,
-) -> Result<Pairing, PairingError> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
+) -> Result<(Pairing, u64), PairingError> {
+    let workstations = &Workstations::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    retry_on_conflict(|| async move {
-        let (pairing, version) =
-            workstations.pairing(app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
+    let reread = || workstations.pairing(app, &key.machine_id, &key.device_id);
+    retry_on_conflict_from(read, reread, |read| async move {
+        let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
         pairing.lock.check(now)?;
         let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
         // A PIN already gone is refused before the key service is asked for anything; the key
@@ -123,9 +129,9 @@ pub async fn use_pins(
             ..set
         });
         next.updated_at = now.max(pairing.updated_at);
-        workstations.replace_pairing(&next, version).await?;
+        let version = workstations.replace_pairing(&next, version).await?;
         tracing::info!(app_id = %app, machine_id = %key.machine_id, used = used.len(), remaining = left.len(), low = next.offline_set.as_ref().is_some_and(|s| s.low_token_warning(settings)), "offline PINs used");
-        Ok(next)
+        Ok((next, version))
     })
     .await
 }
@@ -221,16 +227,18 @@ async fn device_setup(
     ApiJson(body): ApiJson<DeviceSetupRequest>,
 ) -> Result<([(header::HeaderName, &'static str); 1], Json<DeviceSetup>), Problem> {
     let machine_id = devices::identifier("machineId", &body.machine_id)?;
-    let (app, _) = super::cc::load_app(&state, device.app_id.as_str()).await?;
+    let workstations = &Workstations::new(state.backend.store.as_ref());
+    let (state_ref, machine_id, device_id, app_id) =
+        (&state, &machine_id, device.device_id.as_str(), &device.app_id);
+    // The app's settings and the pairing are read at once; the settings are judged first.
+    let reread = || workstations.pairing(app_id, machine_id, device_id);
+    let (app, read) = tokio::join!(super::cc::load_app(&state, app_id.as_str()), reread());
+    let (app, _) = app?;
     let settings = &app.workstation.offline_access;
     require_enabled(settings).map_err(PairingError::from)?;
-    let workstations = Workstations::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    let (state_ref, machine_id, device_id, app_id) =
-        (&state, &machine_id, device.device_id.as_str(), &app.app_id);
-    let setup = retry_on_conflict(|| async move {
-        let (pairing, version) =
-            workstations.pairing(app_id, machine_id, device_id).await?.ok_or(PairingError::NotFound)?;
+    let setup = retry_on_conflict_from(read, reread, |read| async move {
+        let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
         pairing.lock.check(now)?;
         let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
         if set.delivered_at.is_some() || !set.is_valid(now) {
@@ -336,11 +344,17 @@ async fn device_used(
 ) -> Result<Json<PinsLeft>, Problem> {
     let machine_id = devices::identifier("machineId", &body.machine_id)?;
     pin_ids("tokenIds", &body.token_ids)?;
-    let (app, _) = super::cc::load_app(&state, device.app_id.as_str()).await?;
+    let key = PairingKey { machine_id, device_id: device.device_id.clone() };
+    // The app's settings and the pairing are read at once; the settings are judged first.
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (app, read) = tokio::join!(
+        super::cc::load_app(&state, device.app_id.as_str()),
+        workstations.pairing(&device.app_id, &key.machine_id, &key.device_id),
+    );
+    let (app, _) = app?;
     let settings = &app.workstation.offline_access;
     require_enabled(settings).map_err(PairingError::from)?;
-    let key = PairingKey { machine_id, device_id: device.device_id.clone() };
-    let pairing = use_pins(&state, &device.app_id, &key, &body.token_ids, settings).await?;
+    let (pairing, _) = use_pins(&state, &device.app_id, &key, read, &body.token_ids, settings).await?;
     let set = pairing.offline_set.as_ref();
     Ok(Json(PinsLeft {
         machine_id: pairing.machine_id.clone(),

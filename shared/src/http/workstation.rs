@@ -28,7 +28,7 @@ use crate::domain::pairing::{
 use crate::domain::time::EpochMillis;
 use crate::domain::FieldError;
 use crate::ports::keys::seal;
-use crate::ports::{retry_on_conflict, EncryptionContext, StoreError};
+use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
 use crate::repo::apps::AppRecord;
 use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
@@ -520,16 +520,19 @@ async fn update_pairing(
     let update = PairingUpdate::try_from(body)?;
     let app = &access.app_id;
     let owner = access.token.token_id.as_str();
-    let (settings, _) = super::cc::load_app(&state, app.as_str()).await?;
+    let workstations = &Workstations::new(state.backend.store.as_ref());
+    let reread = || workstations.pairing(app, &update.machine_id, &update.device_id);
+    // The app's settings and the pairing are read at once; the settings are judged first.
+    let (settings, read) = tokio::join!(super::cc::load_app(&state, app.as_str()), reread());
+    let (settings, _) = settings?;
     let offline_settings = &settings.workstation.offline_access;
-    let workstations = Workstations::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
+    // The pairing as last read or written, with its version: each step below starts from it,
+    // and a step that loses a race reads it again.
+    let mut latest = read?;
     if update.touches_offline() {
         require_enabled(offline_settings).map_err(PairingError::from)?;
-        let (pairing, _) = workstations
-            .pairing(app, &update.machine_id, &update.device_id)
-            .await?
-            .ok_or(PairingError::NotFound)?;
+        let (pairing, _) = latest.as_ref().ok_or(PairingError::NotFound)?;
         pairing.require_owner(owner).map_err(PairingError::from)?;
         pairing.lock.check(now).map_err(PairingError::from)?;
     }
@@ -544,29 +547,30 @@ async fn update_pairing(
     };
     if update.machine_name.is_some() || new_set.is_some() {
         let (update, new_set) = (&update, new_set.as_ref());
-        retry_on_conflict(|| async move {
-            let (pairing, version) = workstations
-                .pairing(app, &update.machine_id, &update.device_id)
-                .await?
-                .ok_or(PairingError::NotFound)?;
+        let written = retry_on_conflict_from(Ok(latest.take()), reread, |read| async move {
+            let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
             let next = pairing.update(update.machine_name.as_deref(), new_set, now);
-            workstations.replace_pairing(&next, version).await?;
-            Ok::<_, PairingError>(())
+            let version = workstations.replace_pairing(&next, version).await?;
+            Ok::<_, PairingError>((next, version))
         })
         .await?;
+        latest = Some(written);
     }
     if !update.used_token_ids.is_empty() {
         let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
-        offline::use_pins(&state, app, &key, &update.used_token_ids, offline_settings).await?;
+        let used = &update.used_token_ids;
+        latest = Some(offline::use_pins(&state, app, &key, Ok(latest.take()), used, offline_settings).await?);
     }
     if update.failed_attempts > 0 {
         let source = format!("workstation:{owner}");
         offline::count_wrong_attempts(&state, app, &update, offline_settings, &source).await?;
+        // It counts and may lock the pairing: what it wrote is read back below.
+        latest = None;
     }
-    let (pairing, _) = workstations
-        .pairing(app, &update.machine_id, &update.device_id)
-        .await?
-        .ok_or(PairingError::NotFound)?;
+    let (pairing, _) = match latest {
+        Some(latest) => latest,
+        None => reread().await?.ok_or(PairingError::NotFound)?,
+    };
     tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
     Ok((NO_STORE, Json(pairing_view(&state, pairing, &settings, Some(owner)).await?)))
 }

@@ -10,6 +10,6 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
 pub use queue::{Queue, QueueError, ReceivedMessage};
 pub use store::{
-    retry_on_conflict, Condition, Cursor, Increment, Index, Invalid, Item, ItemKey, ItemStore, MaybeConflict,
-    Page, Query, SortKey, StoreError, WriteOp,
+    retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Increment, Index, Invalid, Item, ItemKey,
+    ItemStore, MaybeConflict, Page, Query, SortKey, StoreError, WriteOp,
 };

@@ -403,10 +403,31 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
+    retry_on_conflict_from((), || std::future::ready(()), |()| attempt()).await
+}
+
+/// [`retry_on_conflict`] for an attempt that is handed its read: the first attempt gets `first`
+/// (read ahead, beside other reads, so that it costs no wait of its own), and each retry reads
+/// afresh with `read`, so that it decides on what the winner wrote.
+pub async fn retry_on_conflict_from<R, RFut, T, E, F, Fut>(
+    first: R,
+    mut read: impl FnMut() -> RFut,
+    mut attempt: F,
+) -> Result<T, E>
+where
+    E: MaybeConflict,
+    RFut: std::future::Future<Output = R>,
+    F: FnMut(R) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
     let mut tries = 1;
+    let mut current = first;
     loop {
-        match attempt().await {
-            Err(e) if e.is_conflict() && tries < CONFLICT_ATTEMPTS => tries += 1,
+        match attempt(current).await {
+            Err(e) if e.is_conflict() && tries < CONFLICT_ATTEMPTS => {
+                tries += 1;
+                current = read().await;
+            }
             other => return other,
         }
     }
@@ -476,6 +497,45 @@ pub const COUNTER_ATTR: &str = "n";
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The read handed over is used once; a lost race reads afresh, and a race lost on every
+    /// attempt ends after [`CONFLICT_ATTEMPTS`] with the conflict.
+    #[tokio::test]
+    async fn a_read_ahead_serves_the_first_attempt_only() {
+        let reads = std::cell::Cell::new(0);
+        let seen = std::cell::RefCell::new(Vec::new());
+        let outcome = retry_on_conflict_from(
+            "ahead",
+            || {
+                reads.set(reads.get() + 1);
+                std::future::ready("fresh")
+            },
+            |read| {
+                seen.borrow_mut().push(read);
+                let lost = seen.borrow().len() < 3;
+                async move {
+                    if lost {
+                        Err(StoreError::Conflict)
+                    } else {
+                        Ok(read)
+                    }
+                }
+            },
+        )
+        .await;
+        assert_eq!(outcome.unwrap(), "fresh");
+        assert_eq!(*seen.borrow(), ["ahead", "fresh", "fresh"]);
+        assert_eq!(reads.get(), 2);
+
+        let tries = std::cell::Cell::new(0);
+        let outcome: Result<(), _> = retry_on_conflict(|| {
+            tries.set(tries.get() + 1);
+            std::future::ready(Err(StoreError::Conflict))
+        })
+        .await;
+        assert!(matches!(outcome, Err(StoreError::Conflict)));
+        assert_eq!(tries.get(), CONFLICT_ATTEMPTS);
+    }
 
     #[test]
     fn stored_attributes_decode_once_and_stay_exact() {

@@ -165,8 +165,9 @@ impl<'a> Workstations<'a> {
         }
     }
 
-    pub async fn replace_pairing(&self, pairing: &Pairing, version: u64) -> Result<(), StoreError> {
-        self.store.put(pairing_item(pairing)?, Condition::Version(version)).await.map(|_| ())
+    /// Stores a pairing read at `version`, if it is still at it; returns its new version.
+    pub async fn replace_pairing(&self, pairing: &Pairing, version: u64) -> Result<u64, StoreError> {
+        self.store.put(pairing_item(pairing)?, Condition::Version(version)).await.map(|item| item.version)
     }
 
     /// Stores a pairing (read at `version`) with the event that reports the change.

@@ -184,6 +184,46 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
     assert!(!stored.contains(&format!("{:08}", 40_000_000 + 3 * 7919)), "PINs are sealed at rest");
 }
 
+/// The phone and the workstation report PINs at once, with a machine-name change among them:
+/// each write starts from the pairing read beside the app, the losers of a race read it again,
+/// and every report lands.
+pub async fn racing_pin_reports_all_land(h: Harness) {
+    let (_app, access, dev, machine) = offline_pairing(&h, "rosa@example.com", 10).await;
+    let h = std::sync::Arc::new(h);
+    let racers: Vec<_> = (3..=8)
+        .map(|i| {
+            let (h, access, machine) = (h.clone(), access.clone(), machine.clone());
+            let (device_id, device_token) = (dev.device_id.clone(), dev.token.clone());
+            tokio::spawn(async move {
+                let pin = format!("pin-{i:02}");
+                let r = if i % 2 == 0 {
+                    let body = json!({"machineId": machine, "tokenIds": [pin]});
+                    h.client
+                        .send("POST", "/rp/versioned/device/offline/used", Some(&device_token), Some(body))
+                        .await
+                } else {
+                    let body = json!({"machineId": machine, "deviceId": device_id, "usedTokenIds": [pin],
+                        "machineName": format!("desk-{i}")});
+                    h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(body)).await
+                };
+                (r.status.as_u16(), r.json())
+            })
+        })
+        .collect();
+    for racer in racers {
+        let (status, body) = racer.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    let pins = own["workstation"]["offline"]["tokens"].as_str().unwrap().to_owned();
+    assert_eq!(own["offlineStatus"]["tokensRemaining"], 4, "{own}");
+    for i in 3..=8 {
+        assert!(!pins.contains(&format!("pin-{i:02}:")), "pin-{i:02} is gone: {pins}");
+    }
+    assert!(pins.contains("pin-01:") && pins.contains("pin-10:"));
+    assert!(["desk-3", "desk-5", "desk-7"].contains(&own["machineName"].as_str().unwrap()), "{own}");
+}
+
 pub async fn wrong_attempts_lock_offline_access(h: Harness) {
     let (app, access, dev, machine) = offline_pairing(&h, "quinn@example.com", 5).await;
     let failed = |n: i64| json!({"machineId": machine, "deviceId": dev.device_id, "failedAttempts": n});
