@@ -18,7 +18,7 @@ use crate::domain::tokens::{TokenKind, TokenSecret};
 use crate::domain::EpochMillis;
 use crate::http::{self, AppState, HttpConfig};
 use crate::ports::{Condition, Item, ItemKey};
-use crate::repo::certificates::{cert_item, request_item};
+use crate::repo::certificates::{issued_items, request_item};
 use crate::repo::devices::Devices;
 use crate::repo::oob::OobRequests;
 use crate::repo::tokens;
@@ -207,7 +207,9 @@ async fn certificate_fixtures(backend: &Backend, app: &AppId, now: EpochMillis) 
         revoked_at: None,
         revocation_request_id: None,
     };
-    backend.store.put(cert_item(&cert)?, Condition::Absent).await?;
+    for item in issued_items(&cert)? {
+        backend.store.put(item, Condition::Absent).await?;
+    }
     Ok(())
 }
 

@@ -215,3 +215,45 @@ async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
         assert_eq!(waves_of(&tally, "store.get PAIR"), app, "{stem}: {tally}");
     }
 }
+
+#[tokio::test]
+async fn a_removed_device_its_pairings_and_certificates_are_read_at_once() {
+    let (status, tally) = first_call("cc-app-device").await;
+    assert_eq!(status, 204);
+    let device = waves_of(&tally, "store.get DEVICEID");
+    assert_eq!(waves_of(&tally, "store.query DEVPAIR"), device, "{tally}");
+    assert_eq!(waves_of(&tally, "store.query DEVCERT"), device, "{tally}");
+    // The token and the app; the device, its pairings and certificates; its user; the removal.
+    assert_eq!(tally.waves, 4, "{tally}");
+}
+
+#[tokio::test]
+async fn an_admins_first_read_goes_beside_the_token() {
+    // A poll reads where its round starts; a revocation reads the certificate of its path.
+    for (stem, read, waves) in
+        [("rp-certificate-requests", "store.get CERTQ", 5), ("cc-certificate-revoke", "store.get SERIAL", 4)]
+    {
+        let (status, tally) = first_call(stem).await;
+        assert!(status == 200 || status == 202, "{stem}: {status}");
+        assert_eq!(waves_of(&tally, "store.get TOKEN"), [1], "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves, waves, "{stem}: {tally}");
+    }
+}
+
+/// A refused token is refused before the path is judged, and the path before the certificate.
+#[tokio::test]
+async fn a_revocations_token_is_judged_before_its_path() {
+    let (_dir, backend) = seeded().await;
+    let sample = sample("cc-certificate-revoke");
+    let router = http::function(&sample.function, AppState::new(backend, HttpConfig::default())).unwrap();
+    let serial = rp_shared::samples::SERIAL;
+    let bad_token = |event: &str| event.replace(rp_shared::samples::ADMIN_TOKEN, "rpt_not-a-token");
+    let too_long = sample.event.replace(serial, &"f".repeat(129));
+    let unknown = sample.event.replace(serial, "ffff");
+    assert_eq!(send(&router, &bad_token(&too_long)).await, 401);
+    assert_eq!(send(&router, &bad_token(&unknown)).await, 401);
+    assert_eq!(send(&router, &too_long).await, 400);
+    assert_eq!(send(&router, &unknown).await, 404);
+    assert_eq!(send(&router, &sample.event).await, 202);
+}

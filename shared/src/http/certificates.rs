@@ -6,7 +6,8 @@
 //! [`Certificates`] (conditionally, retried on a lost race) and answers.
 
 use super::cc::ListParams;
-use super::extract::{Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
+use super::extract::{admin_beside, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
+use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::WorkstationSettings;
 use crate::domain::certificates::{
@@ -17,11 +18,11 @@ use crate::domain::messages::{lease_timeouts, LeaseRef};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
 use crate::metrics::{self, Metric};
-use crate::ports::retry_on_conflict;
+use crate::ports::{retry_on_conflict, retry_on_conflict_from};
 use crate::repo::apps::Apps;
 use crate::repo::certificates::{revocation_ops, Certificates, Effect};
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{FromRequestParts, State};
+use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
@@ -60,11 +61,13 @@ pub fn device_router(_state: &AppState) -> Router<AppState> {
     responses((status = 200, description = "The requests this poll leased; both arrays empty when none is pending", body = CertificateRequestList)))]
 async fn poll(
     State(state): State<AppState>,
-    _admin: Admin,
-) -> Result<Json<CertificateRequestList>, CertError> {
+    mut parts: Parts,
+) -> Result<Json<CertificateRequestList>, Problem> {
     let certs = Certificates::new(state.backend.store.as_ref());
+    // Where the round starts is read beside the token.
+    let (_admin, start) = admin_beside(&mut parts, &state, certs.round_start()).await?;
     let now = state.backend.clock.now_millis();
-    let (pending, round) = certs.pending(state.config.poll_batch, now).await?;
+    let (pending, round) = certs.pending(state.config.poll_batch, now, start?).await?;
     let leases: Vec<_> = pending
         .into_iter()
         .filter_map(|(request, version)| {
@@ -223,16 +226,27 @@ pub struct RevocationQueued {
     responses((status = 202, description = "A revocation request is queued (or was under way already)", body = RevocationQueued)))]
 async fn queue_revocation(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath(serial): ApiPath<String>,
-) -> Result<(StatusCode, Json<RevocationQueued>), CertError> {
-    validate::text("certSerialNumber", &serial, 1, 128)?;
+    mut parts: Parts,
+) -> Result<(StatusCode, Json<RevocationQueued>), Problem> {
     let certs = Certificates::new(state.backend.store.as_ref());
-    let serial = &serial;
+    // The certificate is read beside the token, if the path names one; the token is judged
+    // first, then the path.
+    let path = ApiPath::<String>::from_request_parts(&mut parts, &state).await.and_then(|ApiPath(serial)| {
+        validate::text("certSerialNumber", &serial, 1, 128)?;
+        Ok(serial)
+    });
+    let read = async {
+        match &path {
+            Ok(serial) => Some(certs.by_serial(serial).await),
+            Err(_) => None,
+        }
+    };
+    let (_admin, read) = admin_beside(&mut parts, &state, read).await?;
+    let (serial, read) = (&path?, read.unwrap_or(Ok(None)));
     let state = &state;
-    let request_id = retry_on_conflict(|| async move {
-        let (cert, version) =
-            certs.by_serial(serial).await?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
+    let reread = || async move { certs.by_serial(serial).await };
+    let request_id = retry_on_conflict_from(read, reread, |read| async move {
+        let (cert, version) = read?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
         if cert.revoked_at.is_some() {
             return Err(CertError::AlreadyRevoked(serial.clone()));
         }

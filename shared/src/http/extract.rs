@@ -243,6 +243,18 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
+/// Judges a global admin's token beside `read`, a read that does not depend on the caller, so
+/// that the two cost one wait. The token is judged first: a refused caller's read is dropped
+/// unseen, so `read` must not write.
+pub async fn admin_beside<T>(
+    parts: &mut Parts,
+    state: &AppState,
+    read: impl std::future::Future<Output = T>,
+) -> Result<(Admin, T), Problem> {
+    let (admin, read) = tokio::join!(Admin::from_request_parts(parts, state), read);
+    Ok((admin?, read))
+}
+
 /// The app at `app_id` with its version, or 404.
 pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
     let id = AppId::parse("appId", app_id)?;
@@ -278,8 +290,8 @@ impl FromRequestParts<AppState> for AdminOfApp {
         };
         let app_id =
             app_id.ok_or_else(|| Problem::internal(std::io::Error::other("the route has no {app_id}")))?;
-        let (admin, app) = tokio::join!(Admin::from_request_parts(parts, state), load_app(state, &app_id));
-        Ok(Self { token: admin?.0, app })
+        let (admin, app) = admin_beside(parts, state, load_app(state, &app_id)).await?;
+        Ok(Self { token: admin.0, app })
     }
 }
 

@@ -376,31 +376,36 @@ async fn revoke_device(
     let (app, _) = admin.app?;
     let device_id = devices::identifier("deviceId", &device_id)?;
     let store = state.backend.store.as_ref();
-    let device = Devices::new(store)
-        .device(&app.app_id, &device_id)
-        .await?
-        .ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
+    let (devices, workstations, certs) =
+        (Devices::new(store), &Workstations::new(store), &Certificates::new(store));
+    // The device, its pairings and its certificates are read at once; the device is judged first.
+    let (device, pairings, issued) = tokio::join!(
+        devices.device(&app.app_id, &device_id),
+        workstations.pairings_of_device(&app.app_id, &device_id),
+        certs.all_of_device(&app.app_id, &device_id),
+    );
+    let device = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
     let source = format!("admin:{}", admin.token.token_id);
-    let workstations = Workstations::new(store);
-    for (pairing, _) in workstations.pairings_of_device(&app.app_id, &device_id).await? {
+    for listed in pairings? {
         let (state, source, app_id, device_id) = (&state, source.as_str(), &app.app_id, &device_id);
-        let machine_id = &pairing.machine_id;
-        retry_on_conflict(|| async move {
-            let Some((pairing, version)) = workstations.pairing(app_id, machine_id, device_id).await? else {
+        let machine_id = listed.0.machine_id.clone();
+        let reread = || workstations.pairing(app_id, &machine_id, device_id);
+        retry_on_conflict_from(Ok(Some(listed)), reread, |read| async move {
+            let Some((pairing, version)) = read? else {
                 return Ok(());
             };
             unpair(state, pairing, version, source).await
         })
         .await?;
     }
-    let certs = Certificates::new(store);
-    for cert in certs.all_of_device(&app.app_id, &device_id).await? {
+    // Each is read again: unpairing has queued the revocation of some.
+    for cert in issued? {
         let state = &state;
         let serial = cert.cert_serial_number.clone();
         let serial = &serial;
         retry_on_conflict(|| async move {
             let Some((cert, version)) = certs.by_serial(serial).await? else { return Ok(()) };
-            if let Revocation::Queue(_, ops) = revocation_of(state, certs, &cert, version).await? {
+            if let Revocation::Queue(_, ops) = revocation_of(state, *certs, &cert, version).await? {
                 state.backend.store.transact(ops).await?;
             }
             Ok::<_, crate::domain::certificates::CertError>(())
@@ -416,7 +421,7 @@ async fn revoke_device(
         state.backend.clock.now_millis(),
         attrs,
     );
-    match Devices::new(store).revoke_device(&device, &event).await {
+    match devices.revoke_device(&device, &event).await {
         Ok(()) | Err(StoreError::Conflict) => {}
         Err(e) => return Err(e.into()),
     }

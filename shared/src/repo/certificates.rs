@@ -145,6 +145,14 @@ fn serial_key(serial: &str) -> ItemKey {
     ItemKey::new(format!("SERIAL#{serial}"), "SERIAL")
 }
 
+/// A new certificate's items: the certificate, and its serial's owner item (which takes the
+/// serial, and finds the certificate by it in one read).
+pub fn issued_items(cert: &IssuedCert) -> Result<Vec<Item>, StoreError> {
+    let item = cert_item(cert)?;
+    let owner = SerialOwner { pk: item.key.pk.clone(), sk: item.key.sk.clone() };
+    Ok(vec![item, Item::new(serial_key(&cert.cert_serial_number), &owner)?])
+}
+
 /// A taken serial and where its certificate is.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct SerialOwner {
@@ -165,6 +173,14 @@ pub enum Effect {
 /// What a poll's round leaves to write once its requests are found: the apps it served (the
 /// pointer moves past the last) and, for each, whether its shard may hold more (if not, its
 /// ready marker goes). [`Certificates::end_round`] writes it.
+/// Where a poll's round starts: after the app the previous round served last (the round-robin
+/// pointer), or at the first app. [`Certificates::round_start`] reads it, so that a poll can
+/// read it beside its caller's token.
+#[derive(Debug, Clone, Default)]
+pub struct RoundStart {
+    after: Option<String>,
+}
+
 #[derive(Debug, Default)]
 pub struct RoundEnd {
     apps: Vec<(ReadyMarker, u64)>,
@@ -196,11 +212,12 @@ impl<'a> Certificates<'a> {
         &self,
         batch: usize,
         now: EpochMillis,
+        mut start: RoundStart,
     ) -> Result<(Vec<(CertRequest, u64)>, RoundEnd), StoreError> {
         // A page of markers can be all apps drained within their grace period (a small batch,
         // many apps): then the next page is tried, a few at most, so a poll stays O(batch).
         for _ in 0..MARKER_PAGES {
-            let apps = self.ready_apps(batch).await?;
+            let apps = self.ready_apps(batch, &start).await?;
             if apps.is_empty() {
                 return Ok((Vec::new(), RoundEnd::default()));
             }
@@ -209,7 +226,9 @@ impl<'a> Certificates<'a> {
             if !pending.is_empty() {
                 return Ok((pending, end));
             }
-            // The next page starts after this one's pointer.
+            // The next page starts after this one's last app, where this round moves the pointer.
+            start =
+                RoundStart { after: end.apps.last().map(|(marker, _)| marker.app_id.as_str().to_owned()) };
             self.end_round(end, now).await?;
             if !full_page {
                 break;
@@ -269,11 +288,21 @@ impl<'a> Certificates<'a> {
 
     /// Up to `batch` ready markers (with their versions), starting after the round-robin pointer
     /// and wrapping around.
-    async fn ready_apps(&self, batch: usize) -> Result<Vec<(ReadyMarker, u64)>, StoreError> {
-        let pointer = match self.store.get(&round_key()).await? {
+    /// Where the next round starts: the pointer the last round left.
+    pub async fn round_start(&self) -> Result<RoundStart, StoreError> {
+        let after = match self.store.get(&round_key()).await? {
             Some(item) => Some(item.data::<RoundPointer>()?.app_id),
             None => None,
         };
+        Ok(RoundStart { after })
+    }
+
+    async fn ready_apps(
+        &self,
+        batch: usize,
+        start: &RoundStart,
+    ) -> Result<Vec<(ReadyMarker, u64)>, StoreError> {
+        let pointer = &start.after;
         let after = pointer.as_ref().map(|app| Cursor {
             key: ItemKey::new(READY_APPS, app.as_str()),
             index_key: None,
@@ -374,17 +403,10 @@ impl<'a> Certificates<'a> {
     ) -> Result<(), StoreError> {
         let produced = match effect {
             Effect::None => Vec::new(),
-            Effect::Issue(cert) => {
-                let item = cert_item(&cert)?;
-                let owner = SerialOwner { pk: item.key.pk.clone(), sk: item.key.sk.clone() };
-                vec![
-                    WriteOp::Put { item, condition: Condition::Absent },
-                    WriteOp::Put {
-                        item: Item::new(serial_key(&cert.cert_serial_number), &owner)?,
-                        condition: Condition::Absent,
-                    },
-                ]
-            }
+            Effect::Issue(cert) => issued_items(&cert)?
+                .into_iter()
+                .map(|item| WriteOp::Put { item, condition: Condition::Absent })
+                .collect(),
             Effect::Revoke(cert, cert_version) => {
                 vec![WriteOp::Put { item: cert_item(&cert)?, condition: Condition::Version(cert_version) }]
             }
