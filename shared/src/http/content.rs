@@ -13,7 +13,7 @@ use crate::http::cc::ListParams;
 use crate::repo::ratelimit::{self, Decision};
 use crate::repo::versioned::Contents;
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -82,7 +82,17 @@ async fn rate_limit_gate(
         }
     };
     let rule = &tenant.app.rate_limit;
-    let decision = match ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await {
+    let hit = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now);
+    let request = Request::from_parts(parts, body);
+    // A read (GET, HEAD: these routes' handlers write nothing) runs beside the count, and its
+    // answer is dropped if the count refuses it or fails; anything else waits for the count.
+    let (decision, answered) = if matches!(*request.method(), Method::GET | Method::HEAD) {
+        let (decision, response) = tokio::join!(hit, next.run(request));
+        (decision, Ok(response))
+    } else {
+        (hit.await, Err((next, request)))
+    };
+    let decision = match decision {
         Ok(decision) => decision,
         Err(e) => {
             let mut response = Problem::from(e).into_response();
@@ -90,10 +100,10 @@ async fn rate_limit_gate(
             return response;
         }
     };
-    let mut response = if decision.allowed {
-        next.run(Request::from_parts(parts, body)).await
-    } else {
-        over_limit(rule, &decision, now).into_response()
+    let mut response = match (decision.allowed, answered) {
+        (true, Ok(response)) => response,
+        (true, Err((next, request))) => next.run(request).await,
+        (false, _) => over_limit(rule, &decision, now).into_response(),
     };
     stamp(response.headers_mut(), &decision);
     response

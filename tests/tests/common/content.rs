@@ -307,6 +307,10 @@ pub async fn content_rate_limit_headers_and_429(h: Harness) {
     let retry: i64 = over.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
     assert!(resets.iter().all(|r| *r == resets[0]), "one window: {resets:?}");
+    // A read over the limit, served beside the count, is refused whatever it found.
+    let over_read = h.as_tenant(&t, "GET", &format!("{PATH}/424242"), None).await;
+    over_read.problem(429, codes::RATE_LIMITED);
+    assert_eq!(over_read.header("x-ratelimit-remaining"), Some("0"));
     h.clock.advance(Duration::from_secs(retry as u64));
     let next = h.as_tenant(&t, "GET", PATH, None).await;
     assert_eq!(next.status, 200, "a new window");
