@@ -275,3 +275,26 @@ async fn a_customization_read_goes_beside_the_count_and_a_write_waits_for_it() {
         assert!(read.iter().all(|&w| w > counted[0]), "{stem}: {tally}");
     }
 }
+
+#[tokio::test]
+async fn a_restore_starts_from_the_record_read_beside_its_version() {
+    for (stem, kind) in [("content-customization-restore", "CONTENT"), ("code-customization-restore", "CODE")]
+    {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        assert_eq!(waves_of(&tally, &format!("store.get {kind}")).len(), 2, "read once each: {tally}");
+        // The token and the app, the count, the version and the record, the write.
+        assert_eq!(tally.waves, 4, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
+async fn a_delete_reads_its_record_meta_and_versions_at_once() {
+    let (status, tally) = first_call("code-customization.delete").await;
+    assert_eq!(status, 204);
+    let reads = waves_of(&tally, "store.get CODE");
+    assert_eq!(reads.len(), 2, "the record and META: {tally}");
+    assert_eq!(waves_of(&tally, "store.query CODE"), reads[..1], "{tally}");
+    // The versions fitted in the transaction: nothing is left to look for after it.
+    assert_eq!(tally.waves, 4, "{tally}");
+}

@@ -272,17 +272,18 @@ async fn list_versions(
     }))
 }
 
+/// Version `version` of customization `id`, with the customization as it is now.
 async fn load_version(
     state: &AppState,
     tenant: &AppId,
     id: &str,
     version: &str,
-) -> Result<CodeRecord, CodeError> {
+) -> Result<(CodeRecord, CodeRecord), CodeError> {
     let id = validate::positive_id("id", id)?;
     let version = validate::positive_id("version", version)? as u64;
     let (current, snapshot) = records(state, tenant).with_version(id, version).await?;
-    current.ok_or(CodeError::NotFound(id))?;
-    snapshot.ok_or(CodeError::VersionNotFound { id, version })
+    let current = current.ok_or(CodeError::NotFound(id))?;
+    Ok((current, snapshot.ok_or(CodeError::VersionNotFound { id, version })?))
 }
 
 #[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
@@ -292,7 +293,8 @@ async fn get_version(
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<CodeView>, CodeError> {
-    Ok(Json(load_version(&state, tenant.id(), &id, &version).await?.into()))
+    let (_, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
+    Ok(Json(snapshot.into()))
 }
 
 #[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
@@ -302,10 +304,12 @@ async fn restore(
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<CodeView>, CodeError> {
-    let snapshot = load_version(&state, tenant.id(), &id, &version).await?;
+    let (current, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
     let now = state.backend.clock.now_millis();
     let restored = records(&state, tenant.id())
-        .update(snapshot.id, now, |current| Ok::<_, CodeError>(current.restored_from(&snapshot)))
+        .update_from(snapshot.id, now, Some(current), |current| {
+            Ok::<_, CodeError>(current.restored_from(&snapshot))
+        })
         .await?
         .ok_or(CodeError::NotFound(snapshot.id))?;
     tracing::info!(tenant = %tenant.id(), id = restored.id, from = snapshot.version, version = restored.version, "code customization restored");

@@ -375,17 +375,18 @@ async fn list_versions(
     }))
 }
 
+/// Version `version` of customization `id`, with the customization as it is now.
 async fn load_version(
     state: &AppState,
     tenant: &Tenant,
     id: &str,
     version: &str,
-) -> Result<(i64, ContentRecord), ContentError> {
+) -> Result<(ContentRecord, ContentRecord), ContentError> {
     let id = validate::positive_id("id", id)?;
     let version = validate::positive_id("version", version)? as u64;
     let (current, snapshot) = contents(state, tenant).with_version(id, version).await?;
-    current.ok_or(ContentError::NotFound(id))?;
-    Ok((id, snapshot.ok_or(ContentError::VersionNotFound { id, version })?))
+    let current = current.ok_or(ContentError::NotFound(id))?;
+    Ok((current, snapshot.ok_or(ContentError::VersionNotFound { id, version })?))
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions/{version}", tag = "content", security(("tenantAdmin" = [])),
@@ -408,11 +409,11 @@ async fn restore(
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<ContentView>, ContentError> {
-    let (id, snapshot) = load_version(&state, &tenant, &id, &version).await?;
-    let now = state.backend.clock.now_millis();
+    let (current, snapshot) = load_version(&state, &tenant, &id, &version).await?;
+    let (id, now) = (current.id, state.backend.clock.now_millis());
     let contents = contents(&state, &tenant);
     let restored = contents
-        .update(id, now, |current| current.restored_from(&snapshot).within_size())
+        .update_from(id, now, Some(current), |current| current.restored_from(&snapshot).within_size())
         .await?
         .ok_or(ContentError::NotFound(id))?;
     tracing::info!(tenant = %tenant.id(), id, from = snapshot.version, version = restored.version, "content customization restored");

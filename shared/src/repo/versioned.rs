@@ -26,8 +26,8 @@ use crate::domain::code::{CodeRecord, Trigger};
 use crate::domain::content::ContentRecord;
 use crate::domain::time::EpochMillis;
 use crate::ports::{
-    retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, MaybeConflict, Query, SortKey,
-    StoreError, WriteOp,
+    retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Item, ItemKey, ItemStore, MaybeConflict,
+    Query, SortKey, StoreError, WriteOp,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -269,51 +269,77 @@ impl<'a, R: Versioned> Records<'a, R> {
         now: EpochMillis,
         change: impl Fn(&R) -> Result<R, E>,
     ) -> Result<Option<R>, E> {
+        let current = self.get(id).await?;
+        self.update_from(id, now, current, change).await
+    }
+
+    /// [`update`](Self::update) from `current`, record `id` as the caller has read it (beside
+    /// another read): a lost race reads it again.
+    pub async fn update_from<E: From<StoreError> + MaybeConflict>(
+        &self,
+        id: i64,
+        now: EpochMillis,
+        current: Option<R>,
+        change: impl Fn(&R) -> Result<R, E>,
+    ) -> Result<Option<R>, E> {
         let change = &change;
-        retry_on_conflict(|| async move {
-            let Some(current) = self.get(id).await? else {
-                return Ok(None);
-            };
-            let mut next = change(&current)?;
-            next.replacing(&current, now);
-            let mut ops = vec![
-                WriteOp::Put {
-                    item: Item::new(self.key(item_sk(id)), &next)?,
-                    condition: Condition::Version(current.version()),
-                },
-                WriteOp::Put {
-                    item: Item::new(self.key(version_sk(id, current.version())), &current)?,
-                    condition: Condition::Absent,
-                },
-            ];
-            // Retention: the version that falls out of the last `keep` goes in the same write.
-            if current.version() > self.keep {
-                let oldest = self.key(version_sk(id, current.version() - self.keep));
-                ops.push(WriteOp::Delete { key: oldest, condition: Condition::Any });
-            }
-            // Listed elsewhere now: `META`'s index follows in the same write. Without an index
-            // yet, `META` is written as it is, so that an index being built from the records
-            // read before this write cannot be stored (its write is conditional on `META`).
-            if next.index() != current.index() {
-                let (mut meta, meta_version) = self.meta().await?;
-                meta.reindex(id, current.index(), next.index());
-                ops.push(self.put_meta(&meta, meta_version)?);
-            }
-            self.store.transact(ops).await?;
-            next.set_version(current.version() + 1);
-            Ok(Some(next))
-        })
+        retry_on_conflict_from(
+            Ok(current),
+            || self.get(id),
+            |current| async move {
+                let Some(current) = current? else {
+                    return Ok(None);
+                };
+                let mut next = change(&current)?;
+                next.replacing(&current, now);
+                let mut ops = vec![
+                    WriteOp::Put {
+                        item: Item::new(self.key(item_sk(id)), &next)?,
+                        condition: Condition::Version(current.version()),
+                    },
+                    WriteOp::Put {
+                        item: Item::new(self.key(version_sk(id, current.version())), &current)?,
+                        condition: Condition::Absent,
+                    },
+                ];
+                // Retention: the version that falls out of the last `keep` goes in the same write.
+                if current.version() > self.keep {
+                    let oldest = self.key(version_sk(id, current.version() - self.keep));
+                    ops.push(WriteOp::Delete { key: oldest, condition: Condition::Any });
+                }
+                // Listed elsewhere now: `META`'s index follows in the same write. Without an index
+                // yet, `META` is written as it is, so that an index being built from the records
+                // read before this write cannot be stored (its write is conditional on `META`).
+                if next.index() != current.index() {
+                    let (mut meta, meta_version) = self.meta().await?;
+                    meta.reindex(id, current.index(), next.index());
+                    ops.push(self.put_meta(&meta, meta_version)?);
+                }
+                self.store.transact(ops).await?;
+                next.set_version(current.version() + 1);
+                Ok(Some(next))
+            },
+        )
         .await
     }
 
     /// Deletes record `id` with its earlier versions, and counts it out of the total;
     /// `false` if there is no such record.
     pub async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let deleted = retry_on_conflict(|| async move {
-            let Some(current) = self.get(id).await? else {
-                return Ok(false);
+        let room = crate::ports::store::MAX_TRANSACTION_ITEMS - 2;
+        // The record, `META` and the first versions are read at once; a lost race reads all three
+        // again. Whether the transaction took every version comes back with the outcome.
+        let (deleted, whole) = retry_on_conflict(|| async move {
+            let (current, meta, versions) = tokio::join!(
+                self.get(id),
+                self.meta(),
+                self.store.query(self.versions_query(id).limit(room)),
+            );
+            let Some(current) = current? else {
+                return Ok((false, true));
             };
-            let (meta, meta_version) = self.meta().await?;
+            let (meta, meta_version) = meta?;
+            let versions = versions?;
             let mut next = Meta { count: (meta.count - 1).max(0), ..meta };
             next.reindex(id, current.index(), None);
             let mut ops = vec![
@@ -323,16 +349,19 @@ impl<'a, R: Versioned> Records<'a, R> {
                 },
                 self.put_meta(&next, meta_version)?,
             ];
-            let room = crate::ports::store::MAX_TRANSACTION_ITEMS - ops.len();
-            let versions = self.store.query(self.versions_query(id).limit(room)).await?;
+            let whole = versions.cursor.is_none();
             ops.extend(
                 versions.items.into_iter().map(|v| WriteOp::Delete { key: v.key, condition: Condition::Any }),
             );
             self.store.transact(ops).await?;
-            Ok::<_, StoreError>(true)
+            Ok::<_, StoreError>((true, whole))
         })
         .await?;
-        // Versions beyond one transaction's room (a retention over 98) go afterwards.
+        // Versions beyond one transaction's room (a retention over 98) go afterwards. None can
+        // be added meanwhile: a new version is written only beside its record, which is gone.
+        if whole {
+            return Ok(deleted);
+        }
         loop {
             let rest = self.store.query(self.versions_query(id).limit(100)).await?;
             if rest.items.is_empty() {
@@ -491,5 +520,28 @@ mod tests {
         // From now on, the index is kept by the writes.
         records.update(10, EpochMillis(3), enable(false)).await.unwrap();
         assert_eq!(ids(&records.indexed("oob.start").await.unwrap())[..2], [5, 20]);
+    }
+
+    /// A delete takes every earlier version: those beyond one transaction's room, and those of
+    /// a record with fewer, in its one transaction.
+    #[tokio::test]
+    async fn a_delete_takes_every_version_however_many() {
+        let (_dir, backend, tenant) = fixture();
+        let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(500);
+        let versions = |id| records.versions(id, 200, None);
+        for (id, updates) in [(1, 130), (2, 3)] {
+            records.create(|id| code(id, false)).await.unwrap();
+            for at in 0..updates {
+                records.update(id, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
+            }
+            assert_eq!(versions(id).await.unwrap().0.len(), updates as usize);
+        }
+        for id in [1, 2] {
+            assert!(records.delete(id).await.unwrap());
+            assert!(versions(id).await.unwrap().0.is_empty(), "record {id}'s versions are gone");
+            assert!(records.get(id).await.unwrap().is_none());
+            assert!(!records.delete(id).await.unwrap(), "and it is gone");
+        }
+        assert_eq!(records.meta().await.unwrap().0.count, 0);
     }
 }
