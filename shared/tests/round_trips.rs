@@ -128,11 +128,17 @@ async fn an_enrollment_reads_what_it_can_at_once() {
 }
 
 #[tokio::test]
-async fn an_oob_start_reads_its_customizations_beside_the_devices() {
+async fn an_oob_start_reads_what_it_needs_at_once_and_its_devices_beside_the_count() {
     let (status, tally) = first_call("rp-oob-requests").await;
     assert_eq!(status, 200);
-    assert_eq!(waves_of(&tally, "store.get CODE"), waves_of(&tally, "store.query USER"), "{tally}");
-    assert_eq!(tally.waves, 6, "{tally}");
+    // After the token: the app, the user, the nonce and the customizations at once.
+    for read in ["store.get APP", "store.get USER", "store.get OOBNONCE", "store.get CODE"] {
+        assert_eq!(waves_of(&tally, read), [2], "{read}: {tally}");
+    }
+    assert_eq!(waves_of(&tally, "store.increment RL"), [3], "{tally}");
+    assert_eq!(waves_of(&tally, "store.query USER"), [3], "{tally}");
+    // Then the request is stored.
+    assert_eq!(tally.waves, 4, "{tally}");
 }
 
 #[tokio::test]

@@ -69,30 +69,41 @@ async fn start(
     let mut start = OobStart::try_from(body)?;
     access.require_app(start.app_id.as_str())?;
     let store = state.backend.store.as_ref();
-    let (app, _) = super::cc::load_app(&state, start.app_id.as_str()).await?;
+    let devices = Devices::new(store);
+    let requests = OobRequests::new(store);
+    // What the start needs to know is read at once: the app, the user, whether the nonce is
+    // spent, and the customizations that decide. Then the user's devices go beside the count.
+    // The checks keep their order: a start over the limit is refused before anything is
+    // judged of its user, and nothing is written before the count allows it.
+    let (app, user, spent, hooks) = tokio::join!(
+        super::cc::load_app(&state, start.app_id.as_str()),
+        devices.resolve_user(&start.app_id, &start.named_user),
+        requests.nonce_spent(&start.app_id, &start.nonces.session_nonce),
+        super::code::hooks(&state, &start.app_id, Trigger::OobStart),
+    );
+    let (app, _) = app?;
     let now_secs = state.backend.clock.epoch_secs();
-    let decision = ratelimit::hit(store, &app.app_id, "oob-start", &app.rate_limit, now_secs).await?;
+    let found = match &user {
+        Ok(Some(user)) => Some(user.named_user.as_str()),
+        _ => None,
+    };
+    let (decision, listed) =
+        tokio::join!(ratelimit::hit(store, &app.app_id, "oob-start", &app.rate_limit, now_secs), async {
+            match found {
+                Some(named_user) => devices.devices_of(&start.app_id, named_user).await,
+                None => Ok(Vec::new()),
+            }
+        },);
+    let decision = decision?;
     if !decision.allowed {
         return Err(over_limit(&app.rate_limit, &decision, now_secs));
     }
-    let devices = Devices::new(store);
-    let requests = OobRequests::new(store);
-    // A replay is refused before the customizations run, so it costs reads, not a sandbox run;
-    // the nonce read goes beside the user lookup and adds no round trip.
-    let (user, spent) = tokio::join!(
-        devices.resolve_user(&start.app_id, &start.named_user),
-        requests.nonce_spent(&start.app_id, &start.nonces.session_nonce),
-    );
     let user = user?.ok_or(OobError::UnknownUser)?;
+    // A replay is refused before the customizations run, so it costs reads, not a sandbox run.
     if spent? {
         return Err(OobError::NonceReused.into());
     }
-    // The customizations that decide are read beside the user's devices.
-    let (device, hooks) = tokio::join!(
-        devices.devices_of(&start.app_id, &user.named_user),
-        super::code::hooks(&state, &app.app_id, Trigger::OobStart),
-    );
-    let device = device?.pop().ok_or(OobError::NoDevice)?;
+    let device = listed?.pop().ok_or(OobError::NoDevice)?;
     let device = OobDevice {
         device_id: device.device_id,
         friendly_name: device.friendly_name,

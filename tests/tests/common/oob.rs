@@ -338,6 +338,10 @@ pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
     let r = h.client.send("POST", path, Some(&access), Some(start_body(&app, "dave@example.com"))).await;
     r.problem(429, codes::RATE_LIMITED);
     assert!(r.header("retry-after").is_some());
+    // Over the limit, nothing of the start is judged: an unknown user is a 429 too.
+    let unknown =
+        h.client.send("POST", path, Some(&access), Some(start_body(&app, "nobody@example.com"))).await;
+    unknown.problem(429, codes::RATE_LIMITED);
 }
 
 pub async fn racing_oob_answers_have_one_winner(h: Harness) {
