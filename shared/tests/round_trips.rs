@@ -304,3 +304,12 @@ async fn a_delete_reads_its_record_meta_and_versions_at_once() {
     // The versions fitted in the transaction: nothing is left to look for after it.
     assert_eq!(tally.waves, 4, "{tally}");
 }
+
+#[tokio::test]
+async fn an_enrollments_completion_reads_its_session_beside_the_user() {
+    let (status, tally) = first_call("rp-enroll-complete").await;
+    assert_eq!(status, 200);
+    assert_eq!(waves_of(&tally, "store.get ENRSESSION"), waves_of(&tally, "store.get USER"), "{tally}");
+    // The token, the user and the session, the transaction.
+    assert_eq!(tally.waves, 3, "{tally}");
+}

@@ -212,14 +212,17 @@ async fn complete(
     let workstations = Workstations::new(store);
     let source = format!("workstation:{}", access.token.token_id);
     let now = state.backend.clock.now_millis();
-    // The user the workstation names, by name or alias; cross-checked against the session's.
-    let user =
-        Devices::new(store).resolve_user(app, &completion.machine_user_name).await?.map(|u| u.named_user);
-    let (session_id, completion, source, user) = (&session_id, &completion, source.as_str(), user.as_deref());
+    // The user the workstation names, by name or alias, cross-checked against the session's;
+    // the session is read beside it.
+    let workstations = &workstations;
+    let reread = || workstations.session(app, &session_id);
+    let devices = Devices::new(store);
+    let (user, read) = tokio::join!(devices.resolve_user(app, &completion.machine_user_name), reread());
+    let user = user?.map(|u| u.named_user);
+    let (completion, source, user) = (&completion, source.as_str(), user.as_deref());
     let (state, recovery_keys) = (&state, recovery_keys.as_deref());
-    let message = retry_on_conflict(|| async move {
-        let (session, version) =
-            workstations.session(app, session_id).await?.ok_or(EnrollError::SessionNotFound)?;
+    let message = retry_on_conflict_from(read, reread, |read| async move {
+        let (session, version) = read?.ok_or(EnrollError::SessionNotFound)?;
         match session.complete(completion.clone(), user, source, now)? {
             Completed::Repeated => Ok::<_, EnrollError>("Enrollment already completed"),
             Completed::Closed(closing) => {
