@@ -244,7 +244,7 @@ async fn queue_revocation(
     let (_admin, read) = admin_beside(&mut parts, &state, read).await?;
     let (serial, read) = (&path?, read.unwrap_or(Ok(None)));
     let state = &state;
-    let reread = || async move { certs.by_serial(serial).await };
+    let reread = || certs.by_serial(serial);
     let request_id = retry_on_conflict_from(read, reread, |read| async move {
         let (cert, version) = read?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
         if cert.revoked_at.is_some() {

@@ -91,7 +91,7 @@ pub async fn open_pins(
     Ok((read_pins(&secret.tokens, &set.remaining), secret.tokens_auth))
 }
 
-/// The pairing at `key`, as a read ahead of [`use_pins`] or [`device_setup`] hands it over.
+/// The pairing at a key, as a read made ahead hands it to [`use_pins`].
 pub type PairingRead = Result<Option<(Pairing, u64)>, StoreError>;
 
 /// Deletes used PINs from the pairing's set (re-sealed without them), conditionally; a PIN

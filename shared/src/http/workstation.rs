@@ -209,12 +209,11 @@ async fn complete(
     let Complete { session_id, completion, recovery_keys } = Complete::try_from(body)?;
     let app = &access.app_id;
     let store = state.backend.store.as_ref();
-    let workstations = Workstations::new(store);
+    let workstations = &Workstations::new(store);
     let source = format!("workstation:{}", access.token.token_id);
     let now = state.backend.clock.now_millis();
     // The user the workstation names, by name or alias, cross-checked against the session's;
     // the session is read beside it.
-    let workstations = &workstations;
     let reread = || workstations.session(app, &session_id);
     let devices = Devices::new(store);
     let (user, read) = tokio::join!(devices.resolve_user(app, &completion.machine_user_name), reread());
