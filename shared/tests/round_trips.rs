@@ -313,3 +313,74 @@ async fn an_enrollments_completion_reads_its_session_beside_the_user() {
     // The token, the user and the session, the transaction.
     assert_eq!(tally.waves, 3, "{tally}");
 }
+
+#[tokio::test]
+async fn what_a_request_names_is_read_beside_its_token() {
+    // A result's request; the token to revoke; a new token's app; an OOB request; an event's app.
+    for (stem, read, waves) in [
+        ("rp-certificate", "store.get CERTREQ", 2),
+        ("rp-certificate-revoke", "store.get CERTREQ", 2),
+        ("cc-token", "store.get TOKEN", 2),
+        ("cc-tokens", "store.get APP", 2),
+        ("rp-oob-request", "store.get OOB", 1),
+        ("rp-events", "store.get APP", 2),
+    ] {
+        let (status, tally) = first_call(stem).await;
+        assert!((200..300).contains(&status), "{stem}: {status}");
+        assert!(waves_of(&tally, "store.get TOKEN").contains(&1), "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, read).first(), Some(&1), "{stem}: {tally}");
+        assert_eq!(tally.waves, waves, "{stem}: {tally}");
+    }
+}
+
+/// `event` with its JSON body changed by `change`.
+fn with_body(event: &str, change: impl FnOnce(&mut serde_json::Value)) -> String {
+    let mut event: serde_json::Value = serde_json::from_str(event).unwrap();
+    let mut body: serde_json::Value = serde_json::from_str(event["body"].as_str().unwrap()).unwrap();
+    change(&mut body);
+    event["body"] = body.to_string().into();
+    event.to_string()
+}
+
+/// What the path or body names is judged after the token, however early it is read: a refused
+/// token is a 401 whatever the request names, and a bad name is a 400 (or 404) for a good token
+/// (an unknown OOB request is the seed's 400).
+#[tokio::test]
+async fn what_a_request_names_is_still_judged_after_its_token() {
+    use rp_shared::samples::{ACCESS_TOKEN, ADMIN_TOKEN};
+    let (_dir, backend) = seeded().await;
+    let state = AppState::new(backend, HttpConfig::default());
+    let unknown_app = |body: &mut serde_json::Value| body["appId"] = "noSuchApp".into();
+    let bad_app = |body: &mut serde_json::Value| body["appId"] = "not an app id!".into();
+    let cases: Vec<(&str, String, u16)> = vec![
+        (
+            "rp-certificate",
+            with_body(&sample("rp-certificate").event, |b| b["errorCode"] = "seven".into()),
+            400,
+        ),
+        (
+            "rp-certificate",
+            with_body(&sample("rp-certificate").event, |b| b["requestId"] = "nope".into()),
+            404,
+        ),
+        (
+            "rp-certificate-revoke",
+            with_body(&sample("rp-certificate-revoke").event, |b| b["x"] = 1.into()),
+            400,
+        ),
+        ("cc-token", sample("cc-token").event.replace("b5050ed12fd33ea4", "b5050ed12fd33ea"), 400),
+        ("cc-token", sample("cc-token").event.replace("b5050ed12fd33ea4", "0000000000000000"), 404),
+        ("cc-tokens", with_body(&sample("cc-tokens").event, bad_app), 400),
+        ("cc-tokens", with_body(&sample("cc-tokens").event, unknown_app), 400),
+        ("rp-events", with_body(&sample("rp-events").event, bad_app), 400),
+        ("rp-events", with_body(&sample("rp-events").event, unknown_app), 400),
+        ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", "0000000000a9"), 400),
+        ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", &"a".repeat(70)), 400),
+    ];
+    for (stem, event, status) in cases {
+        let router = http::function(&sample(stem).function, state.clone()).unwrap();
+        let refused = event.replace(ADMIN_TOKEN, "rpt_not-a-token").replace(ACCESS_TOKEN, "rpt_not-a-token");
+        assert_eq!(send(&router, &refused).await, 401, "{stem}: {event}");
+        assert_eq!(send(&router, &event).await, status, "{stem}: {event}");
+    }
+}

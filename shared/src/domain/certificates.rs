@@ -500,6 +500,17 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The certificate the result names: the new one's serial, or the revoked one's.
+    pub fn serial(&self) -> Option<&str> {
+        match self {
+            Outcome::Failed { .. } => None,
+            Outcome::Issued(issued) => Some(&issued.login_cert_serial_number),
+            Outcome::Revoked { cert_serial_number } => Some(cert_serial_number),
+        }
+    }
+}
+
 /// The success payload of an issuance, every field checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoginCertIssued {

@@ -1,6 +1,6 @@
 //! Control-center API (DECISIONS §2): apps, workstation settings and tokens. Admin tokens only.
 
-use super::extract::{Admin, AdminOfApp, ApiJson, ApiPath, ApiQuery};
+use super::extract::{beside_input, Admin, AdminOfApp, ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
@@ -10,7 +10,7 @@ use crate::ports::{retry_on_conflict_from, Cursor, Query, StoreError};
 use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::tokens::{self, Tokens};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
@@ -337,21 +337,34 @@ pub struct TokenList {
     responses((status = 201, description = "Created; `token` is the secret, shown only here", body = TokenCreated)))]
 async fn create_token(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiJson(body): ApiJson<CreateToken>,
+    mut parts: Parts,
+    body: Result<ApiJson<CreateToken>, Problem>,
 ) -> Result<Response, Problem> {
-    let app_id = match (body.kind, body.app_id.as_deref()) {
+    let body = body.and_then(|ApiJson(body)| {
+        let app_id = body.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+        Ok((body, app_id))
+    });
+    // The app the body names is read beside the token.
+    let apps = Apps::new(state.backend.store.as_ref());
+    let exists = |(_, app_id): &(CreateToken, Option<AppId>)| {
+        let app_id = app_id.clone();
+        async move {
+            match app_id {
+                Some(id) => apps.get(&id).await.map(|app| app.is_some()),
+                None => Ok(false),
+            }
+        }
+    };
+    let (_admin, (body, app_id), exists) =
+        beside_input::<Admin, _, _>(&mut parts, &state, body, exists).await?;
+    let app_id = match (body.kind, app_id) {
         (TokenKind::Access, None) => {
             return Err(Problem::invalid("appId", "is required for an access token"))
         }
-        (_, Some(id)) => {
-            let id = AppId::parse("appId", id)?;
-            if Apps::new(state.backend.store.as_ref()).get(&id).await?.is_none() {
-                return Err(Problem::invalid("appId", format!("no app with appId '{id}'")));
-            }
-            Some(id)
+        (_, Some(id)) if !exists? => {
+            return Err(Problem::invalid("appId", format!("no app with appId '{id}'")))
         }
-        (TokenKind::ControlCenterAdmin, None) => None,
+        (_, app_id) => app_id,
     };
     if let Some(description) = &body.description {
         validate::text("description", description, 1, 500)?;
@@ -394,17 +407,26 @@ async fn list_tokens(
     responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiPath(token_id): ApiPath<String>,
-) -> Result<StatusCode, ControlError> {
-    if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(crate::domain::FieldError::new("tokenId", "must be 16 hexadecimal digits").into());
-    }
-    let now = state.backend.clock.now_millis();
-    if Tokens::new(state.backend.store.as_ref()).revoke(&token_id, now).await? {
+    mut parts: Parts,
+    path: Result<ApiPath<String>, Problem>,
+) -> Result<StatusCode, Problem> {
+    let token_id = path.and_then(|ApiPath(token_id)| {
+        if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(crate::domain::FieldError::new("tokenId", "must be 16 hexadecimal digits").into());
+        }
+        Ok(token_id)
+    });
+    // The token to revoke is read beside the caller's.
+    let tokens = Tokens::new(state.backend.store.as_ref());
+    let read = |token_id: &String| {
+        let token_id = token_id.clone();
+        async move { tokens.read(&token_id).await }
+    };
+    let (_admin, token_id, found) = beside_input::<Admin, _, _>(&mut parts, &state, token_id, read).await?;
+    if tokens.revoke(found?, state.backend.clock.now_millis()).await? {
         tracing::info!(%token_id, "token revoked");
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(ControlError::TokenNotFound(token_id))
+        Err(ControlError::TokenNotFound(token_id).into())
     }
 }

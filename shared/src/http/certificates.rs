@@ -6,7 +6,7 @@
 //! [`Certificates`] (conditionally, retried on a lost race) and answers.
 
 use super::cc::ListParams;
-use super::extract::{admin_beside, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
+use super::extract::{beside, beside_input, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::WorkstationSettings;
@@ -18,10 +18,10 @@ use crate::domain::messages::{lease_timeouts, LeaseRef};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
 use crate::metrics::{self, Metric};
-use crate::ports::{retry_on_conflict, retry_on_conflict_from};
+use crate::ports::retry_on_conflict_from;
 use crate::repo::apps::Apps;
 use crate::repo::certificates::{revocation_ops, Certificates, Effect};
-use axum::extract::{FromRequestParts, State};
+use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -65,7 +65,7 @@ async fn poll(
 ) -> Result<Json<CertificateRequestList>, Problem> {
     let certs = Certificates::new(state.backend.store.as_ref());
     // Where the round starts is read beside the token.
-    let (_admin, start) = admin_beside(&mut parts, &state, certs.round_start()).await?;
+    let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certs.round_start()).await?;
     let now = state.backend.clock.now_millis();
     let (pending, round) = certs.pending(state.config.poll_batch, now, start?).await?;
     let leases: Vec<_> = pending
@@ -119,57 +119,80 @@ async fn poll(
     responses((status = 204, description = "Stored (or stored already: a retry is answered the same)")))]
 async fn post_issuance(
     State(state): State<AppState>,
-    admin: Admin,
-    ApiJson(body): ApiJson<IssuanceResult>,
-) -> Result<StatusCode, CertError> {
-    settle(&state, &admin, CertResult::try_from(body)?).await
+    parts: Parts,
+    body: Result<ApiJson<IssuanceResult>, Problem>,
+) -> Result<StatusCode, Problem> {
+    settle(&state, parts, body.and_then(|ApiJson(body)| Ok(CertResult::try_from(body)?))).await
 }
 
 #[utoipa::path(post, path = "/rp/api/certificate/revoke", tag = "certificates", security(("admin" = [])), request_body = RevocationResult,
     responses((status = 204, description = "Stored (or stored already: a retry is answered the same)")))]
 async fn post_revocation(
     State(state): State<AppState>,
-    admin: Admin,
-    ApiJson(body): ApiJson<RevocationResult>,
-) -> Result<StatusCode, CertError> {
-    settle(&state, &admin, CertResult::try_from(body)?).await
+    parts: Parts,
+    body: Result<ApiJson<RevocationResult>, Problem>,
+) -> Result<StatusCode, Problem> {
+    settle(&state, parts, body.and_then(|ApiJson(body)| Ok(CertResult::try_from(body)?))).await
 }
 
 /// Stores a result: the request settled, what it produced and its event, in one transaction
 /// conditional on the request's version. A lost race is retried, and then decides on what the
-/// winner stored (the same result again is a 204).
-async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<StatusCode, CertError> {
+/// winner stored (the same result again is a 204). The request and the certificate the result
+/// names are read at once, the first time beside the token.
+async fn settle(
+    state: &AppState,
+    mut parts: Parts,
+    result: Result<CertResult, Problem>,
+) -> Result<StatusCode, Problem> {
     let certs = Certificates::new(state.backend.store.as_ref());
+    let read = |result: &CertResult| {
+        let (request_id, serial) = (result.request_id.clone(), result.outcome.serial().map(str::to_owned));
+        async move {
+            let serial = async {
+                match &serial {
+                    Some(serial) => certs.by_serial(serial).await,
+                    None => Ok(None),
+                }
+            };
+            tokio::join!(certs.request(&request_id), serial)
+        }
+    };
+    let (admin, result, first) = beside_input::<Admin, _, _>(&mut parts, state, result, read).await?;
     let source = format!("agent:{}", admin.0.token_id);
     let now = state.backend.clock.now_millis();
     let (result, source) = (&result, source.as_str());
-    let stored = retry_on_conflict(|| async move {
-        let (request, version) = certs.request(&result.request_id).await?.ok_or_else(|| {
-            CertError::RequestNotFound { kind: result.kind(), id: result.request_id.clone() }
-        })?;
-        match request.settle(result, source, now, state.config.max_attempts)? {
-            Settlement::Duplicate => Ok(None),
-            Settlement::LeaseEnded(expiry) => {
-                certs.persist_expiry(&expiry, version, now).await?;
-                match expiry {
-                    Expiry::Dead(..) => {
-                        metrics::count(Metric::DeadRequests, 1, None);
-                        Err(CertError::Dead)
+    let stored = retry_on_conflict_from(
+        first,
+        || read(result),
+        |(request, cert)| async move {
+            let (request, version) = request?.ok_or_else(|| CertError::RequestNotFound {
+                kind: result.kind(),
+                id: result.request_id.clone(),
+            })?;
+            match request.settle(result, source, now, state.config.max_attempts)? {
+                Settlement::Duplicate => Ok(None),
+                Settlement::LeaseEnded(expiry) => {
+                    certs.persist_expiry(&expiry, version, now).await?;
+                    match expiry {
+                        Expiry::Dead(..) => {
+                            metrics::count(Metric::DeadRequests, 1, None);
+                            Err(CertError::Dead)
+                        }
+                        Expiry::Requeued(_) => {
+                            metrics::count(Metric::Requeued, 1, None);
+                            Err(CertError::LeaseEnded)
+                        }
+                        Expiry::Ignored => Err(CertError::LeaseEnded),
                     }
-                    Expiry::Requeued(_) => {
-                        metrics::count(Metric::Requeued, 1, None);
-                        Err(CertError::LeaseEnded)
-                    }
-                    Expiry::Ignored => Err(CertError::LeaseEnded),
+                }
+                Settlement::Settled { request, event } => {
+                    let effect = effect_of(&request, result, cert?, now)?;
+                    certs.settle(&request, version, effect, &event).await?;
+                    Ok(Some(request))
                 }
             }
-            Settlement::Settled { request, event } => {
-                let effect = effect_of(certs, &request, result, now).await?;
-                certs.settle(&request, version, effect, &event).await?;
-                Ok(Some(request))
-            }
-        }
-    })
+        },
+    )
     .await?;
     if let Some(request) = stored {
         if let (Outcome::Issued(issued), Some(user)) = (&result.outcome, &request.machine_user_name) {
@@ -190,26 +213,20 @@ async fn settle(state: &AppState, admin: &Admin, result: CertResult) -> Result<S
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// What a settled result writes besides the request: the new certificate (whose serial must be
-/// new), or the revoked one.
-async fn effect_of(
-    certs: Certificates<'_>,
+/// What a settled result writes besides the request: the new certificate (whose serial, found
+/// as `cert`, must be new), or the revoked one (`cert`, if it exists).
+fn effect_of(
     request: &CertRequest,
     result: &CertResult,
+    cert: Option<(IssuedCert, u64)>,
     now: EpochMillis,
 ) -> Result<Effect, CertError> {
-    Ok(match &result.outcome {
-        Outcome::Failed { .. } => Effect::None,
-        Outcome::Issued(issued) => {
-            if certs.by_serial(&issued.login_cert_serial_number).await?.is_some() {
-                return Err(CertError::SerialTaken);
-            }
-            Effect::Issue(IssuedCert::new(request, issued, now))
-        }
-        Outcome::Revoked { cert_serial_number } => match certs.by_serial(cert_serial_number).await? {
-            Some((cert, version)) => Effect::Revoke(cert.revoked(now), version),
-            None => Effect::None,
-        },
+    Ok(match (&result.outcome, cert) {
+        (Outcome::Failed { .. }, _) => Effect::None,
+        (Outcome::Issued(_), Some(_)) => return Err(CertError::SerialTaken),
+        (Outcome::Issued(issued), None) => Effect::Issue(IssuedCert::new(request, issued, now)),
+        (Outcome::Revoked { .. }, Some((cert, version))) => Effect::Revoke(cert.revoked(now), version),
+        (Outcome::Revoked { .. }, None) => Effect::None,
     })
 }
 
@@ -227,22 +244,21 @@ pub struct RevocationQueued {
 async fn queue_revocation(
     State(state): State<AppState>,
     mut parts: Parts,
+    path: Result<ApiPath<String>, Problem>,
 ) -> Result<(StatusCode, Json<RevocationQueued>), Problem> {
     let certs = Certificates::new(state.backend.store.as_ref());
     // The certificate is read beside the token, if the path names one; the token is judged
     // first, then the path.
-    let path = ApiPath::<String>::from_request_parts(&mut parts, &state).await.and_then(|ApiPath(serial)| {
+    let path = path.and_then(|ApiPath(serial)| {
         validate::text("certSerialNumber", &serial, 1, 128)?;
         Ok(serial)
     });
-    let read = async {
-        match &path {
-            Ok(serial) => Some(certs.by_serial(serial).await),
-            Err(_) => None,
-        }
+    let read = |serial: &String| {
+        let serial = serial.clone();
+        async move { certs.by_serial(&serial).await }
     };
-    let (_admin, read) = admin_beside(&mut parts, &state, read).await?;
-    let (serial, read) = (&path?, read.unwrap_or(Ok(None)));
+    let (_admin, serial, read) = beside_input::<Admin, _, _>(&mut parts, &state, path, read).await?;
+    let serial = &serial;
     let state = &state;
     let reread = || certs.by_serial(serial);
     let request_id = retry_on_conflict_from(read, reread, |read| async move {

@@ -3,16 +3,17 @@
 
 use super::cc::ListParams;
 use super::errors;
-use super::extract::{Admin, ApiJson, ApiQuery, Caller};
+use super::extract::{beside_input, Admin, ApiJson, ApiQuery, Caller};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::AppId;
 use crate::domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
+use crate::repo::apps::Apps;
 use crate::repo::events::{EventFilter, Events};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{request::Parts, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -112,12 +113,29 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), Problem> {
     request_body = EventReport, responses((status = 201, description = "Stored", body = EventStored)))]
 async fn report(
     State(state): State<AppState>,
-    caller: Caller,
-    ApiJson(body): ApiJson<EventReport>,
+    mut parts: Parts,
+    body: Result<ApiJson<EventReport>, Problem>,
 ) -> Result<(StatusCode, Json<EventStored>), Problem> {
-    check_name("name", &body.name)?;
-    check_attributes(&body.attributes)?;
-    let named = body.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+    let body = body.and_then(|ApiJson(body)| {
+        check_name("name", &body.name)?;
+        check_attributes(&body.attributes)?;
+        let named = body.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+        Ok((body, named))
+    });
+    // The app the body names is read beside the token; the token's own app, if it names none,
+    // after it.
+    let apps = Apps::new(state.backend.store.as_ref());
+    let early = |(_, named): &(EventReport, Option<AppId>)| {
+        let named = named.clone();
+        async move {
+            match &named {
+                Some(app_id) => Some(apps.get(app_id).await),
+                None => None,
+            }
+        }
+    };
+    let (caller, (body, named), early) =
+        beside_input::<Caller, _, _>(&mut parts, &state, body, early).await?;
     let (app_id, source) = match &caller {
         Caller::Access { app_id, token } => {
             if named.as_ref().is_some_and(|n| n != app_id) {
@@ -133,11 +151,15 @@ async fn report(
                     Problem::of(&errors::OTHER_TENANT).detail("appId: the token is scoped to another app")
                 );
             }
-            (named.or(scope.clone()), format!("agent:{}", token.token_id))
+            (named.clone().or(scope.clone()), format!("agent:{}", token.token_id))
         }
     };
     if let Some(app) = &app_id {
-        if crate::repo::apps::Apps::new(state.backend.store.as_ref()).get(app).await?.is_none() {
+        let found = match early {
+            Some(read) if named.as_ref() == Some(app) => read,
+            _ => apps.get(app).await,
+        };
+        if found?.is_none() {
             return Err(Problem::invalid("appId", format!("no app with appId '{app}'")));
         }
     }

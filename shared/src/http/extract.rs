@@ -243,16 +243,45 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// Judges a global admin's token beside `read`, a read that does not depend on the caller, so
-/// that the two cost one wait. The token is judged first: a refused caller's read is dropped
-/// unseen, so `read` must not write.
-pub async fn admin_beside<T>(
+/// Judges the caller (`C`: [`Admin`], [`Access`], [`Caller`]) beside `read`, a read that does not
+/// depend on who calls, so that the two cost one wait. The caller is judged first: a refused
+/// caller's read is dropped unseen, so `read` must not write.
+pub async fn beside<C, T>(
     parts: &mut Parts,
     state: &AppState,
     read: impl std::future::Future<Output = T>,
-) -> Result<(Admin, T), Problem> {
-    let (admin, read) = tokio::join!(Admin::from_request_parts(parts, state), read);
-    Ok((admin?, read))
+) -> Result<(C, T), Problem>
+where
+    C: FromRequestParts<AppState, Rejection = Problem>,
+{
+    let (caller, read) = tokio::join!(C::from_request_parts(parts, state), read);
+    Ok((caller?, read))
+}
+
+/// [`beside`] for a read keyed by what the request names: `input`, its path or body as its
+/// extractor left it. The caller is judged first and then `input`, in the order an extractor
+/// placed after the caller's would judge them; only a valid `input` is read for. `read` takes
+/// what it needs of `input` (its future cannot borrow it).
+pub async fn beside_input<C, I, F>(
+    parts: &mut Parts,
+    state: &AppState,
+    input: Result<I, Problem>,
+    read: impl FnOnce(&I) -> F,
+) -> Result<(C, I, F::Output), Problem>
+where
+    C: FromRequestParts<AppState, Rejection = Problem>,
+    F: std::future::Future,
+{
+    match input {
+        Ok(input) => {
+            let (caller, read) = beside(parts, state, read(&input)).await?;
+            Ok((caller, input, read))
+        }
+        Err(problem) => {
+            C::from_request_parts(parts, state).await?;
+            Err(problem)
+        }
+    }
 }
 
 /// The app at `app_id` with its version, or 404.
@@ -290,7 +319,7 @@ impl FromRequestParts<AppState> for AdminOfApp {
         };
         let app_id =
             app_id.ok_or_else(|| Problem::internal(std::io::Error::other("the route has no {app_id}")))?;
-        let (admin, app) = admin_beside(parts, state, load_app(state, &app_id)).await?;
+        let (admin, app) = beside::<Admin, _>(parts, state, load_app(state, &app_id)).await?;
         Ok(Self { token: admin.0, app })
     }
 }

@@ -4,7 +4,7 @@
 //! [`crate::domain::oob`]; these handlers parse, call, persist and answer.
 
 use super::content::over_limit;
-use super::extract::{Access, ApiJson, ApiPath, DeviceCaller};
+use super::extract::{beside_input, Access, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::workstation::Status;
 use super::AppState;
@@ -21,6 +21,7 @@ use crate::repo::oob::OobRequests;
 use crate::repo::ratelimit;
 use crate::repo::workstations::Workstations;
 use axum::extract::State;
+use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
@@ -203,14 +204,23 @@ impl From<OobRequest> for OobStatus {
     responses((status = 200, description = "The request's state", body = OobStatus)))]
 async fn status(
     State(state): State<AppState>,
-    access: Access,
-    ApiPath(session_id): ApiPath<String>,
-) -> Result<Json<OobStatus>, OobError> {
-    if session_id.len() > 64 {
-        return Err(OobError::NotFound);
-    }
-    let (request, _) =
-        OobRequests::new(state.backend.store.as_ref()).get(&session_id).await?.ok_or(OobError::NotFound)?;
+    mut parts: Parts,
+    path: Result<ApiPath<String>, Problem>,
+) -> Result<Json<OobStatus>, Problem> {
+    // The request is read beside the token.
+    let requests = OobRequests::new(state.backend.store.as_ref());
+    let read = |session_id: &String| {
+        let session_id = session_id.clone();
+        async move {
+            match session_id.len() {
+                ..=64 => requests.get(&session_id).await,
+                _ => Ok(None),
+            }
+        }
+    };
+    let path = path.map(|ApiPath(session_id)| session_id);
+    let (access, _, read) = beside_input::<Access, _, _>(&mut parts, &state, path, read).await?;
+    let (request, _) = read?.ok_or(OobError::NotFound)?;
     let request = request.visible_to(&access.app_id, state.backend.clock.now_millis())?;
     Ok(Json(OobStatus::from(request)))
 }

@@ -40,8 +40,13 @@ impl<'a> Tokens<'a> {
     }
 
     pub async fn get(&self, token_id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        Ok(self.read(token_id).await?.map(|(record, _)| record))
+    }
+
+    /// The token with its version, for [`Tokens::revoke`].
+    pub async fn read(&self, token_id: &str) -> Result<Option<(TokenRecord, u64)>, StoreError> {
         match self.store.get(&key(token_id)).await? {
-            Some(item) => item.data().map(Some),
+            Some(item) => Ok(Some((item.data()?, item.version))),
             None => Ok(None),
         }
     }
@@ -56,17 +61,21 @@ impl<'a> Tokens<'a> {
         Ok((tokens, page.cursor))
     }
 
-    /// Marks a token revoked; `Ok(false)` if there is no such token. Revoking twice is a no-op.
-    pub async fn revoke(&self, token_id: &str, now: EpochMillis) -> Result<bool, StoreError> {
-        let Some(item) = self.store.get(&key(token_id)).await? else {
+    /// Marks `found` revoked (a token with its version, as [`Tokens::read`] found it); `Ok(false)`
+    /// if there is no such token. Revoking twice is a no-op.
+    pub async fn revoke(
+        &self,
+        found: Option<(TokenRecord, u64)>,
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        let Some((mut record, version)) = found else {
             return Ok(false);
         };
-        let mut record: TokenRecord = item.data()?;
         if record.revoked_at.is_some() {
             return Ok(true);
         }
         record.revoked_at = Some(now);
-        match self.store.put(Self::item(&record)?, Condition::Version(item.version)).await {
+        match self.store.put(Self::item(&record)?, Condition::Version(version)).await {
             // Someone else changed it meanwhile: only revocation changes a token, so it is revoked.
             Ok(_) | Err(StoreError::Conflict) => Ok(true),
             Err(e) => Err(e),
