@@ -8,7 +8,7 @@ use super::certificates::{revocation_of, Revocation};
 use super::extract::{AdminOfApp, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::{AppId, OfflineAccess};
+use crate::domain::apps::{AppId, ControlError, OfflineAccess};
 use crate::domain::certificates::RequestState;
 use crate::domain::devices;
 use crate::domain::offline::{
@@ -21,6 +21,7 @@ use crate::domain::pairing::{
 use crate::domain::time::EpochMillis;
 use crate::ports::keys::{open, seal_under, DataKey, Sealed};
 use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
+use crate::repo::apps::AppRecord;
 use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
@@ -93,6 +94,23 @@ pub async fn open_pins(
 
 /// The pairing at a key, as a read made ahead hands it to [`use_pins`].
 pub type PairingRead = Result<Option<(Pairing, u64)>, StoreError>;
+
+/// The app's record and the pairing of `device_id` on `machine_id`, read at once. The app is
+/// judged first (gone: 404); the pairing's read is handed on as it came, for the caller's retry
+/// to start from.
+pub async fn app_and_pairing(
+    state: &AppState,
+    app_id: &AppId,
+    machine_id: &str,
+    device_id: &str,
+) -> Result<(AppRecord, PairingRead), ControlError> {
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (app, read) = tokio::join!(
+        super::cc::load_app(state, app_id.as_str()),
+        workstations.pairing(app_id, machine_id, device_id)
+    );
+    Ok((app?.0, read))
+}
 
 /// Deletes used PINs from the pairing's set (re-sealed without them), conditionally; a PIN
 /// already gone is [`OfflineError::PinGone`]. The first attempt works on `read` (the pairing
@@ -230,10 +248,8 @@ async fn device_setup(
     let workstations = &Workstations::new(state.backend.store.as_ref());
     let (state_ref, machine_id, device_id, app_id) =
         (&state, &machine_id, device.device_id.as_str(), &device.app_id);
-    // The app's settings and the pairing are read at once; the settings are judged first.
+    let (app, read) = app_and_pairing(&state, app_id, machine_id, device_id).await?;
     let reread = || workstations.pairing(app_id, machine_id, device_id);
-    let (app, read) = tokio::join!(super::cc::load_app(&state, app_id.as_str()), reread());
-    let (app, _) = app?;
     let settings = &app.workstation.offline_access;
     require_enabled(settings).map_err(PairingError::from)?;
     let now = state.backend.clock.now_millis();
@@ -345,13 +361,7 @@ async fn device_used(
     let machine_id = devices::identifier("machineId", &body.machine_id)?;
     pin_ids("tokenIds", &body.token_ids)?;
     let key = PairingKey { machine_id, device_id: device.device_id.clone() };
-    // The app's settings and the pairing are read at once; the settings are judged first.
-    let workstations = Workstations::new(state.backend.store.as_ref());
-    let (app, read) = tokio::join!(
-        super::cc::load_app(&state, device.app_id.as_str()),
-        workstations.pairing(&device.app_id, &key.machine_id, &key.device_id),
-    );
-    let (app, _) = app?;
+    let (app, read) = app_and_pairing(&state, &device.app_id, &key.machine_id, &key.device_id).await?;
     let settings = &app.workstation.offline_access;
     require_enabled(settings).map_err(PairingError::from)?;
     let (pairing, _) = use_pins(&state, &device.app_id, &key, read, &body.token_ids, settings).await?;

@@ -523,10 +523,9 @@ async fn update_pairing(
     let app = &access.app_id;
     let owner = access.token.token_id.as_str();
     let workstations = &Workstations::new(state.backend.store.as_ref());
+    let (settings, read) =
+        offline::app_and_pairing(&state, app, &update.machine_id, &update.device_id).await?;
     let reread = || workstations.pairing(app, &update.machine_id, &update.device_id);
-    // The app's settings and the pairing are read at once; the settings are judged first.
-    let (settings, read) = tokio::join!(super::cc::load_app(&state, app.as_str()), reread());
-    let (settings, _) = settings?;
     let offline_settings = &settings.workstation.offline_access;
     let now = state.backend.clock.now_millis();
     // The pairing as last read or written, with its version: each step below starts from it,
