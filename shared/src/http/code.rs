@@ -4,6 +4,7 @@
 //! calls under the same rules and rate limit as content customizations, each path its own
 //! budget scope (`code`).
 
+use super::content::Counted;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
@@ -174,7 +175,7 @@ pub struct CodeVersionList {
 #[utoipa::path(post, path = "/code-customization", tag = "code", security(("tenantAdmin" = [])), request_body = CreateCode,
     responses((status = 201, description = "Created", body = CodeView)))]
 async fn create(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiJson(body): ApiJson<CreateCode>,
 ) -> Result<Response, CodeError> {
@@ -189,7 +190,7 @@ async fn create(
 #[utoipa::path(get, path = "/code-customization", tag = "code", security(("tenantAdmin" = [])), params(ListParams),
     responses((status = 200, description = "A page of the tenant's customizations, without their source", body = CodeList)))]
 async fn list(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<CodeList>, Problem> {
@@ -211,7 +212,7 @@ async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, 
 #[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath),
     responses((status = 200, description = "The customization, with its source", body = CodeView)))]
 async fn retrieve(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<CodeView>, CodeError> {
@@ -221,7 +222,7 @@ async fn retrieve(
 #[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath), request_body = UpdateCode,
     responses((status = 200, description = "Updated; the version before is kept", body = CodeView)))]
 async fn update(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateCode>,
@@ -240,7 +241,7 @@ async fn update(
 #[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath),
     responses((status = 204, description = "Deleted, with its versions")))]
 async fn remove(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, CodeError> {
@@ -255,7 +256,7 @@ async fn remove(
 #[utoipa::path(get, path = "/code-customization/{id}/versions", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath, ListParams),
     responses((status = 200, description = "A page of earlier versions", body = CodeVersionList)))]
 async fn list_versions(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -289,7 +290,7 @@ async fn load_version(
 #[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
     responses((status = 200, description = "An earlier version", body = CodeView)))]
 async fn get_version(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<CodeView>, CodeError> {
@@ -300,7 +301,7 @@ async fn get_version(
 #[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
     responses((status = 200, description = "Restored as the current version", body = CodeView)))]
 async fn restore(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<CodeView>, CodeError> {
@@ -329,7 +330,7 @@ pub struct TestRun {
 #[utoipa::path(post, path = "/code-customization/{id}/test", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath), request_body = TestRun,
     responses((status = 200, description = "What the run produced; a throw, time-out or limit is a 200 whose `error` says so", body = RunReport)))]
 async fn test_run(
-    State(state): State<AppState>,
+    Counted(state, pass): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TestRun>,
@@ -344,6 +345,8 @@ async fn test_run(
         Some(_) => return Err(FieldError::new("event", "must be an object").into()),
     };
     let (vars, _) = vars?;
+    // The run is the costly part: it waits for the count, as the key service does.
+    pass.go_ahead().await?;
     let report =
         sandbox::run(state.backend.keys.clone(), job(&state, tenant.id(), &record, event, vars.values)).await;
     tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
@@ -445,7 +448,7 @@ impl From<EnvEntry> for EnvView {
 
 #[utoipa::path(get, path = "/code-customization/env", tag = "code", security(("tenantAdmin" = [])),
     responses((status = 200, description = "The variables' names, never their values", body = EnvList)))]
-async fn list_env(State(state): State<AppState>, tenant: Tenant) -> Result<Json<EnvList>, CodeError> {
+async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<EnvList>, CodeError> {
     let names = env(&state, tenant.id()).names().await?;
     Ok(Json(EnvList { variables: names.into_iter().map(EnvView::from).collect() }))
 }
@@ -454,7 +457,7 @@ async fn list_env(State(state): State<AppState>, tenant: Tenant) -> Result<Json<
 #[utoipa::path(put, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path)),
     request_body = EnvValue, responses((status = 200, description = "Set; never echoes the value", body = EnvView)))]
 async fn put_env(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<EnvValue>,
@@ -479,7 +482,7 @@ async fn put_env(
 #[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path)),
     responses((status = 204, description = "Deleted")))]
 async fn delete_env(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, CodeError> {

@@ -10,16 +10,18 @@ use crate::domain::apps::RateLimit;
 use crate::domain::content::{self, ContentError, ContentRecord};
 use crate::domain::validate;
 use crate::http::cc::ListParams;
+use crate::ports::held::{Gate, HeldKeys, HeldStore, Pass};
 use crate::repo::ratelimit::{self, Decision};
 use crate::repo::versioned::Contents;
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
+use std::sync::Arc;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::RefOr;
 
@@ -57,7 +59,11 @@ pub(crate) fn gated_as(router: Router<AppState>, state: &AppState, scope: &'stat
     router.route_layer(middleware::from_fn_with_state((state.clone(), scope), rate_limit_gate))
 }
 
-/// Resolves the tenant, counts the request against its budget and stamps the headers.
+/// Resolves the tenant, counts the request against its budget and stamps the headers. The
+/// handler runs beside the count: its reads go at once, while its store and key service
+/// ([`Counted`]) hold every write and every key call until the count has allowed the request. A
+/// refused request's answer is dropped for the 429 (or the 503 of a count that failed), having
+/// changed nothing.
 async fn rate_limit_gate(
     State((state, scope)): State<(AppState, &'static str)>,
     request: Request,
@@ -82,16 +88,17 @@ async fn rate_limit_gate(
         }
     };
     let rule = &tenant.app.rate_limit;
-    let hit = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now);
-    let request = Request::from_parts(parts, body);
-    // A read (GET, HEAD: these routes' handlers write nothing) runs beside the count, and its
-    // answer is dropped if the count refuses it or fails; anything else waits for the count.
-    let (decision, answered) = if matches!(*request.method(), Method::GET | Method::HEAD) {
-        let (decision, response) = tokio::join!(hit, next.run(request));
-        (decision, Ok(response))
-    } else {
-        (hit.await, Err((next, request)))
+    let (gate, pass) = Gate::new();
+    let mut held = state.clone();
+    held.backend.store = Arc::new(HeldStore::new(state.backend.store.clone(), pass.clone()));
+    held.backend.keys = Arc::new(HeldKeys::new(state.backend.keys.clone(), pass.clone()));
+    parts.extensions.insert(Counted(held, pass));
+    let count = async {
+        let decision = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await;
+        gate.open(decision.as_ref().is_ok_and(|d| d.allowed));
+        decision
     };
+    let (decision, response) = tokio::join!(count, next.run(Request::from_parts(parts, body)));
     let decision = match decision {
         Ok(decision) => decision,
         Err(e) => {
@@ -100,13 +107,31 @@ async fn rate_limit_gate(
             return response;
         }
     };
-    let mut response = match (decision.allowed, answered) {
-        (true, Ok(response)) => response,
-        (true, Err((next, request))) => next.run(request).await,
-        (false, _) => over_limit(rule, &decision, now).into_response(),
+    let mut response = match decision.allowed {
+        true => response,
+        false => over_limit(rule, &decision, now).into_response(),
     };
     stamp(response.headers_mut(), &decision);
     response
+}
+
+/// The app's state as a handler behind the rate limit ([`gated_as`]) takes it: its store holds
+/// every write, and its key service every call, until the tenant's count has allowed the
+/// request (reads go at once). A handler whose work is costly without any write (a test run)
+/// waits for the [`Pass`] itself. Outside [`gated_as`] it is a 500, never an ungated state.
+#[derive(Clone)]
+pub(crate) struct Counted(pub AppState, pub Pass);
+
+impl FromRequestParts<AppState> for Counted {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Problem> {
+        parts.extensions.get::<Counted>().cloned().ok_or_else(|| {
+            Problem::internal(std::io::Error::other(
+                "the handler takes Counted but is not behind the rate limit",
+            ))
+        })
+    }
 }
 
 pub(crate) fn stamp(headers: &mut HeaderMap, decision: &Decision) {
@@ -289,7 +314,7 @@ pub struct VersionList {
 #[utoipa::path(post, path = "/content-customization", tag = "content", security(("tenantAdmin" = [])), request_body = ContentCreate,
     responses((status = 201, description = "Created", body = ContentView)))]
 async fn create(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ContentError> {
@@ -306,7 +331,7 @@ async fn create(
 #[utoipa::path(get, path = "/content-customization", tag = "content", security(("tenantAdmin" = [])), params(ListParams),
     responses((status = 200, description = "A page of the tenant's customizations", body = ContentList)))]
 async fn list(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ContentList>, Problem> {
@@ -323,7 +348,7 @@ async fn list(
 #[utoipa::path(get, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
     params(super::cc::IdPath), responses((status = 200, description = "The customization", body = ContentView)))]
 async fn retrieve(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ContentView>, ContentError> {
@@ -337,7 +362,7 @@ async fn retrieve(
     params(super::cc::IdPath), request_body = ContentUpdate,
     responses((status = 200, description = "Updated; the version before is kept", body = ContentView)))]
 async fn update(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<Value>,
@@ -357,7 +382,7 @@ async fn update(
 #[utoipa::path(get, path = "/content-customization/{id}/versions", tag = "content", security(("tenantAdmin" = [])),
     params(super::cc::IdPath, ListParams), responses((status = 200, description = "A page of earlier versions", body = VersionList)))]
 async fn list_versions(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -393,7 +418,7 @@ async fn load_version(
     params(super::cc::VersionPath),
     responses((status = 200, description = "An earlier version", body = ContentView)))]
 async fn get_version(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<ContentView>, ContentError> {
@@ -405,7 +430,7 @@ async fn get_version(
     params(super::cc::VersionPath),
     responses((status = 200, description = "Restored as the current version", body = ContentView)))]
 async fn restore(
-    State(state): State<AppState>,
+    Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<ContentView>, ContentError> {

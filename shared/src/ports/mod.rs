@@ -2,6 +2,7 @@
 //! embedded adapter ([`crate::adapters::embedded`]) and an AWS adapter ([`crate::adapters::aws`]).
 
 pub mod clock;
+pub mod held;
 pub mod keys;
 pub mod queue;
 pub mod store;

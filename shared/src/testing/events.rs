@@ -58,12 +58,17 @@ pub async fn send(router: &axum::Router, event: &str) -> u16 {
 /// Raises the sample app's customization budget to the API's maximum (`cc-app-rate-limit`'s own
 /// sample sets it back), so that a loop over the samples measures them rather than their 429.
 pub async fn raise_rate_limit(state: AppState) {
-    let limit = serde_json::json!({"limit": 100_000, "windowSecs": 1}).to_string();
+    set_rate_limit(state, 100_000, 1).await;
+}
+
+/// Sets the sample app's customization budget to `limit` requests per `window_secs`.
+pub async fn set_rate_limit(state: AppState, limit: i64, window_secs: i64) {
+    let limit = serde_json::json!({"limit": limit, "windowSecs": window_secs}).to_string();
     let request = axum::http::Request::put(format!("/cc/api/apps/{}/rate-limit", crate::samples::APP))
         .header("authorization", format!("Bearer {}", crate::samples::ADMIN_TOKEN))
         .header("content-type", "application/json")
         .body(Body::from(limit))
         .expect("a valid request");
-    let raised = http::app(state).oneshot(request).await.expect("routers are infallible").status();
-    assert_eq!(raised, 200, "the rate limit is raised");
+    let set = http::app(state).oneshot(request).await.expect("routers are infallible").status();
+    assert_eq!(set, 200, "the rate limit is set");
 }

@@ -1,0 +1,209 @@
+//! A store and a key service that hold back every write, and every call to the key service,
+//! until a go-ahead: a rate-limited request reads beside its count, and changes nothing (nor
+//! spends a key operation) before the count has allowed it. Reads go through at once.
+
+use super::keys::DataKey;
+use super::store::{Increment, Page, Query, WriteOp};
+use super::{Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError};
+use async_trait::async_trait;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// The go-ahead's sending side: [`Gate::open`] lets the held calls through or refuses them.
+/// Dropped unopened, it refuses them.
+pub struct Gate(watch::Sender<Option<bool>>);
+
+/// The go-ahead's receiving side, one per held port.
+#[derive(Clone)]
+pub struct Pass(watch::Receiver<Option<bool>>);
+
+impl Gate {
+    pub fn new() -> (Gate, Pass) {
+        let (tx, rx) = watch::channel(None);
+        (Gate(tx), Pass(rx))
+    }
+
+    /// Lets the held calls through (`allowed`), or fails each with an error.
+    pub fn open(self, allowed: bool) {
+        // No receiver left: nothing was held.
+        let _ = self.0.send(Some(allowed));
+    }
+}
+
+impl Pass {
+    /// Waits for the go-ahead: `Ok` once the held calls may go, the refusal's error if not.
+    pub async fn go_ahead(&self) -> Result<(), StoreError> {
+        let mut rx = self.0.clone();
+        let seen = rx.wait_for(Option::is_some).await.map(|open| *open);
+        match seen {
+            Ok(Some(true)) => Ok(()),
+            _ => Err(StoreError::Unavailable(Box::new(Refused))),
+        }
+    }
+}
+
+/// The error a refused call fails with: the caller's answer is replaced by the refusal's.
+#[derive(Debug, thiserror::Error)]
+#[error("held: the request was not allowed to go ahead")]
+struct Refused;
+
+/// `inner` with its writes held by `pass`.
+pub struct HeldStore {
+    inner: Arc<dyn ItemStore>,
+    pass: Pass,
+}
+
+impl HeldStore {
+    pub fn new(inner: Arc<dyn ItemStore>, pass: Pass) -> Self {
+        Self { inner, pass }
+    }
+
+    async fn through(&self) -> Result<(), StoreError> {
+        self.pass.go_ahead().await
+    }
+}
+
+#[async_trait]
+impl ItemStore for HeldStore {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        self.inner.get(key).await
+    }
+
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.inner.query(query).await
+    }
+
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        self.through().await?;
+        self.inner.put(item, condition).await
+    }
+
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.through().await?;
+        self.inner.delete(key, condition).await
+    }
+
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        self.through().await?;
+        self.inner.transact(ops).await
+    }
+
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        self.through().await?;
+        self.inner.increment(increment).await
+    }
+
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        match self.through().await {
+            Ok(()) => self.inner.put_each(puts).await,
+            Err(_) => puts.iter().map(|_| Err(StoreError::Unavailable(Box::new(Refused)))).collect(),
+        }
+    }
+}
+
+/// `inner` with every call held by `pass`.
+pub struct HeldKeys {
+    inner: Arc<dyn KeyService>,
+    pass: Pass,
+}
+
+impl HeldKeys {
+    pub fn new(inner: Arc<dyn KeyService>, pass: Pass) -> Self {
+        Self { inner, pass }
+    }
+
+    async fn through(&self) -> Result<(), KeyError> {
+        self.pass.go_ahead().await.map_err(|_| KeyError::unavailable(Refused))
+    }
+}
+
+#[async_trait]
+impl KeyService for HeldKeys {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        self.through().await?;
+        self.inner.generate_data_key(context).await
+    }
+
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        self.through().await?;
+        self.inner.decrypt_data_key(wrapped, context).await
+    }
+
+    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.through().await?;
+        self.inner.sign_es256(message).await
+    }
+
+    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
+        self.through().await?;
+        self.inner.signing_public_key().await
+    }
+
+    fn signing_key_id(&self) -> String {
+        self.inner.signing_key_id()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+
+    fn item(sk: &str) -> Item {
+        Item::new(ItemKey::new("T", sk), &serde_json::json!({ "n": 1 })).unwrap()
+    }
+
+    #[tokio::test]
+    async fn reads_go_through_and_writes_wait_for_the_go_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = Backend::embedded(dir.path()).unwrap().store;
+        inner.put(item("a"), Condition::Any).await.unwrap();
+        let (gate, pass) = Gate::new();
+        let held = HeldStore::new(inner.clone(), pass);
+        // A read answers while the gate is shut.
+        assert!(held.get(&ItemKey::new("T", "a")).await.unwrap().is_some());
+        let write = held.put(item("b"), Condition::Absent);
+        let opened = async {
+            tokio::task::yield_now().await;
+            assert!(
+                inner.get(&ItemKey::new("T", "b")).await.unwrap().is_none(),
+                "written before the go-ahead"
+            );
+            gate.open(true);
+        };
+        let (written, ()) = tokio::join!(write, opened);
+        written.unwrap();
+        assert!(inner.get(&ItemKey::new("T", "b")).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_refused_or_dropped_gate_fails_every_write_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = Backend::embedded(dir.path()).unwrap().store;
+        for open in [Some(false), None] {
+            let (gate, pass) = Gate::new();
+            let held = HeldStore::new(inner.clone(), pass);
+            match open {
+                Some(allowed) => gate.open(allowed),
+                None => drop(gate),
+            }
+            assert!(matches!(held.put(item("c"), Condition::Any).await, Err(StoreError::Unavailable(_))));
+            assert!(held
+                .transact(vec![WriteOp::Delete { key: ItemKey::new("T", "c"), condition: Condition::Any }])
+                .await
+                .is_err());
+            let each = held.put_each(vec![(item("c"), Condition::Any), (item("d"), Condition::Any)]).await;
+            assert!(each.iter().all(Result::is_err));
+            assert!(inner.get(&ItemKey::new("T", "c")).await.unwrap().is_none());
+            assert!(inner.get(&ItemKey::new("T", "d")).await.unwrap().is_none());
+        }
+    }
+}
