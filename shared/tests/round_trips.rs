@@ -420,3 +420,12 @@ async fn what_a_request_names_is_still_judged_after_its_token() {
         assert_eq!(send(&router, &event).await, status, "{stem}: {event}");
     }
 }
+
+#[tokio::test]
+async fn a_token_refresh_reads_the_device_where_its_token_says_it_is() {
+    let (status, tally) = first_call("rp-device-token").await;
+    assert_eq!(status, 201);
+    assert!(waves_of(&tally, "store.get DEVICEID").is_empty(), "{tally}");
+    // The token, the device, the swap.
+    assert_eq!(tally.waves, 3, "{tally}");
+}

@@ -289,7 +289,7 @@ async fn refresh_token(
 {
     let devices = Devices::new(state.backend.store.as_ref());
     let device = devices
-        .device(&caller.app_id, &caller.device_id)
+        .device_of(&caller.app_id, &caller.named_user, &caller.device_id)
         .await?
         .ok_or_else(|| RegistrationError::DeviceNotFound(caller.device_id.clone()))?;
     let now = state.backend.clock.now_millis();

@@ -107,7 +107,19 @@ impl<'a> Devices<'a> {
             return Ok(None);
         };
         let pointer: Pointer = guard.data()?;
-        let key = ItemKey::new(user_pk(app, &pointer.named_user), format!("DEVICE#{device_id}"));
+        self.device_of(app, &pointer.named_user, device_id).await
+    }
+
+    /// The device `device_id` of `named_user`, read where it is filed: one read, for a caller
+    /// that knows the user (a device token names the user its device is filed under; a device
+    /// never moves to another user, since registering takes a device id no device holds).
+    pub async fn device_of(
+        &self,
+        app: &AppId,
+        named_user: &str,
+        device_id: &str,
+    ) -> Result<Option<DeviceRecord>, StoreError> {
+        let key = ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"));
         self.store.get(&key).await?.map(|i| i.data()).transpose()
     }
 
