@@ -64,24 +64,34 @@ pub struct OobStartedRequest {
     request_body = OobStartRequest, responses((status = 200, description = "Started; poll `response.requestId`", body = OobStarted)))]
 async fn start(
     State(state): State<AppState>,
-    access: Access,
-    ApiJson(body): ApiJson<OobStartRequest>,
+    mut parts: Parts,
+    body: Result<ApiJson<OobStartRequest>, Problem>,
 ) -> Result<Json<OobStarted>, Problem> {
-    let mut start = OobStart::try_from(body)?;
-    access.require_app(start.app_id.as_str())?;
+    let start = body.and_then(|ApiJson(body)| Ok(OobStart::try_from(body)?));
     let store = state.backend.store.as_ref();
     let devices = Devices::new(store);
     let requests = OobRequests::new(store);
-    // What the start needs to know is read at once: the app, the user, whether the nonce is
-    // spent, and the customizations that decide. Then the user's devices go beside the count.
-    // The checks keep their order: a start over the limit is refused before anything is
-    // judged of its user, and nothing is written before the count allows it.
-    let (app, user, spent, hooks) = tokio::join!(
-        super::cc::load_app(&state, start.app_id.as_str()),
-        devices.resolve_user(&start.app_id, &start.named_user),
-        requests.nonce_spent(&start.app_id, &start.nonces.session_nonce),
-        super::code::hooks(&state, &start.app_id, Trigger::OobStart),
-    );
+    // What the start needs to know is read at once, beside the token: the app, the user,
+    // whether the nonce is spent, and the customizations that decide. Then the user's devices
+    // go beside the count. The checks keep their order: the token, the body and its app first;
+    // a start over the limit is refused before anything is judged of its user, and nothing is
+    // written before the count allows it.
+    let state_ref = &state;
+    let reads = |start: &OobStart| {
+        let (app_id, named_user) = (start.app_id.clone(), start.named_user.clone());
+        let nonce = start.nonces.session_nonce.clone();
+        async move {
+            tokio::join!(
+                super::cc::load_app(state_ref, app_id.as_str()),
+                devices.resolve_user(&app_id, &named_user),
+                requests.nonce_spent(&app_id, &nonce),
+                super::code::hooks(state_ref, &app_id, Trigger::OobStart),
+            )
+        }
+    };
+    let (access, mut start, (app, user, spent, hooks)) =
+        beside_input::<Access, _, _>(&mut parts, &state, start, reads).await?;
+    access.require_app(start.app_id.as_str())?;
     let (app, _) = app?;
     let now_secs = state.backend.clock.epoch_secs();
     let found = match &user {

@@ -9,7 +9,7 @@
 //! `complete` must send it as `sessionId`. The rules live in [`crate::domain::enrollment`] and
 //! [`crate::domain::pairing`]; these handlers parse, call, persist and answer.
 
-use super::extract::{Access, ApiJson, ApiQuery, Caller};
+use super::extract::{beside_input, Access, ApiJson, ApiQuery, Caller};
 use super::offline;
 use super::problem::Problem;
 use super::AppState;
@@ -34,7 +34,7 @@ use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -142,17 +142,23 @@ impl EnrolledDevice {
         body = EnrollResponse, headers(("X-Enrollment-Session-Id" = String, description = "The enrollment session id")))))]
 async fn enroll(
     State(state): State<AppState>,
-    access: Access,
-    ApiJson(body): ApiJson<EnrollRequest>,
+    mut parts: Parts,
+    body: Result<ApiJson<EnrollRequest>, Problem>,
 ) -> Result<Response, Problem> {
-    let request = Enroll::try_from(body)?;
-    access.require_app(request.app_id.as_str())?;
+    let request = body.and_then(|ApiJson(body)| Ok(Enroll::try_from(body)?));
     let store = state.backend.store.as_ref();
     let devices = Devices::new(store);
+    // The user the body names, with their devices, is read beside the token; the token, then
+    // the body, then its app are judged before what was read.
+    let user = |request: &Enroll| {
+        let (app, name) = (request.app_id.clone(), request.machine_user_name_ws.clone());
+        async move { devices.user_and_devices(&app, &name).await }
+    };
+    let (access, request, user) = beside_input::<Access, _, _>(&mut parts, &state, request, user).await?;
+    access.require_app(request.app_id.as_str())?;
     let app = &request.app_id;
-    let user =
-        devices.resolve_user(app, &request.machine_user_name_ws).await?.ok_or(EnrollError::UnknownUser)?;
-    let device = devices.devices_of(app, &user.named_user).await?.pop().ok_or(EnrollError::NoDevice)?;
+    let (user, mut listed) = user?.ok_or(EnrollError::UnknownUser)?;
+    let device = listed.pop().ok_or(EnrollError::NoDevice)?;
     let now = state.backend.clock.now_millis();
     let fresh = EnrollmentSession {
         session_id: request

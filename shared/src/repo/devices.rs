@@ -92,6 +92,32 @@ impl<'a> Devices<'a> {
         }
     }
 
+    /// The user `name` names ([`resolve_user`](Self::resolve_user)) with their devices, most
+    /// recently registered last. `name`'s devices are read beside the user and the alias, as if
+    /// it named a user; an alias's user is then read beside that user's devices.
+    pub async fn user_and_devices(
+        &self,
+        app: &AppId,
+        name: &str,
+    ) -> Result<Option<(UserRecord, Vec<DeviceRecord>)>, StoreError> {
+        let alias = alias_key(app, name);
+        let (user, alias, devices) =
+            tokio::join!(self.user(app, name), self.store.get(&alias), self.devices_of(app, name));
+        if let Some(user) = user? {
+            return Ok(Some((user, devices?)));
+        }
+        let Some(alias) = alias? else {
+            return Ok(None);
+        };
+        let pointer: Pointer = alias.data()?;
+        let (user, devices) =
+            tokio::join!(self.user(app, &pointer.named_user), self.devices_of(app, &pointer.named_user));
+        match user? {
+            Some(user) => Ok(Some((user, devices?))),
+            None => Ok(None),
+        }
+    }
+
     /// The user's devices, most recently registered last.
     pub async fn devices_of(&self, app: &AppId, named_user: &str) -> Result<Vec<DeviceRecord>, StoreError> {
         let query =
