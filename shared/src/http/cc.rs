@@ -346,22 +346,14 @@ async fn create_token(
     });
     // The app the body names is read beside the token.
     let apps = Apps::new(state.backend.store.as_ref());
-    let exists = |(_, app_id): &(CreateToken, Option<AppId>)| {
-        let app_id = app_id.clone();
-        async move {
-            match app_id {
-                Some(id) => apps.get(&id).await.map(|app| app.is_some()),
-                None => Ok(false),
-            }
-        }
-    };
-    let (_admin, (body, app_id), exists) =
-        beside_input::<Admin, _, _>(&mut parts, &state, body, exists).await?;
+    let named = |(_, app_id): &(CreateToken, Option<AppId>)| apps.named(app_id.clone());
+    let (_admin, (body, app_id), named) =
+        beside_input::<Admin, _, _>(&mut parts, &state, body, named).await?;
     let app_id = match (body.kind, app_id) {
         (TokenKind::Access, None) => {
             return Err(Problem::invalid("appId", "is required for an access token"))
         }
-        (_, Some(id)) if !exists? => {
+        (_, Some(id)) if named.transpose()?.flatten().is_none() => {
             return Err(Problem::invalid("appId", format!("no app with appId '{id}'")))
         }
         (_, app_id) => app_id,

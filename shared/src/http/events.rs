@@ -125,15 +125,7 @@ async fn report(
     // The app the body names is read beside the token; the token's own app, if it names none,
     // after it.
     let apps = Apps::new(state.backend.store.as_ref());
-    let early = |(_, named): &(EventReport, Option<AppId>)| {
-        let named = named.clone();
-        async move {
-            match &named {
-                Some(app_id) => Some(apps.get(app_id).await),
-                None => None,
-            }
-        }
-    };
+    let early = |(_, named): &(EventReport, Option<AppId>)| apps.named(named.clone());
     let (caller, (body, named), early) =
         beside_input::<Caller, _, _>(&mut parts, &state, body, early).await?;
     let (app_id, source) = match &caller {

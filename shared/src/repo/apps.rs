@@ -60,6 +60,14 @@ impl<'a> Apps<'a> {
         }
     }
 
+    /// [`get`](Self::get) of the app a request may name: `None` if it names none.
+    pub async fn named(self, app_id: Option<AppId>) -> Option<Result<Option<(AppRecord, u64)>, StoreError>> {
+        match &app_id {
+            Some(app_id) => Some(self.get(app_id).await),
+            None => None,
+        }
+    }
+
     pub async fn list(
         &self,
         limit: usize,
