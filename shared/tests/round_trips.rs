@@ -236,8 +236,23 @@ async fn a_removed_device_its_pairings_and_certificates_are_read_at_once() {
     let device = waves_of(&tally, "store.get DEVICEID");
     assert_eq!(waves_of(&tally, "store.query DEVPAIR"), device, "{tally}");
     assert_eq!(waves_of(&tally, "store.query DEVCERT"), device, "{tally}");
-    // The token and the app; the device, its pairings and certificates; its user; the removal.
-    assert_eq!(tally.waves, 4, "{tally}");
+    // The token, the app, the device, its pairings and certificates; its user; the removal.
+    assert_eq!(device, [1], "{tally}");
+    assert_eq!(tally.waves, 3, "{tally}");
+}
+
+#[tokio::test]
+async fn what_an_admins_app_path_names_is_read_beside_the_token_and_the_app() {
+    // A device whose token ends; whoever holds the alias a registration link names.
+    for (stem, read) in
+        [("cc-app-device-token", "store.get DEVICEID"), ("cc-registration-links", "store.get ALIAS")]
+    {
+        let (status, tally) = first_call(stem).await;
+        assert!(status == 201 || status == 204, "{stem}: {status}");
+        assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, "store.get APP"), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves, 3, "{stem}: {tally}");
+    }
 }
 
 #[tokio::test]
@@ -431,6 +446,33 @@ async fn what_a_request_names_is_still_judged_after_its_token() {
             "rp-enroll",
             with_body(&sample("rp-enroll").event, |b| b["machineUserNameWS"] = "CORP\\nobody".into()),
             400,
+        ),
+        ("cc-app-device", sample("cc-app-device").event.replace("/devices/", "/devices/%20"), 400),
+        (
+            "cc-app-device",
+            sample("cc-app-device").event.replace("/apps/workstationDemo/", "/apps/noSuchApp/"),
+            404,
+        ),
+        (
+            "cc-app-device-token",
+            sample("cc-app-device-token").event.replace("/devices/", "/devices/%20"),
+            400,
+        ),
+        ("cc-app-device-token", sample("cc-app-device-token").event.replace("/devices/", "/devices/x"), 404),
+        (
+            "cc-registration-links",
+            with_body(&sample("cc-registration-links").event, |b| b["x"] = 1.into()),
+            400,
+        ),
+        (
+            "cc-registration-links",
+            with_body(&sample("cc-registration-links").event, |b| b["machineUserNameWS"] = "".into()),
+            400,
+        ),
+        (
+            "cc-registration-links",
+            sample("cc-registration-links").event.replace("/apps/workstationDemo/", "/apps/noSuchApp/"),
+            404,
         ),
         ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", "0000000000a9"), 400),
         ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", &"a".repeat(70)), 400),

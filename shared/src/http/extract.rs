@@ -307,20 +307,59 @@ impl FromRequestParts<AppState> for AdminOfApp {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
-        let app_id = match RawPathParams::from_request_parts(parts, state).await {
-            Ok(params) => {
-                params.iter().find(|(name, _)| *name == "app_id").map(|(_, value)| value.to_owned())
-            }
-            // A path that does not decode: refused as `ApiPath` refuses it, after the token.
-            Err(rejection) => {
-                Admin::from_request_parts(parts, state).await?;
-                return Err(Problem::invalid("path", rejection.body_text()));
-            }
-        };
-        let app_id =
-            app_id.ok_or_else(|| Problem::internal(std::io::Error::other("the route has no {app_id}")))?;
+        let app_id = Self::path_app_id(parts, state).await?;
         let (admin, app) = beside::<Admin, _>(parts, state, load_app(state, &app_id)).await?;
         Ok(Self { token: admin.0, app })
+    }
+}
+
+impl AdminOfApp {
+    /// [`AdminOfApp`] with `read` beside the token and the app: a read keyed by the path's app
+    /// and `input` (what else the request names, as its extractor left it), made only when both
+    /// are valid, and `None` when not. Only the token is judged here: the app (`admin.app?`)
+    /// and `input` keep their places in the handler. `read` takes what it needs of `input` (its
+    /// future cannot borrow it).
+    pub async fn beside<I, F>(
+        parts: &mut Parts,
+        state: &AppState,
+        input: &Result<I, Problem>,
+        read: impl FnOnce(AppId, &I) -> F,
+    ) -> Result<(Self, Option<F::Output>), Problem>
+    where
+        F: std::future::Future,
+    {
+        let app_id = Self::path_app_id(parts, state).await?;
+        let extra = match (AppId::parse("appId", &app_id), input) {
+            (Ok(app), Ok(input)) => Some(read(app, input)),
+            _ => None,
+        };
+        let reads = async {
+            let extra = async {
+                match extra {
+                    Some(read) => Some(read.await),
+                    None => None,
+                }
+            };
+            tokio::join!(load_app(state, &app_id), extra)
+        };
+        let (admin, (app, extra)) = beside::<Admin, _>(parts, state, reads).await?;
+        Ok((Self { token: admin.0, app }, extra))
+    }
+
+    /// The `{app_id}` of the path; a path that does not decode is refused after the token, as
+    /// `ApiPath` refuses it.
+    async fn path_app_id(parts: &mut Parts, state: &AppState) -> Result<String, Problem> {
+        match RawPathParams::from_request_parts(parts, state).await {
+            Ok(params) => params
+                .iter()
+                .find(|(name, _)| *name == "app_id")
+                .map(|(_, value)| value.to_owned())
+                .ok_or_else(|| Problem::internal(std::io::Error::other("the route has no {app_id}"))),
+            Err(rejection) => {
+                Admin::from_request_parts(parts, state).await?;
+                Err(Problem::invalid("path", rejection.body_text()))
+            }
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, request::Parts, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -380,20 +380,32 @@ async fn device_used(
     responses((status = 204, description = "Removed: its pairings, certificates (revocations queued) and token")))]
 async fn revoke_device(
     State(state): State<AppState>,
-    admin: AdminOfApp,
-    ApiPath((_, device_id)): ApiPath<(String, String)>,
+    mut parts: Parts,
+    path: Result<ApiPath<(String, String)>, Problem>,
 ) -> Result<StatusCode, Problem> {
-    let (app, _) = admin.app?;
-    let device_id = devices::identifier("deviceId", &device_id)?;
+    let device_id = path.and_then(|ApiPath((_, id))| Ok(devices::identifier("deviceId", &id)?));
     let store = state.backend.store.as_ref();
     let (devices, workstations, certs) =
         (Devices::new(store), &Workstations::new(store), &Certificates::new(store));
-    // The device, its pairings and its certificates are read at once; the device is judged first.
-    let (device, pairings, issued) = tokio::join!(
-        devices.device(&app.app_id, &device_id),
-        workstations.pairings_of_device(&app.app_id, &device_id),
-        certs.all_of_device(&app.app_id, &device_id),
-    );
+    // The device, its pairings and its certificates are read at once, beside the token and the
+    // app; the device is judged first.
+    let reads = |app: AppId, device_id: &String| {
+        let device_id = device_id.clone();
+        async move {
+            tokio::join!(
+                devices.device(&app, &device_id),
+                workstations.pairings_of_device(&app, &device_id),
+                certs.all_of_device(&app, &device_id),
+            )
+        }
+    };
+    let (admin, read) = AdminOfApp::beside(&mut parts, &state, &device_id, reads).await?;
+    let (app, _) = admin.app?;
+    let device_id = device_id?;
+    let (device, pairings, issued) = match read {
+        Some(read) => read,
+        None => reads(app.app_id.clone(), &device_id).await,
+    };
     let device = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
     let source = format!("admin:{}", admin.token.token_id);
     for listed in pairings? {

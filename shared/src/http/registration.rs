@@ -14,7 +14,7 @@ use crate::domain::tokens::TokenSecret;
 use crate::domain::validate;
 use crate::repo::devices::Devices;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -99,18 +99,36 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
-    admin: AdminOfApp,
+    mut parts: Parts,
     headers: HeaderMap,
-    ApiPath((_, named_user)): ApiPath<(String, String)>,
-    MaybeJson(options): MaybeJson<LinkOptions>,
+    path: Result<ApiPath<(String, String)>, Problem>,
+    options: Result<MaybeJson<LinkOptions>, Problem>,
 ) -> Result<Response, Problem> {
+    // Whoever holds the alias the body names is read beside the token and the app.
+    let options = options.map(|MaybeJson(options)| options.unwrap_or_default());
+    let devices = Devices::new(state.backend.store.as_ref());
+    let holder = |app: AppId, options: &LinkOptions| {
+        let name = options.machine_user_name_ws.clone();
+        let name = name.filter(|name| validate::text("machineUserNameWS", name, 1, 255).is_ok());
+        async move {
+            match name {
+                Some(name) => Some(devices.resolve_user(&app, &name).await),
+                None => None,
+            }
+        }
+    };
+    let (admin, holder) = AdminOfApp::beside(&mut parts, &state, &options, holder).await?;
+    let options = options?;
+    let ApiPath((_, named_user)) = path?;
     let named_user = devices::named_user("namedUser", &named_user)?;
     let (app, _) = admin.app?;
-    let options = options.unwrap_or_default();
     if let Some(name) = &options.machine_user_name_ws {
         validate::text("machineUserNameWS", name, 1, 255)?;
         // An alias belongs to one user.
-        let holder = Devices::new(state.backend.store.as_ref()).resolve_user(&app.app_id, name).await?;
+        let holder = match holder.flatten() {
+            Some(read) => read?,
+            None => devices.resolve_user(&app.app_id, name).await?,
+        };
         if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
             let source = format!("admin:{}", admin.token.token_id);
             let held_by = Some(holder.named_user.as_str());
@@ -362,16 +380,24 @@ async fn list_devices(
     params(super::cc::AppIdPath, ("deviceId" = String, Path)), responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
-    admin: AdminOfApp,
-    ApiPath((_, device_id)): ApiPath<(String, String)>,
+    mut parts: Parts,
+    path: Result<ApiPath<(String, String)>, Problem>,
 ) -> Result<StatusCode, Problem> {
-    let (app, _) = admin.app?;
-    let device_id = devices::identifier("deviceId", &device_id)?;
+    let device_id = path.and_then(|ApiPath((_, id))| Ok(devices::identifier("deviceId", &id)?));
+    // The device is read beside the token and the app.
     let repo = Devices::new(state.backend.store.as_ref());
-    let device = repo
-        .device(&app.app_id, &device_id)
-        .await?
-        .ok_or_else(|| RegistrationError::DeviceNotFound(device_id.clone()))?;
+    let device = |app: AppId, device_id: &String| {
+        let device_id = device_id.clone();
+        async move { repo.device(&app, &device_id).await }
+    };
+    let (admin, device) = AdminOfApp::beside(&mut parts, &state, &device_id, device).await?;
+    let (app, _) = admin.app?;
+    let device_id = device_id?;
+    let device = match device {
+        Some(read) => read?,
+        None => repo.device(&app.app_id, &device_id).await?,
+    };
+    let device = device.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.clone()))?;
     if !repo.revoke_token(&device).await? {
         return Err(RegistrationError::NoDeviceToken(device_id).into());
     }
