@@ -110,8 +110,24 @@ async fn a_users_device_tokens_are_read_at_once() {
     let tokens = waves_of(&tally, "store.get DEVTOKEN");
     assert!(tokens.len() > 1, "the sample user has several devices: {tally}");
     assert!(tokens.iter().all(|&w| w == tally.waves), "{tally}");
-    // The token and the app, the user's devices, their tokens.
-    assert_eq!(tally.waves, 3, "{tally}");
+    // The token, the app and the user's devices; their tokens.
+    assert_eq!(waves_of(&tally, "store.query USER"), [1], "{tally}");
+    assert_eq!(tally.waves, 2, "{tally}");
+}
+
+#[tokio::test]
+async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
+    for (stem, read) in [
+        ("cc-apps.get", "store.query APP"),
+        ("cc-tokens.get", "store.query TOKEN"),
+        ("rp-events.get", "store.query EVENTAPP"),
+        ("rp-app-jwks", "keys.signing_public_key"),
+    ] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves, 1, "{stem}: {tally}");
+    }
 }
 
 #[tokio::test]
@@ -472,6 +488,18 @@ async fn what_a_request_names_is_still_judged_after_its_token() {
         (
             "cc-registration-links",
             sample("cc-registration-links").event.replace("/apps/workstationDemo/", "/apps/noSuchApp/"),
+            404,
+        ),
+        ("cc-apps.get", sample("cc-apps.get").event.replace("limit=10", "limit=0"), 400),
+        ("cc-tokens.get", sample("cc-tokens.get").event.replace("limit=10", "limit=10&x=1"), 400),
+        (
+            "rp-events.get",
+            sample("rp-events.get").event.replace("appId=workstationDemo", "appId=no%20app"),
+            400,
+        ),
+        (
+            "cc-app-user-devices",
+            sample("cc-app-user-devices").event.replace("/apps/workstationDemo/", "/apps/noSuchApp/"),
             404,
         ),
         ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", "0000000000a9"), 400),

@@ -182,11 +182,18 @@ async fn create_app(
     responses((status = 200, description = "A page of apps", body = AppList)))]
 async fn list_apps(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiQuery(params): ApiQuery<ListParams>,
+    mut parts: Parts,
+    params: Result<ApiQuery<ListParams>, Problem>,
 ) -> Result<Json<AppList>, Problem> {
-    let (limit, cursor) = params.page(&Apps::query_partition())?;
-    let (apps, next) = Apps::new(state.backend.store.as_ref()).list(limit, cursor).await?;
+    // The page is read beside the token.
+    let page = params.and_then(|ApiQuery(params)| params.page(&Apps::query_partition()));
+    let apps = Apps::new(state.backend.store.as_ref());
+    let read = |&(limit, ref cursor): &(usize, Option<Cursor>)| {
+        let cursor = cursor.clone();
+        async move { apps.list(limit, cursor).await }
+    };
+    let (_admin, _, page) = beside_input::<Admin, _, _>(&mut parts, &state, page, read).await?;
+    let (apps, next) = page?;
     Ok(Json(AppList {
         apps: apps.into_iter().map(AppView::from).collect(),
         next_cursor: next.map(|c| c.encode()),
@@ -383,11 +390,18 @@ async fn create_token(
     responses((status = 200, description = "A page of tokens, never their secrets", body = TokenList)))]
 async fn list_tokens(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiQuery(params): ApiQuery<ListParams>,
+    mut parts: Parts,
+    params: Result<ApiQuery<ListParams>, Problem>,
 ) -> Result<Json<TokenList>, Problem> {
-    let (limit, cursor) = params.page(&Tokens::query_partition())?;
-    let (tokens, next) = Tokens::new(state.backend.store.as_ref()).list(limit, cursor).await?;
+    // The page is read beside the token.
+    let page = params.and_then(|ApiQuery(params)| params.page(&Tokens::query_partition()));
+    let tokens = Tokens::new(state.backend.store.as_ref());
+    let read = |&(limit, ref cursor): &(usize, Option<Cursor>)| {
+        let cursor = cursor.clone();
+        async move { tokens.list(limit, cursor).await }
+    };
+    let (_admin, _, page) = beside_input::<Admin, _, _>(&mut parts, &state, page, read).await?;
+    let (tokens, next) = page?;
     Ok(Json(TokenList {
         tokens: tokens.into_iter().map(TokenView::from).collect(),
         next_cursor: next.map(|c| c.encode()),

@@ -504,9 +504,11 @@ async fn delete_env(
 #[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(super::cc::AppIdPath),
     responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Object)))]
 async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
-    let (app, _) = super::cc::load_app(&state, &app_id).await?;
+    // The public key (fetched once per instance) is read beside the app; the app is judged first.
     let keys = &state.backend.keys;
-    let public = keys.signing_public_key().await?;
+    let (app, public) = tokio::join!(super::cc::load_app(&state, &app_id), keys.signing_public_key());
+    let (app, _) = app?;
+    let public = public?;
     let body = json!({"keys": [helpers::jwk(&public, &keys.signing_key_id())]});
     tracing::debug!(app_id = %app.app_id, "jwks served");
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], Json(body)).into_response())

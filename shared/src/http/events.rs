@@ -10,6 +10,7 @@ use crate::domain::apps::AppId;
 use crate::domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
+use crate::ports::Cursor;
 use crate::repo::apps::Apps;
 use crate::repo::events::{EventFilter, Events};
 use axum::extract::State;
@@ -206,26 +207,36 @@ fn time_param(field: &str, value: Option<&str>) -> Result<Option<EpochMillis>, P
     responses((status = 200, description = "A page of events, newest first", body = EventList)))]
 async fn list(
     State(state): State<AppState>,
-    _admin: Admin,
-    ApiQuery(query): ApiQuery<ListQuery>,
+    mut parts: Parts,
+    query: Result<ApiQuery<ListQuery>, Problem>,
 ) -> Result<Json<EventList>, Problem> {
-    if let Some(name) = query.name.as_deref().filter(|n| !SERVER_NAMES.contains(n)) {
-        check_name("name", name)?;
-    }
-    let filter = EventFilter {
-        name: query.name.clone(),
-        app_id: query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?,
-        from: time_param("from", query.from.as_deref())?,
-        to: time_param("to", query.to.as_deref())?,
-    };
-    if let (Some(from), Some(to)) = (filter.from, filter.to) {
-        if from > to {
-            return Err(Problem::invalid("from", "must not be after 'to'"));
+    let page = query.and_then(|ApiQuery(query)| {
+        if let Some(name) = query.name.as_deref().filter(|n| !SERVER_NAMES.contains(n)) {
+            check_name("name", name)?;
         }
-    }
-    let params = ListParams { limit: query.limit, cursor: query.cursor };
-    let (limit, cursor) = params.page(&filter.query())?;
-    let (events, next) = Events::new(state.backend.store.as_ref()).list(&filter, limit, cursor).await?;
+        let filter = EventFilter {
+            name: query.name.clone(),
+            app_id: query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?,
+            from: time_param("from", query.from.as_deref())?,
+            to: time_param("to", query.to.as_deref())?,
+        };
+        if let (Some(from), Some(to)) = (filter.from, filter.to) {
+            if from > to {
+                return Err(Problem::invalid("from", "must not be after 'to'"));
+            }
+        }
+        let params = ListParams { limit: query.limit, cursor: query.cursor };
+        let (limit, cursor) = params.page(&filter.query())?;
+        Ok((filter, limit, cursor))
+    });
+    // The page is read beside the token.
+    let events = Events::new(state.backend.store.as_ref());
+    let read = |(filter, limit, cursor): &(EventFilter, usize, Option<Cursor>)| {
+        let (filter, limit, cursor) = (filter.clone(), *limit, cursor.clone());
+        async move { events.list(&filter, limit, cursor).await }
+    };
+    let (_admin, _, page) = beside_input::<Admin, _, _>(&mut parts, &state, page, read).await?;
+    let (events, next) = page?;
     Ok(Json(EventList {
         events: events.into_iter().map(EventView::from).collect(),
         next_cursor: next.map(|c| c.encode()),

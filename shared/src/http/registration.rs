@@ -353,14 +353,27 @@ pub struct DeviceList {
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
-    admin: AdminOfApp,
-    ApiPath((_, named_user)): ApiPath<(String, String)>,
+    mut parts: Parts,
+    path: Result<ApiPath<(String, String)>, Problem>,
 ) -> Result<Json<DeviceList>, Problem> {
-    let named_user = devices::named_user("namedUser", &named_user)?;
-    let (app, _) = admin.app?;
+    let named_user = path.and_then(|ApiPath((_, name))| Ok(devices::named_user("namedUser", &name)?));
+    // The user's devices, then their tokens, are read beside the token and the app.
     let repo = Devices::new(state.backend.store.as_ref());
-    let devices = repo.devices_of(&app.app_id, &named_user).await?;
-    let tokens = repo.tokens_of(&devices).await?;
+    let reads = |app: AppId, named_user: &String| {
+        let named_user = named_user.clone();
+        async move {
+            let devices = repo.devices_of(&app, &named_user).await?;
+            let tokens = repo.tokens_of(&devices).await?;
+            Ok::<_, crate::ports::StoreError>((devices, tokens))
+        }
+    };
+    let (admin, read) = AdminOfApp::beside(&mut parts, &state, &named_user, reads).await?;
+    let named_user = named_user?;
+    let (app, _) = admin.app?;
+    let (devices, tokens) = match read {
+        Some(read) => read?,
+        None => reads(app.app_id.clone(), &named_user).await?,
+    };
     let devices = devices
         .into_iter()
         .zip(tokens)
