@@ -107,10 +107,8 @@ async fn rate_limit_gate(
             return response;
         }
     };
-    let mut response = match decision.allowed {
-        true => response,
-        false => over_limit(rule, &decision, now).into_response(),
-    };
+    let mut response =
+        if decision.allowed { response } else { over_limit(rule, &decision, now).into_response() };
     stamp(response.headers_mut(), &decision);
     response
 }
