@@ -78,42 +78,47 @@ impl<'a> Devices<'a> {
     /// The user and the alias are read at once: a name given by its alias (the usual case for a
     /// workstation's `DOMAIN\user`) then waits for two reads, not three.
     pub async fn resolve_user(&self, app: &AppId, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        let alias = alias_key(app, name);
-        let (user, alias) = tokio::join!(self.user(app, name), self.store.get(&alias));
-        if let Some(user) = user? {
-            return Ok(Some(user));
-        }
-        match alias? {
-            Some(item) => {
-                let pointer: Pointer = item.data()?;
-                self.user(app, &pointer.named_user).await
-            }
-            None => Ok(None),
-        }
+        let resolved = self.resolve_with(app, name, |_| std::future::ready(Ok(()))).await?;
+        Ok(resolved.map(|(user, ())| user))
     }
 
     /// The user `name` names ([`resolve_user`](Self::resolve_user)) with their devices, most
-    /// recently registered last. `name`'s devices are read beside the user and the alias, as if
-    /// it named a user; an alias's user is then read beside that user's devices.
+    /// recently registered last.
     pub async fn user_and_devices(
         &self,
         app: &AppId,
         name: &str,
     ) -> Result<Option<(UserRecord, Vec<DeviceRecord>)>, StoreError> {
+        let devices = |named_user: String| async move { self.devices_of(app, &named_user).await };
+        self.resolve_with(app, name, devices).await
+    }
+
+    /// The user `name` names, with `beside(the user's name)` read beside that user: first beside the
+    /// name's own user and alias (as if `name` named a user), then, for an alias, beside the
+    /// alias's user.
+    async fn resolve_with<T, F>(
+        &self,
+        app: &AppId,
+        name: &str,
+        beside: impl Fn(String) -> F,
+    ) -> Result<Option<(UserRecord, T)>, StoreError>
+    where
+        F: std::future::Future<Output = Result<T, StoreError>>,
+    {
         let alias = alias_key(app, name);
-        let (user, alias, devices) =
-            tokio::join!(self.user(app, name), self.store.get(&alias), self.devices_of(app, name));
+        let (user, alias, extra) =
+            tokio::join!(self.user(app, name), self.store.get(&alias), beside(name.to_owned()));
         if let Some(user) = user? {
-            return Ok(Some((user, devices?)));
+            return Ok(Some((user, extra?)));
         }
         let Some(alias) = alias? else {
             return Ok(None);
         };
         let pointer: Pointer = alias.data()?;
-        let (user, devices) =
-            tokio::join!(self.user(app, &pointer.named_user), self.devices_of(app, &pointer.named_user));
+        let (user, extra) =
+            tokio::join!(self.user(app, &pointer.named_user), beside(pointer.named_user.clone()));
         match user? {
-            Some(user) => Ok(Some((user, devices?))),
+            Some(user) => Ok(Some((user, extra?))),
             None => Ok(None),
         }
     }
