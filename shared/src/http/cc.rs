@@ -185,19 +185,31 @@ async fn list_apps(
     mut parts: Parts,
     params: Result<ApiQuery<ListParams>, Problem>,
 ) -> Result<Json<AppList>, Problem> {
-    // The page is read beside the token.
-    let page = params.and_then(|ApiQuery(params)| params.page(&Apps::query_partition()));
     let apps = Apps::new(state.backend.store.as_ref());
-    let read = |&(limit, ref cursor): &(usize, Option<Cursor>)| {
-        let cursor = cursor.clone();
-        async move { apps.list(limit, cursor).await }
-    };
-    let (_admin, _, page) = beside_input::<Admin, _, _>(&mut parts, &state, page, read).await?;
-    let (apps, next) = page?;
+    let list = |limit, cursor| apps.list(limit, cursor);
+    let (apps, next) = admin_page(&mut parts, &state, params, &Apps::query_partition(), list).await?;
     Ok(Json(AppList {
         apps: apps.into_iter().map(AppView::from).collect(),
         next_cursor: next.map(|c| c.encode()),
     }))
+}
+
+/// A global admin's page of `partition`, listed by `list` beside the token: the token is judged
+/// first, then the query (`limit`, `cursor`), then the read.
+async fn admin_page<T, F>(
+    parts: &mut Parts,
+    state: &AppState,
+    params: Result<ApiQuery<ListParams>, Problem>,
+    partition: &Query,
+    list: impl FnOnce(usize, Option<Cursor>) -> F,
+) -> Result<(Vec<T>, Option<Cursor>), Problem>
+where
+    F: std::future::Future<Output = Result<(Vec<T>, Option<Cursor>), StoreError>>,
+{
+    let page = params.and_then(|ApiQuery(params)| params.page(partition));
+    let read = |(limit, cursor): &(usize, Option<Cursor>)| list(*limit, cursor.clone());
+    let (_admin, _, page) = beside_input::<Admin, _, _>(parts, state, page, read).await?;
+    Ok(page?)
 }
 
 pub use super::extract::load_app;
@@ -393,15 +405,9 @@ async fn list_tokens(
     mut parts: Parts,
     params: Result<ApiQuery<ListParams>, Problem>,
 ) -> Result<Json<TokenList>, Problem> {
-    // The page is read beside the token.
-    let page = params.and_then(|ApiQuery(params)| params.page(&Tokens::query_partition()));
     let tokens = Tokens::new(state.backend.store.as_ref());
-    let read = |&(limit, ref cursor): &(usize, Option<Cursor>)| {
-        let cursor = cursor.clone();
-        async move { tokens.list(limit, cursor).await }
-    };
-    let (_admin, _, page) = beside_input::<Admin, _, _>(&mut parts, &state, page, read).await?;
-    let (tokens, next) = page?;
+    let list = |limit, cursor| tokens.list(limit, cursor);
+    let (tokens, next) = admin_page(&mut parts, &state, params, &Tokens::query_partition(), list).await?;
     Ok(Json(TokenList {
         tokens: tokens.into_iter().map(TokenView::from).collect(),
         next_cursor: next.map(|c| c.encode()),
