@@ -92,7 +92,7 @@ pub async fn open_pins(
     Ok((read_pins(&secret.tokens, &set.remaining), secret.tokens_auth))
 }
 
-/// The pairing at a key, as a read made ahead hands it to [`use_pins`].
+/// The pairing at a key, as a read made ahead hands it to [`edit_pairing`].
 pub type PairingRead = Result<Option<(Pairing, u64)>, StoreError>;
 
 /// The app's record and the pairing of `device_id` on `machine_id`, read at once. The app is
@@ -112,16 +112,33 @@ pub async fn app_and_pairing(
     Ok((app?.0, read))
 }
 
-/// Deletes used PINs from the pairing's set (re-sealed without them), conditionally; a PIN
-/// already gone is [`OfflineError::PinGone`]. The first attempt works on `read` (the pairing
-/// as last read or written), a retry reads it again. Returns the pairing as stored, with its
-/// version.
-pub async fn use_pins(
+/// What one update of a pairing changes, all in one conditional write: a new machine name, a
+/// new PIN set, and PINs used (from the new set, when the update brings one). Nothing is written
+/// unless all of it can be: a PIN already gone leaves the name and the set as they were.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PairingEdit<'a> {
+    pub machine_name: Option<&'a str>,
+    pub new_set: Option<&'a OfflineSet>,
+    pub used: &'a [String],
+}
+
+impl PairingEdit<'_> {
+    /// Changes nothing: no write is needed.
+    pub fn is_empty(&self) -> bool {
+        self.machine_name.is_none() && self.new_set.is_none() && self.used.is_empty()
+    }
+}
+
+/// Writes `edit` to the pairing, conditionally. Used PINs are deleted from its set (re-sealed
+/// without them); one already gone is [`OfflineError::PinGone`]. The first attempt works on
+/// `read` (the pairing as last read or written), a retry reads it again. Returns the pairing as
+/// stored, with its version.
+pub async fn edit_pairing(
     state: &AppState,
     app: &AppId,
     key: &PairingKey,
     read: PairingRead,
-    used: &[String],
+    edit: PairingEdit<'_>,
     settings: &OfflineAccess,
 ) -> Result<(Pairing, u64), PairingError> {
     let workstations = &Workstations::new(state.backend.store.as_ref());
@@ -129,29 +146,38 @@ pub async fn use_pins(
     let reread = || workstations.pairing(app, &key.machine_id, &key.device_id);
     retry_on_conflict_from(read, reread, |read| async move {
         let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
-        pairing.lock.check(now)?;
-        let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
-        // A PIN already gone is refused before the key service is asked for anything; the key
-        // the rest is sealed under then comes beside the opening: one wait for the key service.
-        check_unused(&set, used)?;
-        let context = context(app, &key.machine_id, &key.device_id);
-        let (opened, fresh) =
-            tokio::join!(open_pins(state, &pairing, &set), state.backend.keys.generate_data_key(&context));
-        let (pins, tokens_auth) = opened?;
-        let left = remove_used(&set, pins, used)?;
-        let sealed = seal_pins_under(fresh?, &context, &left, &tokens_auth)?;
-        let mut next = pairing.clone();
-        next.offline_set = Some(OfflineSet {
-            sealed,
-            remaining: left.iter().map(|p| p.id.clone()).collect(),
-            ..set
-        });
-        next.updated_at = now.max(pairing.updated_at);
+        let mut next = pairing.update(edit.machine_name, edit.new_set, now);
+        if !edit.used.is_empty() {
+            next.offline_set = Some(without_used(state, &next, edit.used, now).await?);
+        }
         let version = workstations.replace_pairing(&next, version).await?;
-        tracing::info!(app_id = %app, machine_id = %key.machine_id, used = used.len(), remaining = left.len(), low = next.offline_set.as_ref().is_some_and(|s| s.low_token_warning(settings)), "offline PINs used");
+        if !edit.used.is_empty() {
+            tracing::info!(app_id = %app, machine_id = %key.machine_id, used = edit.used.len(), remaining = next.offline_set.as_ref().map_or(0, |s| s.remaining.len()), low = next.offline_set.as_ref().is_some_and(|s| s.low_token_warning(settings)), "offline PINs used");
+        }
         Ok((next, version))
     })
     .await
+}
+
+/// The pairing's PIN set without the `used` ones, re-sealed under a fresh data key.
+async fn without_used(
+    state: &AppState,
+    pairing: &Pairing,
+    used: &[String],
+    now: EpochMillis,
+) -> Result<OfflineSet, PairingError> {
+    pairing.lock.check(now)?;
+    let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
+    // A PIN already gone is refused before the key service is asked for anything; the key the
+    // rest is sealed under then comes beside the opening: one wait for the key service.
+    check_unused(&set, used)?;
+    let context = context(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
+    let (opened, fresh) =
+        tokio::join!(open_pins(state, pairing, &set), state.backend.keys.generate_data_key(&context));
+    let (pins, tokens_auth) = opened?;
+    let left = remove_used(&set, pins, used)?;
+    let sealed = seal_pins_under(fresh?, &context, &left, &tokens_auth)?;
+    Ok(OfflineSet { sealed, remaining: left.iter().map(|p| p.id.clone()).collect(), ..set })
 }
 
 /// Counts wrong offline attempts; at the app's maximum the pairing's offline access is locked
@@ -364,7 +390,8 @@ async fn device_used(
     let (app, read) = app_and_pairing(&state, &device.app_id, &key.machine_id, &key.device_id).await?;
     let settings = &app.workstation.offline_access;
     require_enabled(settings).map_err(PairingError::from)?;
-    let (pairing, _) = use_pins(&state, &device.app_id, &key, read, &body.token_ids, settings).await?;
+    let used = PairingEdit { used: &body.token_ids, ..PairingEdit::default() };
+    let (pairing, _) = edit_pairing(&state, &device.app_id, &key, read, used, settings).await?;
     let set = pairing.offline_set.as_ref();
     Ok(Json(PinsLeft {
         machine_id: pairing.machine_id.clone(),

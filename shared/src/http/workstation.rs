@@ -552,21 +552,16 @@ async fn update_pairing(
         }
         None => None,
     };
-    if update.machine_name.is_some() || new_set.is_some() {
-        let (update, new_set) = (&update, new_set.as_ref());
-        let written = retry_on_conflict_from(Ok(latest.take()), reread, |read| async move {
-            let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
-            let next = pairing.update(update.machine_name.as_deref(), new_set, now);
-            let version = workstations.replace_pairing(&next, version).await?;
-            Ok::<_, PairingError>((next, version))
-        })
-        .await?;
-        latest = Some(written);
-    }
-    if !update.used_token_ids.is_empty() {
+    // The name, the new set and the used PINs go in one write: all of it lands or none of it.
+    let edit = offline::PairingEdit {
+        machine_name: update.machine_name.as_deref(),
+        new_set: new_set.as_ref(),
+        used: &update.used_token_ids,
+    };
+    if !edit.is_empty() {
         let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
-        let used = &update.used_token_ids;
-        latest = Some(offline::use_pins(&state, app, &key, Ok(latest.take()), used, offline_settings).await?);
+        latest =
+            Some(offline::edit_pairing(&state, app, &key, Ok(latest.take()), edit, offline_settings).await?);
     }
     if update.failed_attempts > 0 {
         let source = format!("workstation:{owner}");

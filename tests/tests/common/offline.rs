@@ -158,6 +158,16 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
     let replay =
         h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(used(json!(["pin-01"])))).await;
     assert_eq!(replay.problem(409, codes::PIN_GONE)["field"], "tokenId");
+    // An update that reports a gone PIN changes nothing else it names either.
+    let mut renamed = used(json!(["pin-03", "pin-01"]));
+    renamed["machineName"] = json!("desk-renamed");
+    h.client
+        .send("PATCH", "/rp/api/client/reg", Some(&access), Some(renamed))
+        .await
+        .problem(409, codes::PIN_GONE);
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    assert_ne!(own["machineName"], "desk-renamed", "the name is not half-written: {own}");
+    assert_eq!(own["offlineStatus"]["tokensRemaining"], 9, "pin-03 is not used either: {own}");
     // The phone reports the next one; at 2 of 10 (20 %) the warning is on, on both sides.
     let phone_used = |id: &str| {
         let body = json!({"machineId": machine, "tokenIds": [id]});
@@ -186,7 +196,10 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
 
 /// The phone and the workstation report PINs at once, with a machine-name change among them:
 /// each write starts from the pairing read beside the app, the losers of a race read it again,
-/// and every report lands.
+/// and every report lands. Each of the 6 racers writes once (a name and its PINs go in one
+/// write), so a racer loses at most 5 races, each to another's write: fewer than
+/// `CONFLICT_ATTEMPTS`, so none can run out of attempts. (When the name was a write of its own,
+/// 9 writes let one racer lose 8 times, and about one run in 30 ended in a 409.)
 pub async fn racing_pin_reports_all_land(h: Harness) {
     let (_app, access, dev, machine) = offline_pairing(&h, "rosa@example.com", 10).await;
     let h = std::sync::Arc::new(h);
