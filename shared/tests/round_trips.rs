@@ -29,10 +29,22 @@ fn sample(stem: &str) -> Sample {
 
 /// Sample `stem` sent `times` times on freshly seeded samples: each call's status and what it sent.
 async fn calls(stem: &str, times: usize) -> Vec<(u16, Tally)> {
+    calls_of(sample(stem), times).await
+}
+
+/// Sample `stem` with its body replaced by `body`, sent once on freshly seeded samples.
+async fn first_call_with(stem: &str, body: serde_json::Value) -> (u16, Tally) {
+    let mut sample = sample(stem);
+    let mut event: serde_json::Value = serde_json::from_str(&sample.event).unwrap();
+    event["body"] = body.to_string().into();
+    sample.event = event.to_string();
+    calls_of(sample, 1).await.remove(0)
+}
+
+async fn calls_of(sample: Sample, times: usize) -> Vec<(u16, Tally)> {
     let (_dir, backend) = seeded().await;
     raise_rate_limit(AppState::new(backend.clone(), HttpConfig::default())).await;
     let (traced, trips) = recorded(&backend, Duration::from_millis(20));
-    let sample = sample(stem);
     let router = http::function(&sample.function, AppState::new(traced, HttpConfig::default())).unwrap();
     trips.take();
     let mut outcomes = Vec::new();
@@ -243,6 +255,27 @@ async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
         // Read once, beside the app: the write starts from that read.
         assert_eq!(waves_of(&tally, "store.get PAIR"), app, "{stem}: {tally}");
     }
+}
+
+#[tokio::test]
+async fn a_pairing_update_writes_once_and_reads_nothing_back() {
+    // A new name and a used PIN: one write, after the key service (open and reseal, at once);
+    // the answer shows what is left of the PINs as they were resealed, not opened again.
+    let body = serde_json::json!({"machineId": "machine-42", "deviceId": "alice-pixel-9",
+        "machineName": "WS-0042-renamed", "usedTokenIds": ["pin-02"]});
+    let (status, tally) = first_call_with("rp-client-reg.patch", body).await;
+    assert_eq!(status, 200, "{tally}");
+    assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "read once, beside the app: {tally}");
+    assert_eq!(waves_of(&tally, "store.put PAIR"), [4], "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
+    // A wrong attempt: counted against the pairing read beside the app, nothing read back.
+    let body =
+        serde_json::json!({"machineId": "machine-42", "deviceId": "alice-pixel-9", "failedAttempts": 1});
+    let (status, tally) = first_call_with("rp-client-reg.patch", body).await;
+    assert_eq!(status, 200, "{tally}");
+    assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "{tally}");
+    // The token; the app and the pairing; the count; the PINs opened for the owner's view.
+    assert_eq!(tally.waves, 4, "{tally}");
 }
 
 #[tokio::test]

@@ -15,9 +15,7 @@ use crate::domain::offline::{
     check_unused, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin,
     SealedTokens,
 };
-use crate::domain::pairing::{
-    pin_ids, Pairing, PairingError, PairingKey, PairingUpdate, DEVICE_REVOKED_EVENT,
-};
+use crate::domain::pairing::{pin_ids, Pairing, PairingError, PairingKey, DEVICE_REVOKED_EVENT};
 use crate::domain::time::EpochMillis;
 use crate::ports::keys::{open, seal_under, DataKey, Sealed};
 use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
@@ -80,12 +78,15 @@ fn seal_pins_under(
     Ok(seal_under(fresh, context, &plain)?)
 }
 
+/// A PIN set in the clear: the PINs still unused, and their authorization code.
+pub type OpenPins = (Vec<Pin>, String);
+
 /// The PINs of `set` still unused, and their authorization code.
 pub async fn open_pins(
     state: &AppState,
     pairing: &Pairing,
     set: &OfflineSet,
-) -> Result<(Vec<Pin>, String), PairingError> {
+) -> Result<OpenPins, PairingError> {
     let context = context(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
     let plain = open(state.backend.keys.as_ref(), &context, &set.sealed).await?;
     let secret: SealedTokens = serde_json::from_slice(&plain).map_err(StoreError::encoding)?;
@@ -132,7 +133,7 @@ impl PairingEdit<'_> {
 /// Writes `edit` to the pairing, conditionally. Used PINs are deleted from its set (re-sealed
 /// without them); one already gone is [`OfflineError::PinGone`]. The first attempt works on
 /// `read` (the pairing as last read or written), a retry reads it again. Returns the pairing as
-/// stored, with its version.
+/// stored, with its version, and its PINs in the clear when the edit had them (used PINs).
 pub async fn edit_pairing(
     state: &AppState,
     app: &AppId,
@@ -140,32 +141,36 @@ pub async fn edit_pairing(
     read: PairingRead,
     edit: PairingEdit<'_>,
     settings: &OfflineAccess,
-) -> Result<(Pairing, u64), PairingError> {
+) -> Result<(Pairing, u64, Option<OpenPins>), PairingError> {
     let workstations = &Workstations::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
     let reread = || workstations.pairing(app, &key.machine_id, &key.device_id);
     retry_on_conflict_from(read, reread, |read| async move {
         let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
         let mut next = pairing.update(edit.machine_name, edit.new_set, now);
+        let mut open = None;
         if !edit.used.is_empty() {
-            next.offline_set = Some(without_used(state, &next, edit.used, now).await?);
+            let (set, left) = without_used(state, &next, edit.used, now).await?;
+            next.offline_set = Some(set);
+            open = Some(left);
         }
         let version = workstations.replace_pairing(&next, version).await?;
         if !edit.used.is_empty() {
             tracing::info!(app_id = %app, machine_id = %key.machine_id, used = edit.used.len(), remaining = next.offline_set.as_ref().map_or(0, |s| s.remaining.len()), low = next.offline_set.as_ref().is_some_and(|s| s.low_token_warning(settings)), "offline PINs used");
         }
-        Ok((next, version))
+        Ok((next, version, open))
     })
     .await
 }
 
-/// The pairing's PIN set without the `used` ones, re-sealed under a fresh data key.
+/// The pairing's PIN set without the `used` ones, re-sealed under a fresh data key, and what
+/// is left of it in the clear.
 async fn without_used(
     state: &AppState,
     pairing: &Pairing,
     used: &[String],
     now: EpochMillis,
-) -> Result<OfflineSet, PairingError> {
+) -> Result<(OfflineSet, OpenPins), PairingError> {
     pairing.lock.check(now)?;
     let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
     // A PIN already gone is refused before the key service is asked for anything; the key the
@@ -177,40 +182,38 @@ async fn without_used(
     let (pins, tokens_auth) = opened?;
     let left = remove_used(&set, pins, used)?;
     let sealed = seal_pins_under(fresh?, &context, &left, &tokens_auth)?;
-    Ok(OfflineSet { sealed, remaining: left.iter().map(|p| p.id.clone()).collect(), ..set })
+    let remaining = left.iter().map(|p| p.id.clone()).collect();
+    Ok((OfflineSet { sealed, remaining, ..set }, (left, tokens_auth)))
 }
 
-/// Counts wrong offline attempts; at the app's maximum the pairing's offline access is locked
-/// for `lockoutSecs`, and the lock is an event.
+/// Counts `failed` wrong offline attempts against the pairing (as last read or written, with
+/// its version); at the app's maximum the pairing's offline access is locked for `lockoutSecs`,
+/// and the lock is an event. Returns the pairing as it stands after: locked or as it came.
 pub async fn count_wrong_attempts(
     state: &AppState,
-    app: &AppId,
-    update: &PairingUpdate,
+    latest: (Pairing, u64),
+    failed: i64,
     settings: &OfflineAccess,
     source: &str,
-) -> Result<(), PairingError> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
+) -> Result<Pairing, PairingError> {
+    let workstations = &Workstations::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    let (pairing, _) = workstations
-        .pairing(app, &update.machine_id, &update.device_id)
-        .await?
-        .ok_or(PairingError::NotFound)?;
-    let count = workstations
-        .count_wrong_attempts(&pairing, update.failed_attempts, settings.lockout_secs, now)
-        .await?;
+    let count = workstations.count_wrong_attempts(&latest.0, failed, settings.lockout_secs, now).await?;
     if count < settings.max_wrong_attempts {
-        return Ok(());
+        return Ok(latest.0);
     }
-    retry_on_conflict(|| async move {
-        let (pairing, version) =
-            workstations.pairing(app, &update.machine_id, &update.device_id).await?.ok_or(PairingError::NotFound)?;
+    let (app, machine_id, device_id) =
+        (&latest.0.app_id.clone(), &latest.0.machine_id.clone(), &latest.0.device_id.clone());
+    let reread = || workstations.pairing(app, machine_id, device_id);
+    retry_on_conflict_from(Ok(Some(latest)), reread, |read| async move {
+        let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
         if pairing.lock.check(now).is_err() {
-            return Ok(());
+            return Ok(pairing);
         }
         let (locked, event) = pairing.locked(settings.lockout_secs, count, source, now);
         workstations.replace_pairing_with_event(&locked, version, &event).await?;
         tracing::warn!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, "offline access locked after wrong attempts");
-        Ok::<_, PairingError>(())
+        Ok::<_, PairingError>(locked)
     })
     .await
 }
@@ -391,7 +394,7 @@ async fn device_used(
     let settings = &app.workstation.offline_access;
     require_enabled(settings).map_err(PairingError::from)?;
     let used = PairingEdit { used: &body.token_ids, ..PairingEdit::default() };
-    let (pairing, _) = edit_pairing(&state, &device.app_id, &key, read, used, settings).await?;
+    let (pairing, ..) = edit_pairing(&state, &device.app_id, &key, read, used, settings).await?;
     let set = pairing.offline_set.as_ref();
     Ok(Json(PinsLeft {
         machine_id: pairing.machine_id.clone(),

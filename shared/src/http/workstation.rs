@@ -11,6 +11,7 @@
 
 use super::extract::{beside_input, Access, ApiJson, ApiQuery, Caller};
 use super::offline;
+use super::offline::OpenPins;
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::{AppId, OfflineAccess};
@@ -310,19 +311,24 @@ pub struct OfflineStatus {
 }
 
 /// The view of `pairing` (of the app `app`) for the access token `viewer`: the PINs are opened
-/// only for the pairing's own workstation.
+/// only for the pairing's own workstation. `open` is its set in the clear, if the caller has it.
 async fn pairing_view(
     state: &AppState,
     pairing: Pairing,
     app: &AppRecord,
     viewer: Option<&str>,
+    open: Option<OpenPins>,
 ) -> Result<PairingView, PairingError> {
     let settings = &app.workstation.offline_access;
     let now = state.backend.clock.now_millis();
     let hidden = pairing.hidden_because(viewer, settings, now);
     let offline = match (&pairing.offline_set, hidden) {
         (Some(set), None) => {
-            let (pins, tokens_auth) = offline::open_pins(state, &pairing, set).await?;
+            // What the caller just sealed or re-sealed is in the clear already; the rest is opened.
+            let (pins, tokens_auth) = match open {
+                Some(open) => open,
+                None => offline::open_pins(state, &pairing, set).await?,
+            };
             OfflineTokens { tokens: render_pins(&pins), tokens_auth }
         }
         _ => OfflineTokens::default(),
@@ -384,7 +390,7 @@ async fn pair(
         return Ok((
             StatusCode::OK,
             NO_STORE,
-            Json(pairing_view(&state, existing, &settings, Some(owner)).await?),
+            Json(pairing_view(&state, existing, &settings, Some(owner), None).await?),
         ));
     }
     let devices = Devices::new(store);
@@ -403,16 +409,17 @@ async fn pair(
             return Err(PairingError::NameOfAnotherUser(name.clone()).into());
         }
     }
-    let offline_set = match &request.offline {
+    let (offline_set, open) = match &request.offline {
         Some(tokens) => {
             let access_settings = &settings.workstation.offline_access;
             require_enabled(access_settings).map_err(PairingError::from)?;
             let pins = parse_pins("offline.tokens", &tokens.tokens, access_settings)?;
             let context = offline::context(app, &request.machine_id, &request.device_id);
             let sealed = offline::seal_pins(&state, &context, &pins, &tokens.tokens_auth).await?;
-            Some(OfflineSet::new(sealed, &pins, access_settings, state.backend.clock.now_millis()))
+            let set = OfflineSet::new(sealed, &pins, access_settings, state.backend.clock.now_millis());
+            (Some(set), Some((pins, tokens.tokens_auth.clone())))
         }
-        None => None,
+        None => (None, None),
     };
     let certs = Certificates::new(store);
     let cap = state.config.max_open_per_app;
@@ -454,7 +461,7 @@ async fn pair(
             Ok((
                 StatusCode::CREATED,
                 NO_STORE,
-                Json(pairing_view(&state, pairing, &settings, Some(owner)).await?),
+                Json(pairing_view(&state, pairing, &settings, Some(owner), open).await?),
             ))
         }
         // A concurrent POST created it first: answer with the winner's pairing. Without one,
@@ -471,7 +478,7 @@ async fn pair(
             Ok((
                 StatusCode::OK,
                 NO_STORE,
-                Json(pairing_view(&state, existing, &settings, Some(owner)).await?),
+                Json(pairing_view(&state, existing, &settings, Some(owner), None).await?),
             ))
         }
         Err(e) => Err(e.into()),
@@ -515,7 +522,7 @@ async fn read_pairing(
     );
     let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
     let (app, _) = app?;
-    Ok((NO_STORE, Json(pairing_view(&state, pairing, &app, Some(&access.token.token_id)).await?)))
+    Ok((NO_STORE, Json(pairing_view(&state, pairing, &app, Some(&access.token.token_id), None).await?)))
 }
 
 #[utoipa::path(patch, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])),
@@ -528,10 +535,8 @@ async fn update_pairing(
     let update = PairingUpdate::try_from(body)?;
     let app = &access.app_id;
     let owner = access.token.token_id.as_str();
-    let workstations = &Workstations::new(state.backend.store.as_ref());
     let (settings, read) =
         offline::app_and_pairing(&state, app, &update.machine_id, &update.device_id).await?;
-    let reread = || workstations.pairing(app, &update.machine_id, &update.device_id);
     let offline_settings = &settings.workstation.offline_access;
     let now = state.backend.clock.now_millis();
     // The pairing as last read or written, with its version: each step below starts from it,
@@ -543,14 +548,15 @@ async fn update_pairing(
         pairing.require_owner(owner).map_err(PairingError::from)?;
         pairing.lock.check(now).map_err(PairingError::from)?;
     }
-    let new_set = match &update.offline {
+    let (new_set, mut open) = match &update.offline {
         Some(tokens) => {
             let pins = parse_pins("offline.tokens", &tokens.tokens, offline_settings)?;
             let context = offline::context(app, &update.machine_id, &update.device_id);
             let sealed = offline::seal_pins(&state, &context, &pins, &tokens.tokens_auth).await?;
-            Some(OfflineSet::new(sealed, &pins, offline_settings, now))
+            let set = OfflineSet::new(sealed, &pins, offline_settings, now);
+            (Some(set), Some((pins, tokens.tokens_auth.clone())))
         }
-        None => None,
+        None => (None, None),
     };
     // The name, the new set and the used PINs go in one write: all of it lands or none of it.
     let edit = offline::PairingEdit {
@@ -560,21 +566,23 @@ async fn update_pairing(
     };
     if !edit.is_empty() {
         let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
-        latest =
-            Some(offline::edit_pairing(&state, app, &key, Ok(latest.take()), edit, offline_settings).await?);
+        let (pairing, version, left) =
+            offline::edit_pairing(&state, app, &key, Ok(latest.take()), edit, offline_settings).await?;
+        latest = Some((pairing, version));
+        // What the used PINs left, if any were used; else the new set, if any.
+        open = left.or(open);
     }
-    if update.failed_attempts > 0 {
+    // `latest` is the pairing as stored: read beside the app, or as the edit wrote it.
+    let latest = latest.ok_or(PairingError::NotFound)?;
+    let pairing = if update.failed_attempts > 0 {
         let source = format!("workstation:{owner}");
-        offline::count_wrong_attempts(&state, app, &update, offline_settings, &source).await?;
-        // It counts and may lock the pairing: what it wrote is read back below.
-        latest = None;
-    }
-    let (pairing, _) = match latest {
-        Some(latest) => latest,
-        None => reread().await?.ok_or(PairingError::NotFound)?,
+        offline::count_wrong_attempts(&state, latest, update.failed_attempts, offline_settings, &source)
+            .await?
+    } else {
+        latest.0
     };
     tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
-    Ok((NO_STORE, Json(pairing_view(&state, pairing, &settings, Some(owner)).await?)))
+    Ok((NO_STORE, Json(pairing_view(&state, pairing, &settings, Some(owner), open).await?)))
 }
 
 /// Unpairs: by the pairing's own workstation, or by an admin (who names the app with `appId`).
