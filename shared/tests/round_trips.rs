@@ -43,8 +43,13 @@ async fn first_call_with(stem: &str, body: serde_json::Value) -> (u16, Tally) {
 
 async fn calls_of(sample: Sample, times: usize) -> Vec<(u16, Tally)> {
     let (_dir, backend) = seeded().await;
+    calls_on(&backend, sample, times).await
+}
+
+/// `sample` sent `times` times on `backend` as it stands.
+async fn calls_on(backend: &Backend, sample: Sample, times: usize) -> Vec<(u16, Tally)> {
     raise_rate_limit(AppState::new(backend.clone(), HttpConfig::default())).await;
-    let (traced, trips) = recorded(&backend, Duration::from_millis(20));
+    let (traced, trips) = recorded(backend, Duration::from_millis(20));
     let router = http::function(&sample.function, AppState::new(traced, HttpConfig::default())).unwrap();
     trips.take();
     let mut outcomes = Vec::new();
@@ -276,6 +281,36 @@ async fn a_pairing_update_writes_once_and_reads_nothing_back() {
     assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "{tally}");
     // The token; the app and the pairing; the count; the PINs opened for the owner's view.
     assert_eq!(tally.waves, 4, "{tally}");
+}
+
+#[tokio::test]
+async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
+    use rp_shared::domain::certificates::RequestState;
+    use rp_shared::domain::pairing::PairingKey;
+    use rp_shared::ports::Condition;
+    use rp_shared::repo::certificates::{request_item, Certificates};
+    use rp_shared::repo::workstations::Workstations;
+    let (_dir, backend) = seeded().await;
+    // machine-43 (which the sample unpairs) got its login certificate: the samples' serial.
+    let store = backend.store.as_ref();
+    let app = rp_shared::domain::apps::AppId::parse("appId", rp_shared::samples::APP).unwrap();
+    let key = PairingKey { machine_id: "machine-43".into(), device_id: "alice-pixel-9".into() };
+    let (pairing, _) =
+        Workstations::new(store).pairing(&app, &key.machine_id, &key.device_id).await.unwrap().unwrap();
+    let certs = Certificates::new(store);
+    let (mut request, version) = certs.request(&pairing.certificate_request_id).await.unwrap().unwrap();
+    request.state = RequestState::Done;
+    request.cert_serial_number = Some(rp_shared::samples::SERIAL.into());
+    store.put(request_item(&request).unwrap(), Condition::Version(version)).await.unwrap();
+    let (status, tally) = calls_on(&backend, sample("rp-client-reg.delete"), 1).await.remove(0);
+    assert_eq!(status, 204, "{tally}");
+    // The token; the pairing; its request; the certificate and the app's time-out at once; the
+    // unpairing with the revocation.
+    assert_eq!(waves_of(&tally, "store.get DEVCERT"), waves_of(&tally, "store.get APP"), "{tally}");
+    assert!(waves_of(&tally, "store.get SERIAL").is_empty(), "{tally}");
+    assert_eq!(tally.waves, 5, "{tally}");
+    let (cert, _) = certs.by_serial(rp_shared::samples::SERIAL).await.unwrap().unwrap();
+    assert!(cert.revocation_request_id.is_some(), "the revocation is queued");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use super::cc::ListParams;
 use super::extract::{beside, beside_input, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::WorkstationSettings;
+use crate::domain::apps::{AppId, WorkstationSettings};
 use crate::domain::certificates::{
     CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
     RequestState, RevocationResult, Settlement,
@@ -18,7 +18,7 @@ use crate::domain::messages::{lease_timeouts, LeaseRef};
 use crate::domain::time::EpochMillis;
 use crate::domain::validate;
 use crate::metrics::{self, Metric};
-use crate::ports::retry_on_conflict_from;
+use crate::ports::{retry_on_conflict_from, StoreError};
 use crate::repo::apps::Apps;
 use crate::repo::certificates::{revocation_ops, Certificates, Effect};
 use axum::extract::State;
@@ -266,7 +266,8 @@ async fn queue_revocation(
         if cert.revoked_at.is_some() {
             return Err(CertError::AlreadyRevoked(serial.clone()));
         }
-        match revocation_of(state, certs, &cert, version).await? {
+        let timeout = request_timeout(state, &cert.app_id);
+        match revocation_of(certs, &cert, version, timeout, state.backend.clock.now_millis()).await? {
             Revocation::UnderWay(pending) => Ok(pending),
             Revocation::Queue(request, ops) => {
                 state.backend.store.transact(ops).await?;
@@ -290,33 +291,43 @@ pub(crate) enum Revocation {
     Queue(String, Vec<crate::ports::WriteOp>),
 }
 
-/// How to revoke `cert` (read at `version`): a revocation under way is answered again; one that
-/// failed or died is queued anew.
+/// The request time-out of `app`'s certificate requests: its settings', or the default for an
+/// app that is gone.
+pub(crate) async fn request_timeout(state: &AppState, app: &AppId) -> Result<i64, StoreError> {
+    Ok(Apps::new(state.backend.store.as_ref())
+        .get(app)
+        .await?
+        .map_or(WorkstationSettings::default().request_timeout_in_secs, |(app, _)| {
+            app.workstation.request_timeout_in_secs
+        }))
+}
+
+/// How to revoke `cert` (read at `version`) at `now`, with a request that times out after
+/// `timeout` seconds (the app's [`request_timeout`], read beside the revocation under way, if
+/// any): a revocation under way is answered again; one that failed or died is queued anew.
 pub(crate) async fn revocation_of(
-    state: &AppState,
     certs: Certificates<'_>,
     cert: &IssuedCert,
     version: u64,
+    timeout: impl std::future::Future<Output = Result<i64, StoreError>>,
+    now: EpochMillis,
 ) -> Result<Revocation, CertError> {
     if cert.revoked_at.is_some() {
         return Ok(Revocation::Revoked);
     }
-    if let Some(pending) = &cert.revocation_request_id {
-        let live = certs
-            .request(pending)
-            .await?
-            .is_some_and(|(r, _)| !matches!(r.state, RequestState::Failed | RequestState::Dead));
-        if live {
-            return Ok(Revocation::UnderWay(pending.clone()));
+    let under_way = async {
+        match &cert.revocation_request_id {
+            Some(pending) => certs.request(pending).await.map(|r| r.map(|(r, _)| r)),
+            None => Ok(None),
         }
+    };
+    let (under_way, timeout) = tokio::join!(under_way, timeout);
+    if let Some(pending) =
+        under_way?.filter(|r| !matches!(r.state, RequestState::Failed | RequestState::Dead))
+    {
+        return Ok(Revocation::UnderWay(pending.request_id));
     }
-    let timeout = Apps::new(state.backend.store.as_ref())
-        .get(&cert.app_id)
-        .await?
-        .map_or(WorkstationSettings::default().request_timeout_in_secs, |(app, _)| {
-            app.workstation.request_timeout_in_secs
-        });
-    let (marked, request) = cert.queue_revocation(timeout, state.backend.clock.now_millis())?;
+    let (marked, request) = cert.queue_revocation(timeout?, now)?;
     Ok(Revocation::Queue(request.request_id.clone(), revocation_ops(&marked, version, &request)?))
 }
 

@@ -4,7 +4,7 @@
 //! queues a revocation of what the pairing was issued) and an admin's removal of a device. The
 //! rules are [`crate::domain::offline`] and [`crate::domain::pairing`].
 
-use super::certificates::{revocation_of, Revocation};
+use super::certificates::{request_timeout, revocation_of, Revocation};
 use super::extract::{AdminOfApp, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
@@ -227,18 +227,29 @@ pub async fn unpair(
     source: &str,
 ) -> Result<(), PairingError> {
     let certs = Certificates::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
     let mut revocations = Vec::new();
     if let Some((request, _)) = certs.request(&pairing.certificate_request_id).await? {
         if let (RequestState::Done, Some(serial)) = (request.state, &request.cert_serial_number) {
-            if let Some((cert, cert_version)) = certs.by_serial(serial).await? {
-                if let Revocation::Queue(_, ops) = revocation_of(state, certs, &cert, cert_version).await? {
+            // The certificate is filed under the request's device; the app's time-out for the
+            // revocation is read beside it.
+            let device = request.device_id.as_deref().unwrap_or_default();
+            let (cert, timeout) = tokio::join!(
+                certs.issued(&request.app_id, device, serial),
+                request_timeout(state, &request.app_id)
+            );
+            let timeout = timeout?;
+            if let Some((cert, cert_version)) = cert? {
+                if let Revocation::Queue(_, ops) =
+                    revocation_of(certs, &cert, cert_version, std::future::ready(Ok(timeout)), now).await?
+                {
                     revocations = ops;
                 }
             }
         }
     }
     let queued = usize::from(!revocations.is_empty());
-    let event = pairing.unpaired_event(source, queued, state.backend.clock.now_millis());
+    let event = pairing.unpaired_event(source, queued, now);
     Workstations::new(state.backend.store.as_ref()).unpair(&pairing, version, revocations, &event).await?;
     tracing::info!(app_id = %pairing.app_id, machine_id = %pairing.machine_id, device_id = %pairing.device_id, revocations = queued, "unpaired");
     Ok(())
@@ -451,13 +462,19 @@ async fn revoke_device(
         .await?;
     }
     // Each is read again: unpairing has queued the revocation of some.
-    for cert in issued? {
-        let state = &state;
-        let serial = cert.cert_serial_number.clone();
-        let serial = &serial;
+    let timeout = app.workstation.request_timeout_in_secs;
+    for listed in issued? {
+        let (state, listed) = (&state, &listed);
         retry_on_conflict(|| async move {
-            let Some((cert, version)) = certs.by_serial(serial).await? else { return Ok(()) };
-            if let Revocation::Queue(_, ops) = revocation_of(state, *certs, &cert, version).await? {
+            let Some((cert, version)) =
+                certs.issued(&listed.app_id, &listed.device_id, &listed.cert_serial_number).await?
+            else {
+                return Ok(());
+            };
+            let now = state.backend.clock.now_millis();
+            if let Revocation::Queue(_, ops) =
+                revocation_of(*certs, &cert, version, std::future::ready(Ok(timeout)), now).await?
+            {
                 state.backend.store.transact(ops).await?;
             }
             Ok::<_, crate::domain::certificates::CertError>(())

@@ -120,10 +120,7 @@ pub fn enqueue_ops(request: &CertRequest, cap: u32, now: EpochMillis) -> Result<
 
 /// An issued certificate as an item, findable by serial.
 pub fn cert_item(cert: &IssuedCert) -> Result<Item, StoreError> {
-    let key = ItemKey::new(
-        format!("DEVCERT#{}#{}", cert.app_id, cert.device_id),
-        format!("CERT#{}", cert.cert_serial_number),
-    );
+    let key = cert_key(&cert.app_id, &cert.device_id, &cert.cert_serial_number);
     Ok(Item::new(key, cert)?
         .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", cert.cert_serial_number), "CERT")))
 }
@@ -139,6 +136,11 @@ pub fn revocation_ops(
     // Revocations never count against the cap.
     ops.extend(enqueue_ops(request, u32::MAX, request.created_at)?);
     Ok(ops)
+}
+
+/// Where a certificate is filed: under its device, by serial.
+fn cert_key(app: &AppId, device_id: &str, serial: &str) -> ItemKey {
+    ItemKey::new(format!("DEVCERT#{app}#{device_id}"), format!("CERT#{serial}"))
 }
 
 fn serial_key(serial: &str) -> ItemKey {
@@ -449,6 +451,21 @@ impl<'a> Certificates<'a> {
         };
         // Read the item itself: the index may lag.
         match self.store.get(&cert_key).await? {
+            Some(item) => Ok(Some((item.data()?, item.version))),
+            None => Ok(None),
+        }
+    }
+
+    /// The certificate with this serial among `device_id`'s (of `app`): one read, where the
+    /// serial, the app and the device are known (a certificate read before, or the one issued
+    /// for a login request, which is filed under its request's app and device).
+    pub async fn issued(
+        &self,
+        app: &AppId,
+        device_id: &str,
+        serial: &str,
+    ) -> Result<Option<(IssuedCert, u64)>, StoreError> {
+        match self.store.get(&cert_key(app, device_id, serial)).await? {
             Some(item) => Ok(Some((item.data()?, item.version))),
             None => Ok(None),
         }
