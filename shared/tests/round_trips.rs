@@ -341,9 +341,10 @@ async fn what_an_admins_app_path_names_is_read_beside_the_token_and_the_app() {
 
 #[tokio::test]
 async fn an_admins_first_read_goes_beside_the_token() {
-    // A poll reads where its round starts; a revocation reads the certificate of its path.
+    // A poll reads where its round starts; a revocation reads the certificate of its path, and
+    // the app (for the request's time-out) beside the certificate its serial's item points at.
     for (stem, read, waves) in
-        [("rp-certificate-requests", "store.get CERTQ", 5), ("cc-certificate-revoke", "store.get SERIAL", 4)]
+        [("rp-certificate-requests", "store.get CERTQ", 5), ("cc-certificate-revoke", "store.get SERIAL", 3)]
     {
         let (status, tally) = first_call(stem).await;
         assert!(status == 200 || status == 202, "{stem}: {status}");
@@ -351,6 +352,8 @@ async fn an_admins_first_read_goes_beside_the_token() {
         assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
         assert_eq!(tally.waves, waves, "{stem}: {tally}");
     }
+    let (_, tally) = first_call("cc-certificate-revoke").await;
+    assert_eq!(waves_of(&tally, "store.get APP"), waves_of(&tally, "store.get DEVCERT"), "{tally}");
 }
 
 /// A refused token is refused before the path is judged, and the path before the certificate.

@@ -253,20 +253,22 @@ async fn queue_revocation(
         validate::text("certSerialNumber", &serial, 1, 128)?;
         Ok(serial)
     });
+    // The app's request time-out is read beside the certificate, whose key names the app.
+    let state = &state;
+    let timeout = |app: AppId| async move { request_timeout(state, &app).await };
     let read = |serial: &String| {
         let serial = serial.clone();
-        async move { certs.by_serial(&serial).await }
+        async move { certs.by_serial_beside(&serial, timeout).await }
     };
-    let (_admin, serial, read) = beside_input::<Admin, _, _>(&mut parts, &state, path, read).await?;
+    let (_admin, serial, read) = beside_input::<Admin, _, _>(&mut parts, state, path, read).await?;
     let serial = &serial;
-    let state = &state;
-    let reread = || certs.by_serial(serial);
+    let reread = || certs.by_serial_beside(serial, timeout);
     let request_id = retry_on_conflict_from(read, reread, |read| async move {
-        let (cert, version) = read?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
+        let (cert, version, timeout) = read?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
         if cert.revoked_at.is_some() {
             return Err(CertError::AlreadyRevoked(serial.clone()));
         }
-        let timeout = request_timeout(state, &cert.app_id);
+        let timeout = std::future::ready(timeout);
         match revocation_of(certs, &cert, version, timeout, state.backend.clock.now_millis()).await? {
             Revocation::UnderWay(pending) => Ok(pending),
             Revocation::Queue(request, ops) => {

@@ -143,6 +143,12 @@ fn cert_key(app: &AppId, device_id: &str, serial: &str) -> ItemKey {
     ItemKey::new(format!("DEVCERT#{app}#{device_id}"), format!("CERT#{serial}"))
 }
 
+/// The app a certificate's key files it under (see [`cert_key`]).
+fn app_of_cert_key(key: &ItemKey) -> Option<AppId> {
+    let app = key.pk.strip_prefix("DEVCERT#")?.split('#').next()?;
+    AppId::parse("appId", app).ok()
+}
+
 fn serial_key(serial: &str) -> ItemKey {
     ItemKey::new(format!("SERIAL#{serial}"), "SERIAL")
 }
@@ -437,6 +443,21 @@ impl<'a> Certificates<'a> {
     /// The certificate with this serial: found through its serial item (a consistent read), or
     /// through the index for certificates issued before serial items existed.
     pub async fn by_serial(&self, serial: &str) -> Result<Option<(IssuedCert, u64)>, StoreError> {
+        let found = self.by_serial_beside(serial, |_| std::future::ready(())).await?;
+        Ok(found.map(|(cert, version, ())| (cert, version)))
+    }
+
+    /// [`Self::by_serial`], with `beside` run for the certificate's app beside the read of the
+    /// certificate itself: where it is filed names the app, so what the caller needs of that app
+    /// costs no wait of its own.
+    pub async fn by_serial_beside<T, F>(
+        &self,
+        serial: &str,
+        beside: impl FnOnce(AppId) -> F,
+    ) -> Result<Option<(IssuedCert, u64, T)>, StoreError>
+    where
+        F: std::future::Future<Output = T>,
+    {
         let cert_key = match self.store.get(&serial_key(serial)).await? {
             Some(owner) => {
                 let owner: SerialOwner = owner.data()?;
@@ -450,10 +471,20 @@ impl<'a> Certificates<'a> {
             }
         };
         // Read the item itself: the index may lag.
-        match self.store.get(&cert_key).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        let (item, early) = match app_of_cert_key(&cert_key) {
+            Some(app) => {
+                let (item, done) = tokio::join!(self.store.get(&cert_key), beside(app));
+                (item?, Ok(done))
+            }
+            None => (self.store.get(&cert_key).await?, Err(beside)),
+        };
+        let Some(item) = item else { return Ok(None) };
+        let cert: IssuedCert = item.data()?;
+        let done = match early {
+            Ok(done) => done,
+            Err(beside) => beside(cert.app_id.clone()).await,
+        };
+        Ok(Some((cert, item.version, done)))
     }
 
     /// The certificate with this serial among `device_id`'s (of `app`): one read, where the
@@ -522,5 +553,19 @@ impl<'a> Certificates<'a> {
         names: &[String],
     ) -> Result<Vec<(String, String)>, StoreError> {
         Devices::new(self.store).add_aliases(app, named_user, names).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificates_key_names_its_app() {
+        let app = AppId::parse("appId", "workstation.Demo-1_a").unwrap();
+        assert_eq!(app_of_cert_key(&cert_key(&app, "alice-pixel-9", "0a1b")), Some(app));
+        // Anything else names no app: the caller reads the certificate first, then its app.
+        assert_eq!(app_of_cert_key(&ItemKey::new("CERTREQ#x", "CERTREQ")), None);
+        assert_eq!(app_of_cert_key(&ItemKey::new("DEVCERT#", "CERT#0a1b")), None);
     }
 }
