@@ -35,9 +35,7 @@ async fn calls(stem: &str, times: usize) -> Vec<(u16, Tally)> {
 /// Sample `stem` with its body replaced by `body`, sent once on freshly seeded samples.
 async fn first_call_with(stem: &str, body: serde_json::Value) -> (u16, Tally) {
     let mut sample = sample(stem);
-    let mut event: serde_json::Value = serde_json::from_str(&sample.event).unwrap();
-    event["body"] = body.to_string().into();
-    sample.event = event.to_string();
+    sample.event = with_body(&sample.event, |b| *b = body);
     calls_of(sample, 1).await.remove(0)
 }
 
