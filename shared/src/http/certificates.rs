@@ -268,7 +268,6 @@ async fn queue_revocation(
         if cert.revoked_at.is_some() {
             return Err(CertError::AlreadyRevoked(serial.clone()));
         }
-        let timeout = std::future::ready(timeout);
         match revocation_of(certs, &cert, version, timeout, state.backend.clock.now_millis()).await? {
             Revocation::UnderWay(pending) => Ok(pending),
             Revocation::Queue(request, ops) => {
@@ -305,29 +304,27 @@ pub(crate) async fn request_timeout(state: &AppState, app: &AppId) -> Result<i64
 }
 
 /// How to revoke `cert` (read at `version`) at `now`, with a request that times out after
-/// `timeout` seconds (the app's [`request_timeout`], read beside the revocation under way, if
-/// any): a revocation under way is answered again; one that failed or died is queued anew.
+/// `timeout` seconds (the app's [`request_timeout`], as its caller read it; its failure counts
+/// only if a request is queued): a revocation under way is answered again; one that failed or
+/// died is queued anew.
 pub(crate) async fn revocation_of(
     certs: Certificates<'_>,
     cert: &IssuedCert,
     version: u64,
-    timeout: impl std::future::Future<Output = Result<i64, StoreError>>,
+    timeout: Result<i64, StoreError>,
     now: EpochMillis,
 ) -> Result<Revocation, CertError> {
     if cert.revoked_at.is_some() {
         return Ok(Revocation::Revoked);
     }
-    let under_way = async {
-        match &cert.revocation_request_id {
-            Some(pending) => certs.request(pending).await.map(|r| r.map(|(r, _)| r)),
-            None => Ok(None),
+    if let Some(pending) = &cert.revocation_request_id {
+        let live = certs
+            .request(pending)
+            .await?
+            .is_some_and(|(r, _)| !matches!(r.state, RequestState::Failed | RequestState::Dead));
+        if live {
+            return Ok(Revocation::UnderWay(pending.clone()));
         }
-    };
-    let (under_way, timeout) = tokio::join!(under_way, timeout);
-    if let Some(pending) =
-        under_way?.filter(|r| !matches!(r.state, RequestState::Failed | RequestState::Dead))
-    {
-        return Ok(Revocation::UnderWay(pending.request_id));
     }
     let (marked, request) = cert.queue_revocation(timeout?, now)?;
     Ok(Revocation::Queue(request.request_id.clone(), revocation_ops(&marked, version, &request)?))

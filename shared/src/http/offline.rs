@@ -238,10 +238,9 @@ pub async fn unpair(
                 certs.issued(&request.app_id, device, serial),
                 request_timeout(state, &request.app_id)
             );
-            let timeout = timeout?;
             if let Some((cert, cert_version)) = cert? {
                 if let Revocation::Queue(_, ops) =
-                    revocation_of(certs, &cert, cert_version, std::future::ready(Ok(timeout)), now).await?
+                    revocation_of(certs, &cert, cert_version, timeout, now).await?
                 {
                     revocations = ops;
                 }
@@ -472,8 +471,7 @@ async fn revoke_device(
                 return Ok(());
             };
             let now = state.backend.clock.now_millis();
-            if let Revocation::Queue(_, ops) =
-                revocation_of(*certs, &cert, version, std::future::ready(Ok(timeout)), now).await?
+            if let Revocation::Queue(_, ops) = revocation_of(*certs, &cert, version, Ok(timeout), now).await?
             {
                 state.backend.store.transact(ops).await?;
             }
