@@ -12,10 +12,12 @@ use crate::domain::apps::{AppId, ControlError, OfflineAccess};
 use crate::domain::certificates::RequestState;
 use crate::domain::devices;
 use crate::domain::offline::{
-    check_unused, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet, Pin,
-    SealedTokens,
+    check_unused, parse_pins, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet,
+    Pin, SealedTokens,
 };
-use crate::domain::pairing::{pin_ids, Pairing, PairingError, PairingKey, DEVICE_REVOKED_EVENT};
+use crate::domain::pairing::{
+    pin_ids, OfflineTokens, Pairing, PairingError, PairingKey, DEVICE_REVOKED_EVENT,
+};
 use crate::domain::time::EpochMillis;
 use crate::ports::keys::{open, seal_under, DataKey, Sealed};
 use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
@@ -56,17 +58,26 @@ pub fn context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionCont
         .with("device", device_id)
 }
 
-pub async fn seal_pins(
+/// A new PIN set from what the workstation of `app`'s pairing of `device_id` on `machine_id`
+/// sent (`offline.tokens`, checked against the app's `settings`), sealed for that pairing; and
+/// the same PINs in the clear, for the answer.
+pub async fn new_set(
     state: &AppState,
-    context: &EncryptionContext,
-    pins: &[Pin],
-    tokens_auth: &str,
-) -> Result<Sealed, PairingError> {
-    let fresh = state.backend.keys.generate_data_key(context).await?;
-    seal_pins_under(fresh, context, pins, tokens_auth)
+    app: &AppId,
+    machine_id: &str,
+    device_id: &str,
+    sent: &OfflineTokens,
+    settings: &OfflineAccess,
+    now: EpochMillis,
+) -> Result<(OfflineSet, OpenPins), Problem> {
+    let pins = parse_pins("offline.tokens", &sent.tokens, settings)?;
+    let context = context(app, machine_id, device_id);
+    let fresh = state.backend.keys.generate_data_key(&context).await.map_err(PairingError::from)?;
+    let sealed = seal_pins_under(fresh, &context, &pins, &sent.tokens_auth)?;
+    Ok((OfflineSet::new(sealed, &pins, settings, now), (pins, sent.tokens_auth.clone())))
 }
 
-/// [`seal_pins`] under a data key already fetched for `context`.
+/// The PINs sealed under a data key already fetched for `context`.
 fn seal_pins_under(
     fresh: DataKey,
     context: &EncryptionContext,

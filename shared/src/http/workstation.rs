@@ -21,7 +21,7 @@ use crate::domain::enrollment::{
     Closing, Complete, CompleteRequest, Completed, Enroll, EnrollError, EnrollRequest, EnrollmentSession,
     SessionState, SESSION_TTL_SECS,
 };
-use crate::domain::offline::{parse_pins, render_pins, require_enabled, OfflineSet};
+use crate::domain::offline::{render_pins, require_enabled};
 use crate::domain::pairing::{
     known_workstation_name, NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError,
     PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
@@ -410,17 +410,16 @@ async fn pair(
         }
     }
     let (offline_set, open) = match &request.offline {
-        Some(tokens) => {
+        Some(sent) => {
             let access_settings = &settings.workstation.offline_access;
             require_enabled(access_settings).map_err(PairingError::from)?;
-            let pins = parse_pins("offline.tokens", &tokens.tokens, access_settings)?;
-            let context = offline::context(app, &request.machine_id, &request.device_id);
-            let sealed = offline::seal_pins(&state, &context, &pins, &tokens.tokens_auth).await?;
-            let set = OfflineSet::new(sealed, &pins, access_settings, state.backend.clock.now_millis());
-            (Some(set), Some((pins, tokens.tokens_auth.clone())))
+            let (machine, device, now) =
+                (&request.machine_id, &request.device_id, state.backend.clock.now_millis());
+            Some(offline::new_set(&state, app, machine, device, sent, access_settings, now).await?)
         }
-        None => (None, None),
-    };
+        None => None,
+    }
+    .unzip();
     let certs = Certificates::new(store);
     let cap = state.config.max_open_per_app;
     if certs.open_requests(app).await? >= i64::from(cap) {
@@ -549,15 +548,13 @@ async fn update_pairing(
         pairing.lock.check(now).map_err(PairingError::from)?;
     }
     let (new_set, mut open) = match &update.offline {
-        Some(tokens) => {
-            let pins = parse_pins("offline.tokens", &tokens.tokens, offline_settings)?;
-            let context = offline::context(app, &update.machine_id, &update.device_id);
-            let sealed = offline::seal_pins(&state, &context, &pins, &tokens.tokens_auth).await?;
-            let set = OfflineSet::new(sealed, &pins, offline_settings, now);
-            (Some(set), Some((pins, tokens.tokens_auth.clone())))
+        Some(sent) => {
+            let (machine, device) = (&update.machine_id, &update.device_id);
+            Some(offline::new_set(&state, app, machine, device, sent, offline_settings, now).await?)
         }
-        None => (None, None),
-    };
+        None => None,
+    }
+    .unzip();
     // The name, the new set and the used PINs go in one write: all of it lands or none of it.
     let edit = offline::PairingEdit {
         machine_name: update.machine_name.as_deref(),
