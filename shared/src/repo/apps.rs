@@ -54,10 +54,7 @@ impl<'a> Apps<'a> {
     }
 
     pub async fn get(&self, app_id: &AppId) -> Result<Option<(AppRecord, u64)>, StoreError> {
-        match self.store.get(&key(app_id)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &key(app_id)).await
     }
 
     /// [`get`](Self::get) of the app a request may name: `None` if it names none.

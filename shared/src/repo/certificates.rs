@@ -323,7 +323,7 @@ impl<'a> Certificates<'a> {
             let seen: std::collections::HashSet<_> = items.iter().map(|i| i.key.sk.clone()).collect();
             items.extend(from_start.items.into_iter().filter(|i| !seen.contains(&i.key.sk)));
         }
-        items.iter().map(|item| Ok((item.data()?, item.version))).collect()
+        items.iter().map(super::versioned).collect()
     }
 
     /// After a poll: the pointer moves to the last app served, and the markers of apps whose
@@ -353,10 +353,7 @@ impl<'a> Certificates<'a> {
     }
 
     pub async fn request(&self, request_id: &str) -> Result<Option<(CertRequest, u64)>, StoreError> {
-        match self.store.get(&request_key(request_id)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &request_key(request_id)).await
     }
 
     /// Writes the leases of one poll, each decided on the request read at its version, at once
@@ -496,10 +493,7 @@ impl<'a> Certificates<'a> {
         device_id: &str,
         serial: &str,
     ) -> Result<Option<(IssuedCert, u64)>, StoreError> {
-        match self.store.get(&cert_key(app, device_id, serial)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &cert_key(app, device_id, serial)).await
     }
 
     /// The query over a device's certificates (for checking a client's cursor).

@@ -62,10 +62,7 @@ impl<'a> Devices<'a> {
     }
 
     pub async fn link(&self, digest: &str) -> Result<Option<(LinkRecord, u64)>, StoreError> {
-        match self.store.get(&link_key(digest)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &link_key(digest)).await
     }
 
     pub async fn user(&self, app: &AppId, named_user: &str) -> Result<Option<UserRecord>, StoreError> {

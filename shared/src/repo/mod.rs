@@ -12,7 +12,8 @@ pub mod tokens;
 pub mod versioned;
 pub mod workstations;
 
-use crate::ports::StoreError;
+use crate::ports::{Item, ItemKey, ItemStore, StoreError};
+use serde::de::DeserializeOwned;
 
 /// How many independent reads one request has in flight at most (a user's device tokens, a
 /// device's pairings).
@@ -26,4 +27,17 @@ where
 {
     use futures_util::stream::{self, StreamExt, TryStreamExt};
     stream::iter(reads).buffered(READS_AT_ONCE).try_collect().await
+}
+
+/// `item`'s record with its version, the one a conditional write on it names.
+pub(crate) fn versioned<T: DeserializeOwned>(item: &Item) -> Result<(T, u64), StoreError> {
+    Ok((item.data()?, item.version))
+}
+
+/// The record at `key` with its version, if there is one.
+pub(crate) async fn get_versioned<T: DeserializeOwned>(
+    store: &dyn ItemStore,
+    key: &ItemKey,
+) -> Result<Option<(T, u64)>, StoreError> {
+    store.get(key).await?.as_ref().map(versioned).transpose()
 }

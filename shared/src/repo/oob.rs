@@ -80,10 +80,7 @@ impl<'a> OobRequests<'a> {
     }
 
     pub async fn get(&self, request_id: &str) -> Result<Option<(OobRequest, u64)>, StoreError> {
-        match self.store.get(&request_key(request_id)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &request_key(request_id)).await
     }
 
     /// The device's requests that have no final state yet, oldest first.

@@ -45,10 +45,7 @@ impl<'a> Tokens<'a> {
 
     /// The token with its version, for [`Tokens::revoke`].
     pub async fn read(&self, token_id: &str) -> Result<Option<(TokenRecord, u64)>, StoreError> {
-        match self.store.get(&key(token_id)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &key(token_id)).await
     }
 
     pub async fn list(

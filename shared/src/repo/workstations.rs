@@ -85,10 +85,7 @@ impl<'a> Workstations<'a> {
         app: &AppId,
         session_id: &str,
     ) -> Result<Option<(EnrollmentSession, u64)>, StoreError> {
-        match self.store.get(&session_key(app, session_id)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &session_key(app, session_id)).await
     }
 
     /// Stores a closed session (read at `version`), the enrollment it produced if any, and its
@@ -159,10 +156,7 @@ impl<'a> Workstations<'a> {
         machine_id: &str,
         device_id: &str,
     ) -> Result<Option<(Pairing, u64)>, StoreError> {
-        match self.store.get(&pairing_key(app, machine_id, device_id)).await? {
-            Some(item) => Ok(Some((item.data()?, item.version))),
-            None => Ok(None),
-        }
+        super::get_versioned(self.store, &pairing_key(app, machine_id, device_id)).await
     }
 
     /// Stores a pairing read at `version`, if it is still at it; returns its new version.
@@ -198,7 +192,7 @@ impl<'a> Workstations<'a> {
         // Read the items themselves (the index may lag), several at once.
         let items =
             super::at_once(page.items.iter().map(|found| self.store.get(&found.key)).collect()).await?;
-        items.into_iter().flatten().map(|item| Ok((item.data()?, item.version))).collect()
+        items.iter().flatten().map(super::versioned).collect()
     }
 
     /// Removes the pairing (read at `version`), with what goes with it (queued revocations) and
