@@ -233,7 +233,7 @@ impl<'a, R: Versioned> Records<'a, R> {
             (None, None) => None,
         }
         .unwrap_or_default();
-        let records = futures_util::future::try_join_all(ids.into_iter().map(|id| self.get(id))).await?;
+        let records = super::at_once(ids.into_iter().map(|id| self.get(id)).collect()).await?;
         Ok(records.into_iter().flatten().filter(|r| r.index() == Some(name)).collect())
     }
 
@@ -489,6 +489,23 @@ mod tests {
         // Content customizations are in no index.
         let contents = Contents::new(backend.store.as_ref(), &tenant);
         assert!(contents.indexed("oob.start").await.unwrap().is_empty());
+    }
+
+    /// However many records an index names, a read has at most `READS_AT_ONCE` (16) of them
+    /// in flight, and answers them in the index's order.
+    #[tokio::test]
+    async fn an_index_is_read_a_bounded_number_at_once() {
+        let (_dir, backend, tenant) = fixture();
+        for _ in 0..40 {
+            CodeRecords::new(backend.store.as_ref(), &tenant).create(|id| code(id, true)).await.unwrap();
+        }
+        let (traced, trips) = crate::testing::trips::recorded(&backend, std::time::Duration::from_millis(5));
+        let records = CodeRecords::new(traced.store.as_ref(), &tenant);
+        assert_eq!(ids(&records.indexed("oob.start").await.unwrap()), (1..=40).collect::<Vec<_>>());
+        let tally = trips.take();
+        // META, then the 40 records in waves of 16, 16 and 8.
+        let per_wave = |wave| tally.calls.iter().filter(|(w, _)| *w == wave).count();
+        assert_eq!((1..=tally.waves).map(per_wave).collect::<Vec<_>>(), [1, 16, 16, 8], "{tally}");
     }
 
     /// A tenant whose META predates the index: the first read builds it from the records.
