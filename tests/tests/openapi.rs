@@ -122,6 +122,59 @@ fn every_operation_is_complete() {
     assert!(problem["errorCode"].is_object() && problem["type"].is_object());
 }
 
+/// `schema` with its `$ref`s followed and its `allOf` parts merged into one object schema.
+fn resolved(doc: &Value, schema: &Value) -> serde_json::Map<String, Value> {
+    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+        return resolved(doc, &doc["components"]["schemas"][name]);
+    }
+    let mut whole = schema.as_object().cloned().unwrap_or_default();
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        let part = resolved(doc, part);
+        let properties = part.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let into = whole.entry("properties").or_insert_with(|| Value::Object(Default::default()));
+        into.as_object_mut().unwrap().extend(properties);
+    }
+    whole
+}
+
+#[test]
+fn every_link_leads_from_a_value_the_answer_has_to_a_parameter_the_operation_takes() {
+    let doc = document();
+    let by_id: std::collections::BTreeMap<String, Value> = operations(&doc)
+        .into_iter()
+        .map(|(_, _, operation)| (operation["operationId"].as_str().unwrap().to_owned(), operation))
+        .collect();
+    let mut count = 0;
+    for (from, status, value, targets, parameter) in openapi::LINKS {
+        let answer =
+            &by_id.get(*from).unwrap_or_else(|| panic!("{from} is an operation"))["responses"][status];
+        // The value is a property of the answer's body, at that pointer.
+        let pointer = value.strip_prefix("$response.body#/").expect("a pointer into the body");
+        let mut schema = answer["content"]["application/json"]["schema"].clone();
+        for name in pointer.split('/') {
+            schema = resolved(&doc, &schema)
+                .get("properties")
+                .and_then(|p| p.get(name))
+                .cloned()
+                .unwrap_or_else(|| panic!("{from} {status}: its body has no {pointer}"));
+        }
+        for target in *targets {
+            let link = &answer["links"][target];
+            assert_eq!(link["operationId"], *target, "{from} {status} links to {target}");
+            assert_eq!(link["parameters"][parameter], *value, "{from} → {target}");
+            let takes = by_id[*target]["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == *parameter && p["in"] == "path");
+            assert!(takes, "{target} takes {parameter} in its path");
+            count += 1;
+        }
+        assert_eq!(answer["links"].as_object().unwrap().len(), targets.len(), "{from}: no other links");
+    }
+    assert_eq!(count, 17, "every link of the table is in the document");
+}
+
 #[tokio::test]
 async fn the_local_server_serves_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
@@ -51,7 +52,7 @@ use utoipa::{Modify, OpenApi};
         code::jwks,
     ),
     components(schemas(super::problem::ProblemBody)),
-    modifiers(&Security, &Problems),
+    modifiers(&Security, &Problems, &Links),
     tags(
         (name = "health", description = "Liveness"),
         (name = "control", description = "The control center: apps, workstation settings, rate limits, tokens"),
@@ -122,16 +123,79 @@ struct Problems;
 impl Modify for Problems {
     fn modify(&self, api: &mut Document) {
         let mut shared = Shared::default();
-        for item in api.paths.paths.values_mut() {
-            for operation in [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch]
-                .into_iter()
-                .flatten()
-            {
-                complete(operation, &mut shared);
-            }
+        for operation in operations_mut(api) {
+            complete(operation, &mut shared);
         }
         let components = api.components.get_or_insert_with(Default::default);
         components.responses.extend(shared.responses);
+    }
+}
+
+/// Every operation of the document.
+fn operations_mut(api: &mut Document) -> impl Iterator<Item = &mut Operation> {
+    api.paths.paths.values_mut().flat_map(|item| {
+        [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch]
+            .into_iter()
+            .flatten()
+    })
+}
+
+/// What an answer names that other operations take (OpenAPI `links`), so that a client, or the
+/// fuzzer's stateful phase, can go from a thing just made to the calls on it: the operation,
+/// the status of its answer, where in the answer the value is, and the operations taking it
+/// as which path parameter.
+pub const LINKS: &[(&str, &str, &str, &[&str], &str)] = &[
+    (
+        "control_create_app",
+        "201",
+        "$response.body#/appId",
+        &[
+            "control_get_app",
+            "control_get_workstation",
+            "control_put_workstation",
+            "control_get_rate_limit",
+            "control_put_rate_limit",
+            "code_jwks",
+        ],
+        "appId",
+    ),
+    ("control_create_token", "201", "$response.body#/tokenId", &["control_revoke_token"], "tokenId"),
+    ("registration_create_link", "201", "$response.body#/code", &["registration_page"], "code"),
+    ("oob_start", "200", "$response.body#/response/requestId", &["oob_status"], "sessionId"),
+    (
+        "code_create",
+        "201",
+        "$response.body#/id",
+        &["code_retrieve", "code_update", "code_remove", "code_test_run", "code_list_versions"],
+        "id",
+    ),
+    (
+        "content_create",
+        "201",
+        "$response.body#/id",
+        &["content_retrieve", "content_update", "content_list_versions"],
+        "id",
+    ),
+];
+
+/// Adds [`LINKS`] to the answers they start from (after [`Problems`], which gives the
+/// operations their final ids).
+struct Links;
+
+impl Modify for Links {
+    fn modify(&self, api: &mut Document) {
+        for operation in operations_mut(api) {
+            let id = operation.operation_id.clone().unwrap_or_default();
+            for (_, status, value, targets, parameter) in LINKS.iter().filter(|link| link.0 == id) {
+                let Some(RefOr::T(answer)) = operation.responses.responses.get_mut(*status) else {
+                    continue;
+                };
+                for target in *targets {
+                    let link = LinkBuilder::new().operation_id(*target).parameter(*parameter, *value).build();
+                    answer.links.insert((*target).to_owned(), RefOr::T(link));
+                }
+            }
+        }
     }
 }
 
@@ -190,7 +254,7 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
             .description(Some("The app a global admin token acts for; must match a scoped token's app."))
             .schema(Some(ObjectBuilder::new().schema_type(Type::String).max_length(Some(64))))
             .build();
-        operation.parameters.get_or_insert_with(Vec::new).push(header);
+        operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(header));
     }
     let kinds = problems_of(&tag, operation.request_body.is_some(), !schemes.is_empty(), tenant);
     let mut by_status: BTreeMap<u16, Vec<&ProblemType>> = BTreeMap::new();
@@ -288,20 +352,20 @@ fn add_rate_limit_headers(response: &mut Response) {
         ("X-RateLimit-Remaining", "Requests left in the window"),
         ("X-RateLimit-Reset", "When the window resets, in epoch seconds"),
     ] {
-        response.headers.insert(name.to_owned(), integer_header(description));
+        response.headers.insert(name.to_owned(), RefOr::T(integer_header(description)));
     }
 }
 
 fn integer_header(description: &str) -> utoipa::openapi::header::Header {
     HeaderBuilder::new()
-        .schema(ObjectBuilder::new().schema_type(Type::Integer))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
         .description(Some(description))
         .build()
 }
 
 fn string_header(description: &str) -> utoipa::openapi::header::Header {
     HeaderBuilder::new()
-        .schema(ObjectBuilder::new().schema_type(Type::String))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
         .description(Some(description))
         .build()
 }
