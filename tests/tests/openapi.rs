@@ -122,6 +122,24 @@ fn every_operation_is_complete() {
     assert!(problem["errorCode"].is_object() && problem["type"].is_object());
 }
 
+#[test]
+fn a_code_customizations_schema_has_the_bounds_the_api_checks() {
+    use rp_shared::domain::code::{MAX_DISPLAY_NAME, MAX_SOURCE_BYTES, MAX_TIMEOUT_MS};
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["CreateCode"]["required"], serde_json::json!(["displayName", "trigger", "source"]));
+    assert_eq!(schemas["UpdateCode"]["minProperties"], 1, "an update gives at least one field");
+    assert!(schemas["UpdateCode"].get("required").is_none());
+    for body in ["CreateCode", "UpdateCode"] {
+        let fields = &schemas[body]["properties"];
+        assert_eq!(fields["displayName"]["maxLength"], MAX_DISPLAY_NAME, "{body}");
+        // Characters, where the API counts bytes: the schema's bound is the loose one.
+        assert_eq!(fields["source"]["maxLength"], MAX_SOURCE_BYTES, "{body}");
+        assert_eq!(fields["timeoutMs"]["maximum"], MAX_TIMEOUT_MS, "{body}");
+        assert_eq!(fields["trigger"]["$ref"], "#/components/schemas/Trigger", "{body}");
+    }
+}
+
 /// `schema` with its `$ref`s followed and its `allOf` parts merged into one object schema.
 fn resolved(doc: &Value, schema: &Value) -> serde_json::Map<String, Value> {
     if let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {

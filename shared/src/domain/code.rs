@@ -69,24 +69,41 @@ pub struct CodeRecord {
 }
 
 /// The body of `POST /code-customization`.
+// The fields are read as options so that a missing one is a 400 naming it; the schema says
+// what `NewCode` requires. Its bounds are MAX_DISPLAY_NAME, MAX_SOURCE_BYTES and
+// MAX_TIMEOUT_MS, which a test holds the document to.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCode {
+    #[schema(required = true, nullable = false, min_length = 1, max_length = 255)]
     pub display_name: Option<String>,
+    #[schema(required = true, nullable = false, value_type = Trigger)]
     pub trigger: Option<String>,
+    /// JavaScript defining `handler(event, api)`; at most 100 KiB.
+    #[schema(required = true, nullable = false, pattern = "\\S", max_length = 102400)]
     pub source: Option<String>,
+    /// Milliseconds the run may take (default 5000).
+    #[schema(nullable = false, minimum = 1, maximum = 20000)]
     pub timeout_ms: Option<i64>,
+    /// Whether it runs on its trigger (default false).
+    #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }
 
-/// The body of `POST /code-customization/{id}`: any of the fields; omitted ones stay.
+/// The body of `POST /code-customization/{id}`: at least one of the fields; omitted ones stay.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct UpdateCode {
+    #[schema(nullable = false, min_length = 1, max_length = 255)]
     pub display_name: Option<String>,
+    #[schema(required = false, nullable = false, value_type = Trigger)]
     pub trigger: Option<String>,
+    #[schema(nullable = false, pattern = "\\S", max_length = 102400)]
     pub source: Option<String>,
+    #[schema(nullable = false, minimum = 1, maximum = 20000)]
     pub timeout_ms: Option<i64>,
+    #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }
 

@@ -170,7 +170,7 @@ pub struct ContentCreate {
 /// The body of an update (a merge): at least one field. `description: null` clears it; in
 /// `contentMap`, `null` removes a screen, part or field.
 #[derive(utoipa::ToSchema)]
-#[schema(rename_all = "camelCase")]
+#[schema(rename_all = "camelCase", min_properties = 1)]
 #[allow(dead_code)] // Read only by the schema derive.
 pub struct ContentUpdate {
     #[schema(min_length = 1, max_length = 255)]
