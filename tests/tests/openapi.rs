@@ -140,6 +140,82 @@ fn a_code_customizations_schema_has_the_bounds_the_api_checks() {
     }
 }
 
+#[test]
+fn the_event_names_are_the_documents_enums() {
+    use rp_shared::domain::events::{NAMES, SERVER_NAMES};
+    let doc = document();
+    let reported = &doc["components"]["schemas"]["EventReport"]["properties"]["name"]["enum"];
+    assert_eq!(*reported, serde_json::json!(NAMES), "a client reports only these");
+    let filter = doc["paths"]["/rp/api/events"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "name")
+        .unwrap()["schema"]["enum"]
+        .clone();
+    let listed: Vec<&str> = NAMES.iter().chain(SERVER_NAMES.iter()).copied().collect();
+    assert_eq!(filter, serde_json::json!(listed), "a listing filters on these");
+}
+
+/// Every schema name `value` refers to.
+fn refers_to(value: &Value, into: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                match inner.as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+                    Some(name) if key == "$ref" => {
+                        into.insert(name.to_owned());
+                    }
+                    _ => refers_to(inner, into),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| refers_to(item, into)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
+    // `AppId::parse` and `devices::identifier`.
+    let app = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$";
+    let device = "^[A-Za-z0-9._:-]{1,128}$";
+    let wanted = |name: &str| match name {
+        "appId" | "rpAppId" => Some(app),
+        "deviceId" | "machineId" => Some(device),
+        _ => None,
+    };
+    let doc = document();
+    let mut bodies = BTreeSet::new();
+    let mut checked = 0;
+    for (method, path, operation) in operations(&doc) {
+        refers_to(&operation["requestBody"], &mut bodies);
+        for parameter in operation["parameters"].as_array().into_iter().flatten() {
+            if let Some(pattern) = wanted(parameter["name"].as_str().unwrap()) {
+                assert_eq!(parameter["schema"]["pattern"], pattern, "{method} {path} {}", parameter["name"]);
+                checked += 1;
+            }
+        }
+    }
+    // And the schemas those bodies refer to, all the way down.
+    let schemas = &doc["components"]["schemas"];
+    let mut seen = BTreeSet::new();
+    while let Some(name) = bodies.iter().find(|n| !seen.contains(*n)).cloned() {
+        refers_to(&schemas[&name], &mut bodies);
+        for (field, schema) in schemas[&name]["properties"].as_object().into_iter().flatten() {
+            // An OOB start's machineId is free text: the server never looks it up.
+            if let Some(pattern) =
+                wanted(field).filter(|_| (name.as_str(), field.as_str()) != ("OobStartRequest", "machineId"))
+            {
+                assert_eq!(schema["pattern"], pattern, "{name}.{field}");
+                checked += 1;
+            }
+        }
+        seen.insert(name);
+    }
+    assert!(checked > 30, "{checked} identifiers checked");
+}
+
 /// `schema` with its `$ref`s followed and its `allOf` parts merged into one object schema.
 fn resolved(doc: &Value, schema: &Value) -> serde_json::Map<String, Value> {
     if let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {

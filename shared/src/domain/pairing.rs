@@ -376,9 +376,13 @@ impl TryFrom<PairingUpdateRequest> for PairingUpdate {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct PairingQuery {
+    // Read as options so that a missing one is a 400 naming it (`PairingKey`).
+    #[param(required = true, value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: Option<String>,
+    #[param(required = true, value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: Option<String>,
     #[serde(default)]
+    #[param(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: Option<String>,
 }
 

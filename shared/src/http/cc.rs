@@ -293,6 +293,7 @@ async fn update_app(
 pub struct CreateToken {
     pub kind: TokenKind,
     /// Required for an `access` token; scopes a `controlCenterAdmin` token to one app.
+    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: Option<String>,
     #[schema(min_length = 1, max_length = 500)]
     pub description: Option<String>,

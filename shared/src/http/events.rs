@@ -31,7 +31,9 @@ const MAX_ATTRIBUTES: usize = 32;
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventReport {
+    #[schema(schema_with = reported_names)]
     pub name: String,
+    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: Option<String>,
     #[serde(default)]
     pub attributes: Map<String, Value>,
@@ -77,6 +79,23 @@ impl From<EventRecord> for EventView {
 pub struct EventList {
     pub events: Vec<EventView>,
     pub next_cursor: Option<String>,
+}
+
+/// The names a client may report ([`NAMES`]), as the document's enum.
+fn reported_names() -> utoipa::openapi::Object {
+    names_enum(NAMES.iter())
+}
+
+/// The names a listing may filter on: the reported ones and the server's own.
+fn listed_names() -> utoipa::openapi::Object {
+    names_enum(NAMES.iter().chain(SERVER_NAMES.iter()))
+}
+
+fn names_enum<'a>(names: impl Iterator<Item = &'a &'static str>) -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .enum_values(Some(names.copied()))
+        .build()
 }
 
 fn check_name(field: &str, name: &str) -> Result<(), Problem> {
@@ -167,8 +186,10 @@ async fn report(
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Only events of this name.
+    #[param(schema_with = listed_names)]
     name: Option<String>,
     /// Only events of this app.
+    #[param(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     app_id: Option<String>,
     /// Events at or after this time (RFC 3339).
     #[param(format = DateTime)]

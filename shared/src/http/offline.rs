@@ -427,7 +427,7 @@ async fn device_used(
 /// An admin removes a device: every pairing of it goes (with its certificate's revocation), the
 /// device's other certificates are revoked, and its token ends.
 #[utoipa::path(delete, path = "/cc/api/apps/{appId}/devices/{deviceId}", tag = "offline", security(("admin" = [])),
-    params(super::cc::AppIdPath, ("deviceId" = String, Path)),
+    params(super::cc::AppIdPath, ("deviceId" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,128}$")),
     responses((status = 204, description = "Removed: its pairings, certificates (revocations queued) and token")))]
 async fn revoke_device(
     State(state): State<AppState>,

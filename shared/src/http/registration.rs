@@ -390,7 +390,7 @@ async fn list_devices(
 
 /// Ends a device's token; the device keeps its pairings but must register again to call in.
 #[utoipa::path(delete, path = "/cc/api/apps/{appId}/devices/{deviceId}/token", tag = "registration", security(("admin" = [])),
-    params(super::cc::AppIdPath, ("deviceId" = String, Path)), responses((status = 204, description = "Revoked")))]
+    params(super::cc::AppIdPath, ("deviceId" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,128}$")), responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
     mut parts: Parts,
