@@ -83,18 +83,18 @@ pub struct EventList {
 
 /// The names a client may report ([`NAMES`]), as the document's enum.
 fn reported_names() -> utoipa::openapi::Object {
-    names_enum(NAMES.iter())
+    names_enum(NAMES)
 }
 
 /// The names a listing may filter on: the reported ones and the server's own.
 fn listed_names() -> utoipa::openapi::Object {
-    names_enum(NAMES.iter().chain(SERVER_NAMES.iter()))
+    names_enum(NAMES.into_iter().chain(SERVER_NAMES))
 }
 
-fn names_enum<'a>(names: impl Iterator<Item = &'a &'static str>) -> utoipa::openapi::Object {
+fn names_enum(names: impl IntoIterator<Item = &'static str>) -> utoipa::openapi::Object {
     utoipa::openapi::ObjectBuilder::new()
         .schema_type(utoipa::openapi::Type::String)
-        .enum_values(Some(names.copied()))
+        .enum_values(Some(names))
         .build()
 }
 
