@@ -516,15 +516,8 @@ impl<'a> Certificates<'a> {
 
     /// Every certificate of the device, page by page.
     pub async fn all_of_device(&self, app: &AppId, device_id: &str) -> Result<Vec<IssuedCert>, StoreError> {
-        let (mut all, mut cursor) = (Vec::new(), None);
-        loop {
-            let (page, next) = self.of_device(app, device_id, 100, cursor).await?;
-            all.extend(page);
-            match next {
-                Some(next) => cursor = Some(next),
-                None => return Ok(all),
-            }
-        }
+        let items = super::query_all(self.store, Self::device_query(app, device_id).limit(100)).await?;
+        items.iter().map(Item::data).collect()
     }
 
     /// Stores a queued revocation: the certificate (read at `version`) pointing at it, and the

@@ -12,7 +12,7 @@ pub mod tokens;
 pub mod versioned;
 pub mod workstations;
 
-use crate::ports::{Item, ItemKey, ItemStore, StoreError};
+use crate::ports::{Item, ItemKey, ItemStore, Query, StoreError};
 use serde::de::DeserializeOwned;
 
 /// How many independent reads one request has in flight at most (a user's device tokens, a
@@ -40,4 +40,47 @@ pub(crate) async fn get_versioned<T: DeserializeOwned>(
     key: &ItemKey,
 ) -> Result<Option<(T, u64)>, StoreError> {
     store.get(key).await?.as_ref().map(versioned).transpose()
+}
+
+/// Every item `query` matches, page after page (its limit is the page size).
+pub(crate) async fn query_all(store: &dyn ItemStore, query: Query) -> Result<Vec<Item>, StoreError> {
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.query(query.clone().after(cursor)).await?;
+        all.extend(page.items);
+        match page.cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::Condition;
+
+    #[tokio::test]
+    async fn query_all_reads_every_page_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = crate::backend::Backend::embedded(dir.path()).unwrap();
+        let store = backend.store.as_ref();
+        for i in 0..250 {
+            let item = Item::new(ItemKey::new("P", format!("{i:04}")), &serde_json::json!({"i": i})).unwrap();
+            store.put(item, Condition::Absent).await.unwrap();
+        }
+        store
+            .put(Item::new(ItemKey::new("Q", "x"), &serde_json::json!({})).unwrap(), Condition::Absent)
+            .await
+            .unwrap();
+        let all = query_all(store, Query::table("P").limit(100)).await.unwrap();
+        let sks: Vec<String> = all.iter().map(|item| item.key.sk.clone()).collect();
+        assert_eq!(
+            sks,
+            (0..250).map(|i| format!("{i:04}")).collect::<Vec<_>>(),
+            "three pages, in order, no other partition"
+        );
+        assert!(query_all(store, Query::table("none").limit(100)).await.unwrap().is_empty());
+    }
 }

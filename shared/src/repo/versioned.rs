@@ -242,17 +242,9 @@ impl<'a, R: Versioned> Records<'a, R> {
     /// since has changed `META` too, and the next read builds it again.
     async fn build_index(&self, meta: Meta, version: u64) -> Result<BTreeMap<String, Vec<i64>>, StoreError> {
         let mut meta = Meta { index: Some(BTreeMap::new()), ..meta };
-        let mut cursor = None;
-        loop {
-            let page = self.store.query(self.list_query().limit(100).after(cursor)).await?;
-            for item in &page.items {
-                let record: R = record(item)?;
-                meta.reindex(record.id(), None, record.index());
-            }
-            match page.cursor {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
+        for item in &super::query_all(self.store, self.list_query().limit(100)).await? {
+            let record: R = record(item)?;
+            meta.reindex(record.id(), None, record.index());
         }
         match self.store.put(Item::new(self.key("META".into()), &meta)?, Condition::Version(version)).await {
             Ok(_) | Err(StoreError::Conflict) => {}
