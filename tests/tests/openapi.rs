@@ -239,7 +239,7 @@ fn every_link_leads_from_a_value_the_answer_has_to_a_parameter_the_operation_tak
         .map(|(_, _, operation)| (operation["operationId"].as_str().unwrap().to_owned(), operation))
         .collect();
     let mut count = 0;
-    for (from, status, value, targets, parameter) in openapi::LINKS {
+    for openapi::OperationLink { from, status, value, to: targets, parameter } in openapi::LINKS {
         let answer =
             &by_id.get(*from).unwrap_or_else(|| panic!("{from} is an operation"))["responses"][status];
         // The value is a property of the answer's body, at that pointer.

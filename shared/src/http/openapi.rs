@@ -141,15 +141,24 @@ fn operations_mut(api: &mut Document) -> impl Iterator<Item = &mut Operation> {
 }
 
 /// What an answer names that other operations take (OpenAPI `links`), so that a client, or the
-/// fuzzer's stateful phase, can go from a thing just made to the calls on it: the operation,
-/// the status of its answer, where in the answer the value is, and the operations taking it
-/// as which path parameter.
-pub const LINKS: &[(&str, &str, &str, &[&str], &str)] = &[
-    (
-        "control_create_app",
-        "201",
-        "$response.body#/appId",
-        &[
+/// fuzzer's stateful phase, can go from a thing just made to the calls on it.
+pub struct OperationLink {
+    /// The operation whose answer holds the value, and that answer's status.
+    pub from: &'static str,
+    pub status: &'static str,
+    /// Where in the answer the value is (a runtime expression).
+    pub value: &'static str,
+    /// The operations that take it, as which path parameter.
+    pub to: &'static [&'static str],
+    pub parameter: &'static str,
+}
+
+pub const LINKS: &[OperationLink] = &[
+    OperationLink {
+        from: "control_create_app",
+        status: "201",
+        value: "$response.body#/appId",
+        to: &[
             "control_get_app",
             "control_get_workstation",
             "control_put_workstation",
@@ -157,25 +166,43 @@ pub const LINKS: &[(&str, &str, &str, &[&str], &str)] = &[
             "control_put_rate_limit",
             "code_jwks",
         ],
-        "appId",
-    ),
-    ("control_create_token", "201", "$response.body#/tokenId", &["control_revoke_token"], "tokenId"),
-    ("registration_create_link", "201", "$response.body#/code", &["registration_page"], "code"),
-    ("oob_start", "200", "$response.body#/response/requestId", &["oob_status"], "sessionId"),
-    (
-        "code_create",
-        "201",
-        "$response.body#/id",
-        &["code_retrieve", "code_update", "code_remove", "code_test_run", "code_list_versions"],
-        "id",
-    ),
-    (
-        "content_create",
-        "201",
-        "$response.body#/id",
-        &["content_retrieve", "content_update", "content_list_versions"],
-        "id",
-    ),
+        parameter: "appId",
+    },
+    OperationLink {
+        from: "control_create_token",
+        status: "201",
+        value: "$response.body#/tokenId",
+        to: &["control_revoke_token"],
+        parameter: "tokenId",
+    },
+    OperationLink {
+        from: "registration_create_link",
+        status: "201",
+        value: "$response.body#/code",
+        to: &["registration_page"],
+        parameter: "code",
+    },
+    OperationLink {
+        from: "oob_start",
+        status: "200",
+        value: "$response.body#/response/requestId",
+        to: &["oob_status"],
+        parameter: "sessionId",
+    },
+    OperationLink {
+        from: "code_create",
+        status: "201",
+        value: "$response.body#/id",
+        to: &["code_retrieve", "code_update", "code_remove", "code_test_run", "code_list_versions"],
+        parameter: "id",
+    },
+    OperationLink {
+        from: "content_create",
+        status: "201",
+        value: "$response.body#/id",
+        to: &["content_retrieve", "content_update", "content_list_versions"],
+        parameter: "id",
+    },
 ];
 
 /// Adds [`LINKS`] to the answers they start from (after [`Problems`], which gives the
@@ -186,13 +213,14 @@ impl Modify for Links {
     fn modify(&self, api: &mut Document) {
         for operation in operations_mut(api) {
             let id = operation.operation_id.clone().unwrap_or_default();
-            for (_, status, value, targets, parameter) in LINKS.iter().filter(|link| link.0 == id) {
-                let Some(RefOr::T(answer)) = operation.responses.responses.get_mut(*status) else {
+            for link in LINKS.iter().filter(|link| link.from == id) {
+                let Some(RefOr::T(answer)) = operation.responses.responses.get_mut(link.status) else {
                     continue;
                 };
-                for target in *targets {
-                    let link = LinkBuilder::new().operation_id(*target).parameter(*parameter, *value).build();
-                    answer.links.insert((*target).to_owned(), RefOr::T(link));
+                for target in link.to {
+                    let built =
+                        LinkBuilder::new().operation_id(*target).parameter(link.parameter, link.value);
+                    answer.links.insert((*target).to_owned(), RefOr::T(built.build()));
                 }
             }
         }
