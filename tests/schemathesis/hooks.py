@@ -2,6 +2,7 @@
 operation a valid token for the scheme it declares, and the path parameters that name fixtures
 (the sample app, its devices and users) are used often enough to reach past the 404s."""
 
+import hashlib
 import json
 import os
 import random
@@ -16,6 +17,15 @@ TOKENS = {
     "access": "rpt_sample-access-token-for-workstationDemo",
     "device": "rpd_sample-device-token-replace-with-yours",
 }
+# The sample token meant to be revoked (`TOKEN_TO_REVOKE` in samples.rs).
+TOKEN_TO_REVOKE = "rpt_sample-token-to-revoke-in-the-cc-token-event"
+
+
+def token_id(secret):
+    """A token's id, as the API lists it: the first 8 bytes of its SHA-256, in hex."""
+    return hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+
 KNOWN = {
     "appId": [APP],
     "namedUser": ["alice@example.com"],
@@ -23,6 +33,8 @@ KNOWN = {
     "id": ["1", "2"],
     "version": ["1"],
 }
+# The sample pairings (machine, phone): the workstation pairing API's query names one.
+PAIRINGS = [("machine-42", "alice-pixel-9"), ("machine-43", "alice-pixel-9")]
 
 
 def scheme_of(case):
@@ -76,8 +88,37 @@ def raise_rate_limit(base_url):
     urllib.request.urlopen(request, timeout=10).read()
 
 
+# The phone the sample device token belongs to, paired with both sample workstations.
+PHONE = "alice-pixel-9"
+# Calls that would end a fixture the rest of the run needs, by operation: the path parameter,
+# the values it must not name, and the sample that the same call may end instead.
+SPARED = {
+    ("DELETE", "/cc/api/tokens/{tokenId}"): (
+        "tokenId",
+        {token_id(TOKENS["admin"]), token_id(TOKENS["access"])},
+        token_id(TOKEN_TO_REVOKE),
+    ),
+    ("DELETE", "/cc/api/apps/{appId}/devices/{deviceId}"): ("deviceId", {PHONE}, "alice-old-phone"),
+    ("DELETE", "/cc/api/apps/{appId}/devices/{deviceId}/token"): ("deviceId", {PHONE}, "alice-tablet"),
+}
+
+
+def spare_fixtures(case):
+    """Links hand the fixtures' own ids to the calls that end them (the token listing's to the
+    revocation, a user's device list to the device's removal): once the sample access token is
+    revoked, or the phone removed, every operation that needs it answers 401 or 404 for the rest
+    of the run. Such a call ends the sample meant for it instead."""
+    spared = SPARED.get((case.method.upper(), case.operation.path))
+    if spared is None or not case.path_parameters:
+        return
+    name, keep, instead = spared
+    if case.path_parameters.get(name) in keep:
+        case.path_parameters[name] = instead
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
+    spare_fixtures(case)
     # Schemathesis infers some links on its own, and one of them carries a new customization's
     # numeric `id` into the `X-Tenant-Id` header: `requests` then refuses to send the call (a
     # run's "Network Error"). The tenant is the token's business, not a link's: put back the one
@@ -108,3 +149,15 @@ def map_path_parameters(ctx, path_parameters):
         if name in path_parameters and random.random() < 0.5:
             path_parameters[name] = random.choice(values)
     return path_parameters
+
+
+@schemathesis.hook
+def map_query(ctx, query):
+    # Half the time, a pairing query names a sample pairing. An unpairing only ever names the
+    # second, so that the first stays for the reads and updates.
+    if ctx.operation.path != "/rp/api/client/reg" or not isinstance(query, dict):
+        return query
+    if random.random() < 0.5:
+        pairings = PAIRINGS[1:] if ctx.operation.method.upper() == "DELETE" else PAIRINGS
+        query["machineId"], query["deviceId"] = random.choice(pairings)
+    return query
