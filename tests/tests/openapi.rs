@@ -284,3 +284,66 @@ async fn the_local_server_serves_it() {
     let health = TestClient::new(http::function("health", state).unwrap());
     health.send("GET", "/openapi.json", None, None).await.problem(404, 1_000_005);
 }
+
+#[test]
+fn every_string_a_request_body_carries_is_bounded() {
+    let doc = document();
+    let mut bodies = BTreeSet::new();
+    for (_, _, operation) in operations(&doc) {
+        refers_to(&operation["requestBody"], &mut bodies);
+    }
+    let schemas = &doc["components"]["schemas"];
+    let (mut seen, mut unbounded, mut checked) = (BTreeSet::new(), Vec::new(), 0);
+    while let Some(name) = bodies.iter().find(|n| !seen.contains(*n)).cloned() {
+        refers_to(&schemas[&name], &mut bodies);
+        bounded(&schemas[&name], &name, &mut unbounded, &mut checked);
+        seen.insert(name);
+    }
+    assert_eq!(unbounded, Vec::<String>::new(), "request values the document leaves unbounded");
+    assert!(checked > 80, "{checked} strings checked");
+}
+
+/// Notes in `unbounded` each string (by length, an enum or a pattern of bounded repeats), list
+/// (by items) and map (by entries and name length) of `schema`, at `at`, that has no bound;
+/// counts the strings in `checked`. `$ref`s are the caller's to follow.
+fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut usize) {
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(kind) => vec![kind.as_str()],
+        Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if types.contains(&"string") {
+        *checked += 1;
+        let pattern = schema["pattern"].as_str().unwrap_or_default();
+        let repeats_bounded = pattern.starts_with('^')
+            && pattern.ends_with('$')
+            && !pattern.contains(['*', '+'])
+            && !pattern.contains(",}");
+        if schema["maxLength"].is_null() && schema["enum"].is_null() && !repeats_bounded {
+            unbounded.push(at.to_owned());
+        }
+    }
+    if types.contains(&"array") {
+        if schema["maxItems"].is_null() {
+            unbounded.push(format!("{at}: its items"));
+        }
+        bounded(&schema["items"], &format!("{at}[]"), unbounded, checked);
+    }
+    if types.contains(&"object") && schema["additionalProperties"].is_object() {
+        // A screen's button labels are as many as fit in a content customization's 100 KiB.
+        if schema["maxProperties"].is_null() && !at.ends_with(".buttonLabels") {
+            unbounded.push(format!("{at}: its entries"));
+        }
+        match &schema["propertyNames"] {
+            Value::Null => unbounded.push(format!("{at}: its names")),
+            names => bounded(names, &format!("{at} (a name)"), unbounded, checked),
+        }
+        bounded(&schema["additionalProperties"], &format!("{at}.*"), unbounded, checked);
+    }
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        bounded(property, &format!("{at}.{name}"), unbounded, checked);
+    }
+    for part in ["oneOf", "anyOf", "allOf"].iter().flat_map(|k| schema[*k].as_array().into_iter().flatten()) {
+        bounded(part, at, unbounded, checked);
+    }
+}

@@ -530,25 +530,38 @@ pub struct LoginCertIssued {
     pub login_cert_signature: Option<String>,
 }
 
-/// The body of `POST /rp/api/certificate`: the issuance result (success or error payload).
+/// The body of `POST /rp/api/certificate`: the issuance result (success or error payload). The
+/// certificate's fields are required, and their bounds checked, in a success payload
+/// (`errorCode` 0); an error payload may leave them out.
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IssuanceResult {
     pub error_code: i64,
     #[serde(default)]
+    #[schema(max_length = 5000)]
     pub error_message: Option<String>,
     /// A string, or numeric in the seed's error payload.
+    #[schema(schema_with = request_id_schema)]
     pub request_id: Value,
+    #[schema(min_length = 1, max_length = 512)]
     pub issuer_key_agreement_public_key: Option<String>,
+    #[schema(min_length = 1, max_length = 512)]
     pub issuer_key_agreement_public_key_auth: Option<String>,
+    #[schema(min_length = 1, max_length = 49152)]
     pub login_cert: Option<String>,
+    #[schema(min_length = 1, max_length = 512)]
     pub login_cert_auth: Option<String>,
+    #[schema(min_length = 1, max_length = 128)]
     pub login_cert_serial_number: Option<String>,
     pub login_cert_expiry_date: Option<i64>,
+    #[schema(min_length = 1, max_length = 64)]
     pub iv_login_cert: Option<String>,
+    #[schema(min_length = 1, max_length = 16384)]
     pub signing_cert: Option<String>,
     #[serde(rename = "machineUserNameWS")]
+    #[schema(max_length = 255)]
     pub machine_user_name_ws: Option<String>,
+    #[schema(schema_with = machine_user_names_schema)]
     pub machine_user_names: Option<Vec<String>>,
     /// Added beside the seed's fields: the envelope's version, 1 when absent (the seed's
     /// envelope) or 2 (`domain::envelope`).
@@ -556,7 +569,18 @@ pub struct IssuanceResult {
     pub envelope_version: Option<u8>,
     /// Version 2's issuer signature: base64 of r ‖ s (64 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 88, max_length = 88)]
     pub login_cert_signature: Option<String>,
+}
+
+/// How many directory names a success payload may carry, and how long each may be.
+const MAX_MACHINE_USER_NAMES: usize = 50;
+const MAX_MACHINE_USER_NAME_LEN: usize = 255;
+
+/// The document's schema of the names a success payload carries.
+fn machine_user_names_schema() -> utoipa::openapi::schema::Array {
+    let kind = validate::or_null(utoipa::openapi::Type::Array);
+    validate::texts_schema(0, MAX_MACHINE_USER_NAMES, MAX_MACHINE_USER_NAME_LEN).schema_type(kind).build()
 }
 
 /// The body of `POST /rp/api/certificate/revoke`: the revocation result (success or error).
@@ -565,8 +589,12 @@ pub struct IssuanceResult {
 pub struct RevocationResult {
     pub error_code: i64,
     #[serde(default)]
+    #[schema(max_length = 5000)]
     pub error_message: Option<String>,
+    #[schema(schema_with = request_id_schema)]
     pub request_id: Value,
+    /// Required in a success payload (`errorCode` 0).
+    #[schema(min_length = 1, max_length = 128)]
     pub cert_serial_number: Option<String>,
 }
 
@@ -574,14 +602,28 @@ fn digest(body: &impl Serialize) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a result serializes")))
 }
 
+/// Longest request id a result may name.
+const MAX_REQUEST_ID: usize = 128;
+
 fn request_id(value: &Value) -> Result<String, FieldError> {
     let id = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         _ => return Err(FieldError::new("requestId", "must be a string or a number")),
     };
-    validate::text("requestId", &id, 1, 128)?;
+    validate::text("requestId", &id, 1, MAX_REQUEST_ID)?;
     Ok(id)
+}
+
+/// The document's schema of what [`request_id`] accepts: a string, or a number (the seed's
+/// error payload).
+fn request_id_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    let one_of = OneOfBuilder::new()
+        .item(validate::text_schema(1, MAX_REQUEST_ID))
+        .item(ObjectBuilder::new().schema_type(Type::Number))
+        .description(Some("A string, or numeric in the seed's error payload."));
+    Schema::OneOf(one_of.build())
 }
 
 /// `Some(failure)` for `errorCode` > 0; `None` for 0 (success).
@@ -635,11 +677,14 @@ impl TryFrom<IssuanceResult> for CertResult {
                 let names = body
                     .machine_user_names
                     .ok_or_else(|| FieldError::new("machineUserNames", "is required when errorCode is 0"))?;
-                if names.len() > 50 {
-                    return Err(FieldError::new("machineUserNames", "at most 50 names"));
+                if names.len() > MAX_MACHINE_USER_NAMES {
+                    return Err(FieldError::new(
+                        "machineUserNames",
+                        format!("at most {MAX_MACHINE_USER_NAMES} names"),
+                    ));
                 }
                 for (i, name) in names.iter().enumerate() {
-                    validate::text(&format!("machineUserNames[{i}]"), name, 1, 255)?;
+                    validate::text(&format!("machineUserNames[{i}]"), name, 1, MAX_MACHINE_USER_NAME_LEN)?;
                 }
                 let expiry = body.login_cert_expiry_date.ok_or_else(|| {
                     FieldError::new("loginCertExpiryDate", "is required when errorCode is 0")

@@ -242,6 +242,8 @@ pub fn env_name(name: &str) -> Result<&str, FieldError> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvValue {
+    /// At most 4096 bytes of UTF-8.
+    #[schema(max_length = 4096)]
     pub value: String,
 }
 

@@ -222,7 +222,10 @@ pub struct RegistrationRequest {
     pub friendly_name: String,
     #[schema(min_length = 1, max_length = 255)]
     pub model_number: String,
+    /// Standard base64 of a SEC1 P-256 point: 44 characters compressed, 88 uncompressed.
+    #[schema(min_length = 44, max_length = 88)]
     pub signing_public_key: String,
+    #[schema(min_length = 44, max_length = 88)]
     pub key_agreement_public_key: String,
 }
 

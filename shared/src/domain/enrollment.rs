@@ -277,6 +277,7 @@ pub struct CompleteRequest {
     /// encrypted by the workstation for the device, base64; opaque to the server, which seals
     /// them at rest and hands them to the device in the authentication flow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 4, max_length = 10924)]
     pub recovery_keys: Option<String>,
 }
 

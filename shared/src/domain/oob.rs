@@ -58,6 +58,7 @@ pub struct StateEntry {
 #[serde(deny_unknown_fields)]
 pub struct Extras {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64)]
     pub amount: Option<String>,
 }
 
@@ -178,17 +179,33 @@ pub struct OobStartRequest {
     #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub service_hmac: String,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255)]
     pub machine: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128)]
     pub machine_id: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 1000)]
     pub transaction_text: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64)]
     pub transaction_type: Option<String>,
     #[serde(default)]
     pub extras: Option<Extras>,
     #[serde(default)]
+    #[schema(schema_with = additional_details_schema)]
     pub additional_details: Option<BTreeMap<String, String>>,
+}
+
+/// Longest key and value of an OOB start's `additionalDetails`.
+const MAX_DETAIL_KEY: usize = 64;
+const MAX_DETAIL_VALUE: usize = 500;
+
+/// The document's schema of an OOB start's `additionalDetails`.
+fn additional_details_schema() -> utoipa::openapi::Object {
+    let value = validate::text_schema(0, MAX_DETAIL_VALUE);
+    let kind = validate::or_null(utoipa::openapi::Type::Object);
+    validate::map_schema(MAX_ADDITIONAL_DETAILS, MAX_DETAIL_KEY, value).schema_type(kind).build()
 }
 
 /// A start request, checked.
@@ -248,8 +265,8 @@ impl TryFrom<OobStartRequest> for OobStart {
         }
         for (key, value) in &additional_details {
             let path = format!("additionalDetails.{key}");
-            validate::text(&path, key, 1, 64)?;
-            validate::text(&path, value, 0, 500)?;
+            validate::text(&path, key, 1, MAX_DETAIL_KEY)?;
+            validate::text(&path, value, 0, MAX_DETAIL_VALUE)?;
         }
         Ok(Self {
             app_id,
@@ -270,8 +287,11 @@ impl TryFrom<OobStartRequest> for OobStart {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OobAnswerRequest {
     pub decision: Decision,
+    /// DER (at most 72 bytes) or r ‖ s (64 bytes), base64 or base64url.
+    #[schema(min_length = 1, max_length = 96)]
     pub signature: String,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64)]
     pub amount: Option<String>,
 }
 

@@ -41,7 +41,11 @@ pub struct Pairing {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OfflineTokens {
+    /// Empty in an answer when the pairing holds no PINs; 1 to 16384 characters in a request.
+    #[schema(max_length = 16384)]
     pub tokens: String,
+    /// Empty in an answer when the pairing holds no PINs; 1 to 1024 characters in a request.
+    #[schema(max_length = 1024)]
     pub tokens_auth: String,
 }
 
@@ -239,8 +243,10 @@ pub struct PairRequest {
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_name: Option<String>,
     #[serde(default, rename = "machineUserNameWS")]
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name_ws: Option<String>,
     /// The workstation's first offline PINs, stored with the pairing (seed step 2).
     #[serde(default)]
@@ -291,11 +297,13 @@ pub struct PairingUpdateRequest {
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_name: Option<String>,
     #[serde(default)]
     pub offline: Option<OfflineTokens>,
     /// Ids of offline PINs used on the workstation: each is deleted from the set.
     #[serde(default)]
+    #[schema(schema_with = optional_pin_ids_schema)]
     pub used_token_ids: Option<Vec<String>>,
     /// Wrong offline PIN entries since the last report; enough of them lock offline access.
     #[serde(default)]
@@ -320,15 +328,30 @@ impl PairingUpdate {
     }
 }
 
+/// How many PIN ids one request may name, and how long each may be.
+const MAX_PIN_IDS: usize = 100;
+const MAX_PIN_ID_LEN: usize = 64;
+
 /// Checks a list of PIN ids named at `field`.
 pub fn pin_ids(field: &str, ids: &[String]) -> Result<(), FieldError> {
-    if ids.is_empty() || ids.len() > 100 {
-        return Err(FieldError::new(field, "must name 1 to 100 PIN ids"));
+    if ids.is_empty() || ids.len() > MAX_PIN_IDS {
+        return Err(FieldError::new(field, format!("must name 1 to {MAX_PIN_IDS} PIN ids")));
     }
     for (i, id) in ids.iter().enumerate() {
-        validate::text(&format!("{field}[{i}]"), id, 1, 64)?;
+        validate::text(&format!("{field}[{i}]"), id, 1, MAX_PIN_ID_LEN)?;
     }
     Ok(())
+}
+
+/// The document's schema of what [`pin_ids`] accepts.
+pub fn pin_ids_schema() -> utoipa::openapi::schema::Array {
+    validate::texts_schema(1, MAX_PIN_IDS, MAX_PIN_ID_LEN).build()
+}
+
+/// The same, for an optional field (absent or `null`: none).
+fn optional_pin_ids_schema() -> utoipa::openapi::schema::Array {
+    let kind = validate::or_null(utoipa::openapi::Type::Array);
+    validate::texts_schema(1, MAX_PIN_IDS, MAX_PIN_ID_LEN).schema_type(kind).build()
 }
 
 impl TryFrom<PairingUpdateRequest> for PairingUpdate {

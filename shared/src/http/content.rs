@@ -190,7 +190,11 @@ pub struct ContentMap;
 
 impl utoipa::PartialSchema for ContentMap {
     fn schema() -> RefOr<Schema> {
-        let text = || ObjectBuilder::new().schema_type(SchemaType::Array(vec![Type::String, Type::Null]));
+        let text = || {
+            ObjectBuilder::new()
+                .schema_type(SchemaType::Array(vec![Type::String, Type::Null]))
+                .max_length(Some(content::MAX_TEXT))
+        };
         let closed = || {
             ObjectBuilder::new()
                 .schema_type(Type::Object)

@@ -36,7 +36,23 @@ pub struct EventReport {
     #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = attributes_schema)]
     pub attributes: Map<String, Value>,
+}
+
+/// Longest attribute name, and longest text value.
+const MAX_ATTRIBUTE_NAME: usize = 64;
+const MAX_ATTRIBUTE_TEXT: usize = 5000;
+
+/// The document's schema of what [`check_attributes`] accepts: a map of texts, numbers and
+/// booleans.
+fn attributes_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::{ObjectBuilder, OneOfBuilder, Type};
+    let value = OneOfBuilder::new()
+        .item(validate::text_schema(0, MAX_ATTRIBUTE_TEXT))
+        .item(ObjectBuilder::new().schema_type(Type::Number))
+        .item(ObjectBuilder::new().schema_type(Type::Boolean));
+    validate::map_schema(MAX_ATTRIBUTES, MAX_ATTRIBUTE_NAME, value).build()
 }
 
 /// A stored event's id and time.
@@ -112,9 +128,9 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), Problem> {
     }
     for (key, value) in attributes {
         let path = format!("attributes.{key}");
-        validate::text(&path, key, 1, 64)?;
+        validate::text(&path, key, 1, MAX_ATTRIBUTE_NAME)?;
         match value {
-            Value::String(text) => validate::text(&path, text, 0, 5000)?,
+            Value::String(text) => validate::text(&path, text, 0, MAX_ATTRIBUTE_TEXT)?,
             // DynamoDB holds numbers of magnitude 1e-130 to 1e126: refuse the rest here, on every
             // backend, rather than let the store refuse them.
             Value::Number(n)

@@ -389,6 +389,7 @@ async fn device_workstations(
 pub struct DeviceUsedRequest {
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
+    #[schema(schema_with = crate::domain::pairing::pin_ids_schema)]
     pub token_ids: Vec<String>,
 }
 

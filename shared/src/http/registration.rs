@@ -60,6 +60,7 @@ const MAX_LINK_TTL_SECS: i64 = 7 * 24 * 3600;
 pub struct LinkOptions {
     /// The user's workstation name (`CORP\alice`), if the directory knows it.
     #[serde(rename = "machineUserNameWS")]
+    #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name_ws: Option<String>,
     pub expires_in_secs: Option<i64>,
 }
