@@ -590,3 +590,41 @@ async fn a_token_refresh_reads_the_device_where_its_token_says_it_is() {
     // The token, the device, the swap.
     assert_eq!(tally.waves, 3, "{tally}");
 }
+
+#[tokio::test]
+async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
+    use rp_shared::domain::apps::AppId;
+    use rp_shared::domain::certificates::{CertRequest, RequestKind};
+    use rp_shared::domain::EpochMillis;
+    use rp_shared::testing::{fixtures, http::TestClient};
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::embedded(dir.path()).unwrap();
+    let store = backend.store.as_ref();
+    // Two ready apps: one with a single pending request, one with more than a batch.
+    let mut short = None;
+    for (app, count) in [("shortApp", 1), ("deepApp", 60)] {
+        let app = AppId::parse("appId", app).unwrap();
+        let requests: Vec<_> = (0..count)
+            .map(|i| CertRequest {
+                device_id: Some(format!("{app}-{i}")),
+                ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000 + i))
+            })
+            .collect();
+        short.get_or_insert_with(|| requests[0].request_id.clone());
+        fixtures::queue_in_bulk(store, &requests, backend.clock.now_millis()).await;
+    }
+    let token = fixtures::admin_token(store, EpochMillis(0)).await;
+    let (traced, trips) = recorded(&backend, Duration::from_millis(20));
+    let client = TestClient::new(http::app(AppState::new(traced, HttpConfig::default())));
+    trips.take();
+    let polled = client.send("GET", "/rp/api/certificate/requests", Some(&token), None).await;
+    let tally = trips.take();
+    assert_eq!(polled.status, 200, "{}", polled.json());
+    let leased = polled.json()["loginCerts"].as_array().unwrap().clone();
+    assert_eq!(leased.len(), 50, "the batch is full");
+    assert!(leased.iter().any(|r| r["requestId"] == short.clone().unwrap()), "the short app's request too");
+    // The token and the round's start; the ready markers; both apps' shards, the deep one read
+    // beyond its share (no second round); the time-out message and the pointer; the leases.
+    assert_eq!(waves_of(&tally, "store.query CERTQ"), [2, 3, 3], "{tally}");
+    assert_eq!(tally.waves, 5, "{tally}");
+}

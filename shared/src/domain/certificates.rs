@@ -159,6 +159,19 @@ pub fn fair_share(batch: usize, apps: usize) -> usize {
     }
 }
 
+/// How many pending requests a poll's first round reads from each of `apps` ready apps: an
+/// equal part of twice the batch, at most the batch. Each still gets only its fair share while
+/// the others have as many, but the room an app that comes up short leaves has usually been
+/// read already from the others, without a second round of reads after the first. A poll reads
+/// at most twice its batch plus one request per app.
+pub fn first_round_reads(batch: usize, apps: usize) -> usize {
+    if apps == 0 {
+        0
+    } else {
+        (2 * batch).div_ceil(apps).min(batch)
+    }
+}
+
 impl CertRequest {
     /// Whether the request counts against its app's cap of open requests: login-certificate
     /// requests do (a workstation queues them); revocations never do, so that a full queue
@@ -758,6 +771,22 @@ mod tests {
         assert_eq!(fair_share(50, 3), 17);
         assert_eq!(fair_share(50, 50), 1);
         assert_eq!(fair_share(1, 7), 1, "one each, the batch cut afterwards");
+    }
+
+    #[test]
+    fn a_first_round_reads_at_least_the_share_and_about_twice_the_batch_at_most() {
+        assert_eq!(first_round_reads(50, 0), 0);
+        assert_eq!(first_round_reads(50, 1), 50, "one app: the batch");
+        assert_eq!(first_round_reads(50, 2), 50, "two: either can fill the batch alone");
+        assert_eq!(first_round_reads(50, 3), 34);
+        assert_eq!(first_round_reads(50, 50), 2);
+        for batch in 1..=100 {
+            for apps in 1..=batch {
+                let reads = first_round_reads(batch, apps);
+                assert!(reads >= fair_share(batch, apps) && reads <= batch, "{batch} over {apps}");
+                assert!(reads * apps <= 2 * batch + apps, "{batch} over {apps}: {reads} each");
+            }
+        }
     }
 
     fn pending() -> CertRequest {

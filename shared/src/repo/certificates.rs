@@ -20,7 +20,9 @@
 use super::devices::Devices;
 use super::events::{self, Events};
 use crate::domain::apps::AppId;
-use crate::domain::certificates::{fair_share, CertRequest, Expiry, IssuedCert, RequestState};
+use crate::domain::certificates::{
+    fair_share, first_round_reads, CertRequest, Expiry, IssuedCert, RequestState,
+};
 use crate::domain::events::EventRecord;
 use crate::domain::time::EpochMillis;
 use crate::ports::store::COUNTER_ATTR;
@@ -208,8 +210,9 @@ impl<'a> Certificates<'a> {
     /// Up to `batch` pending requests, shared fairly between the apps that have some, with the
     /// versions they were read at; each app's come oldest first. The apps are taken round robin
     /// from the ready markers, starting after the app the previous poll served last; each gets
-    /// an equal share of the batch, and what an app with fewer leaves goes to the others in a
-    /// second round. Markers of apps found empty (past [`READY_GRACE_SECS`]) are deleted. The
+    /// an equal share of the batch, and what an app with fewer leaves goes to the others: from
+    /// what the first round read beyond their shares (`first_round_reads`), and only if that
+    /// falls short, from a second round. Markers of apps found empty (past [`READY_GRACE_SECS`]) are deleted. The
     /// index may lag a lease by moments; [`persist_leases`](Self::persist_leases)'s condition
     /// settles that.
     ///
@@ -251,10 +254,11 @@ impl<'a> Certificates<'a> {
         apps: Vec<(ReadyMarker, u64)>,
         batch: usize,
     ) -> Result<(Vec<(CertRequest, u64)>, RoundEnd), StoreError> {
-        // Round 1: an equal share each.
-        let share = fair_share(batch, apps.len());
+        // Round 1: an equal share each, read with room to spare (`first_round_reads`), so that
+        // an app that comes up short rarely costs the others a second round.
+        let reads = first_round_reads(batch, apps.len());
         let first = futures_util::future::join_all(apps.iter().map(|(marker, _)| {
-            self.store.query(Query::index(Index::Gsi1, shard(&marker.app_id)).limit(share))
+            self.store.query(Query::index(Index::Gsi1, shard(&marker.app_id)).limit(reads))
         }))
         .await;
         let mut found: Vec<Vec<Item>> = Vec::with_capacity(apps.len());
