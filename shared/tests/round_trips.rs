@@ -601,17 +601,18 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     let backend = Backend::embedded(dir.path()).unwrap();
     let store = backend.store.as_ref();
     // Two ready apps: one with a single pending request, one with more than a batch.
-    let mut short = None;
-    for (app, count) in [("shortApp", 1), ("deepApp", 60)] {
+    let pending = |app: &str, count: i64| {
         let app = AppId::parse("appId", app).unwrap();
-        let requests: Vec<_> = (0..count)
+        (0..count)
             .map(|i| CertRequest {
                 device_id: Some(format!("{app}-{i}")),
                 ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000 + i))
             })
-            .collect();
-        short.get_or_insert_with(|| requests[0].request_id.clone());
-        fixtures::queue_in_bulk(store, &requests, backend.clock.now_millis()).await;
+            .collect::<Vec<_>>()
+    };
+    let short = pending("shortApp", 1);
+    for requests in [&short, &pending("deepApp", 60)] {
+        fixtures::queue_in_bulk(store, requests, backend.clock.now_millis()).await;
     }
     let token = fixtures::admin_token(store, EpochMillis(0)).await;
     let (traced, trips) = recorded(&backend, Duration::from_millis(20));
@@ -622,7 +623,7 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     assert_eq!(polled.status, 200, "{}", polled.json());
     let leased = polled.json()["loginCerts"].as_array().unwrap().clone();
     assert_eq!(leased.len(), 50, "the batch is full");
-    assert!(leased.iter().any(|r| r["requestId"] == short.clone().unwrap()), "the short app's request too");
+    assert!(leased.iter().any(|r| r["requestId"] == short[0].request_id), "the short app's request too");
     // The token and the round's start; the ready markers; both apps' shards, the deep one read
     // beyond its share (no second round); the time-out message and the pointer; the leases.
     assert_eq!(waves_of(&tally, "store.query CERTQ"), [2, 3, 3], "{tally}");

@@ -33,8 +33,10 @@ KNOWN = {
     "id": ["1", "2"],
     "version": ["1"],
 }
+# The phone the sample device token belongs to, paired with both sample workstations.
+PHONE = "alice-pixel-9"
 # The sample pairings (machine, phone): the workstation pairing API's query names one.
-PAIRINGS = [("machine-42", "alice-pixel-9"), ("machine-43", "alice-pixel-9")]
+PAIRINGS = [("machine-42", PHONE), ("machine-43", PHONE)]
 
 
 def scheme_of(case):
@@ -88,8 +90,6 @@ def raise_rate_limit(base_url):
     urllib.request.urlopen(request, timeout=10).read()
 
 
-# The phone the sample device token belongs to, paired with both sample workstations.
-PHONE = "alice-pixel-9"
 # Calls that would end a fixture the rest of the run needs, by operation: the path parameter,
 # the values it must not name, and the sample that the same call may end instead.
 SPARED = {

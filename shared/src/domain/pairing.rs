@@ -350,8 +350,9 @@ pub fn pin_ids_schema() -> utoipa::openapi::schema::Array {
 
 /// The same, for an optional field (absent or `null`: none).
 fn optional_pin_ids_schema() -> utoipa::openapi::schema::Array {
-    let kind = validate::or_null(utoipa::openapi::Type::Array);
-    validate::texts_schema(1, MAX_PIN_IDS, MAX_PIN_ID_LEN).schema_type(kind).build()
+    let mut list = pin_ids_schema();
+    list.schema_type = validate::or_null(utoipa::openapi::Type::Array);
+    list
 }
 
 impl TryFrom<PairingUpdateRequest> for PairingUpdate {

@@ -22,7 +22,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
-use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 
 /// `/content-customization`
@@ -190,11 +190,8 @@ pub struct ContentMap;
 
 impl utoipa::PartialSchema for ContentMap {
     fn schema() -> RefOr<Schema> {
-        let text = || {
-            ObjectBuilder::new()
-                .schema_type(SchemaType::Array(vec![Type::String, Type::Null]))
-                .max_length(Some(content::MAX_TEXT))
-        };
+        let text =
+            || validate::text_schema(0, content::MAX_TEXT).schema_type(validate::or_null(Type::String));
         let closed = || {
             ObjectBuilder::new()
                 .schema_type(Type::Object)
@@ -206,12 +203,7 @@ impl utoipa::PartialSchema for ContentMap {
         };
         let labels = ObjectBuilder::new()
             .schema_type(Type::Object)
-            .property_names(Some(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .min_length(Some(1))
-                    .max_length(Some(content::MAX_BUTTON_KEY)),
-            ))
+            .property_names(Some(validate::text_schema(1, content::MAX_BUTTON_KEY)))
             .additional_properties(Some(text()));
         let mut screen = closed().property("buttonLabels", or_null(labels));
         for (part, fields) in content::PARTS {

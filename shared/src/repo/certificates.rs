@@ -212,9 +212,9 @@ impl<'a> Certificates<'a> {
     /// from the ready markers, starting after the app the previous poll served last; each gets
     /// an equal share of the batch, and what an app with fewer leaves goes to the others: from
     /// what the first round read beyond their shares (`first_round_reads`), and only if that
-    /// falls short, from a second round. Markers of apps found empty (past [`READY_GRACE_SECS`]) are deleted. The
-    /// index may lag a lease by moments; [`persist_leases`](Self::persist_leases)'s condition
-    /// settles that.
+    /// falls short, from a second round. Markers of apps found empty (past
+    /// [`READY_GRACE_SECS`]) are deleted. The index may lag a lease by moments;
+    /// [`persist_leases`](Self::persist_leases)'s condition settles that.
     ///
     /// With requests found, the round's end (the pointer's move, the markers' deletes) is left to
     /// the caller, [`end_round`](Self::end_round), so that it can go beside the poll's other
