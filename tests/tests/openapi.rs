@@ -347,3 +347,182 @@ fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut 
         bounded(part, at, unbounded, checked);
     }
 }
+
+/// A string the document bounds by length (and by nothing the other tests hold: a pattern, a
+/// format, an enum) inside a sample event's body: where it is (`pointer`), what a refusal names
+/// it (`field`), its bounds.
+struct Bounded {
+    pointer: String,
+    field: String,
+    min: usize,
+    max: usize,
+}
+
+/// `schema` (a property's) with a `$ref` followed and a nullable `oneOf` reduced to its
+/// non-null part.
+fn concrete(doc: &Value, schema: &Value) -> Value {
+    if let Some(parts) = schema["oneOf"].as_array() {
+        if let Some(part) = parts.iter().find(|p| p["type"] != "null") {
+            return concrete(doc, part);
+        }
+    }
+    Value::Object(resolved(doc, schema))
+}
+
+/// Every length-bounded string of `value` (a body, or a part of it) against `schema`.
+fn length_bounded(doc: &Value, value: &Value, schema: &Value, at: (&str, &str), into: &mut Vec<Bounded>) {
+    let (pointer, field) = at;
+    let schema = concrete(doc, schema);
+    let types = match &schema["type"] {
+        Value::Array(kinds) => kinds.clone(),
+        kind => vec![kind.clone()],
+    };
+    match value {
+        Value::String(_) if types.contains(&"string".into()) => {
+            let plain = ["pattern", "format", "enum"].iter().all(|k| schema[*k].is_null());
+            if let (Some(max), true) = (schema["maxLength"].as_u64(), plain) {
+                let min = schema["minLength"].as_u64().unwrap_or(0);
+                into.push(Bounded {
+                    pointer: pointer.to_owned(),
+                    field: field.to_owned(),
+                    min: min as usize,
+                    max: max as usize,
+                });
+            }
+        }
+        Value::Object(members) => {
+            for (name, inner) in members {
+                let of = match schema["properties"].get(name) {
+                    Some(property) => property.clone(),
+                    None => schema["additionalProperties"].clone(),
+                };
+                let at = (
+                    format!("{pointer}/{name}"),
+                    if field.is_empty() { name.clone() } else { format!("{field}.{name}") },
+                );
+                length_bounded(doc, inner, &of, (&at.0, &at.1), into);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(first) = items.first() {
+                length_bounded(doc, first, &schema["items"], (&format!("{pointer}/0"), field), into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The document's operation for `method` on the concrete `path`.
+fn operation_of(doc: &Value, method: &str, path: &str) -> Option<Value> {
+    let segments: Vec<&str> = path.split('/').collect();
+    doc["paths"].as_object()?.iter().find_map(|(template, item)| {
+        let parts: Vec<&str> = template.split('/').collect();
+        let matches = parts.len() == segments.len()
+            && parts.iter().zip(&segments).all(|(t, s)| t == s || (t.starts_with('{') && !s.is_empty()));
+        matches.then(|| item.get(method.to_lowercase())).flatten().cloned()
+    })
+}
+
+/// Strings the API parses (a signature, a P-256 key): no run of `a`s is one, at any length.
+const PARSED: [&str; 3] = ["signature", "signingPublicKey", "keyAgreementPublicKey"];
+
+/// The document states the bounds the API checks: for every length-bounded string in a sample
+/// event's body (events/), the sample with that string one character past either bound answers
+/// 400 naming the field, and with it exactly at each bound answers anything but an invalid-field
+/// 400 naming it (it may still be refused for what it names: no user is called `aaa`). Each
+/// variant runs through the function's router, as the Lambda runtime parses the event, on a copy
+/// of one store seeded by `seed-samples`.
+#[tokio::test]
+async fn every_length_bound_the_document_states_is_the_one_the_api_checks() {
+    let doc = document();
+    let seeded = seeded_store().await;
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    let mut samples: Vec<PathBuf> =
+        std::fs::read_dir(root().join("events")).unwrap().map(|entry| entry.unwrap().path()).collect();
+    samples.sort();
+    for sample in samples {
+        let event: Value = serde_json::from_str(&std::fs::read_to_string(&sample).unwrap()).unwrap();
+        let (Some(context), Some(body)) = (event.get("requestContext"), event["body"].as_str()) else {
+            continue;
+        };
+        assert_ne!(
+            event["isBase64Encoded"],
+            true,
+            "{}: a JSON sample body is sent as text",
+            sample.display()
+        );
+        let method = context["http"]["method"].as_str().or(event["httpMethod"].as_str()).unwrap();
+        let path = event["rawPath"].as_str().or(event["path"].as_str()).unwrap();
+        let name = sample.file_name().unwrap().to_str().unwrap();
+        let function = name.split('.').next().unwrap();
+        let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
+        let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
+        let body: Value = serde_json::from_str(body).unwrap();
+        let mut strings = Vec::new();
+        length_bounded(&doc, &body, schema, ("", ""), &mut strings);
+        for string in strings {
+            // Refused past either bound; within them, not refused for its form (a value can
+            // still be unknown: no user is called "aaa"), unless no run of `a`s is valid at all.
+            let mut variants = vec![(string.max + 1, true)];
+            if string.min > 1 {
+                variants.push((string.min - 1, true));
+            }
+            if !PARSED.contains(&string.field.as_str()) {
+                variants.push((string.max, false));
+                variants.extend((string.min > 0).then_some((string.min, false)));
+            }
+            for (length, refused) in variants {
+                let mut body = body.clone();
+                *body.pointer_mut(&string.pointer).unwrap() = Value::String("a".repeat(length));
+                let mut event = event.clone();
+                event["body"] = Value::String(body.to_string());
+                let (status, answer) = run_event(seeded.path(), function, &event).await;
+                let names_it = status == 400
+                    && (refused || answer["type"] == "/problems/invalid-field")
+                    && answer["field"].as_str().is_some_and(|f| same_field(f, &string.field));
+                if names_it != refused {
+                    wrong.push(format!(
+                        "{name} {}: {length} characters (document: {}..={}): {status} {answer}",
+                        string.field, string.min, string.max
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new(), "bounds the document and the API disagree on");
+    assert!(checked > 60, "{checked} variants checked");
+}
+
+/// Whether a refusal's `field` names the string at `field`: the same, or one of the two is the
+/// other's list or map (`pinIds` for `pinIds[0]`, `additionalDetails` for
+/// `additionalDetails.reason`).
+fn same_field(refused: &str, field: &str) -> bool {
+    let within = |inner: &str, outer: &str| {
+        inner.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    };
+    within(refused, field) || within(field, refused)
+}
+
+/// An embedded store's directory after `seed-samples`, closed.
+async fn seeded_store() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    rp_shared::samples::seed(&Backend::embedded(dir.path()).unwrap()).await.expect("seed-samples");
+    dir
+}
+
+/// Runs a sample `event` through `function`'s router on a copy of the `seeded` store; the
+/// status and the answer's JSON.
+async fn run_event(seeded: &Path, function: &str, event: &Value) -> (u16, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    for file in std::fs::read_dir(seeded).unwrap() {
+        let file = file.unwrap();
+        std::fs::copy(file.path(), dir.path().join(file.file_name())).unwrap();
+    }
+    let backend = Backend::embedded(dir.path()).unwrap();
+    let request = lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event");
+    let request = request.map(|body| axum::body::Body::from(body.to_vec()));
+    let router = http::function(function, AppState::new(backend, HttpConfig::default())).expect("a router");
+    let response = TestClient::new(router).request(request).await;
+    (response.status.as_u16(), response.json())
+}

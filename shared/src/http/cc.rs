@@ -154,7 +154,7 @@ pub struct AppList {
 pub struct CreateApp {
     #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: String,
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(min_length = 1, max_length = 255)]
     pub display_name: String,
 }
 
