@@ -25,6 +25,13 @@ request paths (DynamoDB Local is a JVM) before any function is measured.
   connection to each service, the SDK's lazy set-up);
 - size: the stripped binary.
 
+`--phases` also reads each process's minor page faults and on-CPU time (`/proc/<pid>/stat` and
+each thread's `schedstat`) when it asks for an event and when it answers, and prints them per
+phase (init; the first invocation; the second, a warm one), medians: what a first invocation
+costs the process itself, as against what it waits for. Each read (about 25 µs here) is made
+while the process waits for the Runtime API, so it adds to the measured times: compare the main
+table of a `--phases` run only with another `--phases` run.
+
 The samples change state (a lease, a registration), so after their first success some answer
 4xx on later runs; every answer's status is reported. The OOB start sample gets a fresh session
 nonce at every invocation, so that its rows time starts, not replays. Prints a Markdown table
@@ -52,6 +59,20 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Where `cargo build --release` puts the binaries (`--binaries` names another directory).
 RELEASE = ROOT / "target" / "release"
+
+
+def process_counters(pid):
+    """Minor page faults and on-CPU milliseconds (over the threads alive now) of `pid`."""
+    with open(f"/proc/{pid}/stat") as f:
+        faults = int(f.read().rsplit(")", 1)[1].split()[7])
+    cpu_ns = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                cpu_ns += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended between the listing and the read
+            pass
+    return faults, cpu_ns / 1e6
 
 
 def free_port():
@@ -87,10 +108,13 @@ class RuntimeApi(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, event, count):
+    def __init__(self, event, count, phases=False):
         super().__init__(("127.0.0.1", 0), Handler)
         self.event, self.left, self.answers, self.handed = event, count, queue.Queue(), {}
         self.done = threading.Event()
+        # With `phases`: the process's counters at each request for an event and each answer.
+        self.phases, self.pid, self.counters = phases, None, []
+        self.started = threading.Event()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     def handle_error(self, request, client_address):
@@ -110,7 +134,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def count(self):
+        api = self.server
+        if api.phases:
+            api.started.wait()  # the pid is known once Popen returned
+            api.counters.append(process_counters(api.pid))
+
     def do_GET(self):
+        self.count()
         api = self.server
         if api.left <= 0:
             api.done.wait()
@@ -130,6 +161,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         at = time.perf_counter()
+        self.count()
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
             body = b""
             while size := int(self.rfile.readline().split(b";")[0], 16):
@@ -187,14 +219,16 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def measure(binary, event, env, runs, warm):
-    inits, colds, warms, statuses = [], [], [], set()
+def measure(binary, event, env, runs, warm, phases=False):
+    inits, colds, warms, statuses, counted = [], [], [], set(), []
     for _ in range(runs):
-        api = RuntimeApi(event, 1 + warm)
+        api = RuntimeApi(event, 1 + warm, phases)
         env = dict(env, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{api.server_address[1]}")
         with tempfile.TemporaryFile() as log:
             started = time.perf_counter()
             process = subprocess.Popen([str(binary)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+            api.pid = process.pid
+            api.started.set()
             try:
                 for i in range(1 + warm):
                     request_id, at, status = api.answers.get(timeout=30)
@@ -204,6 +238,11 @@ def measure(binary, event, env, runs, warm):
                         colds.append((at - started) * 1000)
                     else:
                         warms.append((at - api.handed[request_id]) * 1000)
+                if phases and warm:
+                    # Requests and answers alternate: init ends at the first request, the first
+                    # invocation at the first answer; the second runs from the second request.
+                    (f0, c0), (f1, c1), (f2, c2), (f3, c3) = api.counters[:4]
+                    counted.append((f0, c0, f1 - f0, c1 - c0, f3 - f2, c3 - c2))
             except queue.Empty:
                 process.kill()
                 process.wait()
@@ -213,7 +252,7 @@ def measure(binary, event, env, runs, warm):
                 process.kill()
                 process.wait()
                 api.close()
-    return inits, colds, warms, statuses
+    return inits, colds, warms, statuses, counted
 
 
 def main():
@@ -227,6 +266,8 @@ def main():
     parser.add_argument("--binaries", type=pathlib.Path, default=RELEASE,
                         help="where the release binaries are (another target dir's, e.g. an unstripped build "
                              "to profile); implies --no-build")
+    parser.add_argument("--phases", action="store_true",
+                        help="also report page faults and CPU time per phase (the reads add to the times)")
     args = parser.parse_args()
     release = args.binaries.resolve()
 
@@ -298,19 +339,19 @@ def main():
         def start(name):
             """One cold start of `name` and its warm invocations."""
             env = dict(lambda_env, AWS_LAMBDA_FUNCTION_NAME=name)
-            return measure(release / name, event_of(name), env, 1, args.warm)
+            return measure(release / name, event_of(name), env, 1, args.warm, args.phases)
 
         # One unmeasured start of every function first: the emulators (DynamoDB Local is a JVM)
         # compile their request paths during their first calls, which would otherwise land on
         # the functions measured first. Their answers count among the statuses seen.
         # Per function (hello-world's row first): init, cold start and warm samples, and the
         # statuses seen; and per function, the hello-world samples taken beside its own.
-        samples = {"hello-lambda": ([], [], [], set())}
+        samples = {"hello-lambda": ([], [], [], set(), [])}
         beside = {}
         start("hello-lambda")
         for name in functions:
             measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            samples.setdefault(name, ([], [], [], set()))[3].update(start(name)[3])
+            samples.setdefault(name, ([], [], [], set(), []))[3].update(start(name)[3])
 
         # Each start of a function follows a start of hello-world, so that every ratio compares
         # starts made side by side: the machine's pace drifts over a run (hello-world's init has
@@ -325,7 +366,7 @@ def main():
 
         for name in functions:
             measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            mine, hello = samples[name], beside.setdefault(name, ([], [], [], set()))
+            mine, hello = samples[name], beside.setdefault(name, ([], [], [], set(), []))
             for _ in range(args.runs):
                 got_hello = start("hello-lambda")
                 add(hello, got_hello)
@@ -338,7 +379,7 @@ def main():
             moto.terminate()
 
     rows = []
-    for name, (inits, colds, warms, statuses) in samples.items():
+    for name, (inits, colds, warms, statuses, _) in samples.items():
         # The ratios: to the hello-world starts made beside this function's.
         base_inits, base_colds = beside.get(name, samples["hello-lambda"])[:2]
         rows.append((name, statistics.median(inits), statistics.median(inits) / statistics.median(base_inits),
@@ -355,6 +396,16 @@ def main():
     for name, init, init_ratio, cold, p90, cold_ratio, first, warm, size, statuses in rows:
         print(f"| {name} | {init:.1f} ms | {init_ratio:.2f} | {cold:.1f} ms | {p90:.1f} ms | {cold_ratio:.2f} "
               f"| {first:.1f} ms | {warm:.2f} ms | {size:.1f} | {statuses} |")
+    if args.phases:
+        print("\nWhat each phase costs the process itself (medians): minor page faults and on-CPU time over "
+              "its threads; the rest of a phase's time is waiting (for the emulators, the Runtime API)\n")
+        print("| function | init: faults | init: CPU | first invocation: faults | CPU | warm invocation: faults "
+              "| CPU |")
+        print("|---|---|---|---|---|---|---|")
+        for name, sample in samples.items():
+            if sample[4]:
+                f0, c0, f1, c1, f2, c2 = (statistics.median(column) for column in zip(*sample[4]))
+                print(f"| {name} | {f0:.0f} | {c0:.2f} ms | {f1:.0f} | {c1:.2f} ms | {f2:.0f} | {c2:.2f} ms |")
     print()
     print_links(release, functions)
 
