@@ -286,7 +286,7 @@ async fn the_local_server_serves_it() {
 }
 
 #[test]
-fn every_string_a_request_body_carries_is_bounded() {
+fn every_string_and_integer_a_request_body_carries_is_bounded() {
     let doc = document();
     let mut bodies = BTreeSet::new();
     for (_, _, operation) in operations(&doc) {
@@ -300,12 +300,13 @@ fn every_string_a_request_body_carries_is_bounded() {
         seen.insert(name);
     }
     assert_eq!(unbounded, Vec::<String>::new(), "request values the document leaves unbounded");
-    assert!(checked > 80, "{checked} strings checked");
+    assert!(checked > 100, "{checked} strings and integers checked");
 }
 
-/// Notes in `unbounded` each string (by length, an enum or a pattern of bounded repeats), list
-/// (by items) and map (by entries and name length) of `schema`, at `at`, that has no bound;
-/// counts the strings in `checked`. `$ref`s are the caller's to follow.
+/// Notes in `unbounded` each string (by length, an enum or a pattern of bounded repeats),
+/// integer (by a minimum and a maximum), list (by items) and map (by entries and name length) of
+/// `schema`, at `at`, that has no bound; counts the strings and integers in `checked`. `$ref`s
+/// are the caller's to follow.
 fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut usize) {
     let types: Vec<&str> = match &schema["type"] {
         Value::String(kind) => vec![kind.as_str()],
@@ -321,6 +322,15 @@ fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut 
             && !pattern.contains(",}");
         if schema["maxLength"].is_null() && schema["enum"].is_null() && !repeats_bounded {
             unbounded.push(at.to_owned());
+        }
+    }
+    if types.contains(&"integer") {
+        *checked += 1;
+        // An agent's error code, and a time in epoch milliseconds, may be any int64 above
+        // their minimum.
+        let open_above = [".errorCode", ".loginCertExpiryDate"].iter().any(|name| at.ends_with(name));
+        if schema["minimum"].is_null() || (schema["maximum"].is_null() && !open_above) {
+            unbounded.push(format!("{at}: its range"));
         }
     }
     if types.contains(&"array") {
@@ -348,14 +358,27 @@ fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut 
     }
 }
 
-/// A string the document bounds by length (and by nothing the other tests hold: a pattern, a
-/// format, an enum) inside a sample event's body: where it is (`pointer`), what a refusal names
-/// it (`field`), its bounds.
+/// A value the document bounds, in (or, where the sample leaves it out, beside) a sample event's
+/// body: a string by length (and by nothing the other tests hold: a pattern, a format, an enum),
+/// an integer by range. Where it is or goes (`pointer`), what a refusal names it (`field`), its
+/// bounds.
 struct Bounded {
     pointer: String,
     field: String,
-    min: usize,
-    max: usize,
+    integer: bool,
+    min: Option<i64>,
+    max: Option<i64>,
+}
+
+impl Bounded {
+    /// The value of this kind with `n` as its length or its value.
+    fn of(&self, n: i64) -> Value {
+        if self.integer {
+            Value::from(n)
+        } else {
+            Value::String("a".repeat(n as usize))
+        }
+    }
 }
 
 /// `schema` (a property's) with a `$ref` followed and a nullable `oneOf` reduced to its
@@ -369,47 +392,74 @@ fn concrete(doc: &Value, schema: &Value) -> Value {
     Value::Object(resolved(doc, schema))
 }
 
-/// Every length-bounded string of `value` (a body, or a part of it) against `schema`.
-fn length_bounded(doc: &Value, value: &Value, schema: &Value, at: (&str, &str), into: &mut Vec<Bounded>) {
+/// Every bounded value of `value` (a body, or a part of it; `None` where the body leaves a
+/// property out) against `schema`.
+fn bounded_values(
+    doc: &Value,
+    value: Option<&Value>,
+    schema: &Value,
+    at: (&str, &str),
+    into: &mut Vec<Bounded>,
+) {
     let (pointer, field) = at;
     let schema = concrete(doc, schema);
-    let types = match &schema["type"] {
-        Value::Array(kinds) => kinds.clone(),
-        kind => vec![kind.clone()],
+    let is = |kind: &str| match &schema["type"] {
+        Value::Array(kinds) => kinds.iter().any(|k| k == kind),
+        one => one == kind,
+    };
+    let bound = |key: &str| schema[key].as_i64();
+    let at = |integer, min, max| Bounded {
+        pointer: pointer.to_owned(),
+        field: field.to_owned(),
+        integer,
+        min,
+        max,
     };
     match value {
-        Value::String(_) if types.contains(&"string".into()) => {
+        Some(Value::String(_)) | None if is("string") => {
             let plain = ["pattern", "format", "enum"].iter().all(|k| schema[*k].is_null());
-            if let (Some(max), true) = (schema["maxLength"].as_u64(), plain) {
-                let min = schema["minLength"].as_u64().unwrap_or(0);
-                into.push(Bounded {
-                    pointer: pointer.to_owned(),
-                    field: field.to_owned(),
-                    min: min as usize,
-                    max: max as usize,
-                });
+            if let (Some(max), true) = (bound("maxLength"), plain) {
+                into.push(at(false, Some(bound("minLength").unwrap_or(0)), Some(max)));
             }
         }
-        Value::Object(members) => {
-            for (name, inner) in members {
-                let of = match schema["properties"].get(name) {
-                    Some(property) => property.clone(),
-                    None => schema["additionalProperties"].clone(),
-                };
+        Some(Value::Number(_)) | None
+            if is("integer") && (bound("minimum").is_some() || bound("maximum").is_some()) =>
+        {
+            into.push(at(true, bound("minimum"), bound("maximum")));
+        }
+        Some(Value::Object(members)) => {
+            let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+            let names: BTreeSet<&String> = members.keys().chain(properties.keys()).collect();
+            for name in names {
+                let of = properties.get(name).unwrap_or(&schema["additionalProperties"]);
                 let at = (
                     format!("{pointer}/{name}"),
                     if field.is_empty() { name.clone() } else { format!("{field}.{name}") },
                 );
-                length_bounded(doc, inner, &of, (&at.0, &at.1), into);
+                bounded_values(doc, members.get(name), of, (&at.0, &at.1), into);
             }
         }
-        Value::Array(items) => {
+        Some(Value::Array(items)) => {
             if let Some(first) = items.first() {
-                length_bounded(doc, first, &schema["items"], (&format!("{pointer}/0"), field), into);
+                bounded_values(doc, Some(first), &schema["items"], (&format!("{pointer}/0"), field), into);
             }
         }
         _ => {}
     }
+}
+
+/// `body` with `value` at `pointer`, the last step of which may be a property `body` lacks.
+fn with_value(body: &Value, pointer: &str, value: Value) -> Value {
+    let mut body = body.clone();
+    let (parent, name) = pointer.rsplit_once('/').unwrap();
+    match body.pointer_mut(parent).unwrap() {
+        Value::Object(members) => {
+            members.insert(name.to_owned(), value);
+        }
+        Value::Array(items) => items[name.parse::<usize>().unwrap()] = value,
+        other => panic!("{pointer}: {other} holds nothing"),
+    }
+    body
 }
 
 /// The document's operation for `method` on the concrete `path`.
@@ -423,8 +473,9 @@ fn operation_of(doc: &Value, method: &str, path: &str) -> Option<Value> {
     })
 }
 
-/// Strings the API parses (a signature, a P-256 key): no run of `a`s is one, at any length.
-const PARSED: [&str; 3] = ["signature", "signingPublicKey", "keyAgreementPublicKey"];
+/// Strings the API parses (a signature, a P-256 key, base64 of at most 8 KiB): no run of `a`s
+/// is one at every length within the bounds.
+const PARSED: [&str; 4] = ["signature", "signingPublicKey", "keyAgreementPublicKey", "recoveryKeys"];
 
 /// The document states the bounds the API checks: for every length-bounded string in a sample
 /// event's body (events/), the sample with that string one character past either bound answers
@@ -458,32 +509,35 @@ async fn every_length_bound_the_document_states_is_the_one_the_api_checks() {
         let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
         let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
         let body: Value = serde_json::from_str(body).unwrap();
-        let mut strings = Vec::new();
-        length_bounded(&doc, &body, schema, ("", ""), &mut strings);
-        for string in strings {
+        let mut values = Vec::new();
+        bounded_values(&doc, Some(&body), schema, ("", ""), &mut values);
+        for value in values {
             // Refused past either bound; within them, not refused for its form (a value can
             // still be unknown: no user is called "aaa"), unless no run of `a`s is valid at all.
-            let mut variants = vec![(string.max + 1, true)];
-            if string.min > 1 {
-                variants.push((string.min - 1, true));
+            let mut variants = Vec::new();
+            if let Some(max) = value.max {
+                variants.push((max + 1, true));
+                variants.extend((!PARSED.contains(&value.field.as_str())).then_some((max, false)));
             }
-            if !PARSED.contains(&string.field.as_str()) {
-                variants.push((string.max, false));
-                variants.extend((string.min > 0).then_some((string.min, false)));
+            if let Some(min) = value.min.filter(|&min| value.integer || min > 0) {
+                variants.push((min - 1, true));
+                variants.extend((!PARSED.contains(&value.field.as_str())).then_some((min, false)));
             }
-            for (length, refused) in variants {
-                let mut body = body.clone();
-                *body.pointer_mut(&string.pointer).unwrap() = Value::String("a".repeat(length));
+            for (n, refused) in variants {
                 let mut event = event.clone();
-                event["body"] = Value::String(body.to_string());
+                event["body"] = Value::String(with_value(&body, &value.pointer, value.of(n)).to_string());
                 let (status, answer) = run_event(seeded.path(), function, &event).await;
                 let names_it = status == 400
                     && (refused || answer["type"] == "/problems/invalid-field")
-                    && answer["field"].as_str().is_some_and(|f| same_field(f, &string.field));
+                    && answer["field"].as_str().is_some_and(|f| same_field(f, &value.field));
                 if names_it != refused {
+                    let (min, max) = (value.min.map(|n| n.to_string()), value.max.map(|n| n.to_string()));
                     wrong.push(format!(
-                        "{name} {}: {length} characters (document: {}..={}): {status} {answer}",
-                        string.field, string.min, string.max
+                        "{name} {}: {} {n} (document: {}..={}): {status} {answer}",
+                        value.field,
+                        if value.integer { "the value" } else { "characters:" },
+                        min.unwrap_or_default(),
+                        max.unwrap_or_default(),
                     ));
                 }
                 checked += 1;

@@ -47,16 +47,24 @@ impl fmt::Display for AppId {
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct OfflineAccess {
     pub enabled: bool,
+    #[schema(minimum = 6, maximum = 13)]
     pub token_length: i64,
+    #[schema(minimum = 10, maximum = 100)]
     pub token_count: i64,
+    #[schema(minimum = 30, maximum = 3600)]
     pub token_entry_timeout_secs: i64,
+    #[schema(minimum = 7, maximum = 90)]
     pub offline_access_days: i64,
     #[serde(rename = "offlinePINPromptSecs")]
+    #[schema(minimum = 0, maximum = 300)]
     pub offline_pin_prompt_secs: i64,
+    #[schema(minimum = 0, maximum = 100)]
     pub token_low_warning_threshold_percentage: i64,
     /// Wrong offline attempts, reported by the workstation, before offline access is locked.
+    #[schema(minimum = 1, maximum = 20)]
     pub max_wrong_attempts: i64,
     /// How long such a lock lasts.
+    #[schema(minimum = 60, maximum = 86400)]
     pub lockout_secs: i64,
 }
 
@@ -105,11 +113,11 @@ pub struct WorkstationSettings {
     /// How long an agent's lease on a certificate request lasts. At most 900 s, the longest
     /// delay of the re-queue message (SQS `DelaySeconds`).
     #[serde(default = "default_request_timeout")]
-    #[schema(default = default_request_timeout)]
+    #[schema(default = default_request_timeout, minimum = 1, maximum = 900)]
     pub request_timeout_in_secs: i64,
     /// How long an OOB authentication request can be answered and read.
     #[serde(default = "default_oob_timeout")]
-    #[schema(default = default_oob_timeout)]
+    #[schema(default = default_oob_timeout, minimum = 1, maximum = 3600)]
     pub oob_request_timeout_in_secs: i64,
 }
 
@@ -144,7 +152,9 @@ impl WorkstationSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RateLimit {
+    #[schema(minimum = 1, maximum = 100000)]
     pub limit: i64,
+    #[schema(minimum = 1, maximum = 86400)]
     pub window_secs: i64,
 }
 

@@ -544,11 +544,12 @@ pub struct LoginCertIssued {
 }
 
 /// The body of `POST /rp/api/certificate`: the issuance result (success or error payload). The
-/// certificate's fields are required, and their bounds checked, in a success payload
-/// (`errorCode` 0); an error payload may leave them out.
+/// certificate's fields are required in a success payload (`errorCode` 0); an error payload may
+/// leave them out. Either kind is refused with a field outside its bounds.
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IssuanceResult {
+    #[schema(minimum = 0)]
     pub error_code: i64,
     #[serde(default)]
     #[schema(max_length = 5000)]
@@ -566,6 +567,7 @@ pub struct IssuanceResult {
     pub login_cert_auth: Option<String>,
     #[schema(min_length = 1, max_length = 128)]
     pub login_cert_serial_number: Option<String>,
+    #[schema(minimum = 1)]
     pub login_cert_expiry_date: Option<i64>,
     #[schema(min_length = 1, max_length = 64)]
     pub iv_login_cert: Option<String>,
@@ -579,6 +581,7 @@ pub struct IssuanceResult {
     /// Added beside the seed's fields: the envelope's version, 1 when absent (the seed's
     /// envelope) or 2 (`domain::envelope`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2)]
     pub envelope_version: Option<u8>,
     /// Version 2's issuer signature: base64 of r ‖ s (64 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -600,6 +603,7 @@ fn machine_user_names_schema() -> utoipa::openapi::schema::Array {
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RevocationResult {
+    #[schema(minimum = 0)]
     pub error_code: i64,
     #[serde(default)]
     #[schema(max_length = 5000)]
@@ -669,10 +673,48 @@ fn envelope_version(version: Option<u8>, signature: &Option<String>) -> Result<u
     }
 }
 
-fn required(field: &str, value: Option<String>, max: usize) -> Result<String, FieldError> {
-    let text = value.ok_or_else(|| FieldError::new(field, "is required when errorCode is 0"))?;
-    validate::text(field, &text, 1, max)?;
-    Ok(text)
+/// A success payload's field, which [`within_bounds`] has checked if present.
+fn required<T>(field: &str, value: Option<T>) -> Result<T, FieldError> {
+    value.ok_or_else(|| FieldError::new(field, "is required when errorCode is 0"))
+}
+
+/// Every field an issuance result carries is within its bounds, whichever kind the payload is:
+/// the document states one set, and an error payload has no use for an oversized certificate.
+fn within_bounds(body: &IssuanceResult) -> Result<(), FieldError> {
+    let texts = [
+        ("loginCert", &body.login_cert, 1, 48 * 1024),
+        ("ivLoginCert", &body.iv_login_cert, 1, 64),
+        ("loginCertAuth", &body.login_cert_auth, 1, 512),
+        ("loginCertSerialNumber", &body.login_cert_serial_number, 1, 128),
+        ("issuerKeyAgreementPublicKey", &body.issuer_key_agreement_public_key, 1, 512),
+        ("issuerKeyAgreementPublicKeyAuth", &body.issuer_key_agreement_public_key_auth, 1, 512),
+        ("signingCert", &body.signing_cert, 1, 16 * 1024),
+        ("loginCertSignature", &body.login_cert_signature, 88, 88),
+        ("machineUserNameWS", &body.machine_user_name_ws, 0, 255),
+    ];
+    for (field, value, min, max) in texts {
+        if let Some(text) = value {
+            validate::text(field, text, min, max)?;
+        }
+    }
+    if let Some(names) = &body.machine_user_names {
+        if names.len() > MAX_MACHINE_USER_NAMES {
+            return Err(FieldError::new(
+                "machineUserNames",
+                format!("at most {MAX_MACHINE_USER_NAMES} names"),
+            ));
+        }
+        for (i, name) in names.iter().enumerate() {
+            validate::text(&format!("machineUserNames[{i}]"), name, 1, MAX_MACHINE_USER_NAME_LEN)?;
+        }
+    }
+    if body.login_cert_expiry_date.is_some_and(|expiry| expiry <= 0) {
+        return Err(FieldError::new("loginCertExpiryDate", "must be milliseconds since the epoch"));
+    }
+    if body.envelope_version.is_some_and(|version| !(1..=2).contains(&version)) {
+        return Err(FieldError::new("envelopeVersion", "must be 1 or 2"));
+    }
+    Ok(())
 }
 
 impl TryFrom<IssuanceResult> for CertResult {
@@ -681,53 +723,29 @@ impl TryFrom<IssuanceResult> for CertResult {
     fn try_from(body: IssuanceResult) -> Result<Self, FieldError> {
         let digest = digest(&body);
         let request_id = request_id(&body.request_id)?;
-        if let Some(ws) = &body.machine_user_name_ws {
-            validate::text("machineUserNameWS", ws, 0, 255)?;
-        }
+        within_bounds(&body)?;
         let outcome = match failure(body.error_code, &body.error_message)? {
             Some(failed) => failed,
             None => {
-                let names = body
-                    .machine_user_names
-                    .ok_or_else(|| FieldError::new("machineUserNames", "is required when errorCode is 0"))?;
-                if names.len() > MAX_MACHINE_USER_NAMES {
-                    return Err(FieldError::new(
-                        "machineUserNames",
-                        format!("at most {MAX_MACHINE_USER_NAMES} names"),
-                    ));
-                }
-                for (i, name) in names.iter().enumerate() {
-                    validate::text(&format!("machineUserNames[{i}]"), name, 1, MAX_MACHINE_USER_NAME_LEN)?;
-                }
-                let expiry = body.login_cert_expiry_date.ok_or_else(|| {
-                    FieldError::new("loginCertExpiryDate", "is required when errorCode is 0")
-                })?;
-                if expiry <= 0 {
-                    return Err(FieldError::new(
-                        "loginCertExpiryDate",
-                        "must be milliseconds since the epoch",
-                    ));
-                }
+                let names = required("machineUserNames", body.machine_user_names)?;
+                let expiry = required("loginCertExpiryDate", body.login_cert_expiry_date)?;
                 Outcome::Issued(Box::new(LoginCertIssued {
-                    login_cert: required("loginCert", body.login_cert, 48 * 1024)?,
-                    iv_login_cert: required("ivLoginCert", body.iv_login_cert, 64)?,
-                    login_cert_auth: required("loginCertAuth", body.login_cert_auth, 512)?,
+                    login_cert: required("loginCert", body.login_cert)?,
+                    iv_login_cert: required("ivLoginCert", body.iv_login_cert)?,
+                    login_cert_auth: required("loginCertAuth", body.login_cert_auth)?,
                     login_cert_serial_number: required(
                         "loginCertSerialNumber",
                         body.login_cert_serial_number,
-                        128,
                     )?,
                     issuer_key_agreement_public_key: required(
                         "issuerKeyAgreementPublicKey",
                         body.issuer_key_agreement_public_key,
-                        512,
                     )?,
                     issuer_key_agreement_public_key_auth: required(
                         "issuerKeyAgreementPublicKeyAuth",
                         body.issuer_key_agreement_public_key_auth,
-                        512,
                     )?,
-                    signing_cert: required("signingCert", body.signing_cert, 16 * 1024)?,
+                    signing_cert: required("signingCert", body.signing_cert)?,
                     login_cert_expiry_date: EpochMillis(expiry),
                     machine_user_name_ws: body.machine_user_name_ws.filter(|s| !s.is_empty()),
                     machine_user_names: names,
@@ -746,10 +764,13 @@ impl TryFrom<RevocationResult> for CertResult {
     fn try_from(body: RevocationResult) -> Result<Self, FieldError> {
         let digest = digest(&body);
         let request_id = request_id(&body.request_id)?;
+        if let Some(serial) = &body.cert_serial_number {
+            validate::text("certSerialNumber", serial, 1, 128)?;
+        }
         let outcome = match failure(body.error_code, &body.error_message)? {
             Some(failed) => failed,
             None => Outcome::Revoked {
-                cert_serial_number: required("certSerialNumber", body.cert_serial_number, 128)?,
+                cert_serial_number: required("certSerialNumber", body.cert_serial_number)?,
             },
         };
         Ok(CertResult { request_id, digest, outcome, kind: RequestKind::Revocation })
@@ -891,6 +912,33 @@ mod tests {
         );
         let ok: IssuanceResult = serde_json::from_value(json!({"errorCode": 7, "requestId": 12345})).unwrap();
         assert_eq!(CertResult::try_from(ok).unwrap().request_id, "12345");
+    }
+
+    #[test]
+    fn an_error_payload_carries_only_fields_within_their_bounds() {
+        let failed = |extra: Value| {
+            let mut body = json!({"errorCode": 7, "requestId": "r"});
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let body: IssuanceResult = serde_json::from_value(body).unwrap();
+            CertResult::try_from(body).map(|_| ()).map_err(|e| e.field)
+        };
+        assert_eq!(failed(json!({"loginCert": "x".repeat(48 * 1024 + 1)})), Err("loginCert".into()));
+        assert_eq!(failed(json!({"ivLoginCert": ""})), Err("ivLoginCert".into()));
+        assert_eq!(failed(json!({"loginCertExpiryDate": 0})), Err("loginCertExpiryDate".into()));
+        assert_eq!(failed(json!({"envelopeVersion": 3})), Err("envelopeVersion".into()));
+        assert_eq!(failed(json!({"machineUserNames": vec!["x"; 51]})), Err("machineUserNames".into()));
+        assert_eq!(failed(json!({"loginCert": "x".repeat(48 * 1024), "ivLoginCert": "iv"})), Ok(()));
+        let revoked = |serial: &str| {
+            let body = RevocationResult {
+                error_code: 7,
+                error_message: None,
+                request_id: json!("r"),
+                cert_serial_number: Some(serial.to_owned()),
+            };
+            CertResult::try_from(body).map(|_| ()).map_err(|e| e.field)
+        };
+        assert_eq!(revoked(&"1".repeat(129)), Err("certSerialNumber".into()));
+        assert_eq!(revoked("01AB"), Ok(()));
     }
 
     /// One step of an arbitrary history.

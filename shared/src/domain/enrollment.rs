@@ -260,6 +260,7 @@ impl TryFrom<EnrollRequest> for Enroll {
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CompleteRequest {
+    #[schema(minimum = 0)]
     pub error_code: i64,
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub session_id: String,

@@ -307,6 +307,7 @@ pub struct PairingUpdateRequest {
     pub used_token_ids: Option<Vec<String>>,
     /// Wrong offline PIN entries since the last report; enough of them lock offline access.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     pub failed_attempts: Option<i64>,
 }
 

@@ -62,6 +62,7 @@ pub struct LinkOptions {
     #[serde(rename = "machineUserNameWS")]
     #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name_ws: Option<String>,
+    #[schema(minimum = 60, maximum = 604800)]
     pub expires_in_secs: Option<i64>,
 }
 
