@@ -4,6 +4,7 @@
 //! `UPDATE_OPENAPI=1 cargo test -p rp-tests --test openapi` rewrites the checked-in copy.
 
 use rp_shared::backend::Backend;
+use rp_shared::domain::validate;
 use rp_shared::http::{self, openapi, AppState, HttpConfig};
 use rp_shared::testing::http::TestClient;
 use serde_json::Value;
@@ -181,7 +182,7 @@ fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
     let app = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$";
     let device = "^[A-Za-z0-9._:-]{1,128}$";
     let wanted = |name: &str| match name {
-        "appId" | "rpAppId" => Some(app),
+        "appId" | "rpAppId" | "X-Tenant-Id" => Some(app),
         "deviceId" | "machineId" => Some(device),
         _ => None,
     };
@@ -359,25 +360,57 @@ fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut 
 }
 
 /// A value the document bounds, in (or, where the sample leaves it out, beside) a sample event's
-/// body: a string by length (and by nothing the other tests hold: a pattern, a format, an enum),
-/// an integer by range. Where it is or goes (`pointer`), what a refusal names it (`field`), its
-/// bounds.
+/// body: a string by length (and by nothing the other tests hold: a format, an enum, a pattern
+/// other than a text's), an integer by range. Where it is or goes (`pointer`), what a refusal
+/// names it (`field`), its bounds.
 struct Bounded {
     pointer: String,
     field: String,
-    integer: bool,
+    kind: Kind,
     min: Option<i64>,
     max: Option<i64>,
+    /// A map's entry name (`pointer` is the entry's, `field` the map's), not a value.
+    name: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Integer,
+    /// A string, with the text pattern (no control characters) or without it.
+    Text {
+        controls_refused: bool,
+    },
 }
 
 impl Bounded {
     /// The value of this kind with `n` as its length or its value.
     fn of(&self, n: i64) -> Value {
-        if self.integer {
-            Value::from(n)
-        } else {
-            Value::String("a".repeat(n as usize))
+        match self.kind {
+            Kind::Integer => Value::from(n),
+            Kind::Text { .. } => Value::String("a".repeat(n as usize)),
         }
+    }
+
+    /// The values to send, each with whether the API must refuse it naming the field: one past
+    /// either bound (refused), exactly at each (not refused for its form, unless `parsed`: no run
+    /// of `a`s is valid), and for a text a control character within its bounds (refused if the
+    /// document says so, else not).
+    fn variants(&self, parsed: bool) -> Vec<(Value, bool)> {
+        let mut variants = Vec::new();
+        if let Some(max) = self.max {
+            variants.push((self.of(max + 1), true));
+            variants.extend((!parsed).then(|| (self.of(max), false)));
+        }
+        if let Some(min) = self.min.filter(|&min| self.kind == Kind::Integer || min > 0) {
+            variants.push((self.of(min - 1), true));
+            variants.extend((!parsed).then(|| (self.of(min), false)));
+        }
+        if let Kind::Text { controls_refused } = self.kind {
+            let length = self.min.unwrap_or(0).max(1) as usize;
+            let text = format!("\u{1}{}", "a".repeat(length - 1));
+            variants.extend((controls_refused || !parsed).then_some((Value::String(text), controls_refused)));
+        }
+        variants
     }
 }
 
@@ -408,27 +441,46 @@ fn bounded_values(
         one => one == kind,
     };
     let bound = |key: &str| schema[key].as_i64();
-    let at = |integer, min, max| Bounded {
-        pointer: pointer.to_owned(),
-        field: field.to_owned(),
-        integer,
-        min,
-        max,
+    let at = |kind, min, max| {
+        let (pointer, field) = (pointer.to_owned(), field.to_owned());
+        Bounded { pointer, field, kind, min, max, name: false }
     };
     match value {
         Some(Value::String(_)) | None if is("string") => {
-            let plain = ["pattern", "format", "enum"].iter().all(|k| schema[*k].is_null());
-            if let (Some(max), true) = (bound("maxLength"), plain) {
-                into.push(at(false, Some(bound("minLength").unwrap_or(0)), Some(max)));
+            if let (Some(max), true) =
+                (bound("maxLength"), schema["format"].is_null() && schema["enum"].is_null())
+            {
+                let min = bound("minLength").unwrap_or(0);
+                let text = validate::text_pattern();
+                match schema["pattern"].as_str() {
+                    None => into.push(at(Kind::Text { controls_refused: false }, Some(min), Some(max))),
+                    Some(pattern) if pattern == text => {
+                        into.push(at(Kind::Text { controls_refused: true }, Some(min), Some(max)))
+                    }
+                    Some(_) => {}
+                }
             }
         }
         Some(Value::Number(_)) | None
             if is("integer") && (bound("minimum").is_some() || bound("maximum").is_some()) =>
         {
-            into.push(at(true, bound("minimum"), bound("maximum")));
+            into.push(at(Kind::Integer, bound("minimum"), bound("maximum")));
         }
         Some(Value::Object(members)) => {
             let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+            let names = concrete(doc, &schema["propertyNames"]);
+            let entry = members.keys().find(|name| !properties.contains_key(*name));
+            if let (Some(entry), Some(max)) = (entry, names["maxLength"].as_i64()) {
+                let controls_refused = names["pattern"].as_str() == Some(validate::text_pattern().as_str());
+                into.push(Bounded {
+                    pointer: format!("{pointer}/{entry}"),
+                    field: field.to_owned(),
+                    kind: Kind::Text { controls_refused },
+                    min: Some(names["minLength"].as_i64().unwrap_or(0)),
+                    max: Some(max),
+                    name: true,
+                });
+            }
             let names: BTreeSet<&String> = members.keys().chain(properties.keys()).collect();
             for name in names {
                 let of = properties.get(name).unwrap_or(&schema["additionalProperties"]);
@@ -446,6 +498,16 @@ fn bounded_values(
         }
         _ => {}
     }
+}
+
+/// `body` with the map entry at `pointer` renamed `name`.
+fn with_name(body: &Value, pointer: &str, name: &str) -> Value {
+    let mut body = body.clone();
+    let (map, old) = pointer.rsplit_once('/').unwrap();
+    let entries = body.pointer_mut(map).and_then(Value::as_object_mut).unwrap();
+    let value = entries.remove(old).unwrap();
+    entries.insert(name.to_owned(), value);
+    body
 }
 
 /// `body` with `value` at `pointer`, the last step of which may be a property `body` lacks.
@@ -512,30 +574,27 @@ async fn every_length_bound_the_document_states_is_the_one_the_api_checks() {
         let mut values = Vec::new();
         bounded_values(&doc, Some(&body), schema, ("", ""), &mut values);
         for value in values {
-            // Refused past either bound; within them, not refused for its form (a value can
-            // still be unknown: no user is called "aaa"), unless no run of `a`s is valid at all.
-            let mut variants = Vec::new();
-            if let Some(max) = value.max {
-                variants.push((max + 1, true));
-                variants.extend((!PARSED.contains(&value.field.as_str())).then_some((max, false)));
-            }
-            if let Some(min) = value.min.filter(|&min| value.integer || min > 0) {
-                variants.push((min - 1, true));
-                variants.extend((!PARSED.contains(&value.field.as_str())).then_some((min, false)));
-            }
-            for (n, refused) in variants {
+            for (sent, refused) in value.variants(PARSED.contains(&value.field.as_str())) {
                 let mut event = event.clone();
-                event["body"] = Value::String(with_value(&body, &value.pointer, value.of(n)).to_string());
+                let changed = match (&sent, value.name) {
+                    (Value::String(name), true) => with_name(&body, &value.pointer, name),
+                    _ => with_value(&body, &value.pointer, sent.clone()),
+                };
+                event["body"] = Value::String(changed.to_string());
                 let (status, answer) = run_event(seeded.path(), function, &event).await;
                 let names_it = status == 400
                     && (refused || answer["type"] == "/problems/invalid-field")
                     && answer["field"].as_str().is_some_and(|f| same_field(f, &value.field));
                 if names_it != refused {
                     let (min, max) = (value.min.map(|n| n.to_string()), value.max.map(|n| n.to_string()));
+                    let sent = match &sent {
+                        Value::String(text) if text.starts_with('a') => format!("{} characters", text.len()),
+                        other => format!("{other:.40}"),
+                    };
                     wrong.push(format!(
-                        "{name} {}: {} {n} (document: {}..={}): {status} {answer}",
+                        "{name} {}{}: {sent} (document: {}..={}): {status} {answer}",
                         value.field,
-                        if value.integer { "the value" } else { "characters:" },
+                        if value.name { " (an entry's name)" } else { "" },
                         min.unwrap_or_default(),
                         max.unwrap_or_default(),
                     ));

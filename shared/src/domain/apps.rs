@@ -12,6 +12,8 @@ pub struct AppId(String);
 
 impl AppId {
     pub const MAX_LEN: usize = 64;
+    /// The document's pattern of what [`AppId::parse`] accepts.
+    pub const PATTERN: &'static str = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$";
 
     pub fn parse(field: &str, value: &str) -> Result<Self, FieldError> {
         validate::identifier(field, value, Self::MAX_LEN)?;

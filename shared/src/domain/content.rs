@@ -161,12 +161,7 @@ pub fn validate_content_map(value: &Value, mode: Mode) -> Result<(), FieldError>
             if part == "buttonLabels" {
                 for (key, label) in fields_obj {
                     let key_path = format!("{part_path}.{key}");
-                    if key.is_empty() || key.chars().count() > MAX_BUTTON_KEY {
-                        return Err(FieldError::new(
-                            key_path,
-                            format!("button keys are 1 to {MAX_BUTTON_KEY} characters"),
-                        ));
-                    }
+                    validate::text(&key_path, key, 1, MAX_BUTTON_KEY)?;
                     text(label, &key_path, mode)?;
                 }
                 continue;
@@ -337,6 +332,10 @@ mod tests {
             (
                 json!({"consentScreen": {"buttonLabels": {"accept": 1}}}),
                 "contentMap.consentScreen.buttonLabels.accept",
+            ),
+            (
+                json!({"consentScreen": {"buttonLabels": {"ok\u{9b}": "x"}}}),
+                "contentMap.consentScreen.buttonLabels.ok\u{9b}",
             ),
             (json!([1]), "contentMap"),
         ];

@@ -35,10 +35,29 @@ pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), Fiel
     if len > max {
         return Err(FieldError::new(field, format!("must be at most {max} characters")));
     }
-    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\r' && c != '\t') {
+    if value.chars().any(is_refused_control) {
         return Err(FieldError::new(field, "must not contain control characters"));
     }
     Ok(())
+}
+
+/// The characters a text refuses: the C0 and C1 controls, but tab, line feed and carriage return.
+const REFUSED_CONTROLS: [(char, char); 4] =
+    [('\u{0}', '\u{8}'), ('\u{b}', '\u{c}'), ('\u{e}', '\u{1f}'), ('\u{7f}', '\u{9f}')];
+
+fn is_refused_control(c: char) -> bool {
+    REFUSED_CONTROLS.iter().any(|&(first, last)| (first..=last).contains(&c))
+}
+
+/// The document's pattern of what [`text`] accepts: no refused control character. The length
+/// stays `minLength`/`maxLength`'s to say: a bounded repeat (`{0,5000}`) is more than some
+/// validators' regex engines compile (schemathesis's refused a screen text's).
+pub fn text_pattern() -> String {
+    let refused: String = REFUSED_CONTROLS
+        .iter()
+        .map(|&(first, last)| format!("\\x{:02X}-\\x{:02X}", u32::from(first), u32::from(last)))
+        .collect();
+    format!("^[^{refused}]*$")
 }
 
 /// A path segment that must be a positive integer id (an id, a version).
@@ -126,6 +145,15 @@ mod tests {
         assert_eq!(text("f", "", 1, 3).unwrap_err().message, "must not be empty");
         assert!(text("f", "abcd", 1, 3).unwrap_err().message.contains("at most 3"));
         assert!(text("f", "a\u{0}b", 1, 3).is_err());
+    }
+
+    #[test]
+    fn a_text_refuses_the_control_characters_but_tab_and_line_ends() {
+        for c in (0..0x300).filter_map(char::from_u32) {
+            let allowed = !c.is_control() || matches!(c, '\t' | '\n' | '\r');
+            assert_eq!(text("f", &c.to_string(), 1, 1).is_ok(), allowed, "U+{:04X}", u32::from(c));
+        }
+        assert_eq!(text_pattern(), r"^[^\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]*$");
     }
 
     #[test]

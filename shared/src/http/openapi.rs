@@ -7,6 +7,8 @@
 use super::errors::{self, TABLES};
 use super::problem::ProblemType;
 use super::{cc, certificates, code, content, events, health, offline, oob, registration, workstation};
+use crate::domain::apps::AppId;
+use crate::domain::validate;
 use axum::http::StatusCode;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -16,9 +18,10 @@ use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, SchemaType};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
-    ObjectBuilder, OpenApi as Document, Ref, RefOr, Required, Response, ResponseBuilder, Type,
+    ObjectBuilder, OpenApi as Document, Ref, RefOr, Required, Response, ResponseBuilder, Schema, Type,
 };
 use utoipa::{Modify, OpenApi};
 
@@ -52,7 +55,7 @@ use utoipa::{Modify, OpenApi};
         code::jwks,
     ),
     components(schemas(super::problem::ProblemBody)),
-    modifiers(&Security, &Problems, &Links),
+    modifiers(&Security, &Texts, &Problems, &Links),
     tags(
         (name = "health", description = "Liveness"),
         (name = "control", description = "The control center: apps, workstation settings, rate limits, tokens"),
@@ -114,6 +117,67 @@ impl Modify for Security {
                 HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(*description)).build();
             components.add_security_scheme(*name, SecurityScheme::Http(scheme));
         }
+    }
+}
+
+/// States the rule [`validate::text`] holds every bounded text to: each string schema with a
+/// length and no pattern, format or enum gets the pattern of a text without the refused control
+/// characters (`validate::text_pattern`). Every such schema is one a request can carry, and the
+/// API refuses a control character in each (`validate::text`, or a stricter parser: a key's, a
+/// registration code's), but in the ones named here.
+struct Texts;
+
+/// Bounded strings that may hold any character: an environment variable's value (a code
+/// customization reads it; 4 KiB, counted in bytes).
+const FREE_TEXTS: [&str; 1] = ["EnvValue.value"];
+
+impl Modify for Texts {
+    fn modify(&self, api: &mut Document) {
+        for (name, schema) in api.components.iter_mut().flat_map(|c| c.schemas.iter_mut()) {
+            if let RefOr::T(schema) = schema {
+                add_text_patterns(schema, name);
+            }
+        }
+    }
+}
+
+/// [`Texts`] for `schema`, at `at` (`Schema.property`), and every schema inside it.
+fn add_text_patterns(schema: &mut Schema, at: &str) {
+    let inner = |of: &mut RefOr<Schema>, at: &str| {
+        if let RefOr::T(schema) = of {
+            add_text_patterns(schema, at);
+        }
+    };
+    match schema {
+        Schema::Object(object) => {
+            let string = match &object.schema_type {
+                SchemaType::Type(kind) => *kind == Type::String,
+                SchemaType::Array(kinds) => kinds.contains(&Type::String),
+                SchemaType::AnyValue => false,
+            };
+            let plain = object.pattern.is_none() && object.format.is_none() && object.enum_values.is_none();
+            if string && plain && object.max_length.is_some() && !FREE_TEXTS.contains(&at) {
+                object.pattern = Some(validate::text_pattern());
+            }
+            for (name, property) in object.properties.iter_mut() {
+                inner(property, &format!("{at}.{name}"));
+            }
+            if let Some(AdditionalProperties::RefOr(values)) = object.additional_properties.as_deref_mut() {
+                inner(values, &format!("{at}.*"));
+            }
+            if let Some(names) = object.property_names.as_deref_mut() {
+                add_text_patterns(names, at);
+            }
+        }
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                inner(items, &format!("{at}[]"));
+            }
+        }
+        Schema::OneOf(one) => one.items.iter_mut().for_each(|item| inner(item, at)),
+        Schema::AllOf(all) => all.items.iter_mut().for_each(|item| inner(item, at)),
+        Schema::AnyOf(any) => any.items.iter_mut().for_each(|item| inner(item, at)),
+        _ => {}
     }
 }
 
@@ -280,7 +344,7 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
             .parameter_in(ParameterIn::Header)
             .required(Required::False)
             .description(Some("The app a global admin token acts for; must match a scoped token's app."))
-            .schema(Some(ObjectBuilder::new().schema_type(Type::String).max_length(Some(64))))
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(AppId::PATTERN))))
             .build();
         operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(header));
     }
