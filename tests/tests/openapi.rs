@@ -539,14 +539,16 @@ fn operation_of(doc: &Value, method: &str, path: &str) -> Option<Value> {
 /// is one at every length within the bounds.
 const PARSED: [&str; 4] = ["signature", "signingPublicKey", "keyAgreementPublicKey", "recoveryKeys"];
 
-/// The document states the bounds the API checks: for every length-bounded string in a sample
-/// event's body (events/), the sample with that string one character past either bound answers
-/// 400 naming the field, and with it exactly at each bound answers anything but an invalid-field
-/// 400 naming it (it may still be refused for what it names: no user is called `aaa`). Each
-/// variant runs through the function's router, as the Lambda runtime parses the event, on a copy
-/// of one store seeded by `seed-samples`.
+/// The document states the bounds the API checks. For every bounded string, integer and map
+/// entry name in (or beside) a sample event's body (events/), the sample with that value one
+/// past either bound answers 400 naming the field; with it exactly at each bound it answers
+/// anything but an invalid-field 400 naming it (it may still be refused for what it names: no
+/// user is called `aaa`); and with a control character in a text, it is refused where the
+/// document's pattern says so and not refused where it does not. Each variant runs through the
+/// function's router, as the Lambda runtime parses the event, on a copy of one store seeded by
+/// `seed-samples`.
 #[tokio::test]
-async fn every_length_bound_the_document_states_is_the_one_the_api_checks() {
+async fn every_bound_the_document_states_is_the_one_the_api_checks() {
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
