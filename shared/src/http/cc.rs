@@ -416,7 +416,7 @@ async fn list_tokens(
 }
 
 #[utoipa::path(delete, path = "/cc/api/tokens/{tokenId}", tag = "control", security(("admin" = [])),
-    params(("tokenId" = String, Path, description = "16 hexadecimal digits")),
+    params(("tokenId" = String, Path, description = "16 hexadecimal digits", pattern = "^[0-9a-fA-F]{16}$")),
     responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,

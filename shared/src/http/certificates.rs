@@ -239,7 +239,7 @@ pub struct RevocationQueued {
 }
 
 #[utoipa::path(post, path = "/cc/api/certificates/{certSerialNumber}/revoke", tag = "certificates", security(("admin" = [])),
-    params(("certSerialNumber" = String, Path)),
+    params(("certSerialNumber" = String, Path, min_length = 1, max_length = 128)),
     responses((status = 202, description = "A revocation request is queued (or was under way already)", body = RevocationQueued)))]
 async fn queue_revocation(
     State(state): State<AppState>,

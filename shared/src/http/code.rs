@@ -454,7 +454,7 @@ async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<Env
 }
 
 /// Sets a variable; 200 with its name and update time, never its value.
-#[utoipa::path(put, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path)),
+#[utoipa::path(put, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path, pattern = "^[A-Za-z_][A-Za-z0-9_]{0,63}$")),
     request_body = EnvValue, responses((status = 200, description = "Set; never echoes the value", body = EnvView)))]
 async fn put_env(
     Counted(state, _): Counted,
@@ -479,7 +479,7 @@ async fn put_env(
     Ok(Json(EnvView { name: name.clone(), updated_at: now.iso8601() }))
 }
 
-#[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path)),
+#[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path, pattern = "^[A-Za-z_][A-Za-z0-9_]{0,63}$")),
     responses((status = 204, description = "Deleted")))]
 async fn delete_env(
     Counted(state, _): Counted,

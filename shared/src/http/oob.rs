@@ -27,6 +27,10 @@ use axum::{Json, Router};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// The longest id a request is looked up by (they are UUIDs, 36 characters): a longer one is
+/// not found, on every backend, without a store call (DynamoDB would refuse the key).
+const MAX_REQUEST_ID: usize = 64;
+
 /// `/rp/api/oob/client/authentication/requests`
 pub fn start_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/api/oob/client/authentication/requests", post(start))
@@ -223,7 +227,7 @@ async fn status(
         let session_id = session_id.clone();
         async move {
             match session_id.len() {
-                ..=64 => requests.get(&session_id).await,
+                ..=MAX_REQUEST_ID => requests.get(&session_id).await,
                 _ => Ok(None),
             }
         }
@@ -353,7 +357,7 @@ pub struct DeviceOobAnswered {
 }
 
 #[utoipa::path(post, path = "/rp/versioned/device/oob/requests/{requestId}", tag = "oob", security(("device" = [])),
-    params(("requestId" = String, Path)), request_body = OobAnswerRequest,
+    params(("requestId" = String, Path, description = "The pending request's `requestId`", max_length = 64)), request_body = OobAnswerRequest,
     responses((status = 200, description = "The answer is stored", body = DeviceOobAnswered)))]
 async fn device_answer(
     State(state): State<AppState>,
@@ -366,7 +370,8 @@ async fn device_answer(
     let now = state.backend.clock.now_millis();
     let (request_id, answer, device_id) = (&request_id, &answer, device.device_id.as_str());
     let answered = retry_on_conflict(|| async move {
-        let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
+        let found = if request_id.len() <= MAX_REQUEST_ID { repo.get(request_id).await? } else { None };
+        let (request, version) = found.ok_or(OobError::NotFound)?;
         let answered = request.answer(device_id, answer, now)?;
         repo.finish(&answered.request, version, &answered.event).await?;
         Ok::<_, OobError>(answered)

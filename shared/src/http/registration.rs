@@ -97,7 +97,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 }
 
 #[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
-    security(("admin" = [])), params(super::cc::AppIdPath, ("namedUser" = String, Path)), request_body(content = Option<LinkOptions>),
+    security(("admin" = [])), params(super::cc::AppIdPath, ("namedUser" = String, Path, min_length = 1, max_length = 255)), request_body(content = Option<LinkOptions>),
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
@@ -195,7 +195,7 @@ fn html_page(status: StatusCode, title: &str, body: &str) -> Response {
 }
 
 /// The HTML page a user opens from the link: a QR code for the mobile app to scan.
-#[utoipa::path(get, path = "/rp/register/{code}", tag = "registration", params(("code" = String, Path, description = "The link's registration code")),
+#[utoipa::path(get, path = "/rp/register/{code}", tag = "registration", params(("code" = String, Path, description = "The link's registration code", pattern = "^[A-Za-z0-9_-]{16,64}$")),
     responses(
         (status = 200, description = "The registration page, a QR code for the mobile app", content_type = "text/html", body = String),
         (status = 404, description = "No such link", content_type = "text/html", body = String),
@@ -351,7 +351,7 @@ pub struct DeviceList {
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/users/{namedUser}/devices", tag = "registration", security(("admin" = [])),
-    params(super::cc::AppIdPath, ("namedUser" = String, Path)),
+    params(super::cc::AppIdPath, ("namedUser" = String, Path, min_length = 1, max_length = 255)),
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,

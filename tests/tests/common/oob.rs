@@ -320,6 +320,13 @@ pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
     answer(&h, &other_dev, &id, signed(&other_dev.signing, &seen, "approve", None))
         .await
         .problem(400, codes::OOB_NOT_FOUND);
+    // An id longer than any request's (and than DynamoDB takes in a key) is not found, on every
+    // backend, before any store call.
+    let long = "r".repeat(3000);
+    answer(&h, &dev, &long, signed(&dev.signing, &seen, "approve", None))
+        .await
+        .problem(400, codes::OOB_NOT_FOUND);
+    status(&h, &access, &long).await.problem(400, codes::OOB_NOT_FOUND);
     let _ = other_app;
     h.client
         .send("GET", "/rp/versioned/device/oob/requests", Some(&access), None)
