@@ -377,6 +377,10 @@ pub enum OobErrorKind {
     WrongAmount,
 }
 
+/// The longest id a request is looked up by: ids are UUIDs (36 characters), so a longer one
+/// names no request.
+pub const MAX_REQUEST_ID: usize = 64;
+
 impl OobRequest {
     /// A new request for `device`, in REQUEST_SENT, readable for `ttl_secs`.
     pub fn start(start: OobStart, device: OobDevice, ttl_secs: i64, now: EpochMillis) -> Self {

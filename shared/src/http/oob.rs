@@ -27,10 +27,6 @@ use axum::{Json, Router};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The longest id a request is looked up by (they are UUIDs, 36 characters): a longer one is
-/// not found, on every backend, without a store call (DynamoDB would refuse the key).
-const MAX_REQUEST_ID: usize = 64;
-
 /// `/rp/api/oob/client/authentication/requests`
 pub fn start_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/api/oob/client/authentication/requests", post(start))
@@ -225,12 +221,7 @@ async fn status(
     let requests = OobRequests::new(state.backend.store.as_ref());
     let read = |session_id: &String| {
         let session_id = session_id.clone();
-        async move {
-            match session_id.len() {
-                ..=MAX_REQUEST_ID => requests.get(&session_id).await,
-                _ => Ok(None),
-            }
-        }
+        async move { requests.get(&session_id).await }
     };
     let path = path.map(|ApiPath(session_id)| session_id);
     let (access, _, read) = beside_input::<Access, _, _>(&mut parts, &state, path, read).await?;
@@ -370,8 +361,7 @@ async fn device_answer(
     let now = state.backend.clock.now_millis();
     let (request_id, answer, device_id) = (&request_id, &answer, device.device_id.as_str());
     let answered = retry_on_conflict(|| async move {
-        let found = if request_id.len() <= MAX_REQUEST_ID { repo.get(request_id).await? } else { None };
-        let (request, version) = found.ok_or(OobError::NotFound)?;
+        let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
         let answered = request.answer(device_id, answer, now)?;
         repo.finish(&answered.request, version, &answered.event).await?;
         Ok::<_, OobError>(answered)

@@ -14,7 +14,7 @@
 use super::events::{self, Events};
 use crate::domain::apps::AppId;
 use crate::domain::events::EventRecord;
-use crate::domain::oob::OobRequest;
+use crate::domain::oob::{OobRequest, MAX_REQUEST_ID};
 use crate::ports::{Condition, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
 use serde_json::json;
 
@@ -79,7 +79,12 @@ impl<'a> OobRequests<'a> {
         Ok(self.store.get(&nonce_key(app, session_nonce)).await?.is_some())
     }
 
+    /// The request and its version. An id longer than any request's is not found, on every
+    /// backend, without a store call (DynamoDB would refuse the key).
     pub async fn get(&self, request_id: &str) -> Result<Option<(OobRequest, u64)>, StoreError> {
+        if request_id.len() > MAX_REQUEST_ID {
+            return Ok(None);
+        }
         super::get_versioned(self.store, &request_key(request_id)).await
     }
 
