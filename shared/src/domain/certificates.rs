@@ -622,6 +622,9 @@ fn digest(body: &impl Serialize) -> String {
 /// Longest request id a result may name.
 const MAX_REQUEST_ID: usize = 128;
 
+/// Longest certificate serial number a result, or a revocation, may name.
+pub const MAX_SERIAL_NUMBER: usize = 128;
+
 fn request_id(value: &Value) -> Result<String, FieldError> {
     let id = match value {
         Value::String(s) => s.clone(),
@@ -685,7 +688,7 @@ fn within_bounds(body: &IssuanceResult) -> Result<(), FieldError> {
         ("loginCert", &body.login_cert, 1, 48 * 1024),
         ("ivLoginCert", &body.iv_login_cert, 1, 64),
         ("loginCertAuth", &body.login_cert_auth, 1, 512),
-        ("loginCertSerialNumber", &body.login_cert_serial_number, 1, 128),
+        ("loginCertSerialNumber", &body.login_cert_serial_number, 1, MAX_SERIAL_NUMBER),
         ("issuerKeyAgreementPublicKey", &body.issuer_key_agreement_public_key, 1, 512),
         ("issuerKeyAgreementPublicKeyAuth", &body.issuer_key_agreement_public_key_auth, 1, 512),
         ("signingCert", &body.signing_cert, 1, 16 * 1024),
@@ -765,7 +768,7 @@ impl TryFrom<RevocationResult> for CertResult {
         let digest = digest(&body);
         let request_id = request_id(&body.request_id)?;
         if let Some(serial) = &body.cert_serial_number {
-            validate::text("certSerialNumber", serial, 1, 128)?;
+            validate::text("certSerialNumber", serial, 1, MAX_SERIAL_NUMBER)?;
         }
         let outcome = match failure(body.error_code, &body.error_message)? {
             Some(failed) => failed,

@@ -12,7 +12,7 @@ use super::AppState;
 use crate::domain::apps::{AppId, WorkstationSettings};
 use crate::domain::certificates::{
     CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
-    RequestState, RevocationResult, Settlement,
+    RequestState, RevocationResult, Settlement, MAX_SERIAL_NUMBER,
 };
 use crate::domain::messages::{lease_timeouts, LeaseRef};
 use crate::domain::time::EpochMillis;
@@ -250,7 +250,7 @@ async fn queue_revocation(
     // The certificate is read beside the token, if the path names one; the token is judged
     // first, then the path.
     let path = path.and_then(|ApiPath(serial)| {
-        validate::text("certSerialNumber", &serial, 1, 128)?;
+        validate::text("certSerialNumber", &serial, 1, MAX_SERIAL_NUMBER)?;
         Ok(serial)
     });
     // The app's request time-out is read beside the certificate, whose key names the app.
