@@ -102,11 +102,9 @@ fn all_samples() -> Vec<(&'static str, &'static str, u16)> {
 /// parses it; the status.
 async fn replay(backend: &Backend, function: &str, event: &str) -> (u16, String) {
     let event = read(&format!("events/{event}.json"));
-    let request = lambda_http::request::from_str(&event).unwrap_or_else(|e| panic!("{function}: {e}"));
-    let request = request.map(|body| axum::body::Body::from(body.to_vec()));
     let router = http::function(function, AppState::new(backend.clone(), HttpConfig::default()))
         .unwrap_or_else(|| panic!("no router for {function}"));
-    let response = TestClient::new(router).request(request).await;
+    let response = TestClient::new(router).event(&event).await;
     (response.status.as_u16(), String::from_utf8_lossy(&response.body).into_owned())
 }
 

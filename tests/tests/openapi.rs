@@ -489,15 +489,16 @@ fn bounded_values(
         }
         Some(Value::Object(members)) => {
             let properties = schema["properties"].as_object().cloned().unwrap_or_default();
-            let names = concrete(doc, &schema["propertyNames"]);
+            let entry_names = concrete(doc, &schema["propertyNames"]);
             let entry = members.keys().find(|name| !properties.contains_key(*name));
-            if let (Some(entry), Some(max)) = (entry, names["maxLength"].as_i64()) {
-                let controls_refused = names["pattern"].as_str() == Some(validate::text_pattern().as_str());
+            if let (Some(entry), Some(max)) = (entry, entry_names["maxLength"].as_i64()) {
+                let controls_refused =
+                    entry_names["pattern"].as_str() == Some(validate::text_pattern().as_str());
                 into.push(Bounded {
                     pointer: format!("{pointer}/{entry}"),
                     field: field.to_owned(),
                     kind: Kind::Text { controls_refused },
-                    min: Some(names["minLength"].as_i64().unwrap_or(0)),
+                    min: Some(entry_names["minLength"].as_i64().unwrap_or(0)),
                     max: Some(max),
                     name: true,
                 });
@@ -656,9 +657,7 @@ async fn run_event(seeded: &Path, function: &str, event: &Value) -> (u16, Value)
         std::fs::copy(file.path(), dir.path().join(file.file_name())).unwrap();
     }
     let backend = Backend::embedded(dir.path()).unwrap();
-    let request = lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event");
-    let request = request.map(|body| axum::body::Body::from(body.to_vec()));
     let router = http::function(function, AppState::new(backend, HttpConfig::default())).expect("a router");
-    let response = TestClient::new(router).request(request).await;
+    let response = TestClient::new(router).event(&event.to_string()).await;
     (response.status.as_u16(), response.json())
 }

@@ -66,6 +66,12 @@ impl TestClient {
         TestResponse { status: parts.status, headers: parts.headers, body }
     }
 
+    /// An API Gateway event (a sample of `events/`, say), parsed as the Lambda runtime parses it.
+    pub async fn event(&self, event: &str) -> TestResponse {
+        let request = lambda_http::request::from_str(event).expect("an API Gateway event");
+        self.request(request.map(|body| Body::from(body.to_vec()))).await
+    }
+
     /// A request with an optional bearer token and an optional JSON body.
     pub async fn send(
         &self,
