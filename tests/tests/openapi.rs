@@ -176,6 +176,20 @@ fn refers_to(value: &Value, into: &mut BTreeSet<String>) {
     }
 }
 
+/// Every schema a request body refers to, and those they refer to, all the way down.
+fn request_schemas(doc: &Value) -> BTreeSet<String> {
+    let mut bodies = BTreeSet::new();
+    for (_, _, operation) in operations(doc) {
+        refers_to(&operation["requestBody"], &mut bodies);
+    }
+    let mut seen = BTreeSet::new();
+    while let Some(name) = bodies.iter().find(|n| !seen.contains(*n)).cloned() {
+        refers_to(&doc["components"]["schemas"][&name], &mut bodies);
+        seen.insert(name);
+    }
+    seen
+}
+
 #[test]
 fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
     // `AppId::parse` and `devices::identifier`.
@@ -187,10 +201,8 @@ fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
         _ => None,
     };
     let doc = document();
-    let mut bodies = BTreeSet::new();
     let mut checked = 0;
     for (method, path, operation) in operations(&doc) {
-        refers_to(&operation["requestBody"], &mut bodies);
         for parameter in operation["parameters"].as_array().into_iter().flatten() {
             if let Some(pattern) = wanted(parameter["name"].as_str().unwrap()) {
                 assert_eq!(parameter["schema"]["pattern"], pattern, "{method} {path} {}", parameter["name"]);
@@ -198,12 +210,11 @@ fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
             }
         }
     }
-    // And the schemas those bodies refer to, all the way down.
-    let schemas = &doc["components"]["schemas"];
-    let mut seen = BTreeSet::new();
-    while let Some(name) = bodies.iter().find(|n| !seen.contains(*n)).cloned() {
-        refers_to(&schemas[&name], &mut bodies);
-        for (field, schema) in schemas[&name]["properties"].as_object().into_iter().flatten() {
+    // And the schemas request bodies carry.
+    for name in request_schemas(&doc) {
+        for (field, schema) in
+            doc["components"]["schemas"][&name]["properties"].as_object().into_iter().flatten()
+        {
             // An OOB start's machineId is free text: the server never looks it up.
             if let Some(pattern) =
                 wanted(field).filter(|_| (name.as_str(), field.as_str()) != ("OobStartRequest", "machineId"))
@@ -212,7 +223,6 @@ fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
                 checked += 1;
             }
         }
-        seen.insert(name);
     }
     assert!(checked > 30, "{checked} identifiers checked");
 }
@@ -289,16 +299,9 @@ async fn the_local_server_serves_it() {
 #[test]
 fn every_string_and_integer_a_request_body_carries_is_bounded() {
     let doc = document();
-    let mut bodies = BTreeSet::new();
-    for (_, _, operation) in operations(&doc) {
-        refers_to(&operation["requestBody"], &mut bodies);
-    }
-    let schemas = &doc["components"]["schemas"];
-    let (mut seen, mut unbounded, mut checked) = (BTreeSet::new(), Vec::new(), 0);
-    while let Some(name) = bodies.iter().find(|n| !seen.contains(*n)).cloned() {
-        refers_to(&schemas[&name], &mut bodies);
-        bounded(&schemas[&name], &name, &mut unbounded, &mut checked);
-        seen.insert(name);
+    let (mut unbounded, mut checked) = (Vec::new(), 0);
+    for name in request_schemas(&doc) {
+        bounded(&doc["components"]["schemas"][&name], &name, &mut unbounded, &mut checked);
     }
     assert_eq!(unbounded, Vec::<String>::new(), "request values the document leaves unbounded");
     assert!(checked > 100, "{checked} strings and integers checked");
