@@ -219,8 +219,14 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def no_samples():
+    """What `measure` returns, before any start: init, cold-start and warm times, the statuses
+    seen, the `--phases` counters."""
+    return [], [], [], set(), []
+
+
 def measure(binary, event, env, runs, warm, phases=False):
-    inits, colds, warms, statuses, counted = [], [], [], set(), []
+    inits, colds, warms, statuses, counted = no_samples()
     for _ in range(runs):
         api = RuntimeApi(event, 1 + warm, phases)
         env = dict(env, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{api.server_address[1]}")
@@ -346,12 +352,12 @@ def main():
         # the functions measured first. Their answers count among the statuses seen.
         # Per function (hello-world's row first): init, cold start and warm samples, and the
         # statuses seen; and per function, the hello-world samples taken beside its own.
-        samples = {"hello-lambda": ([], [], [], set(), [])}
+        samples = {"hello-lambda": no_samples()}
         beside = {}
         start("hello-lambda")
         for name in functions:
             measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            samples.setdefault(name, ([], [], [], set(), []))[3].update(start(name)[3])
+            samples.setdefault(name, no_samples())[3].update(start(name)[3])
 
         # Each start of a function follows a start of hello-world, so that every ratio compares
         # starts made side by side: the machine's pace drifts over a run (hello-world's init has
@@ -366,7 +372,7 @@ def main():
 
         for name in functions:
             measure(release / "cc-app-rate-limit", unlimit, unlimit_env, 1, 0)
-            mine, hello = samples[name], beside.setdefault(name, ([], [], [], set(), []))
+            mine, hello = samples[name], beside.setdefault(name, no_samples())
             for _ in range(args.runs):
                 got_hello = start("hello-lambda")
                 add(hello, got_hello)
