@@ -8,7 +8,7 @@ use rp_shared::domain::validate;
 use rp_shared::http::{self, openapi, AppState, HttpConfig};
 use rp_shared::testing::http::TestClient;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -551,13 +551,8 @@ fn with_value(body: &Value, pointer: &str, value: Value) -> Value {
 
 /// The document's operation for `method` on the concrete `path`.
 fn operation_of(doc: &Value, method: &str, path: &str) -> Option<Value> {
-    let segments: Vec<&str> = path.split('/').collect();
-    doc["paths"].as_object()?.iter().find_map(|(template, item)| {
-        let parts: Vec<&str> = template.split('/').collect();
-        let matches = parts.len() == segments.len()
-            && parts.iter().zip(&segments).all(|(t, s)| t == s || (t.starts_with('{') && !s.is_empty()));
-        matches.then(|| item.get(method.to_lowercase())).flatten().cloned()
-    })
+    let template = template_of(doc, method, path)?;
+    Some(doc["paths"][&template][method.to_lowercase()].clone())
 }
 
 /// Strings the API parses (a signature, a P-256 key, base64 of at most 8 KiB): no run of `a`s
@@ -652,7 +647,7 @@ async fn seeded_store() -> tempfile::TempDir {
 }
 
 /// Runs a sample `event` through `function`'s router on a copy of the `seeded` store; the
-/// status and the answer's JSON.
+/// status and the answer's JSON (its text, where it is not JSON).
 async fn run_event(seeded: &Path, function: &str, event: &Value) -> (u16, Value) {
     let dir = tempfile::tempdir().unwrap();
     for file in std::fs::read_dir(seeded).unwrap() {
@@ -662,5 +657,254 @@ async fn run_event(seeded: &Path, function: &str, event: &Value) -> (u16, Value)
     let backend = Backend::embedded(dir.path()).unwrap();
     let router = http::function(function, AppState::new(backend, HttpConfig::default())).expect("a router");
     let response = TestClient::new(router).event(&event.to_string()).await;
-    (response.status.as_u16(), response.json())
+    let json = response.header("content-type").is_some_and(|kind| kind.contains("json"));
+    (response.status.as_u16(), if json { response.json() } else { Value::from(response.text()) })
+}
+
+/// The document's path template of `method` on the concrete `path`.
+fn template_of(doc: &Value, method: &str, path: &str) -> Option<String> {
+    let segments: Vec<&str> = path.split('/').collect();
+    doc["paths"].as_object()?.iter().find_map(|(template, item)| {
+        let parts: Vec<&str> = template.split('/').collect();
+        let matches = parts.len() == segments.len()
+            && parts.iter().zip(&segments).all(|(t, s)| t == s || (t.starts_with('{') && !s.is_empty()));
+        (matches && item.get(method.to_lowercase()).is_some()).then(|| template.clone())
+    })
+}
+
+/// Whether `c` is in the regex character class `class` (the part between the brackets: single
+/// characters and `x-y` ranges; a `-` first or last is itself).
+fn in_class(class: &str, c: char) -> bool {
+    let chars: Vec<char> = class.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if i + 2 < chars.len() && chars[i + 1] == '-' {
+            if (chars[i]..=chars[i + 2]).contains(&c) {
+                return true;
+            }
+            i += 3;
+        } else {
+            if chars[i] == c {
+                return true;
+            }
+            i += 1;
+        }
+    }
+    false
+}
+
+/// A string parameter's form: an optional first character's class, then `min..=max` characters
+/// of another, as a pattern `^[first][rest]{min,max}$` or `^[rest]{n}$` states it, or a plain
+/// length.
+struct Form {
+    first: Option<String>,
+    rest: String,
+    min: usize,
+    max: usize,
+}
+
+impl Form {
+    fn of(schema: &Value) -> Option<Form> {
+        if let Some(pattern) = schema["pattern"].as_str() {
+            let inner = pattern.strip_prefix('^')?.strip_suffix('$')?;
+            let (classes, counts) = inner.strip_suffix('}')?.rsplit_once('{')?;
+            let (min, max) = match counts.split_once(',') {
+                Some((min, max)) => (min.parse().ok()?, max.parse().ok()?),
+                None => (counts.parse().ok()?, counts.parse().ok()?),
+            };
+            let classes: Vec<&str> = classes.strip_prefix('[')?.strip_suffix(']')?.split("][").collect();
+            return match classes[..] {
+                [rest] => Some(Form { first: None, rest: rest.to_owned(), min, max }),
+                [first, rest] => {
+                    Some(Form { first: Some(first.to_owned()), rest: rest.to_owned(), min, max })
+                }
+                _ => None,
+            };
+        }
+        let max = schema["maxLength"].as_u64()? as usize;
+        let min = schema["minLength"].as_u64().unwrap_or(0) as usize;
+        Some(Form { first: None, rest: String::new(), min, max })
+    }
+
+    /// A value of this form with `n` characters after the first.
+    fn value(&self, n: usize) -> String {
+        let pick = |class: &str| {
+            ['a', '0', 'A', '_'].into_iter().find(|&c| class.is_empty() || in_class(class, c)).unwrap()
+        };
+        let first = self.first.as_deref().map(|class| pick(class).to_string()).unwrap_or_default();
+        first + &pick(&self.rest).to_string().repeat(n)
+    }
+
+    /// The values to send, each with what the API must answer: one past either bound, refused;
+    /// exactly at each, as it answers a value between them; and for a pattern, a character
+    /// outside it, refused. No value is empty (an empty path segment names another route).
+    fn variants(&self) -> Vec<(String, Expect)> {
+        let prefix = usize::from(self.first.is_some());
+        let like = (self.max - self.min >= 2).then(|| self.value((self.min + self.max) / 2));
+        let within = || Expect::WellFormed { like: like.clone() };
+        let mut variants =
+            vec![(self.value(self.max + 1), Expect::Refused), (self.value(self.max), within())];
+        if self.min + prefix > 0 {
+            variants.push((self.value(self.min), within()));
+        }
+        if self.min + prefix > 1 {
+            variants.push((self.value(self.min - 1), Expect::Refused));
+        }
+        if !self.rest.is_empty() {
+            let mut outside = self.value(self.min.max(1));
+            outside.pop();
+            variants.push((outside + "!", Expect::Refused));
+        }
+        variants
+    }
+}
+
+/// What the API must answer a parameter's value with.
+#[derive(Clone, PartialEq)]
+enum Expect {
+    /// An answer in the 400s.
+    Refused,
+    /// The answer it gives `like` (a value of the same form between the bounds): the same
+    /// status, problem type and error code. Without one, anything but a 5xx or an invalid-field
+    /// 400 naming the parameter.
+    WellFormed { like: Option<String> },
+}
+
+/// The values to send for a parameter of `schema`, each with what the API must answer; none
+/// where the document bounds it otherwise (an enum, a date, an opaque cursor).
+fn parameter_variants(schema: &Value) -> Vec<(String, Expect)> {
+    if schema["type"] == "integer" {
+        let (min, max) = (schema["minimum"].as_i64(), schema["maximum"].as_i64());
+        let like = match (min, max) {
+            (Some(min), Some(max)) if max - min >= 2 => Some(((min + max) / 2).to_string()),
+            _ => None,
+        };
+        let mut variants = Vec::new();
+        for (bound, past) in [(min, min.map(|n| n - 1)), (max, max.map(|n| n + 1))] {
+            if let (Some(bound), Some(past)) = (bound, past) {
+                variants.push((past.to_string(), Expect::Refused));
+                variants.push((bound.to_string(), Expect::WellFormed { like: like.clone() }));
+            }
+        }
+        return variants;
+    }
+    if schema["enum"].is_array() || schema["format"].is_string() {
+        return Vec::new();
+    }
+    Form::of(schema).map(|form| form.variants()).unwrap_or_default()
+}
+
+/// `event` (an API Gateway v2 event) with its parameter `name` in `location` set to `value`;
+/// `template` is its path's.
+fn with_parameter(event: &Value, template: &str, location: &str, name: &str, value: &str) -> Value {
+    let mut event = event.clone();
+    match location {
+        "path" => {
+            let path = event["rawPath"].as_str().unwrap().to_owned();
+            let segments: Vec<&str> = path
+                .split('/')
+                .zip(template.split('/'))
+                .map(|(segment, part)| if part == format!("{{{name}}}") { value } else { segment })
+                .collect();
+            let path = segments.join("/");
+            event["rawPath"] = Value::from(path.clone());
+            event["requestContext"]["http"]["path"] = Value::from(path);
+            event["pathParameters"][name] = Value::from(value);
+        }
+        "query" => {
+            let raw = event["rawQueryString"].as_str().unwrap_or_default();
+            let mut pairs: Vec<(String, String)> = raw
+                .split('&')
+                .filter(|pair| !pair.is_empty())
+                .map(|pair| {
+                    let (key, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    (key.to_owned(), v.to_owned())
+                })
+                .filter(|(key, _)| key != name)
+                .collect();
+            pairs.push((name.to_owned(), value.to_owned()));
+            let raw: Vec<String> = pairs.iter().map(|(key, v)| format!("{key}={v}")).collect();
+            event["rawQueryString"] = Value::from(raw.join("&"));
+            let parameters: serde_json::Map<String, Value> =
+                pairs.into_iter().map(|(key, v)| (key, Value::from(v))).collect();
+            event["queryStringParameters"] = Value::Object(parameters);
+        }
+        "header" => {
+            event["headers"][name.to_lowercase()] = Value::from(value);
+        }
+        other => panic!("a parameter in {other}"),
+    }
+    event
+}
+
+/// The document states the bounds the API checks on parameters too. For every bounded path,
+/// query and header parameter of a sample event's operation (events/), the sample with that
+/// parameter one past either bound, or with a character its pattern leaves out, is refused (an
+/// answer in the 400s); with it exactly at each bound it is answered as a value between the
+/// bounds is (the same status, problem type and error code: no app is called `a` nor `aaaa`, so
+/// both may be refused for what they name), or where the bounds leave nothing between them,
+/// with anything but a 5xx or an invalid-field 400 naming it. Run as the body bounds are,
+/// through the function's router on a seeded store.
+#[tokio::test]
+async fn every_bound_the_document_states_on_a_parameter_is_the_one_the_api_checks() {
+    let doc = document();
+    let seeded = seeded_store().await;
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    let mut samples: Vec<PathBuf> =
+        std::fs::read_dir(root().join("events")).unwrap().map(|entry| entry.unwrap().path()).collect();
+    samples.sort();
+    for sample in samples {
+        let event: Value = serde_json::from_str(&std::fs::read_to_string(&sample).unwrap()).unwrap();
+        let Some(context) = event.get("requestContext") else { continue };
+        let name = sample.file_name().unwrap().to_str().unwrap();
+        assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
+        let (method, path) =
+            (context["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
+        let function = name.split('.').next().unwrap();
+        let template = template_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
+        let operation = &doc["paths"][&template][method.to_lowercase()];
+        for parameter in operation["parameters"].as_array().into_iter().flatten() {
+            let (location, parameter_name) =
+                (parameter["in"].as_str().unwrap(), parameter["name"].as_str().unwrap());
+            let answer_to = |value: &str| {
+                let event = with_parameter(&event, &template, location, parameter_name, value);
+                let seeded = seeded.path().to_owned();
+                async move { run_event(&seeded, function, &event).await }
+            };
+            let mut likes: BTreeMap<String, (u16, Value)> = BTreeMap::new();
+            for (sent, expect) in parameter_variants(&parameter["schema"]) {
+                let (status, answer) = answer_to(&sent).await;
+                let names_it = status == 400
+                    && answer["type"] == "/problems/invalid-field"
+                    && answer["field"].as_str().is_some_and(|f| f.eq_ignore_ascii_case(parameter_name));
+                let kind = |(status, answer): &(u16, Value)| {
+                    (*status, answer["type"].clone(), answer["errorCode"].clone())
+                };
+                let (right, beside) = match &expect {
+                    Expect::Refused => ((400..500).contains(&status), String::new()),
+                    Expect::WellFormed { like: None } => (status < 500 && !names_it, String::new()),
+                    Expect::WellFormed { like: Some(like) } => {
+                        if !likes.contains_key(like) {
+                            likes.insert(like.clone(), answer_to(like).await);
+                        }
+                        let other = &likes[like];
+                        let right = kind(other) == kind(&(status, answer.clone())) && status < 500;
+                        (right, format!(", where {} characters got {} {}", like.len(), other.0, other.1))
+                    }
+                };
+                if !right {
+                    let shown =
+                        if sent.len() > 12 { format!("{} characters", sent.len()) } else { sent.clone() };
+                    let expected =
+                        if expect == Expect::Refused { "must be refused" } else { "within the bounds" };
+                    wrong.push(format!(
+                        "{name} {location} {parameter_name} = {shown} ({expected}): {status} {answer}{beside}"
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new(), "parameter bounds the document and the API disagree on");
+    assert!(checked > 200, "{checked} variants checked");
 }

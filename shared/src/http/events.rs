@@ -3,7 +3,7 @@
 
 use super::cc::ListParams;
 use super::errors;
-use super::extract::{beside_input, Admin, ApiJson, ApiQuery, Caller};
+use super::extract::{beside_input, named_app, Admin, ApiJson, ApiQuery, Caller, NamedApp};
 use super::problem::Problem;
 use super::AppState;
 use crate::domain::apps::AppId;
@@ -155,15 +155,19 @@ async fn report(
     let body = body.and_then(|ApiJson(body)| {
         check_name("name", &body.name)?;
         check_attributes(&body.attributes)?;
-        let named = body.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+        let named = named_app(&parts.headers, body.app_id.as_deref())?;
         Ok((body, named))
     });
     // The app the body names is read beside the token; the token's own app, if it names none,
     // after it.
     let apps = Apps::new(state.backend.store.as_ref());
-    let early = |(_, named): &(EventReport, Option<AppId>)| apps.named(named.clone());
+    let early = |(_, named): &(EventReport, Option<NamedApp>)| apps.named(named.clone().map(|n| n.app_id));
     let (caller, (body, named), early) =
         beside_input::<Caller, _, _>(&mut parts, &state, body, early).await?;
+    let (named, field) = match named {
+        Some(NamedApp { app_id, field }) => (Some(app_id), field),
+        None => (None, "appId"),
+    };
     let (app_id, source) = match &caller {
         Caller::Access { app_id, token } => {
             if named.as_ref().is_some_and(|n| n != app_id) {
@@ -188,7 +192,7 @@ async fn report(
             _ => apps.get(app).await,
         };
         if found?.is_none() {
-            return Err(Problem::invalid("appId", format!("no app with appId '{app}'")));
+            return Err(Problem::invalid(field, format!("no app with appId '{app}'")));
         }
     }
     let event =

@@ -9,7 +9,7 @@ use crate::repo::apps::{AppRecord, Apps};
 use crate::repo::devices::Devices;
 use crate::repo::tokens::Tokens;
 use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
-use axum::http::{header, request::Parts, StatusCode};
+use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
@@ -366,6 +366,40 @@ impl AdminOfApp {
 /// The header a global admin token names its tenant with on tenant-scoped endpoints.
 pub const TENANT_HEADER: &str = "x-tenant-id";
 
+/// The app `X-Tenant-Id` names, if the request carries the header; a 400 naming the header if
+/// it is not an app id.
+pub fn tenant_header(headers: &HeaderMap) -> Result<Option<AppId>, Problem> {
+    headers
+        .get(TENANT_HEADER)
+        .map(|value| {
+            let text = value.to_str().map_err(|_| Problem::invalid("X-Tenant-Id", "must be an app id"))?;
+            Ok(AppId::parse("X-Tenant-Id", text)?)
+        })
+        .transpose()
+}
+
+/// An app a request names, and the field that names it (`X-Tenant-Id` or `appId`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedApp {
+    pub app_id: AppId,
+    pub field: &'static str,
+}
+
+/// The app a request names on an endpoint that also takes an `appId` of its own (a query's or a
+/// body's `app_id`): by `X-Tenant-Id`, as on the tenant-scoped endpoints, or by that `appId`.
+/// Each is checked as an app id, and where both are given they must name the same app.
+pub fn named_app(headers: &HeaderMap, app_id: Option<&str>) -> Result<Option<NamedApp>, Problem> {
+    let header = tenant_header(headers)?;
+    let field = app_id.map(|id| AppId::parse("appId", id)).transpose()?;
+    match (header, field) {
+        (Some(header), Some(field)) if header != field => {
+            Err(Problem::invalid("X-Tenant-Id", "names another app than appId"))
+        }
+        (Some(app_id), _) => Ok(Some(NamedApp { app_id, field: "X-Tenant-Id" })),
+        (None, field) => Ok(field.map(|app_id| NamedApp { app_id, field: "appId" })),
+    }
+}
+
 /// The tenant (RP app) a tenant-scoped admin call acts for: the app an admin token is scoped to,
 /// or, for a global admin token, the app named in `X-Tenant-Id`. The app must exist.
 #[derive(Debug, Clone)]
@@ -386,15 +420,12 @@ impl FromRequestParts<AppState> for Tenant {
         if let Some(tenant) = parts.extensions.get::<Tenant>() {
             return Ok(tenant.clone());
         }
-        let named = parts.headers.get(TENANT_HEADER).map(|value| -> Result<AppId, Problem> {
-            let text = value.to_str().map_err(|_| Problem::invalid("X-Tenant-Id", "must be an app id"))?;
-            Ok(AppId::parse("X-Tenant-Id", text)?)
-        });
+        let named = tenant_header(&parts.headers);
         // The app the header names is read beside the token, so the two reads cost one wait.
         // Whatever the token turns out to be, the checks below run in the same order, and an app
         // read for a refused caller is dropped unseen.
         let apps = Apps::new(state.backend.store.as_ref());
-        let early = named.as_ref().and_then(|n| n.as_ref().ok()).cloned();
+        let early = named.as_ref().ok().cloned().flatten();
         let (caller, early_read) = tokio::join!(Caller::from_request_parts(parts, state), async {
             match &early {
                 Some(app_id) => Some(apps.get(app_id).await),
@@ -405,7 +436,7 @@ impl FromRequestParts<AppState> for Tenant {
             Caller::Admin { app_id, .. } => app_id,
             Caller::Access { .. } => return Err(wrong_kind("a controlCenterAdmin")),
         };
-        let app_id = match (scope, named.transpose()?) {
+        let app_id = match (scope, named?) {
             (Some(scoped), Some(named)) if scoped != named => {
                 return Err(Problem::of(&errors::OTHER_TENANT).detail("the token is scoped to another app"))
             }

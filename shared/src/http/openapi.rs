@@ -343,7 +343,10 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
             .name("X-Tenant-Id")
             .parameter_in(ParameterIn::Header)
             .required(Required::False)
-            .description(Some("The app a global admin token acts for; must match a scoped token's app."))
+            .description(Some(
+                "The app a global admin token acts for. A token of one app (a scoped admin's, an access token) must be \
+                 that app's; where the operation also takes an `appId`, the two must agree.",
+            ))
             .schema(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(AppId::PATTERN))))
             .build();
         operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(header));

@@ -9,7 +9,7 @@
 //! `complete` must send it as `sessionId`. The rules live in [`crate::domain::enrollment`] and
 //! [`crate::domain::pairing`]; these handlers parse, call, persist and answer.
 
-use super::extract::{beside_input, Access, ApiJson, ApiQuery, Caller};
+use super::extract::{beside_input, named_app, Access, ApiJson, ApiQuery, Caller};
 use super::offline;
 use super::offline::OpenPins;
 use super::problem::Problem;
@@ -35,7 +35,7 @@ use crate::repo::certificates::Certificates;
 use crate::repo::devices::Devices;
 use crate::repo::workstations::Workstations;
 use axum::extract::State;
-use axum::http::{header, request::Parts, StatusCode};
+use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -513,6 +513,9 @@ async fn read_pairing(
     access: Access,
     ApiQuery(query): ApiQuery<PairingQuery>,
 ) -> Result<(NoStore, Json<PairingView>), Problem> {
+    if let Some(named) = query.app_id.as_deref() {
+        access.require_app(AppId::parse("appId", named)?.as_str())?;
+    }
     let key = PairingKey::try_from(query)?;
     let workstations = Workstations::new(state.backend.store.as_ref());
     let (pairing, app) = tokio::join!(
@@ -588,12 +591,17 @@ async fn update_pairing(
 async fn unpair(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     ApiQuery(query): ApiQuery<PairingQuery>,
 ) -> Result<StatusCode, Problem> {
-    let named_app = query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+    let named_app = named_app(&headers, query.app_id.as_deref())?.map(|named| named.app_id);
     let key = PairingKey::try_from(query)?;
     let (app, owner, source) = match caller {
         Caller::Access { app_id, token } => {
+            if named_app.as_ref().is_some_and(|named| *named != app_id) {
+                return Err(Problem::of(&super::errors::OTHER_TENANT)
+                    .detail("the access token belongs to another app"));
+            }
             (app_id, Some(token.token_id.clone()), format!("workstation:{}", token.token_id))
         }
         Caller::Admin { token, app_id: scope } => {
@@ -605,7 +613,11 @@ async fn unpair(
                 (Some(scope), _) => scope,
                 (None, Some(named)) => named,
                 (None, None) => {
-                    return Err(FieldError::new("appId", "is required with an admin token").into())
+                    return Err(FieldError::new(
+                        "appId",
+                        "is required with a global admin token (or X-Tenant-Id)",
+                    )
+                    .into())
                 }
             };
             (app, None, format!("admin:{}", token.token_id))

@@ -299,7 +299,33 @@ pub async fn unpairing_queues_the_revocation_the_agent_carries_out(h: Harness) {
     pair(&h, &access, &dev, &second).await;
     let path = format!("{}&appId={app}", reg_path(&second, &dev));
     assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
-    h.admin("DELETE", &reg_path(&second, &dev), None).await.problem(400, codes::INVALID_FIELD);
+    let r = h.admin("DELETE", &reg_path(&second, &dev), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId");
+    // Or by naming it in `X-Tenant-Id`, as on the tenant-scoped endpoints; the two must agree.
+    let third = Harness::unique("m");
+    pair(&h, &access, &dev, &third).await;
+    let path = reg_path(&third, &dev);
+    let r = h.as_tenant(&app, "DELETE", &format!("{path}&appId=otherApp"), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "X-Tenant-Id");
+    let r = h.as_tenant("no such app", "DELETE", &path, None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "X-Tenant-Id");
+    // A workstation's header or appId must name its own app, and be an app id.
+    let with = |tenant: &'static str| [("x-tenant-id", tenant)];
+    let r = h.client.send_with("DELETE", &path, Some(&access), &with("a!"), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "X-Tenant-Id");
+    h.client
+        .send_with("DELETE", &path, Some(&access), &with("otherApp"), None)
+        .await
+        .problem(403, codes::OTHER_TENANT);
+    for query in ["&appId=otherApp", ""] {
+        let r = h.client.send("GET", &format!("{path}{query}"), Some(&access), None).await;
+        assert_eq!(r.status, if query.is_empty() { 200 } else { 403 }, "GET {query}: {}", r.json());
+    }
+    let r = h.client.send("GET", &format!("{path}&appId=a!"), Some(&access), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId");
+    assert_eq!(h.client.send("GET", &format!("{path}&appId={app}"), Some(&access), None).await.status, 200);
+    assert_eq!(h.as_tenant(&app, "DELETE", &path, None).await.status, 204);
+    h.client.send("GET", &path, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
 }
 
 pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harness) {

@@ -503,6 +503,27 @@ pub async fn events_are_reported_and_listed(h: Harness) {
     let r = h.admin("GET", "/rp/api/events?from=yesterday", None).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "from");
     h.client.send("GET", "/rp/api/events", Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
+
+    // A global admin may name the app in `X-Tenant-Id` instead, as on the tenant-scoped
+    // endpoints; the header and `appId` must agree, and the header must name an app.
+    let enroll = json!({"name": "WORKSTATION_ENROLL"});
+    assert_eq!(h.as_tenant(&app, "POST", "/rp/api/events", Some(enroll.clone())).await.status, 201);
+    let listed =
+        h.admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_ENROLL"), None).await.json();
+    assert_eq!(listed["events"].as_array().unwrap().len(), 1, "stored under the app the header names");
+    for (tenant, body) in [
+        ("noSuchApp", enroll.clone()),
+        ("a!", enroll.clone()),
+        (app.as_str(), json!({"name": "WORKSTATION_ENROLL", "appId": "otherApp"})),
+    ] {
+        let r = h.as_tenant(tenant, "POST", "/rp/api/events", Some(body)).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "X-Tenant-Id", "{tenant}");
+    }
+    let other = [("x-tenant-id", "otherApp")];
+    h.client
+        .send_with("POST", "/rp/api/events", Some(&access), &other, Some(enroll))
+        .await
+        .problem(403, codes::OTHER_TENANT);
 }
 
 pub async fn link_to_queued_certificate_request_end_to_end(h: Harness) {
