@@ -572,23 +572,12 @@ async fn every_bound_the_document_states_is_the_one_the_api_checks() {
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    let mut samples: Vec<PathBuf> =
-        std::fs::read_dir(root().join("events")).unwrap().map(|entry| entry.unwrap().path()).collect();
-    samples.sort();
-    for sample in samples {
-        let event: Value = serde_json::from_str(&std::fs::read_to_string(&sample).unwrap()).unwrap();
-        let (Some(context), Some(body)) = (event.get("requestContext"), event["body"].as_str()) else {
-            continue;
-        };
-        assert_ne!(
-            event["isBase64Encoded"],
-            true,
-            "{}: a JSON sample body is sent as text",
-            sample.display()
-        );
-        let method = context["http"]["method"].as_str().or(event["httpMethod"].as_str()).unwrap();
-        let path = event["rawPath"].as_str().or(event["path"].as_str()).unwrap();
-        let name = sample.file_name().unwrap().to_str().unwrap();
+    for (name, event) in request_samples() {
+        let (context, Some(body)) = (&event["requestContext"], event["body"].as_str()) else { continue };
+        assert_ne!(event["isBase64Encoded"], true, "{name}: a JSON sample body is sent as text");
+        let (method, path) =
+            (context["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
+        let name = name.as_str();
         let function = name.split('.').next().unwrap();
         let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
         let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
@@ -637,6 +626,25 @@ fn same_field(refused: &str, field: &str) -> bool {
         inner.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
     };
     within(refused, field) || within(field, refused)
+}
+
+/// Every sample event (events/) of an API Gateway request, by file name, in name order; each is
+/// an HTTP API (v2) event.
+fn request_samples() -> Vec<(String, Value)> {
+    let mut samples: Vec<(String, Value)> = std::fs::read_dir(root().join("events"))
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let event: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            (path.file_name().unwrap().to_string_lossy().into_owned(), event)
+        })
+        .filter(|(_, event)| event.get("requestContext").is_some())
+        .collect();
+    samples.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, event) in &samples {
+        assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
+    }
+    samples
 }
 
 /// An embedded store's directory after `seed-samples`, closed.
@@ -850,14 +858,8 @@ async fn every_bound_the_document_states_on_a_parameter_is_the_one_the_api_check
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    let mut samples: Vec<PathBuf> =
-        std::fs::read_dir(root().join("events")).unwrap().map(|entry| entry.unwrap().path()).collect();
-    samples.sort();
-    for sample in samples {
-        let event: Value = serde_json::from_str(&std::fs::read_to_string(&sample).unwrap()).unwrap();
-        let Some(context) = event.get("requestContext") else { continue };
-        let name = sample.file_name().unwrap().to_str().unwrap();
-        assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
+    for (name, event) in request_samples() {
+        let (context, name) = (&event["requestContext"], name.as_str());
         let (method, path) =
             (context["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
         let function = name.split('.').next().unwrap();
