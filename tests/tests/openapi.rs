@@ -778,8 +778,9 @@ enum Expect {
     WellFormed { like: Option<String> },
 }
 
-/// The values to send for a parameter of `schema`, each with what the API must answer; none
-/// where the document bounds it otherwise (an enum, a date, an opaque cursor).
+/// The values to send for a parameter of `schema`, each with what the API must answer: for an
+/// enum each of its values and one outside it, for a date-time two RFC 3339 times and a date
+/// and a word that are not; none for an opaque cursor.
 fn parameter_variants(schema: &Value) -> Vec<(String, Expect)> {
     if schema["type"] == "integer" {
         let (min, max) = (schema["minimum"].as_i64(), schema["maximum"].as_i64());
@@ -796,10 +797,25 @@ fn parameter_variants(schema: &Value) -> Vec<(String, Expect)> {
         }
         return variants;
     }
-    if schema["enum"].is_array() || schema["format"].is_string() {
-        return Vec::new();
+    let well_formed = |value: &str| (value.to_owned(), Expect::WellFormed { like: None });
+    let refused = |value: &str| (value.to_owned(), Expect::Refused);
+    if let Some(names) = schema["enum"].as_array() {
+        let mut variants: Vec<_> = names.iter().map(|name| well_formed(name.as_str().unwrap())).collect();
+        variants.push(refused("NOT_ONE_OF_THEM"));
+        return variants;
     }
-    Form::of(schema).map(|form| form.variants()).unwrap_or_default()
+    match schema["format"].as_str() {
+        Some("date-time") => {
+            vec![
+                well_formed("2026-11-24T09:30:00Z"),
+                well_formed("2026-11-24T09:30:00.250+01:00"),
+                refused("2026-11-24"),
+                refused("yesterday"),
+            ]
+        }
+        Some(other) => panic!("a parameter of format {other}: say what bounds it"),
+        None => Form::of(schema).map(|form| form.variants()).unwrap_or_default(),
+    }
 }
 
 /// `event` (an API Gateway v2 event) with its parameter `name` in `location` set to `value`;
@@ -831,7 +847,9 @@ fn with_parameter(event: &Value, template: &str, location: &str, name: &str, val
                 .filter(|(key, _)| key != name)
                 .collect();
             pairs.push((name.to_owned(), value.to_owned()));
-            let raw: Vec<String> = pairs.iter().map(|(key, v)| format!("{key}={v}")).collect();
+            // The values sent are URL-safe but for a time's `+` (a space in a query).
+            let raw: Vec<String> =
+                pairs.iter().map(|(key, v)| format!("{key}={}", v.replace('+', "%2B"))).collect();
             event["rawQueryString"] = Value::from(raw.join("&"));
             let parameters: serde_json::Map<String, Value> =
                 pairs.into_iter().map(|(key, v)| (key, Value::from(v))).collect();
@@ -851,7 +869,8 @@ fn with_parameter(event: &Value, template: &str, location: &str, name: &str, val
 /// answer in the 400s); with it exactly at each bound it is answered as a value between the
 /// bounds is (the same status, problem type and error code: no app is called `a` nor `aaaa`, so
 /// both may be refused for what they name), or where the bounds leave nothing between them,
-/// with anything but a 5xx or an invalid-field 400 naming it. Run as the body bounds are,
+/// with anything but a 5xx or an invalid-field 400 naming it. An enum's values and a
+/// date-time's times are sent likewise, with values outside them. Run as the body bounds are,
 /// through the function's router on a seeded store.
 #[tokio::test]
 async fn every_bound_the_document_states_on_a_parameter_is_the_one_the_api_checks() {
