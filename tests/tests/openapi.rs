@@ -929,3 +929,89 @@ async fn every_bound_the_document_states_on_a_parameter_is_the_one_the_api_check
     assert_eq!(wrong, Vec::<String>::new(), "parameter bounds the document and the API disagree on");
     assert!(checked > 200, "{checked} variants checked");
 }
+
+/// Notes in `into` each member of `value` (at `at`) that `schema` does not state: an object's
+/// property that is neither among its `properties` (of every `allOf`, `oneOf` or `anyOf` part)
+/// nor an entry of a map it states (`additionalProperties`). An object schema that states no
+/// properties and no map is free-form.
+fn undocumented(doc: &Value, value: &Value, schema: &Value, at: &str, into: &mut Vec<String>) {
+    let schema = Value::Object(resolved(doc, schema));
+    let parts: Vec<Value> = ["allOf", "oneOf", "anyOf"]
+        .iter()
+        .flat_map(|key| schema[*key].as_array().cloned().unwrap_or_default())
+        .map(|part| Value::Object(resolved(doc, &part)))
+        .chain([schema.clone()])
+        .collect();
+    match value {
+        Value::Object(members) => {
+            let of_object =
+                |part: &&Value| part["properties"].is_object() || part["additionalProperties"].is_object();
+            let stating: Vec<&Value> = parts.iter().filter(of_object).collect();
+            if stating.is_empty() {
+                return;
+            }
+            for (name, member) in members {
+                let at = format!("{at}.{name}");
+                let property = stating.iter().find_map(|part| part["properties"].get(name));
+                let entry = stating.iter().find(|part| part["additionalProperties"].is_object());
+                match (property, entry) {
+                    (Some(property), _) => undocumented(doc, member, property, &at, into),
+                    (None, Some(map)) => undocumented(doc, member, &map["additionalProperties"], &at, into),
+                    (None, None) => into.push(at),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(items_schema) = parts.iter().find_map(|part| part.get("items")) {
+                for (i, item) in items.iter().enumerate() {
+                    undocumented(doc, item, items_schema, &format!("{at}[{i}]"), into);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The document states all an answer carries: every sample event's answer (events/, run as the
+/// drift tests run them, once each on a copy of the seeded store), success or problem, has no
+/// member its status's schema leaves out, at any depth. Schemathesis checks that an answer is
+/// valid against its schema, which an undocumented member passes where a schema does not close
+/// its object; this closes them all.
+#[tokio::test]
+async fn every_answer_carries_only_what_the_document_states() {
+    let doc = document();
+    let seeded = seeded_store().await;
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    for (name, event) in request_samples() {
+        let (method, path) =
+            (event["requestContext"]["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
+        let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
+        let function = name.split('.').next().unwrap();
+        let (status, answer) = run_event(seeded.path(), function, &event).await;
+        if !answer.is_object() && !answer.is_array() {
+            continue;
+        }
+        let response = Value::Object(resolved(&doc, &operation["responses"][status.to_string()]));
+        let content = &response["content"];
+        let schema = ["application/json", "application/problem+json"]
+            .iter()
+            .find_map(|kind| content.get(*kind).map(|c| c["schema"].clone()))
+            .unwrap_or_else(|| panic!("{name}: no schema for its {status}"));
+        let mut found = Vec::new();
+        undocumented(&doc, &answer, &schema, "", &mut found);
+        wrong.extend(found.into_iter().map(|at| format!("{name} ({status}): {at}")));
+        // And the walk sees a member the document does not state, where the schema states any.
+        if let Value::Object(members) = &answer {
+            let mut more = members.clone();
+            more.insert("notInTheDocument".into(), Value::Bool(true));
+            let mut found = Vec::new();
+            undocumented(&doc, &Value::Object(more), &schema, "", &mut found);
+            if found != [".notInTheDocument"] {
+                wrong.push(format!("{name} ({status}): an added member was not seen: {found:?}"));
+            }
+        }
+        checked += 1;
+    }
+    assert_eq!(wrong, Vec::<String>::new(), "answer members the document does not state");
+    assert!(checked > 40, "{checked} answers checked");
+}

@@ -499,17 +499,23 @@ async fn delete_env(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A JWK set (RFC 7517 §5): the app's token-signing key.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Jwks {
+    pub keys: Vec<helpers::Jwk>,
+}
+
 /// The public key our customizations' tokens are signed with, as a JWK set; 404 for an
 /// unknown app, so the set only exists where tokens can be minted.
 #[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(super::cc::AppIdPath),
-    responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Object)))]
+    responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Jwks)))]
 async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
     // The public key (fetched once per instance) is read beside the app; the app is judged first.
     let keys = &state.backend.keys;
     let (app, public) = tokio::join!(super::cc::load_app(&state, &app_id), keys.signing_public_key());
     let (app, _) = app?;
     let public = public?;
-    let body = json!({"keys": [helpers::jwk(&public, &keys.signing_key_id())]});
+    let body = Jwks { keys: vec![helpers::jwk(&public, &keys.signing_key_id())] };
     tracing::debug!(app_id = %app.app_id, "jwks served");
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], Json(body)).into_response())
 }

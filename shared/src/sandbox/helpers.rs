@@ -209,15 +209,42 @@ pub fn signed_token(signing_input: &str, signature: &[u8]) -> String {
     format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature))
 }
 
+/// The public JWK of our ES256 signing key (RFC 7517, with RFC 7518 §6.2's EC members).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct Jwk {
+    #[schema(example = "EC")]
+    pub kty: &'static str,
+    #[schema(example = "P-256")]
+    pub crv: &'static str,
+    #[serde(rename = "use")]
+    #[schema(example = "sig")]
+    pub use_: &'static str,
+    #[schema(example = "ES256")]
+    pub alg: &'static str,
+    /// The signing key's id, the `kid` in the header of every token it signs.
+    pub kid: String,
+    /// The point's x coordinate, base64url without padding (32 bytes).
+    #[schema(pattern = "^[A-Za-z0-9_-]{43}$")]
+    pub x: String,
+    /// The point's y coordinate, base64url without padding (32 bytes).
+    #[schema(pattern = "^[A-Za-z0-9_-]{43}$")]
+    pub y: String,
+}
+
 /// The public JWK of our ES256 signing key.
-pub fn jwk(key: &p256::PublicKey, kid: &str) -> Value {
+pub fn jwk(key: &p256::PublicKey, kid: &str) -> Jwk {
     use p256::elliptic_curve::sec1::ToEncodedPoint;
     let point = key.to_encoded_point(false);
     let coordinate = |c: Option<&p256::FieldBytes>| URL_SAFE_NO_PAD.encode(c.expect("an uncompressed point"));
-    json!({
-        "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid,
-        "x": coordinate(point.x()), "y": coordinate(point.y()),
-    })
+    Jwk {
+        kty: "EC",
+        crv: "P-256",
+        use_: "sig",
+        alg: "ES256",
+        kid: kid.to_owned(),
+        x: coordinate(point.x()),
+        y: coordinate(point.y()),
+    }
 }
 
 #[cfg(test)]
