@@ -1015,3 +1015,69 @@ async fn every_answer_carries_only_what_the_document_states() {
     assert_eq!(wrong, Vec::<String>::new(), "answer members the document does not state");
     assert!(checked > 40, "{checked} answers checked");
 }
+
+/// Every object with stated properties in `value` (a body, or a part of it, at `pointer`)
+/// against `schema`: its pointer, and whether the schema closes it (`additionalProperties:
+/// false`). A map (entries of a stated schema) is neither, and not listed.
+fn objects(doc: &Value, value: &Value, schema: &Value, pointer: &str, into: &mut Vec<(String, bool)>) {
+    let schema = concrete(doc, schema);
+    match value {
+        Value::Object(members) => {
+            let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+            if !properties.is_empty() {
+                into.push((pointer.to_owned(), schema["additionalProperties"] == false));
+            }
+            for (name, member) in members {
+                let of = properties.get(name).unwrap_or(&schema["additionalProperties"]);
+                objects(doc, member, of, &format!("{pointer}/{name}"), into);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(first) = items.first() {
+                objects(doc, first, &schema["items"], &format!("{pointer}/0"), into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The document says which request objects are closed, and the API holds to it: every sample
+/// event's body (events/) with a member added to one of its objects (each in turn, at any depth)
+/// is refused naming that member (a 400) where the object's schema closes it
+/// (`additionalProperties: false`), and not refused for it where the schema leaves it open.
+#[tokio::test]
+async fn a_request_body_is_closed_where_the_document_says_so() {
+    let doc = document();
+    let seeded = seeded_store().await;
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    const ADDED: &str = "notInTheDocument";
+    for (name, event) in request_samples() {
+        let Some(Ok(body)) = event["body"].as_str().map(serde_json::from_str::<Value>) else { continue };
+        let (method, path) =
+            (event["requestContext"]["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
+        let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
+        let mut found = Vec::new();
+        objects(
+            &doc,
+            &body,
+            &operation["requestBody"]["content"]["application/json"]["schema"],
+            "",
+            &mut found,
+        );
+        let function = name.split('.').next().unwrap();
+        for (pointer, closed) in found {
+            let mut event = event.clone();
+            let changed = with_value(&body, &format!("{pointer}/{ADDED}"), Value::Bool(true));
+            event["body"] = Value::String(changed.to_string());
+            let (status, answer) = run_event(seeded.path(), function, &event).await;
+            let refused = status == 400 && answer["field"].as_str().is_some_and(|f| f.contains(ADDED));
+            if refused != closed {
+                let document = if closed { "closed" } else { "open" };
+                wrong.push(format!("{name} at '{pointer}' (the document: {document}): {status} {answer}"));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new(), "request objects the document and the API close differently");
+    assert!(checked > 30, "{checked} objects checked");
+}

@@ -158,6 +158,7 @@ fn contents<'a>(state: &'a AppState, tenant: &Tenant) -> Contents<'a> {
 /// JSON ([`content::parse_create`]) to tell an absent field from `null`.
 #[derive(utoipa::ToSchema)]
 #[schema(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)] // For the schema: `content::parse_create` refuses other fields.
 #[allow(dead_code)] // Read only by the schema derive.
 pub struct ContentCreate {
     #[schema(min_length = 1, max_length = 255)]
@@ -171,6 +172,7 @@ pub struct ContentCreate {
 /// `contentMap`, `null` removes a screen, part or field.
 #[derive(utoipa::ToSchema)]
 #[schema(rename_all = "camelCase", min_properties = 1)]
+#[serde(deny_unknown_fields)] // For the schema: `content::parse_patch` refuses other fields.
 #[allow(dead_code)] // Read only by the schema derive.
 pub struct ContentUpdate {
     #[schema(min_length = 1, max_length = 255)]
