@@ -549,12 +549,6 @@ fn with_value(body: &Value, pointer: &str, value: Value) -> Value {
     body
 }
 
-/// The document's operation for `method` on the concrete `path`.
-fn operation_of(doc: &Value, method: &str, path: &str) -> Option<Value> {
-    let template = template_of(doc, method, path)?;
-    Some(doc["paths"][&template][method.to_lowercase()].clone())
-}
-
 /// Strings the API parses (a signature, a P-256 key, base64 of at most 8 KiB): no run of `a`s
 /// is one at every length within the bounds.
 const PARSED: [&str; 4] = ["signature", "signingPublicKey", "keyAgreementPublicKey", "recoveryKeys"];
@@ -572,14 +566,10 @@ async fn every_bound_the_document_states_is_the_one_the_api_checks() {
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for (name, event) in request_samples() {
-        let (context, Some(body)) = (&event["requestContext"], event["body"].as_str()) else { continue };
+    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
+        let Some(body) = event["body"].as_str() else { continue };
         assert_ne!(event["isBase64Encoded"], true, "{name}: a JSON sample body is sent as text");
-        let (method, path) =
-            (context["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
-        let name = name.as_str();
-        let function = name.split('.').next().unwrap();
-        let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
+        let (name, function) = (name.as_str(), function.as_str());
         let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
         let body: Value = serde_json::from_str(body).unwrap();
         let mut values = Vec::new();
@@ -628,22 +618,35 @@ fn same_field(refused: &str, field: &str) -> bool {
     within(refused, field) || within(field, refused)
 }
 
-/// Every sample event (events/) of an API Gateway request, by file name, in name order; each is
-/// an HTTP API (v2) event.
-fn request_samples() -> Vec<(String, Value)> {
-    let mut samples: Vec<(String, Value)> = std::fs::read_dir(root().join("events"))
+/// A sample event (events/) of an API Gateway request: its file name, the event, the function
+/// it is for, and the document's path template and operation that serve it.
+struct Sample {
+    name: String,
+    event: Value,
+    function: String,
+    template: String,
+    operation: Value,
+}
+
+/// Every sample event of an API Gateway request, in name order; each is an HTTP API (v2) event
+/// of an operation of `doc`.
+fn request_samples(doc: &Value) -> Vec<Sample> {
+    let mut samples: Vec<Sample> = std::fs::read_dir(root().join("events"))
         .unwrap()
-        .map(|entry| {
+        .filter_map(|entry| {
             let path = entry.unwrap().path();
             let event: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            (path.file_name().unwrap().to_string_lossy().into_owned(), event)
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let method = event.get("requestContext")?["http"]["method"].as_str()?.to_owned();
+            assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
+            let path = event["rawPath"].as_str().unwrap();
+            let template = template_of(doc, &method, path).unwrap_or_else(|| panic!("{name}: no operation"));
+            let operation = doc["paths"][&template][method.to_lowercase()].clone();
+            let function = name.split('.').next().unwrap().to_owned();
+            Some(Sample { name, event, function, template, operation })
         })
-        .filter(|(_, event)| event.get("requestContext").is_some())
         .collect();
-    samples.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, event) in &samples {
-        assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
-    }
+    samples.sort_by(|a, b| a.name.cmp(&b.name));
     samples
 }
 
@@ -877,13 +880,8 @@ async fn every_bound_the_document_states_on_a_parameter_is_the_one_the_api_check
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for (name, event) in request_samples() {
-        let (context, name) = (&event["requestContext"], name.as_str());
-        let (method, path) =
-            (context["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
-        let function = name.split('.').next().unwrap();
-        let template = template_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
-        let operation = &doc["paths"][&template][method.to_lowercase()];
+    for Sample { name, event, function, template, operation } in request_samples(&doc) {
+        let (name, function) = (name.as_str(), function.as_str());
         for parameter in operation["parameters"].as_array().into_iter().flatten() {
             let (location, parameter_name) =
                 (parameter["in"].as_str().unwrap(), parameter["name"].as_str().unwrap());
@@ -982,12 +980,8 @@ async fn every_answer_carries_only_what_the_document_states() {
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for (name, event) in request_samples() {
-        let (method, path) =
-            (event["requestContext"]["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
-        let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
-        let function = name.split('.').next().unwrap();
-        let (status, answer) = run_event(seeded.path(), function, &event).await;
+    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
+        let (status, answer) = run_event(seeded.path(), &function, &event).await;
         if !answer.is_object() && !answer.is_array() {
             continue;
         }
@@ -1051,11 +1045,8 @@ async fn a_request_body_is_closed_where_the_document_says_so() {
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
     const ADDED: &str = "notInTheDocument";
-    for (name, event) in request_samples() {
+    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
         let Some(Ok(body)) = event["body"].as_str().map(serde_json::from_str::<Value>) else { continue };
-        let (method, path) =
-            (event["requestContext"]["http"]["method"].as_str().unwrap(), event["rawPath"].as_str().unwrap());
-        let operation = operation_of(&doc, method, path).unwrap_or_else(|| panic!("{name}: no operation"));
         let mut found = Vec::new();
         objects(
             &doc,
@@ -1064,12 +1055,11 @@ async fn a_request_body_is_closed_where_the_document_says_so() {
             "",
             &mut found,
         );
-        let function = name.split('.').next().unwrap();
         for (pointer, closed) in found {
             let mut event = event.clone();
             let changed = with_value(&body, &format!("{pointer}/{ADDED}"), Value::Bool(true));
             event["body"] = Value::String(changed.to_string());
-            let (status, answer) = run_event(seeded.path(), function, &event).await;
+            let (status, answer) = run_event(seeded.path(), &function, &event).await;
             let refused = status == 400 && answer["field"].as_str().is_some_and(|f| f.contains(ADDED));
             if refused != closed {
                 let document = if closed { "closed" } else { "open" };
