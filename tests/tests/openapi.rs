@@ -1071,3 +1071,141 @@ async fn a_request_body_is_closed_where_the_document_says_so() {
     assert_eq!(wrong, Vec::<String>::new(), "request objects the document and the API close differently");
     assert!(checked > 30, "{checked} objects checked");
 }
+
+/// A member of a request body: where it is, its name as a refusal names it, and whether its
+/// object's schema requires it and its own schema allows `null`.
+struct Member {
+    pointer: String,
+    field: String,
+    required: bool,
+    nullable: bool,
+}
+
+/// Every member of `value` (a body, or a part of it, at `pointer`, named `field`) that its
+/// object's schema states as a property, at any depth (a list's first item stands for all), but
+/// one whose description makes it required on a condition.
+fn members(doc: &Value, value: &Value, schema: &Value, at: (&str, &str), into: &mut Vec<Member>) {
+    let (pointer, field) = at;
+    let schema = concrete(doc, schema);
+    match value {
+        Value::Object(present) => {
+            let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+            let required: BTreeSet<&str> =
+                schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            for (name, member) in present {
+                let at = (
+                    format!("{pointer}/{name}"),
+                    if field.is_empty() { name.clone() } else { format!("{field}.{name}") },
+                );
+                let of = match properties.get(name) {
+                    Some(property) => {
+                        // `null` is allowed by a type list with it, a `oneOf` part of it, or a
+                        // schema that constrains nothing (`{}`).
+                        let kinds = &property["type"];
+                        let constrains = ["type", "$ref", "oneOf", "anyOf", "allOf", "enum", "const"]
+                            .iter()
+                            .any(|key| property.get(*key).is_some());
+                        let nullable = kinds.as_array().is_some_and(|k| k.iter().any(|k| k == "null"))
+                            || property["oneOf"]
+                                .as_array()
+                                .is_some_and(|parts| parts.iter().any(|p| p["type"] == "null"))
+                            || !constrains;
+                        // A requirement that hangs on another member's value is the
+                        // description's to state ("Required for an `access` token").
+                        let conditional = property["description"]
+                            .as_str()
+                            .is_some_and(|text| text.starts_with("Required for"));
+                        if !conditional {
+                            into.push(Member {
+                                pointer: at.0.clone(),
+                                field: at.1.clone(),
+                                required: required.contains(name.as_str()),
+                                nullable,
+                            });
+                        }
+                        property
+                    }
+                    None => &schema["additionalProperties"],
+                };
+                members(doc, member, of, (&at.0, &at.1), into);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(first) = items.first() {
+                members(
+                    doc,
+                    first,
+                    &schema["items"],
+                    (&format!("{pointer}/0"), &format!("{field}[0]")),
+                    into,
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `body` without the member at `pointer`.
+fn without(body: &Value, pointer: &str) -> Value {
+    let mut body = body.clone();
+    let (parent, name) = pointer.rsplit_once('/').unwrap();
+    body.pointer_mut(parent).and_then(Value::as_object_mut).unwrap().remove(name);
+    body
+}
+
+/// The document says which members a request must carry and which may be `null`, and the API
+/// holds to it: every member a sample event's body carries (events/, at any depth), left out,
+/// is refused naming it (a 400) where its object's schema requires it and not refused for it
+/// where it does not; set to `null`, it is refused naming it where its schema does not allow
+/// `null`, and not refused for it where it does (an update's `null` that clears or removes).
+#[tokio::test]
+async fn what_a_request_must_carry_and_may_leave_null_is_what_the_document_says() {
+    let doc = document();
+    let seeded = seeded_store().await;
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
+        let Some(Ok(body)) = event["body"].as_str().map(serde_json::from_str::<Value>) else { continue };
+        let mut found = Vec::new();
+        let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
+        members(&doc, &body, schema, ("", ""), &mut found);
+        for member in found {
+            for (change, sent, refused) in [
+                ("left out", without(&body, &member.pointer), member.required),
+                ("null", with_value(&body, &member.pointer, Value::Null), !member.nullable),
+            ] {
+                let mut event = event.clone();
+                event["body"] = Value::String(sent.to_string());
+                let (status, answer) = run_event(seeded.path(), &function, &event).await;
+                let named = answer["field"].as_str().unwrap_or_default();
+                let names_it = status == 400
+                    && answer["type"] == "/problems/invalid-field"
+                    && if refused {
+                        same_field(named, &member.field)
+                    } else {
+                        named
+                            .strip_prefix(member.field.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+                    };
+                if names_it != refused {
+                    let document = match change {
+                        "left out" if member.required => "required",
+                        "left out" => "optional",
+                        _ if member.nullable => "nullable",
+                        _ => "not nullable",
+                    };
+                    wrong.push(format!(
+                        "{name} {} {change} (the document: {document}): {status} {answer}",
+                        member.field
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(
+        wrong,
+        Vec::<String>::new(),
+        "members the document and the API require or allow null differently"
+    );
+    assert!(checked > 100, "{checked} variants checked");
+}

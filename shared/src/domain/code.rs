@@ -75,17 +75,22 @@ pub struct CodeRecord {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCode {
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = true, nullable = false, min_length = 1, max_length = 255)]
     pub display_name: Option<String>,
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = true, nullable = false, value_type = Trigger)]
     pub trigger: Option<String>,
     /// JavaScript defining `handler(event, api)`; at most 100 KiB.
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = true, nullable = false, pattern = "\\S", max_length = 102400)]
     pub source: Option<String>,
     /// Milliseconds the run may take (default 5000).
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false, minimum = 1, maximum = 20000)]
     pub timeout_ms: Option<i64>,
     /// Whether it runs on its trigger (default false).
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }
@@ -95,14 +100,19 @@ pub struct CreateCode {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(min_properties = 1)]
 pub struct UpdateCode {
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false, min_length = 1, max_length = 255)]
     pub display_name: Option<String>,
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = false, nullable = false, value_type = Trigger)]
     pub trigger: Option<String>,
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false, pattern = "\\S", max_length = 102400)]
     pub source: Option<String>,
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false, minimum = 1, maximum = 20000)]
     pub timeout_ms: Option<i64>,
+    #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }

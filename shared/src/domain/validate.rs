@@ -19,6 +19,18 @@ impl FieldError {
     }
 }
 
+/// Reads an optional member that may be left out but not sent as `null`:
+/// `#[serde(default, deserialize_with = "validate::present")]`. Left out it is `None`; `null`
+/// is refused as the type's own value would be (a 400 naming the member), where a plain
+/// `Option` would take it for left out.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// A string of `min..=max` characters (Unicode scalar values), without control characters.
 pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), FieldError> {
     let len = value.chars().count();

@@ -165,6 +165,7 @@ pub struct ContentCreate {
     display_name: String,
     #[schema(max_length = 2000)]
     description: Option<String>,
+    #[schema(nullable = false)]
     content_map: Option<ContentMap>,
 }
 
@@ -179,47 +180,77 @@ pub struct ContentUpdate {
     display_name: Option<String>,
     #[schema(max_length = 2000)]
     description: Option<String>,
-    content_map: Option<ContentMap>,
+    #[schema(nullable = false)]
+    content_map: Option<ContentMapPatch>,
 }
 
 /// Screen texts: each key a screen (`consentScreen`, `instructionsScreen`,
 /// `loginIdentifierScreen`, ...), each screen an object of parts (`cardHeader` with `title` and
 /// `description`, `cardContent` with `mainContent` and `extraContent`, `cardFooter` with
 /// `caption1` and `caption2`, and `buttonLabels`, keys of 1 to 64 characters), each field a
-/// string.
-/// `null` removes a screen, part or field in an update.
+/// string. As a create sends it and every answer carries it: no `null` anywhere.
 pub struct ContentMap;
+
+/// Screen texts as an update merges them ([`ContentMap`]'s shape), where `null` removes a
+/// screen, part or field.
+pub struct ContentMapPatch;
+
+/// The schema of the screen texts; with `null` allowed for every screen, part and field where
+/// `removable` (an update's merge).
+fn content_map_schema(removable: bool) -> RefOr<Schema> {
+    let text = || {
+        let text = validate::text_schema(0, content::MAX_TEXT);
+        if removable {
+            text.schema_type(validate::or_null(Type::String))
+        } else {
+            text
+        }
+    };
+    let closed = || {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)))
+    };
+    // An object, or where `removable` also `null` (which removes it).
+    let or_null = |object: ObjectBuilder| -> Schema {
+        if removable {
+            OneOfBuilder::new().item(object).item(ObjectBuilder::new().schema_type(Type::Null)).into()
+        } else {
+            object.into()
+        }
+    };
+    let labels = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(validate::text_schema(1, content::MAX_BUTTON_KEY)))
+        .additional_properties(Some(text()));
+    let mut screen = closed().property("buttonLabels", or_null(labels));
+    for (part, fields) in content::PARTS {
+        let part_schema = fields.iter().fold(closed(), |o, field| o.property(*field, text()));
+        screen = screen.property(part, or_null(part_schema));
+    }
+    let screen = or_null(screen);
+    let map = content::SCREENS.iter().fold(closed(), |o, name| o.property(*name, screen.clone()));
+    let description = if removable {
+        "Screen texts to merge: screens, their parts, each field a string; `null` removes one"
+    } else {
+        "Screen texts: screens, their parts, each field a string"
+    };
+    RefOr::T(Schema::Object(map.description(Some(description)).build()))
+}
 
 impl utoipa::PartialSchema for ContentMap {
     fn schema() -> RefOr<Schema> {
-        let text =
-            || validate::text_schema(0, content::MAX_TEXT).schema_type(validate::or_null(Type::String));
-        let closed = || {
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)))
-        };
-        // An object or `null` (which removes it in an update).
-        let or_null = |object: ObjectBuilder| -> Schema {
-            OneOfBuilder::new().item(object).item(ObjectBuilder::new().schema_type(Type::Null)).into()
-        };
-        let labels = ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .property_names(Some(validate::text_schema(1, content::MAX_BUTTON_KEY)))
-            .additional_properties(Some(text()));
-        let mut screen = closed().property("buttonLabels", or_null(labels));
-        for (part, fields) in content::PARTS {
-            let part_schema = fields.iter().fold(closed(), |o, field| o.property(*field, text()));
-            screen = screen.property(part, or_null(part_schema));
-        }
-        let screen = or_null(screen);
-        let map = content::SCREENS.iter().fold(closed(), |o, name| o.property(*name, screen.clone()));
-        RefOr::T(Schema::Object(
-            map.description(Some("Screen texts: screens, their parts, each field a string")).build(),
-        ))
+        content_map_schema(false)
     }
 }
 
+impl utoipa::PartialSchema for ContentMapPatch {
+    fn schema() -> RefOr<Schema> {
+        content_map_schema(true)
+    }
+}
+
+impl utoipa::ToSchema for ContentMapPatch {}
 impl utoipa::ToSchema for ContentMap {}
 
 /// A content customization in full.

@@ -81,14 +81,17 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         Err(err) => {
             let path = err.path().to_string();
             let inner = err.into_inner();
-            return Err(json_problem(&path, &inner));
+            // serde_json reports some values of the wrong kind (a `null` or a number where an
+            // enum's name goes) as a syntax error; the body is valid JSON all the same.
+            let valid = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+            return Err(json_problem(&path, &inner, valid));
         }
     };
     de.end().map_err(|_| Problem::malformed_body("unexpected data after the JSON value"))?;
     Ok(value)
 }
 
-fn json_problem(path: &str, err: &serde_json::Error) -> Problem {
+fn json_problem(path: &str, err: &serde_json::Error, valid_json: bool) -> Problem {
     use serde_json::error::Category;
     let mut message = err.to_string();
     if let Some(at) = message.rfind(" at line ") {
@@ -98,6 +101,10 @@ fn json_problem(path: &str, err: &serde_json::Error) -> Problem {
         message = message.replace(&format!("expected {rust_type}"), "expected an integer");
     }
     match err.classify() {
+        Category::Syntax if valid_json => {
+            let field = if path == "." { "body" } else { path };
+            Problem::invalid(field, "is a value of the wrong kind")
+        }
         Category::Syntax | Category::Eof | Category::Io => {
             Problem::malformed_body(format!("not valid JSON ({message})"))
         }

@@ -234,6 +234,25 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
     // Auth is checked before the body: a bad body without a token is still a 401.
     let r = h.client.send_raw("POST", "/cc/api/apps", None, json, "{").await;
     r.problem(401, codes::MISSING_CREDENTIALS);
+    // Valid JSON with a value of the wrong kind where an enum's name goes is no malformed body:
+    // serde_json calls it a syntax error, the answer names the member.
+    for kind in ["null", "7", "[]"] {
+        let body = format!("{{\"kind\": {kind}}}");
+        let r = h.client.send_raw("POST", "/cc/api/tokens", admin, json, body).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "kind", "kind: {kind}");
+    }
+    // A member the document does not allow `null` for is refused as `null`, not taken for left out.
+    let tenant = h.app().await;
+    let create = json!({"displayName": "n", "trigger": "oob.start", "source": "async function handler() {}"});
+    for member in ["timeoutMs", "enabled", "displayName"] {
+        let mut body = create.clone();
+        body[member] = Value::Null;
+        let r = h.as_tenant(&tenant, "POST", "/code-customization", Some(body)).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], member);
+    }
+    assert_eq!(h.as_tenant(&tenant, "POST", "/code-customization", Some(create)).await.status, 201);
+    let r = h.as_tenant(&tenant, "POST", "/code-customization/1", Some(json!({"timeoutMs": null}))).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "timeoutMs");
 }
 
 pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
