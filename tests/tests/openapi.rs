@@ -1209,3 +1209,61 @@ async fn what_a_request_must_carry_and_may_leave_null_is_what_the_document_says(
     );
     assert!(checked > 100, "{checked} variants checked");
 }
+
+/// `event` without its `location` (`query` or `header`) parameter `name`; `None` where it does
+/// not carry it.
+fn without_parameter(event: &Value, location: &str, name: &str) -> Option<Value> {
+    let mut event = event.clone();
+    match location {
+        "query" => {
+            let raw = event["rawQueryString"].as_str().unwrap_or_default().to_owned();
+            let pairs: Vec<&str> = raw.split('&').filter(|pair| !pair.is_empty()).collect();
+            let kept: Vec<&str> =
+                pairs.iter().copied().filter(|pair| pair.split('=').next() != Some(name)).collect();
+            if kept.len() == pairs.len() {
+                return None;
+            }
+            event["rawQueryString"] = Value::from(kept.join("&"));
+            event["queryStringParameters"].as_object_mut()?.remove(name);
+        }
+        "header" => {
+            event["headers"].as_object_mut()?.remove(&name.to_lowercase())?;
+        }
+        _ => return None,
+    }
+    Some(event)
+}
+
+/// The document says which parameters a request must carry, and the API holds to it: every
+/// query and header parameter a sample event carries (events/), left out, is refused naming it
+/// (a 400) where the document requires it, and not refused for it where it does not, but one
+/// whose description makes it required on a condition ("Required for a global admin token").
+#[tokio::test]
+async fn a_parameter_is_required_where_the_document_says_so() {
+    let doc = document();
+    let seeded = seeded_store().await;
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
+        for parameter in operation["parameters"].as_array().into_iter().flatten() {
+            let (location, parameter_name) =
+                (parameter["in"].as_str().unwrap(), parameter["name"].as_str().unwrap());
+            let conditional =
+                parameter["description"].as_str().is_some_and(|text| text.starts_with("Required for"));
+            let Some(event) = without_parameter(&event, location, parameter_name).filter(|_| !conditional)
+            else {
+                continue;
+            };
+            let required = parameter["required"] == true;
+            let (status, answer) = run_event(seeded.path(), &function, &event).await;
+            let names_it = status == 400
+                && answer["field"].as_str().is_some_and(|field| field.eq_ignore_ascii_case(parameter_name));
+            if names_it != required {
+                let document = if required { "required" } else { "optional" };
+                wrong.push(format!("{name} {location} {parameter_name} left out (the document: {document}): {status} {answer}"));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new(), "parameters the document and the API require differently");
+    assert!(checked >= 8, "{checked} parameters checked");
+}

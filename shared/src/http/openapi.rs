@@ -344,8 +344,9 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
             .parameter_in(ParameterIn::Header)
             .required(Required::False)
             .description(Some(
-                "The app a global admin token acts for. A token of one app (a scoped admin's, an access token) must be \
-                 that app's; where the operation also takes an `appId`, the two must agree.",
+                "Required for a global admin token where the operation takes no `appId`: the app it acts for. A token \
+                 of one app (a scoped admin's, an access token) must be that app's; where the operation also takes an \
+                 `appId`, the two must agree.",
             ))
             .schema(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(AppId::PATTERN))))
             .build();
