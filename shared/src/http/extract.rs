@@ -474,11 +474,16 @@ pub struct Access {
 impl Access {
     /// 403 unless the token belongs to `app_id`.
     pub fn require_app(&self, app_id: &str) -> Result<(), Problem> {
-        if self.app_id.as_str() == app_id {
-            Ok(())
-        } else {
-            Err(Problem::of(&errors::OTHER_TENANT).detail("the access token belongs to another app"))
-        }
+        require_own_app(&self.app_id, app_id)
+    }
+}
+
+/// 403 (1100004) unless `app_id` is `own`, the app of the caller's access token.
+pub fn require_own_app(own: &AppId, app_id: &str) -> Result<(), Problem> {
+    if own.as_str() == app_id {
+        Ok(())
+    } else {
+        Err(Problem::of(&errors::OTHER_TENANT).detail("the access token belongs to another app"))
     }
 }
 

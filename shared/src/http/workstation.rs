@@ -9,7 +9,7 @@
 //! `complete` must send it as `sessionId`. The rules live in [`crate::domain::enrollment`] and
 //! [`crate::domain::pairing`]; these handlers parse, call, persist and answer.
 
-use super::extract::{beside_input, named_app, Access, ApiJson, ApiQuery, Caller};
+use super::extract::{beside_input, named_app, require_own_app, Access, ApiJson, ApiQuery, Caller};
 use super::offline;
 use super::offline::OpenPins;
 use super::problem::Problem;
@@ -598,9 +598,8 @@ async fn unpair(
     let key = PairingKey::try_from(query)?;
     let (app, owner, source) = match caller {
         Caller::Access { app_id, token } => {
-            if named_app.as_ref().is_some_and(|named| *named != app_id) {
-                return Err(Problem::of(&super::errors::OTHER_TENANT)
-                    .detail("the access token belongs to another app"));
+            if let Some(named) = &named_app {
+                require_own_app(&app_id, named.as_str())?;
             }
             (app_id, Some(token.token_id.clone()), format!("workstation:{}", token.token_id))
         }
