@@ -566,14 +566,11 @@ async fn every_bound_the_document_states_is_the_one_the_api_checks() {
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
-        let Some(body) = event["body"].as_str() else { continue };
-        assert_ne!(event["isBase64Encoded"], true, "{name}: a JSON sample body is sent as text");
+    for Sample { name, event, function, body, body_schema, .. } in request_samples(&doc) {
+        let Some(body) = body else { continue };
         let (name, function) = (name.as_str(), function.as_str());
-        let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
-        let body: Value = serde_json::from_str(body).unwrap();
         let mut values = Vec::new();
-        bounded_values(&doc, Some(&body), schema, ("", ""), &mut values);
+        bounded_values(&doc, Some(&body), &body_schema, ("", ""), &mut values);
         for value in values {
             for (sent, refused) in value.variants(PARSED.contains(&value.field.as_str())) {
                 let mut event = event.clone();
@@ -612,10 +609,12 @@ async fn every_bound_the_document_states_is_the_one_the_api_checks() {
 /// other's list or map (`pinIds` for `pinIds[0]`, `additionalDetails` for
 /// `additionalDetails.reason`).
 fn same_field(refused: &str, field: &str) -> bool {
-    let within = |inner: &str, outer: &str| {
-        inner.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-    };
     within(refused, field) || within(field, refused)
+}
+
+/// Whether the field `inner` is `outer` or lies within it (`offline.tokens`, `pinIds[0]`).
+fn within(inner: &str, outer: &str) -> bool {
+    inner.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// A sample event (events/) of an API Gateway request: its file name, the event, the function
@@ -626,6 +625,10 @@ struct Sample {
     function: String,
     template: String,
     operation: Value,
+    /// The event's body, parsed: every sample body is JSON, sent as text.
+    body: Option<Value>,
+    /// The schema of the operation's JSON request body (`null` where it takes none).
+    body_schema: Value,
 }
 
 /// Every sample event of an API Gateway request, in name order; each is an HTTP API (v2) event
@@ -643,7 +646,10 @@ fn request_samples(doc: &Value) -> Vec<Sample> {
             let template = template_of(doc, &method, path).unwrap_or_else(|| panic!("{name}: no operation"));
             let operation = doc["paths"][&template][method.to_lowercase()].clone();
             let function = name.split('.').next().unwrap().to_owned();
-            Some(Sample { name, event, function, template, operation })
+            assert_ne!(event["isBase64Encoded"], true, "{name}: a JSON sample body is sent as text");
+            let body = event["body"].as_str().map(|text| serde_json::from_str(text).expect("a JSON body"));
+            let body_schema = operation["requestBody"]["content"]["application/json"]["schema"].clone();
+            Some(Sample { name, event, function, template, operation, body, body_schema })
         })
         .collect();
     samples.sort_by(|a, b| a.name.cmp(&b.name));
@@ -880,7 +886,7 @@ async fn every_bound_the_document_states_on_a_parameter_is_the_one_the_api_check
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for Sample { name, event, function, template, operation } in request_samples(&doc) {
+    for Sample { name, event, function, template, operation, .. } in request_samples(&doc) {
         let (name, function) = (name.as_str(), function.as_str());
         for parameter in operation["parameters"].as_array().into_iter().flatten() {
             let (location, parameter_name) =
@@ -1010,25 +1016,93 @@ async fn every_answer_carries_only_what_the_document_states() {
     assert!(checked > 40, "{checked} answers checked");
 }
 
-/// Every object with stated properties in `value` (a body, or a part of it, at `pointer`)
-/// against `schema`: its pointer, and whether the schema closes it (`additionalProperties:
-/// false`). A map (entries of a stated schema) is neither, and not listed.
-fn objects(doc: &Value, value: &Value, schema: &Value, pointer: &str, into: &mut Vec<(String, bool)>) {
+/// A value in a request body, where it is, and what the document says of it.
+struct Node {
+    pointer: String,
+    /// Its name as a refusal names it (`offline.tokens`, `pinIds[0]`).
+    field: String,
+    value: Value,
+    /// Its schema, a `$ref` followed and a nullable `oneOf` reduced.
+    schema: Value,
+    /// As its object states it, where it is a property: the property's schema and whether the
+    /// object requires it (`None` for the body itself, a map's entry, a list's item).
+    stated: Option<(Value, bool)>,
+}
+
+impl Node {
+    /// An object with stated properties: whether its schema closes it (`additionalProperties:
+    /// false`). `None` for anything else (a map of entries of a stated schema is neither).
+    fn closed(&self) -> Option<bool> {
+        let properties = self.schema["properties"].as_object().is_some_and(|p| !p.is_empty());
+        (self.value.is_object() && properties).then(|| self.schema["additionalProperties"] == false)
+    }
+
+    /// A property: whether its object requires it and its schema allows `null` (a type list
+    /// with it, a `oneOf` part of it, or a schema that constrains nothing, `{}`). `None` for
+    /// anything else, and for a property whose description makes it required on a condition
+    /// ("Required for an `access` token"): that is the description's to state.
+    fn member(&self) -> Option<(bool, bool)> {
+        let (property, required) = self.stated.as_ref()?;
+        if property["description"].as_str().is_some_and(|text| text.starts_with("Required for")) {
+            return None;
+        }
+        let constrains = ["type", "$ref", "oneOf", "anyOf", "allOf", "enum", "const"]
+            .iter()
+            .any(|key| property.get(*key).is_some());
+        let nullable = property["type"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "null"))
+            || property["oneOf"].as_array().is_some_and(|parts| parts.iter().any(|p| p["type"] == "null"))
+            || !constrains;
+        Some((*required, nullable))
+    }
+}
+
+/// Every value of `value` (a body, or a part of it, at `pointer`, named `field`) against
+/// `schema` (`stated` by its object, if a property), itself first, at any depth; a list's first
+/// item stands for all.
+fn nodes(
+    doc: &Value,
+    value: &Value,
+    schema: &Value,
+    at: (&str, &str),
+    stated: Option<(Value, bool)>,
+    into: &mut Vec<Node>,
+) {
+    let (pointer, field) = at;
     let schema = concrete(doc, schema);
+    into.push(Node {
+        pointer: pointer.to_owned(),
+        field: field.to_owned(),
+        value: value.clone(),
+        schema: schema.clone(),
+        stated,
+    });
     match value {
         Value::Object(members) => {
             let properties = schema["properties"].as_object().cloned().unwrap_or_default();
-            if !properties.is_empty() {
-                into.push((pointer.to_owned(), schema["additionalProperties"] == false));
-            }
+            let required: BTreeSet<&str> =
+                schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             for (name, member) in members {
-                let of = properties.get(name).unwrap_or(&schema["additionalProperties"]);
-                objects(doc, member, of, &format!("{pointer}/{name}"), into);
+                let at = (
+                    format!("{pointer}/{name}"),
+                    if field.is_empty() { name.clone() } else { format!("{field}.{name}") },
+                );
+                let (of, stated) = match properties.get(name) {
+                    Some(property) => (property, Some((property.clone(), required.contains(name.as_str())))),
+                    None => (&schema["additionalProperties"], None),
+                };
+                nodes(doc, member, of, (&at.0, &at.1), stated, into);
             }
         }
         Value::Array(items) => {
             if let Some(first) = items.first() {
-                objects(doc, first, &schema["items"], &format!("{pointer}/0"), into);
+                nodes(
+                    doc,
+                    first,
+                    &schema["items"],
+                    (&format!("{pointer}/0"), &format!("{field}[0]")),
+                    None,
+                    into,
+                );
             }
         }
         _ => {}
@@ -1045,17 +1119,13 @@ async fn a_request_body_is_closed_where_the_document_says_so() {
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
     const ADDED: &str = "notInTheDocument";
-    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
-        let Some(Ok(body)) = event["body"].as_str().map(serde_json::from_str::<Value>) else { continue };
+    for Sample { name, event, function, body, body_schema, .. } in request_samples(&doc) {
+        let Some(body) = body else { continue };
         let mut found = Vec::new();
-        objects(
-            &doc,
-            &body,
-            &operation["requestBody"]["content"]["application/json"]["schema"],
-            "",
-            &mut found,
-        );
-        for (pointer, closed) in found {
+        nodes(&doc, &body, &body_schema, ("", ""), None, &mut found);
+        for (pointer, closed) in
+            found.into_iter().filter_map(|node| Some((node.pointer.clone(), node.closed()?)))
+        {
             let mut event = event.clone();
             let changed = with_value(&body, &format!("{pointer}/{ADDED}"), Value::Bool(true));
             event["body"] = Value::String(changed.to_string());
@@ -1070,79 +1140,6 @@ async fn a_request_body_is_closed_where_the_document_says_so() {
     }
     assert_eq!(wrong, Vec::<String>::new(), "request objects the document and the API close differently");
     assert!(checked > 30, "{checked} objects checked");
-}
-
-/// A member of a request body: where it is, its name as a refusal names it, and whether its
-/// object's schema requires it and its own schema allows `null`.
-struct Member {
-    pointer: String,
-    field: String,
-    required: bool,
-    nullable: bool,
-}
-
-/// Every member of `value` (a body, or a part of it, at `pointer`, named `field`) that its
-/// object's schema states as a property, at any depth (a list's first item stands for all), but
-/// one whose description makes it required on a condition.
-fn members(doc: &Value, value: &Value, schema: &Value, at: (&str, &str), into: &mut Vec<Member>) {
-    let (pointer, field) = at;
-    let schema = concrete(doc, schema);
-    match value {
-        Value::Object(present) => {
-            let properties = schema["properties"].as_object().cloned().unwrap_or_default();
-            let required: BTreeSet<&str> =
-                schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-            for (name, member) in present {
-                let at = (
-                    format!("{pointer}/{name}"),
-                    if field.is_empty() { name.clone() } else { format!("{field}.{name}") },
-                );
-                let of = match properties.get(name) {
-                    Some(property) => {
-                        // `null` is allowed by a type list with it, a `oneOf` part of it, or a
-                        // schema that constrains nothing (`{}`).
-                        let kinds = &property["type"];
-                        let constrains = ["type", "$ref", "oneOf", "anyOf", "allOf", "enum", "const"]
-                            .iter()
-                            .any(|key| property.get(*key).is_some());
-                        let nullable = kinds.as_array().is_some_and(|k| k.iter().any(|k| k == "null"))
-                            || property["oneOf"]
-                                .as_array()
-                                .is_some_and(|parts| parts.iter().any(|p| p["type"] == "null"))
-                            || !constrains;
-                        // A requirement that hangs on another member's value is the
-                        // description's to state ("Required for an `access` token").
-                        let conditional = property["description"]
-                            .as_str()
-                            .is_some_and(|text| text.starts_with("Required for"));
-                        if !conditional {
-                            into.push(Member {
-                                pointer: at.0.clone(),
-                                field: at.1.clone(),
-                                required: required.contains(name.as_str()),
-                                nullable,
-                            });
-                        }
-                        property
-                    }
-                    None => &schema["additionalProperties"],
-                };
-                members(doc, member, of, (&at.0, &at.1), into);
-            }
-        }
-        Value::Array(items) => {
-            if let Some(first) = items.first() {
-                members(
-                    doc,
-                    first,
-                    &schema["items"],
-                    (&format!("{pointer}/0"), &format!("{field}[0]")),
-                    into,
-                );
-            }
-        }
-        _ => {}
-    }
 }
 
 /// `body` without the member at `pointer`.
@@ -1163,15 +1160,14 @@ async fn what_a_request_must_carry_and_may_leave_null_is_what_the_document_says(
     let doc = document();
     let seeded = seeded_store().await;
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for Sample { name, event, function, operation, .. } in request_samples(&doc) {
-        let Some(Ok(body)) = event["body"].as_str().map(serde_json::from_str::<Value>) else { continue };
+    for Sample { name, event, function, body, body_schema, .. } in request_samples(&doc) {
+        let Some(body) = body else { continue };
         let mut found = Vec::new();
-        let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
-        members(&doc, &body, schema, ("", ""), &mut found);
-        for member in found {
+        nodes(&doc, &body, &body_schema, ("", ""), None, &mut found);
+        for (member, (required, nullable)) in found.iter().filter_map(|node| Some((node, node.member()?))) {
             for (change, sent, refused) in [
-                ("left out", without(&body, &member.pointer), member.required),
-                ("null", with_value(&body, &member.pointer, Value::Null), !member.nullable),
+                ("left out", without(&body, &member.pointer), required),
+                ("null", with_value(&body, &member.pointer, Value::Null), !nullable),
             ] {
                 let mut event = event.clone();
                 event["body"] = Value::String(sent.to_string());
@@ -1179,18 +1175,12 @@ async fn what_a_request_must_carry_and_may_leave_null_is_what_the_document_says(
                 let named = answer["field"].as_str().unwrap_or_default();
                 let names_it = status == 400
                     && answer["type"] == "/problems/invalid-field"
-                    && if refused {
-                        same_field(named, &member.field)
-                    } else {
-                        named
-                            .strip_prefix(member.field.as_str())
-                            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-                    };
+                    && if refused { same_field(named, &member.field) } else { within(named, &member.field) };
                 if names_it != refused {
                     let document = match change {
-                        "left out" if member.required => "required",
+                        "left out" if required => "required",
                         "left out" => "optional",
-                        _ if member.nullable => "nullable",
+                        _ if nullable => "nullable",
                         _ => "not nullable",
                     };
                     wrong.push(format!(
