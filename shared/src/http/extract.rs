@@ -2,6 +2,7 @@
 
 use super::errors;
 use super::problem::Problem;
+use super::strict_json::Strict;
 use super::AppState;
 use crate::domain::apps::{AppId, ControlError};
 use crate::domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
@@ -28,7 +29,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// An optional JSON body: none at all is `None`; anything else is held to [`ApiJson`]'s rules.
+/// An optional JSON body: none at all, or `null`, is `None`; anything else is held to
+/// [`ApiJson`]'s rules.
 pub struct MaybeJson<T>(pub Option<T>);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for MaybeJson<T> {
@@ -42,7 +44,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for MaybeJson<T> {
         if !json {
             return Err(Problem::unsupported_media_type());
         }
-        parse_json(&bytes).map(|v| MaybeJson(Some(v)))
+        parse_json(&bytes).map(MaybeJson)
     }
 }
 
@@ -76,7 +78,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         return Err(Problem::malformed_body("a JSON object is required"));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = match serde_path_to_error::deserialize::<_, T>(&mut de) {
+    let value = match serde_path_to_error::deserialize::<_, T>(Strict(&mut de)) {
         Ok(value) => value,
         Err(err) => {
             let path = err.path().to_string();
@@ -99,6 +101,10 @@ fn json_problem(path: &str, err: &serde_json::Error, valid_json: bool) -> Proble
     }
     for rust_type in ["i64", "u64", "i32", "u32", "usize", "u16", "u8"] {
         message = message.replace(&format!("expected {rust_type}"), "expected an integer");
+    }
+    // "expected struct LinkOptions": the body's type is ours, not the caller's.
+    if let Some(at) = message.find("expected struct ") {
+        message.replace_range(at.., "expected an object");
     }
     match err.classify() {
         Category::Syntax if valid_json => {

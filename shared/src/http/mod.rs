@@ -14,6 +14,7 @@ pub mod oob;
 pub mod openapi;
 pub mod problem;
 pub mod registration;
+mod strict_json;
 pub mod workstation;
 
 use crate::backend::{Backend, Services};

@@ -253,6 +253,25 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
     assert_eq!(h.as_tenant(&tenant, "POST", "/code-customization", Some(create)).await.status, 201);
     let r = h.as_tenant(&tenant, "POST", "/code-customization/1", Some(json!({"timeoutMs": null}))).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "timeoutMs");
+    // An object is no array, though serde reads a struct from one by position; at any depth.
+    let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, r#"["byPosition", "x"]"#).await;
+    let problem = r.problem(400, codes::INVALID_FIELD);
+    assert_eq!(problem["field"], "body");
+    assert!(problem["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("body: invalid type: sequence, expected an object"));
+    assert_eq!(h.admin("GET", "/cc/api/apps/byPosition", None).await.status, 404);
+    let settings = format!("/cc/api/apps/{tenant}/workstation");
+    let r = h.admin("PUT", &settings, Some(json!({"offlineAccess": []}))).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "offlineAccess");
+    assert_eq!(h.admin("PUT", &settings, Some(json!({"offlineAccess": {}}))).await.status, 200);
+    // An optional body may be `null`, as the document allows: no options.
+    let link = format!("/cc/api/apps/{tenant}/users/alice%40example.com/registration-links");
+    let r = h.client.send_raw("POST", &link, admin, json, "null").await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = h.client.send_raw("POST", &link, admin, json, "[null, null]").await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "body");
 }
 
 pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {

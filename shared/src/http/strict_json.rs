@@ -1,0 +1,270 @@
+//! serde's derived structs accept a JSON array as well as an object, its members taken by
+//! position: `[null, null]` is read as `{"expiresInSecs": null, "machineUserNameWS": null}`.
+//! The document allows an object only, so [`Strict`] wraps a deserializer and reads every
+//! struct, at any depth, as a map: an array there is refused as a value of the wrong type.
+//!
+//! Everything else is passed through unchanged; every value handed on (an option's content, a
+//! list's items, a map's values) is wrapped again, so the rule holds all the way down.
+
+use serde::de::{
+    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+};
+use std::fmt;
+
+/// A deserializer whose structs come from objects only.
+pub struct Strict<D>(pub D);
+
+/// A visitor, seed or access of the deserializer below, wrapped so that what it hands on is
+/// [`Strict`] too.
+struct Wrap<T>(T);
+
+macro_rules! forward_deserialize {
+    ($($method:ident)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+            self.0.$method(Wrap(visitor))
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+    type Error = D::Error;
+
+    forward_deserialize! {
+        deserialize_any deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32
+        deserialize_i64 deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32
+        deserialize_u64 deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char
+        deserialize_str deserialize_string deserialize_bytes deserialize_byte_buf
+        deserialize_option deserialize_unit deserialize_seq deserialize_map
+        deserialize_identifier deserialize_ignored_any
+    }
+
+    /// The one change: a struct is read as a map, which an array is not.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(Wrap(visitor))
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, Wrap(visitor))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, Wrap(visitor))
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, Wrap(visitor))
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple_struct(name, len, Wrap(visitor))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_enum(name, variants, Wrap(visitor))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+macro_rules! forward_visit {
+    ($($method:ident($ty:ty))*) => {$(
+        fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
+            self.0.$method(v)
+        }
+    )*};
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        self.0.expecting(formatter)
+    }
+
+    forward_visit! {
+        visit_bool(bool) visit_i8(i8) visit_i16(i16) visit_i32(i32) visit_i64(i64)
+        visit_i128(i128) visit_u8(u8) visit_u16(u16) visit_u32(u32) visit_u64(u64)
+        visit_u128(u128) visit_f32(f32) visit_f64(f64) visit_char(char) visit_str(&str)
+        visit_borrowed_str(&'de str) visit_string(String) visit_bytes(&[u8])
+        visit_borrowed_bytes(&'de [u8]) visit_byte_buf(Vec<u8>)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.0.visit_some(Strict(deserializer))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.0.visit_newtype_struct(Strict(deserializer))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.0.visit_seq(Wrap(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(Wrap(map))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.0.visit_enum(Wrap(data))
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Wrap<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(Strict(deserializer))
+    }
+}
+
+impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(Wrap(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(Wrap(seed))
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.next_value_seed(Wrap(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+    type Variant = Wrap<A::Variant>;
+
+    fn variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<(T::Value, Self::Variant), A::Error> {
+        let (value, variant) = self.0.variant_seed(Wrap(seed))?;
+        Ok((value, Wrap(variant)))
+    }
+}
+
+impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(Wrap(seed))
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, Wrap(visitor))
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        self.0.struct_variant(fields, Wrap(visitor))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Strict;
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Inner {
+        a: u32,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Outer {
+        name: String,
+        inner: Option<Inner>,
+        #[serde(default)]
+        items: Vec<Inner>,
+        #[serde(default)]
+        any: Option<Value>,
+    }
+
+    fn strict<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        T::deserialize(Strict(&mut de)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn objects_read_as_before_at_any_depth() {
+        let text = r#"{"name": "n", "inner": {"a": 1}, "items": [{"a": 2}], "any": [1, {"b": null}]}"#;
+        let plain: Outer = serde_json::from_str(text).unwrap();
+        assert_eq!(strict::<Outer>(text).unwrap(), plain);
+        assert_eq!(strict::<Outer>(r#"{"name": "n", "inner": null}"#).unwrap().inner, None);
+        assert_eq!(strict::<Option<Inner>>("null").unwrap(), None);
+        assert_eq!(strict::<Value>("[1, 2.5, \"x\", true]").unwrap(), serde_json::json!([1, 2.5, "x", true]));
+    }
+
+    #[test]
+    fn an_array_is_no_struct_at_any_depth() {
+        // Plain serde takes each of these, the members by position.
+        assert!(serde_json::from_str::<Outer>(r#"["n", [1], [], null]"#).is_ok());
+        for text in [r#"["n", null]"#, r#"{"name": "n", "inner": [1]}"#, r#"{"name": "n", "items": [[2]]}"#] {
+            let err = strict::<Outer>(text).unwrap_err();
+            assert!(err.contains("invalid type: sequence, expected struct"), "{text}: {err}");
+        }
+        assert!(strict::<Option<Inner>>("[1]").is_err());
+    }
+
+    #[test]
+    fn other_mismatches_are_refused_as_before() {
+        for text in [r#"{"name": 1}"#, r#"{"name": "n", "inner": {"a": -1}}"#, r#"{"inner": {"a": 1}}"#] {
+            let plain = serde_json::from_str::<Outer>(text).unwrap_err().to_string();
+            assert_eq!(strict::<Outer>(text).unwrap_err(), plain, "{text}");
+        }
+    }
+}
