@@ -30,8 +30,10 @@ KNOWN = {
     "appId": [APP],
     "namedUser": ["alice@example.com"],
     "deviceId": ["alice-tablet", "alice-old-phone"],
-    "id": ["1", "2"],
-    "version": ["1"],
+    # As integers, as the document types them: a negative case whose id this replaces is then
+    # seen as made valid again, not as an invalid id the API took.
+    "id": [1, 2],
+    "version": [1],
 }
 # The phone the sample device token belongs to, paired with both sample workstations.
 PHONE = "alice-pixel-9"

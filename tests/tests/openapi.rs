@@ -4,7 +4,7 @@
 //! `UPDATE_OPENAPI=1 cargo test -p rp-tests --test openapi` rewrites the checked-in copy.
 
 use rp_shared::backend::Backend;
-use rp_shared::domain::validate;
+use rp_shared::domain::{devices, validate};
 use rp_shared::http::{self, openapi, AppState, HttpConfig};
 use rp_shared::testing::http::TestClient;
 use serde_json::Value;
@@ -200,11 +200,19 @@ fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
         "deviceId" | "machineId" => Some(device),
         _ => None,
     };
+    // In a path or a query only: `devices::named_user` (a body's `namedUser` is looked up, as
+    // free text) and `Cursor::encode` (base64url).
+    let parameter_only = |name: &str| match name {
+        "namedUser" => Some(devices::NAMED_USER_PATTERN),
+        "cursor" => Some("^[A-Za-z0-9_-]+$"),
+        _ => None,
+    };
     let doc = document();
     let mut checked = 0;
     for (method, path, operation) in operations(&doc) {
         for parameter in operation["parameters"].as_array().into_iter().flatten() {
-            if let Some(pattern) = wanted(parameter["name"].as_str().unwrap()) {
+            let name = parameter["name"].as_str().unwrap();
+            if let Some(pattern) = wanted(name).or_else(|| parameter_only(name)) {
                 assert_eq!(parameter["schema"]["pattern"], pattern, "{method} {path} {}", parameter["name"]);
                 checked += 1;
             }
@@ -225,6 +233,28 @@ fn every_identifier_a_request_names_has_the_pattern_the_api_checks() {
         }
     }
     assert!(checked > 30, "{checked} identifiers checked");
+}
+
+/// The pattern the document states for a user name in a path is `devices::named_user`'s rule:
+/// each character alone, and at the start, the end and in the middle of a name, is allowed by
+/// both or refused by both.
+#[test]
+fn the_user_name_pattern_is_the_rule_the_api_checks() {
+    let pattern = regex::Regex::new(devices::NAMED_USER_PATTERN).unwrap();
+    let (mut wrong, mut checked) = (Vec::new(), 0);
+    let odd = ['\u{feff}', '\u{2028}', '\u{3000}', '\u{1f600}', '\u{10ffff}'];
+    for c in (0..0x3100).filter_map(char::from_u32).chain(odd) {
+        for name in [c.to_string(), format!("a{c}"), format!("{c}a"), format!("a{c}b")] {
+            let (documented, checks) =
+                (pattern.is_match(&name), devices::named_user("namedUser", &name).is_ok());
+            if documented != checks {
+                wrong.push(format!("{name:?}: the document {documented}, the API {checks}"));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new());
+    assert!(checked > 40_000, "{checked} names checked");
 }
 
 /// `schema` with its `$ref`s followed and its `allOf` parts merged into one object schema.
@@ -712,7 +742,7 @@ fn in_class(class: &str, c: char) -> bool {
 
 /// A string parameter's form: an optional first character's class, then `min..=max` characters
 /// of another, as a pattern `^[first][rest]{min,max}$` or `^[rest]{n}$` states it, or a plain
-/// length.
+/// length (also beside a pattern of another shape: the text's, a user name's).
 struct Form {
     first: Option<String>,
     rest: String,
@@ -722,7 +752,7 @@ struct Form {
 
 impl Form {
     fn of(schema: &Value) -> Option<Form> {
-        if let Some(pattern) = schema["pattern"].as_str() {
+        let by_pattern = |pattern: &str| {
             let inner = pattern.strip_prefix('^')?.strip_suffix('$')?;
             let (classes, counts) = inner.strip_suffix('}')?.rsplit_once('{')?;
             let (min, max) = match counts.split_once(',') {
@@ -730,13 +760,16 @@ impl Form {
                 None => (counts.parse().ok()?, counts.parse().ok()?),
             };
             let classes: Vec<&str> = classes.strip_prefix('[')?.strip_suffix(']')?.split("][").collect();
-            return match classes[..] {
+            match classes[..] {
                 [rest] => Some(Form { first: None, rest: rest.to_owned(), min, max }),
                 [first, rest] => {
                     Some(Form { first: Some(first.to_owned()), rest: rest.to_owned(), min, max })
                 }
                 _ => None,
-            };
+            }
+        };
+        if let Some(form) = schema["pattern"].as_str().and_then(by_pattern) {
+            return Some(form);
         }
         let max = schema["maxLength"].as_u64()? as usize;
         let min = schema["minLength"].as_u64().unwrap_or(0) as usize;

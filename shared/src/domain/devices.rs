@@ -10,11 +10,16 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// [`named_user`]'s rule (but its length) as the document states it, a pattern that reads the
+/// same to JSON Schema (ECMA-262), Python and Rust regular expressions.
+pub const NAMED_USER_PATTERN: &str = r"^[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]([^#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]*[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F])?$";
+
 /// A user name as registered (`alice@example.com`): 1 to 255 characters, no control characters,
 /// no `/`, `#` or whitespace at either end.
 pub fn named_user(field: &str, value: &str) -> Result<String, FieldError> {
     validate::text(field, value, 1, 255)?;
-    if value.trim() != value {
+    // U+FEFF is white space to a JSON Schema pattern's `\s`, as the document states the rule.
+    if value.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}') != value {
         return Err(FieldError::new(field, "must not start or end with white space"));
     }
     if value.contains(['#', '/']) {

@@ -56,6 +56,24 @@ pub struct AppIdPath {
     app_id: String,
 }
 
+/// `{appId}` and `{namedUser}` of a user in a path, as [`AppId::parse`] and
+/// [`devices::named_user`](crate::domain::devices::named_user) check them (its pattern is
+/// `devices::NAMED_USER_PATTERN`).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct UserPath {
+    #[param(rename = "appId", pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
+    app_id: String,
+    #[param(
+        rename = "namedUser",
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]([^#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]*[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F])?$"
+    )]
+    named_user: String,
+}
+
 /// `{id}` of a content or code customization in a path, as `validate::positive_id` checks it.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
@@ -85,6 +103,7 @@ pub struct ListParams {
     #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
     /// The `nextCursor` of the page before.
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     pub cursor: Option<String>,
 }
 

@@ -321,7 +321,9 @@ async fn restore(
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TestRun {
+    /// The event the customization's handler gets; `{}` when left out or `null`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub event: Option<Value>,
 }
 

@@ -176,7 +176,7 @@ pub struct ContentCreate {
 #[serde(deny_unknown_fields)] // For the schema: `content::parse_patch` refuses other fields.
 #[allow(dead_code)] // Read only by the schema derive.
 pub struct ContentUpdate {
-    #[schema(min_length = 1, max_length = 255)]
+    #[schema(min_length = 1, max_length = 255, nullable = false)]
     display_name: Option<String>,
     #[schema(max_length = 2000)]
     description: Option<String>,

@@ -221,6 +221,7 @@ struct ListQuery {
     #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]
     limit: Option<String>,
     /// The `nextCursor` of the page before.
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
     cursor: Option<String>,
 }
 

@@ -121,10 +121,11 @@ impl Modify for Security {
 }
 
 /// States the rule [`validate::text`] holds every bounded text to: each string schema with a
-/// length and no pattern, format or enum gets the pattern of a text without the refused control
-/// characters (`validate::text_pattern`). Every such schema is one a request can carry, and the
-/// API refuses a control character in each (`validate::text`, or a stricter parser: a key's, a
-/// registration code's), but in the ones named here.
+/// length and no pattern, format or enum, of a body or a parameter, gets the pattern of a text
+/// without the refused control characters (`validate::text_pattern`). Every such schema is one
+/// a request can carry, and the API refuses a control character in each (`validate::text`, a
+/// stricter parser: a key's, a registration code's, or as an id no request has: an OOB
+/// request's), but in the ones named here.
 struct Texts;
 
 /// Bounded strings that may hold any character: an environment variable's value (a code
@@ -136,6 +137,14 @@ impl Modify for Texts {
         for (name, schema) in api.components.iter_mut().flat_map(|c| c.schemas.iter_mut()) {
             if let RefOr::T(schema) = schema {
                 add_text_patterns(schema, name);
+            }
+        }
+        for operation in operations_mut(api) {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                let RefOr::T(parameter) = parameter else { continue };
+                if let Some(RefOr::T(schema)) = &mut parameter.schema {
+                    add_text_patterns(schema, &parameter.name);
+                }
             }
         }
     }
