@@ -56,15 +56,13 @@ pub struct AppIdPath {
     app_id: String,
 }
 
-/// `{appId}` and `{namedUser}` of a user in a path, as [`AppId::parse`] and
-/// [`devices::named_user`](crate::domain::devices::named_user) check them (its pattern is
-/// `devices::NAMED_USER_PATTERN`).
+/// `{namedUser}` in a path (after [`AppIdPath`]), as
+/// [`devices::named_user`](crate::domain::devices::named_user) checks it: the pattern is
+/// `devices::NAMED_USER_PATTERN`, which a literal must repeat here.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
 #[allow(dead_code)] // Read only by the params derive.
-pub struct UserPath {
-    #[param(rename = "appId", pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
-    app_id: String,
+pub struct NamedUserPath {
     #[param(
         rename = "namedUser",
         min_length = 1,

@@ -455,8 +455,17 @@ async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<Env
     Ok(Json(EnvList { variables: names.into_iter().map(EnvView::from).collect() }))
 }
 
+/// `{name}` of an environment variable in a path, as [`code::env_name`] checks it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+struct EnvNamePath {
+    #[param(pattern = "^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+    name: String,
+}
+
 /// Sets a variable; 200 with its name and update time, never its value.
-#[utoipa::path(put, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path, pattern = "^[A-Za-z_][A-Za-z0-9_]{0,63}$")),
+#[utoipa::path(put, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(EnvNamePath),
     request_body = EnvValue, responses((status = 200, description = "Set; never echoes the value", body = EnvView)))]
 async fn put_env(
     Counted(state, _): Counted,
@@ -481,7 +490,7 @@ async fn put_env(
     Ok(Json(EnvView { name: name.clone(), updated_at: now.iso8601() }))
 }
 
-#[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(("name" = String, Path, pattern = "^[A-Za-z_][A-Za-z0-9_]{0,63}$")),
+#[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(EnvNamePath),
     responses((status = 204, description = "Deleted")))]
 async fn delete_env(
     Counted(state, _): Counted,

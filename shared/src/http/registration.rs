@@ -97,7 +97,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 }
 
 #[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
-    security(("admin" = [])), params(super::cc::UserPath), request_body(content = Option<LinkOptions>),
+    security(("admin" = [])), params(super::cc::AppIdPath, super::cc::NamedUserPath), request_body(content = Option<LinkOptions>),
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
@@ -351,7 +351,7 @@ pub struct DeviceList {
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/users/{namedUser}/devices", tag = "registration", security(("admin" = [])),
-    params(super::cc::UserPath),
+    params(super::cc::AppIdPath, super::cc::NamedUserPath),
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
