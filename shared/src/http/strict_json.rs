@@ -1,7 +1,11 @@
-//! serde's derived structs accept a JSON array as well as an object, its members taken by
-//! position: `[null, null]` is read as `{"expiresInSecs": null, "machineUserNameWS": null}`.
-//! The document allows an object only, so [`Strict`] wraps a deserializer and reads every
-//! struct, at any depth, as a map: an array there is refused as a value of the wrong type.
+//! Reads a body as its JSON Schema says, where serde reads it otherwise:
+//! - serde's derived structs accept a JSON array as well as an object, its members taken by
+//!   position: `[null, null]` is read as `{"expiresInSecs": null, "machineUserNameWS": null}`.
+//!   The document allows an object only, so [`Strict`] reads every struct, at any depth, as a
+//!   map: an array there is refused as a value of the wrong type;
+//! - to JSON Schema, `664.0` and `6.64e2` are the integer 664, which serde refuses for an integer
+//!   field. [`Strict`] hands on a number with no fraction as an integer (within ±2^53, where a
+//!   float holds every integer exactly); `1.5` is still refused where an integer goes.
 //!
 //! Everything else is passed through unchanged; every value handed on (an option's content, a
 //! list's items, a map's values) is wrapped again, so the rule holds all the way down.
@@ -109,9 +113,18 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     forward_visit! {
         visit_bool(bool) visit_i8(i8) visit_i16(i16) visit_i32(i32) visit_i64(i64)
         visit_i128(i128) visit_u8(u8) visit_u16(u16) visit_u32(u32) visit_u64(u64)
-        visit_u128(u128) visit_f32(f32) visit_f64(f64) visit_char(char) visit_str(&str)
+        visit_u128(u128) visit_f32(f32) visit_char(char) visit_str(&str)
         visit_borrowed_str(&'de str) visit_string(String) visit_bytes(&[u8])
         visit_borrowed_bytes(&'de [u8]) visit_byte_buf(Vec<u8>)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<V::Value, E> {
+        const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+        match v {
+            v if v.fract() != 0.0 || v.abs() >= EXACT => self.0.visit_f64(v),
+            v if v >= 0.0 => self.0.visit_u64(v as u64),
+            v => self.0.visit_i64(v as i64),
+        }
     }
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
@@ -258,6 +271,22 @@ mod tests {
             assert!(err.contains("invalid type: sequence, expected struct"), "{text}: {err}");
         }
         assert!(strict::<Option<Inner>>("[1]").is_err());
+    }
+
+    #[test]
+    fn a_number_with_no_fraction_is_an_integer() {
+        for (text, a) in [("1.0", 1), ("6.64e2", 664), ("0.0", 0), ("4294967295.0", u32::MAX)] {
+            assert_eq!(strict::<Inner>(&format!(r#"{{"a": {text}}}"#)).unwrap(), Inner { a }, "{text}");
+        }
+        assert_eq!(strict::<i64>("-3.0").unwrap(), -3);
+        for text in ["1.5", "-1.0", "4294967296.0", "1e300"] {
+            assert!(strict::<Inner>(&format!(r#"{{"a": {text}}}"#)).is_err(), "{text}");
+        }
+        // A float stays a float where one goes, and one past 2^53 is not taken for an integer.
+        assert_eq!(strict::<f64>("2.5").unwrap(), 2.5);
+        assert_eq!(strict::<f64>("2.0").unwrap(), 2.0);
+        assert!(strict::<u64>("9007199254740992.0").is_err());
+        assert_eq!(strict::<Value>("[1.0, 1.5]").unwrap(), serde_json::json!([1, 1.5]));
     }
 
     #[test]

@@ -326,6 +326,11 @@ pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
         assert_eq!(problem["field"], field, "{body}");
     }
     assert_eq!(h.admin("GET", &path, None).await.json(), stored, "refused updates change nothing");
+    // A number with no fraction is an integer, as JSON Schema counts: `2.0` is `2`.
+    let admin = Some(h.admin.as_str());
+    let body = r#"{"offlineAccess": {"enabled": true, "tokenCount": 5e1}, "requestTimeoutInSecs": 2.0}"#;
+    let r = h.client.send_raw("PUT", &path, admin, Some("application/json"), body).await;
+    assert_eq!(r.json(), stored, "the same settings, as integers");
     h.admin("GET", "/cc/api/apps/noSuchApp/workstation", None).await.problem(404, codes::APP_NOT_FOUND);
     h.admin("PUT", "/cc/api/apps/noSuchApp/workstation", Some(json!({})))
         .await
