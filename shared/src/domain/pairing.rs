@@ -37,16 +37,27 @@ pub struct Pairing {
     pub lock: OfflineLock,
 }
 
-/// The workstation's offline PINs (`workstation.offline`), in the clear only in memory.
+/// The workstation's offline PINs (`workstation.offline`) as a request sends them, in the clear
+/// only in memory. (An answer's schema is `OfflineTokensView`.)
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OfflineTokens {
-    /// Empty in an answer when the pairing holds no PINs; 1 to 16384 characters in a request.
-    #[schema(max_length = 16384)]
+    #[schema(min_length = 1, max_length = 16384)]
     pub tokens: String,
-    /// Empty in an answer when the pairing holds no PINs; 1 to 1024 characters in a request.
-    #[schema(max_length = 1024)]
+    #[schema(min_length = 1, max_length = 1024)]
     pub tokens_auth: String,
+}
+
+/// The workstation's offline PINs as an answer carries them: empty strings when the pairing
+/// holds no PINs or they are not the caller's to see.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)] // Read only by the schema derive.
+pub struct OfflineTokensView {
+    #[schema(max_length = 16384)]
+    tokens: String,
+    #[schema(max_length = 1024)]
+    tokens_auth: String,
 }
 
 impl OfflineTokens {

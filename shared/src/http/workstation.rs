@@ -291,6 +291,7 @@ pub struct RpWorkstation {
 /// `workstation.offline`: the PINs, to the pairing's own workstation only; empty strings else.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkstationOffline {
+    #[schema(value_type = crate::domain::pairing::OfflineTokensView)]
     pub offline: OfflineTokens,
 }
 
