@@ -211,10 +211,11 @@ struct ListQuery {
     /// Only events of this app.
     #[param(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     app_id: Option<String>,
-    /// Events at or after this time (RFC 3339).
+    /// Events at or after this time (RFC 3339, any year: before 1970 is from the first); not
+    /// after `to`.
     #[param(format = DateTime)]
     from: Option<String>,
-    /// Events before this time (RFC 3339).
+    /// Events before this time (RFC 3339, any year: after 2286 is to the last).
     #[param(format = DateTime)]
     to: Option<String>,
     /// Page size, 1 to 200 (default 50).
@@ -228,19 +229,15 @@ struct ListQuery {
 /// Event times are keyed by 13-digit epoch milliseconds: 1970-01-01 to 2286-11-20.
 const LATEST_EVENT_TIME: EpochMillis = EpochMillis(9_999_999_999_999);
 
+/// A `from` or `to` time. One outside the times an event can have is brought to the nearest of
+/// them: no event is older than 1970 nor newer than 2286, so the list is the same.
 fn time_param(field: &str, value: Option<&str>) -> Result<Option<EpochMillis>, Problem> {
     value
         .map(|text| {
             let at = EpochMillis::parse_iso8601(text).ok_or_else(|| {
                 Problem::invalid(field, "must be an RFC 3339 timestamp (2026-11-22T14:00:00Z)")
             })?;
-            if at < EpochMillis(0) || at > LATEST_EVENT_TIME {
-                return Err(Problem::invalid(
-                    field,
-                    format!("must be between 1970-01-01T00:00:00Z and {}", LATEST_EVENT_TIME.iso8601()),
-                ));
-            }
-            Ok(at)
+            Ok(at.clamp(EpochMillis(0), LATEST_EVENT_TIME))
         })
         .transpose()
 }
