@@ -299,7 +299,8 @@ impl TryFrom<PairRequest> for NewPairing {
     }
 }
 
-/// The body of `PATCH /rp/api/client/reg`.
+/// The body of `PATCH /rp/api/client/reg`: at least one of `machineName`, `offline`,
+/// `usedTokenIds` and `failedAttempts`, not `null`.
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PairingUpdateRequest {
