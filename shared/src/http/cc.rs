@@ -58,7 +58,9 @@ pub struct AppIdPath {
 
 /// `{namedUser}` in a path (after [`AppIdPath`]), as
 /// [`devices::named_user`](crate::domain::devices::named_user) checks it: the pattern is
-/// `devices::NAMED_USER_PATTERN`, which a literal must repeat here.
+/// `devices::NAMED_USER_PATTERN`, which a literal must repeat here (utoipa's `schema_with` would
+/// drop the parameter's `required`); `every_identifier_a_request_names_has_the_pattern_the_api_checks`
+/// holds the two equal.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
 #[allow(dead_code)] // Read only by the params derive.

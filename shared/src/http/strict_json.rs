@@ -15,7 +15,8 @@ use serde::de::{
 };
 use std::fmt;
 
-/// A deserializer whose structs come from objects only.
+/// A deserializer whose structs come from objects only, and whose integers may be written as
+/// floats with no fraction.
 pub struct Strict<D>(pub D);
 
 /// A visitor, seed or access of the deserializer below, wrapped so that what it hands on is
@@ -42,7 +43,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_identifier deserialize_ignored_any
     }
 
-    /// The one change: a struct is read as a map, which an array is not.
+    /// A struct is read as a map, which an array is not.
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
