@@ -152,7 +152,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             // The sample tokens are published in events/: never on a real deployment.
             let endpoint =
                 ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"].iter().find_map(|n| std::env::var(n).ok());
-            let loopback = endpoint.is_some_and(|e| e.contains("://127.0.0.1") || e.contains("://localhost"));
+            let loopback = endpoint.is_some_and(|e| crate::config::is_loopback_url(&e));
             anyhow::ensure!(
                 backend.store.kind() != "dynamodb" || loopback,
                 "seed-samples writes public sample tokens: only into the embedded store or an emulator on loopback"

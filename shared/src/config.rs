@@ -39,6 +39,52 @@ pub struct Config {
     pub aws: Option<AwsConfig>,
 }
 
+/// Whether `url`'s host is the loopback interface: `localhost`, `[::1]` or 127.0.0.0/8. The
+/// host is read as a URL's authority is (after `scheme://`, before any path, port or user info),
+/// so `http://127.0.0.1.example.com` and `http://localhost@example.com` are not loopback.
+pub fn is_loopback_url(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return false;
+    }
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host == "[::1]"
+        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The services of the AWS backend, by their `AWS_ENDPOINT_URL_<SERVICE>` suffix.
+const AWS_SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
+
+/// `Ok` when every AWS service the backend calls has an endpoint on the loopback interface (its
+/// `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`): an emulator, never an AWS account.
+/// Otherwise the services that would reach beyond it.
+pub fn emulator_endpoints(get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    let problems: Vec<String> = AWS_SERVICES
+        .iter()
+        .filter_map(|service| {
+            let url = get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL"));
+            match url {
+                Some(url) if is_loopback_url(&url) => None,
+                Some(url) => Some(format!("the {service} endpoint {url} is not on the loopback interface")),
+                None => Some(format!(
+                    "no emulator endpoint for {service} (AWS_ENDPOINT_URL_{service} or AWS_ENDPOINT_URL)"
+                )),
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError(problems))
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid configuration: {}", .0.join("; "))]
 pub struct ConfigError(pub Vec<String>);
@@ -167,6 +213,48 @@ mod tests {
                 "TABLE_NAME is not set",
                 "KMS_ENVELOPE_KEY_ID is not set",
                 "KMS_SIGNING_KEY_ID is not set",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_the_loopback_interface_is_loopback() {
+        for url in [
+            "http://127.0.0.1:4566",
+            "http://127.9.0.1",
+            "https://localhost:8000/",
+            "http://LOCALHOST",
+            "http://[::1]:8000",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "https://dynamodb.us-east-1.amazonaws.com",
+            "http://127.0.0.1.example.com",
+            "http://localhost.example.com:80",
+            "http://localhost@example.com",
+            "http://user@127.0.0.1",
+            "http://[::2]",
+            "127.0.0.1:4566",
+            "http://10.0.0.1",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn every_service_needs_an_emulator_on_loopback() {
+        assert_eq!(emulator_endpoints(lookup(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:1")])), Ok(()));
+        let err = emulator_endpoints(lookup(&[
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:2"),
+            ("AWS_ENDPOINT_URL_SQS", "https://sqs.us-east-1.amazonaws.com"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            vec![
+                "the SQS endpoint https://sqs.us-east-1.amazonaws.com is not on the loopback interface",
+                "no emulator endpoint for KMS (AWS_ENDPOINT_URL_KMS or AWS_ENDPOINT_URL)",
             ]
         );
     }

@@ -1,5 +1,6 @@
-//! The local server: the whole API on 127.0.0.1 over the embedded backend, with the queue
-//! consumer running inside it.
+//! The local server: the whole API on 127.0.0.1, with the queue consumer running inside it.
+//! Over the embedded backend by default; over the AWS adapters when its configuration names
+//! them, and then only with every service on an emulator on the loopback interface.
 
 use crate::backend::Backend;
 use crate::config::Config;
@@ -58,8 +59,7 @@ async fn mark_bootstrapped(backend: &Backend) -> anyhow::Result<()> {
 /// Runs until `shutdown` resolves, then stops accepting, drains in-flight requests, stops the
 /// queue worker and closes the database.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-    let backend = Backend::embedded(&config.data_dir)
-        .with_context(|| format!("cannot open the data directory {}", config.data_dir.display()))?;
+    let backend = open_backend(&config, |name| std::env::var(name).ok().filter(|v| !v.is_empty())).await?;
     if let Some(token) = bootstrap_admin(&backend, config.admin_token.as_deref()).await? {
         println!("admin token: {token}");
     }
@@ -68,7 +68,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", config.port))?;
     let address = listener.local_addr()?;
     println!("listening on http://{address}");
-    tracing::info!(%address, data_dir = %config.data_dir.display(), "local server started");
+    match &config.aws {
+        None => tracing::info!(%address, data_dir = %config.data_dir.display(), "local server started"),
+        Some(aws) => {
+            tracing::info!(%address, table = %aws.table_name, "local server started on the emulators")
+        }
+    }
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let worker = QueueWorker {
@@ -85,6 +90,23 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     worker.await.context("the queue worker failed")?;
     tracing::info!("local server stopped");
     Ok(())
+}
+
+/// The embedded data directory, or the AWS adapters when `config` names them. The local server
+/// serves whoever reaches its port without the API Gateway and IAM in front of the functions, and
+/// hands a fresh store its first admin token: it runs on AWS services only where they are
+/// emulators on loopback, never on a deployment's table.
+/// `env` reads the endpoint variables.
+async fn open_backend(config: &Config, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Backend> {
+    match &config.aws {
+        None => Backend::embedded(&config.data_dir)
+            .with_context(|| format!("cannot open the data directory {}", config.data_dir.display())),
+        Some(aws) => {
+            crate::config::emulator_endpoints(env)
+                .context("the local server runs on the AWS adapters only against emulators")?;
+            Ok(Backend::aws_from_config(aws, crate::adapters::aws::ClientSet::ALL).await?)
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when the
@@ -114,5 +136,35 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(not(unix))]
     async {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BackendKind;
+
+    fn aws_config() -> Config {
+        let get = |name: &str| match name {
+            "TABLE_NAME" | "QUEUE_URL" | "KMS_ENVELOPE_KEY_ID" | "KMS_SIGNING_KEY_ID" => Some("x".to_owned()),
+            _ => None,
+        };
+        Config::from_lookup(get, BackendKind::Aws).expect("a complete AWS configuration")
+    }
+
+    #[tokio::test]
+    async fn the_aws_adapters_run_only_on_emulators() {
+        let remote = |name: &str| match name {
+            "AWS_ENDPOINT_URL" => Some("http://127.0.0.1:1".to_owned()),
+            "AWS_ENDPOINT_URL_DYNAMODB" => Some("https://dynamodb.us-east-1.amazonaws.com".to_owned()),
+            _ => None,
+        };
+        let err = open_backend(&aws_config(), remote).await.err().expect("a remote table is refused");
+        let text = format!("{err:#}");
+        assert!(text.contains("only against emulators"), "{text}");
+        assert!(text.contains("DYNAMODB endpoint https://dynamodb.us-east-1.amazonaws.com"), "{text}");
+        let unset = |_: &str| None;
+        let err = open_backend(&aws_config(), unset).await.err().expect("no endpoint is refused");
+        assert!(format!("{err:#}").contains("no emulator endpoint for DYNAMODB"), "{err:#}");
     }
 }
