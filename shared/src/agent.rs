@@ -140,19 +140,14 @@ pub fn check_base_url(base_url: &str) -> anyhow::Result<()> {
     if base_url.starts_with("https://") {
         return Ok(());
     }
-    let rest = base_url
-        .strip_prefix("http://")
-        .ok_or_else(|| anyhow::anyhow!("the base URL must start with https:// (or http:// on loopback)"))?;
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = if authority.starts_with('[') {
-        authority.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
-    } else {
-        authority.split(':').next().unwrap_or_default().to_owned()
-    };
-    let loopback = host == "localhost"
-        || host == "[::1]"
-        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
-    anyhow::ensure!(loopback, "refusing plain http to {host}: use https, or http on the loopback interface");
+    anyhow::ensure!(
+        base_url.starts_with("http://"),
+        "the base URL must start with https:// (or http:// on loopback)"
+    );
+    anyhow::ensure!(
+        crate::config::is_loopback_url(base_url),
+        "refusing plain http to {base_url}: use https, or http on the loopback interface"
+    );
     Ok(())
 }
 

@@ -19,9 +19,8 @@ pub fn endpoint(service: &str) -> Option<String> {
         .ok()
         .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
         .filter(|u| !u.is_empty())?;
-    let host = url.split("://").nth(1).and_then(|rest| rest.split(['/', ':']).next()).unwrap_or_default();
     assert!(
-        matches!(host, "127.0.0.1" | "localhost" | "[") || host.starts_with("127."),
+        crate::config::is_loopback_url(&url),
         "refusing AWS endpoint {url}: the AWS-backed tests only talk to emulators on the loopback interface"
     );
     Some(url)
