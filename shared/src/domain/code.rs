@@ -81,7 +81,8 @@ pub struct CreateCode {
     #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = true, nullable = false, value_type = Trigger)]
     pub trigger: Option<String>,
-    /// JavaScript defining `handler(event, api)`; at most 100 KiB.
+    /// JavaScript defining `handler(event, api)`: at most 102,400 bytes of UTF-8, which
+    /// `maxLength` (a count of characters) can only bound from above.
     #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = true, nullable = false, pattern = "\\S", max_length = 102400)]
     pub source: Option<String>,
@@ -106,6 +107,7 @@ pub struct UpdateCode {
     #[serde(default, deserialize_with = "validate::present")]
     #[schema(required = false, nullable = false, value_type = Trigger)]
     pub trigger: Option<String>,
+    /// As at creation: at most 102,400 bytes of UTF-8.
     #[serde(default, deserialize_with = "validate::present")]
     #[schema(nullable = false, pattern = "\\S", max_length = 102400)]
     pub source: Option<String>,
