@@ -70,6 +70,15 @@ class FixtureTokens:
 
 # Fields of a body that name the app: half the time, the sample app.
 APP_FIELDS = ("rpAppId", "appId")
+# Fields of a body that name a fixture, by path: half the time, one that exists (samples.rs's
+# leased login and revocation requests, and the pairing with offline PINs), so that the result
+# reports and the used-PIN report reach past their 404s. The first report of a request ends
+# its lease; the later ones meet that state.
+BODY_FIXTURES = {
+    "/rp/api/certificate": {"requestId": ["00000000-0000-4000-8000-000000000001"]},
+    "/rp/api/certificate/revoke": {"requestId": ["00000000-0000-4000-8000-000000000002"]},
+    "/rp/versioned/device/offline/used": {"machineId": ["machine-42"]},
+}
 
 
 @schemathesis.hook
@@ -78,6 +87,9 @@ def map_body(ctx, body):
         for field in APP_FIELDS:
             if field in body and random.random() < 0.5:
                 body[field] = APP
+        for field, values in BODY_FIXTURES.get(ctx.operation.path, {}).items():
+            if field in body and random.random() < 0.5:
+                body[field] = random.choice(values)
     return body
 
 
