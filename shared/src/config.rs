@@ -63,11 +63,16 @@ const AWS_SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
 
 /// `Ok` when every AWS service the backend calls has an endpoint on the loopback interface (its
 /// `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`): an emulator, never an AWS account.
-/// Otherwise the services that would reach beyond it.
+/// Otherwise the services that would reach beyond it. `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`
+/// makes the SDK ignore those variables, so it is refused too.
 pub fn emulator_endpoints(get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-    let problems: Vec<String> = AWS_SERVICES
-        .iter()
-        .filter_map(|service| {
+    let ignored = get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let ignored = ignored.then(|| {
+        "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true: the SDK would ignore the emulator endpoints".to_owned()
+    });
+    let problems: Vec<String> = ignored
+        .into_iter()
+        .chain(AWS_SERVICES.iter().filter_map(|service| {
             let url = get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL"));
             match url {
                 Some(url) if is_loopback_url(&url) => None,
@@ -76,7 +81,7 @@ pub fn emulator_endpoints(get: impl Fn(&str) -> Option<String>) -> Result<(), Co
                     "no emulator endpoint for {service} (AWS_ENDPOINT_URL_{service} or AWS_ENDPOINT_URL)"
                 )),
             }
-        })
+        }))
         .collect();
     if problems.is_empty() {
         Ok(())
@@ -245,6 +250,11 @@ mod tests {
     #[test]
     fn every_service_needs_an_emulator_on_loopback() {
         assert_eq!(emulator_endpoints(lookup(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:1")])), Ok(()));
+        let ignored = emulator_endpoints(lookup(&[
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+            ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "TRUE"),
+        ]));
+        assert!(ignored.is_err_and(|e| e.0.len() == 1 && e.0[0].contains("would ignore")));
         let err = emulator_endpoints(lookup(&[
             ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:2"),
             ("AWS_ENDPOINT_URL_SQS", "https://sqs.us-east-1.amazonaws.com"),

@@ -95,8 +95,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
 /// The embedded data directory, or the AWS adapters when `config` names them. The local server
 /// serves whoever reaches its port without the API Gateway and IAM in front of the functions, and
 /// hands a fresh store its first admin token: it runs on AWS services only where they are
-/// emulators on loopback, never on a deployment's table.
-/// `env` reads the endpoint variables.
+/// emulators on loopback, never on a deployment's table. `env` reads the endpoint variables.
 async fn open_backend(config: &Config, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Backend> {
     match &config.aws {
         None => Backend::embedded(&config.data_dir)

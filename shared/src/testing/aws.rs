@@ -72,6 +72,8 @@ async fn emulator_config(endpoint_url: Option<String>) -> SdkConfig {
     ENV.call_once(|| {
         // Anything in the SDK that still looks at the environment finds nothing to leave for.
         std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+        // It would make the SDK pass over the emulator endpoints the environment names.
+        std::env::remove_var("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
     });
     let credentials = aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "emulator");
     let loader = aws_config::defaults(BehaviorVersion::latest())
