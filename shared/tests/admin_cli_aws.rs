@@ -2,6 +2,7 @@
 //! does for a new deployment; the HTTP API on the same table then accepts that token.
 //! Runs against the emulators; skipped, with a notice, when no endpoint is set.
 
+use rp_shared::adapters::aws::AwsConfig;
 use rp_shared::backend::Backend;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::SystemClock;
@@ -11,28 +12,33 @@ use serde_json::Value;
 use std::process::Command;
 use std::sync::Arc;
 
+/// `binary` on the AWS backend named by `config`, with nothing of this process's environment
+/// but what is set here: the emulators' endpoints, a fixed region, dummy credentials, no IMDS.
+fn on_emulators(binary: &str, config: &AwsConfig) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .env_clear()
+        .env("RP_BACKEND", "aws")
+        .env("TABLE_NAME", &config.table_name)
+        .env("QUEUE_URL", &config.queue_url)
+        .env("KMS_ENVELOPE_KEY_ID", &config.envelope_key_id)
+        .env("KMS_SIGNING_KEY_ID", &config.signing_key_id)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    for service in SERVICES {
+        command.env(format!("AWS_ENDPOINT_URL_{service}"), endpoint(service).unwrap());
+    }
+    command
+}
+
 #[tokio::test]
 async fn admin_cli_bootstraps_a_dynamodb_deployment() {
     let Some(clients) = clients().await else { return };
     let config = fresh_config(&clients, 5).await;
     let cli = |args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rp-admin"));
-        command
-            .env_clear()
-            .env("RP_BACKEND", "aws")
-            .env("TABLE_NAME", &config.table_name)
-            .env("QUEUE_URL", &config.queue_url)
-            .env("KMS_ENVELOPE_KEY_ID", &config.envelope_key_id)
-            .env("KMS_SIGNING_KEY_ID", &config.signing_key_id)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .args(args);
-        for service in SERVICES {
-            command.env(format!("AWS_ENDPOINT_URL_{service}"), endpoint(service).unwrap());
-        }
-        let out = command.output().unwrap();
+        let out = on_emulators(env!("CARGO_BIN_EXE_rp-admin"), &config).args(args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
@@ -61,23 +67,11 @@ async fn the_local_server_runs_on_the_emulators_and_nowhere_else() {
     let config = fresh_config(&clients, 5).await;
     let admin = "local-server-on-emulators-admin-token-0123";
     let local = |dynamodb: String| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rp-local"));
+        let mut command = on_emulators(env!("CARGO_BIN_EXE_rp-local"), &config);
         command
-            .env_clear()
-            .env("RP_BACKEND", "aws")
             .env("PORT", "0")
             .env("LOCAL_ADMIN_TOKEN", admin)
             .env("RUST_LOG", "warn")
-            .env("TABLE_NAME", &config.table_name)
-            .env("QUEUE_URL", &config.queue_url)
-            .env("KMS_ENVELOPE_KEY_ID", &config.envelope_key_id)
-            .env("KMS_SIGNING_KEY_ID", &config.signing_key_id)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_ENDPOINT_URL_SQS", endpoint("SQS").unwrap())
-            .env("AWS_ENDPOINT_URL_KMS", endpoint("KMS").unwrap())
             .env("AWS_ENDPOINT_URL_DYNAMODB", dynamodb);
         command
     };
