@@ -12,6 +12,7 @@ The region, dummy credentials and `AWS_EC2_METADATA_DISABLED` are set here, what
 has, and printed with the rest. Needs boto3 (moto's venv has it).
 """
 
+import ipaddress
 import json
 import os
 import shlex
@@ -33,20 +34,34 @@ def endpoint(service):
     url = os.environ.get(f"AWS_ENDPOINT_URL_{service}") or os.environ.get("AWS_ENDPOINT_URL")
     if not url:
         sys.exit(f"no endpoint for {service}: set AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_{service}) to an emulator")
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if not (host == "localhost" or host == "::1" or host.startswith("127.")):
+    if not is_loopback(url):
         sys.exit(f"refusing {url}: only emulators on the loopback interface")
     return url
 
 
-def main():
-    urls = {service: endpoint(service) for service in SERVICES}
+def is_loopback(url):
+    """As `config::is_loopback_url`: `localhost`, `[::1]` or 127.0.0.0/8, no user info."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if "@" in parts.netloc:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def provision(urls, prefix="rp-local"):
+    """Creates the queues and keys on the emulators at `urls` (by service) and returns the
+    variables the AWS backend reads, with the fixed region and credentials and the endpoints."""
     os.environ.pop("AWS_PROFILE", None)
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.update(FIXED)
     import boto3
 
-    name = f"rp-local-{os.getpid()}-{int(time.time())}"
+    name = f"{prefix}-{os.getpid()}-{int(time.time())}"
     sqs = boto3.client("sqs", endpoint_url=urls["SQS"])
     dead = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
     dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -60,6 +75,11 @@ def main():
     values.update({f"AWS_ENDPOINT_URL_{service}": url for service, url in urls.items()})
     values.update(TABLE_NAME=name, QUEUE_URL=queue, DEAD_LETTER_QUEUE_URL=dead,
                   KMS_ENVELOPE_KEY_ID=envelope, KMS_SIGNING_KEY_ID=signing)
+    return values
+
+
+def main():
+    values = provision({service: endpoint(service) for service in SERVICES})
     for key, value in values.items():
         print(f"export {key}={shlex.quote(value)}")
 

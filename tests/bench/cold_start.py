@@ -314,15 +314,13 @@ def main():
         aws["AWS_ENDPOINT_URL_DYNAMODB"] = dynamodb
     os.environ.update(aws)
     try:
-        import boto3
+        # The queues, keys and table name, as `tests/provision_emulators.py` makes them.
+        sys.path.insert(0, str(ROOT / "tests"))
+        from provision_emulators import SERVICES, provision
 
-        queue_url = boto3.client("sqs").create_queue(QueueName="rp-bench")["QueueUrl"]
-        kms = boto3.client("kms")
-        envelope = kms.create_key()["KeyMetadata"]["KeyId"]
-        signing = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
-        table = f"rp-bench-{os.getpid()}-{int(time.time())}"
-        lambda_env = dict(aws, TABLE_NAME=table, QUEUE_URL=queue_url, KMS_ENVELOPE_KEY_ID=envelope,
-                          KMS_SIGNING_KEY_ID=signing, AWS_LAMBDA_FUNCTION_MEMORY_SIZE="1024",
+        urls = {service: aws.get(f"AWS_ENDPOINT_URL_{service}", endpoint) for service in SERVICES}
+        lambda_env = dict(aws, **provision(urls, prefix="rp-bench"))
+        lambda_env.update(AWS_LAMBDA_FUNCTION_MEMORY_SIZE="1024",
                           AWS_LAMBDA_FUNCTION_VERSION="$LATEST",
                           AWS_LAMBDA_LOG_LEVEL=os.environ.get("AWS_LAMBDA_LOG_LEVEL", "WARN"))
         admin = [str(release / "rp-admin"), "--backend", "aws"]
