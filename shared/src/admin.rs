@@ -150,8 +150,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
         Command::CreateTable => create_table_from_env().await,
         Command::SeedSamples => {
             // The sample tokens are published in events/: never on a real deployment.
-            let endpoint =
-                ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"].iter().find_map(|n| std::env::var(n).ok());
+            let endpoint = crate::config::endpoint_of(crate::config::env_var, "DYNAMODB");
             let loopback = endpoint.is_some_and(|e| crate::config::is_loopback_url(&e));
             anyhow::ensure!(
                 backend.store.kind() != "dynamodb" || loopback,

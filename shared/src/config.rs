@@ -59,30 +59,42 @@ pub fn is_loopback_url(url: &str) -> bool {
 }
 
 /// The services of the AWS backend, by their `AWS_ENDPOINT_URL_<SERVICE>` suffix.
-const AWS_SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
+pub const AWS_SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
 
-/// `Ok` when every AWS service the backend calls has an endpoint on the loopback interface (its
-/// `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`): an emulator, never an AWS account.
-/// Otherwise the services that would reach beyond it. `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`
-/// makes the SDK ignore those variables, so it is refused too.
+/// An environment variable, `None` when unset or empty: how every reader here sees them.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The endpoint `get` names for `service`: its `AWS_ENDPOINT_URL_<SERVICE>`, else
+/// `AWS_ENDPOINT_URL`, as the SDK reads them.
+pub fn endpoint_of(get: impl Fn(&str) -> Option<String>, service: &str) -> Option<String> {
+    get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL"))
+}
+
+/// `Ok` when every AWS service the backend calls has an endpoint on the loopback interface
+/// ([`endpoint_of`]): an emulator, never an AWS account. Otherwise the services that would
+/// reach beyond it. `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` makes the SDK ignore those variables,
+/// so it is refused too.
 pub fn emulator_endpoints(get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-    let ignored = get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let ignored = ignored.then(|| {
-        "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true: the SDK would ignore the emulator endpoints".to_owned()
-    });
-    let problems: Vec<String> = ignored
-        .into_iter()
-        .chain(AWS_SERVICES.iter().filter_map(|service| {
-            let url = get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL"));
-            match url {
-                Some(url) if is_loopback_url(&url) => None,
-                Some(url) => Some(format!("the {service} endpoint {url} is not on the loopback interface")),
-                None => Some(format!(
-                    "no emulator endpoint for {service} (AWS_ENDPOINT_URL_{service} or AWS_ENDPOINT_URL)"
-                )),
+    let mut problems = Vec::new();
+    if get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        problems.push(
+            "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true: the SDK would ignore the emulator endpoints"
+                .to_owned(),
+        );
+    }
+    for service in AWS_SERVICES {
+        match endpoint_of(&get, service) {
+            Some(url) if is_loopback_url(&url) => {}
+            Some(url) => {
+                problems.push(format!("the {service} endpoint {url} is not on the loopback interface"))
             }
-        }))
-        .collect();
+            None => problems.push(format!(
+                "no emulator endpoint for {service} (AWS_ENDPOINT_URL_{service} or AWS_ENDPOINT_URL)"
+            )),
+        }
+    }
     if problems.is_empty() {
         Ok(())
     } else {
@@ -115,7 +127,7 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(
 
 impl Config {
     pub fn from_env(backend: BackendKind) -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()), backend)
+        Self::from_lookup(env_var, backend)
     }
 
     pub fn from_lookup(

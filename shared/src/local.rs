@@ -59,7 +59,7 @@ async fn mark_bootstrapped(backend: &Backend) -> anyhow::Result<()> {
 /// Runs until `shutdown` resolves, then stops accepting, drains in-flight requests, stops the
 /// queue worker and closes the database.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-    let backend = open_backend(&config, |name| std::env::var(name).ok().filter(|v| !v.is_empty())).await?;
+    let backend = open_backend(&config, crate::config::env_var).await?;
     if let Some(token) = bootstrap_admin(&backend, config.admin_token.as_deref()).await? {
         println!("admin token: {token}");
     }

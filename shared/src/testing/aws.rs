@@ -11,14 +11,11 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use std::sync::Once;
 
 /// The services the suites use, by their `AWS_ENDPOINT_URL_<SERVICE>` suffix.
-pub const SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
+pub use crate::config::AWS_SERVICES as SERVICES;
 
 /// The endpoint for `service`, if the suites should run at all.
 pub fn endpoint(service: &str) -> Option<String> {
-    let url = std::env::var(format!("AWS_ENDPOINT_URL_{service}"))
-        .ok()
-        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-        .filter(|u| !u.is_empty())?;
+    let url = crate::config::endpoint_of(crate::config::env_var, service)?;
     assert!(
         crate::config::is_loopback_url(&url),
         "refusing AWS endpoint {url}: the AWS-backed tests only talk to emulators on the loopback interface"
