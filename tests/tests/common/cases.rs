@@ -432,7 +432,7 @@ pub async fn lists_reject_foreign_cursors_and_bad_limits(h: Harness) {
 
 /// Inputs DynamoDB would refuse are refused (400 naming the field) or brought within its bounds
 /// first, the same on every backend: never a 500, never a different answer per backend.
-pub async fn inputs_dynamodb_would_refuse_are_400(h: Harness) {
+pub async fn inputs_dynamodb_would_refuse_never_reach_it(h: Harness) {
     let app = h.app().await;
     let event = json!({"name": "WORKSTATION_ENROLL", "appId": app, "attributes": {"big": 1e200}});
     let r = h.admin("POST", "/rp/api/events", Some(event)).await;
