@@ -145,7 +145,7 @@ fn display_name(name: &str) -> Result<String, FieldError> {
 }
 
 fn source(text: &str) -> Result<String, FieldError> {
-    if text.trim().is_empty() {
+    if text.chars().all(validate::is_js_whitespace) {
         return Err(FieldError::new("source", "must not be empty"));
     }
     if text.len() > MAX_SOURCE_BYTES {
@@ -414,6 +414,14 @@ mod tests {
         assert_eq!(field(json!({"trigger": "oob.start", "source": "x"})), "displayName");
         assert_eq!(field(json!({"displayName": "a", "trigger": "login", "source": "x"})), "trigger");
         assert_eq!(field(json!({"displayName": "a", "trigger": "oob.start", "source": " "})), "source");
+        // Blank means blank to JavaScript, as the schema's `\S` pattern says: U+FEFF and the
+        // line separator are whitespace there, U+0085 (NEL) is not (schemathesis, seed 23).
+        for blank in ["", "\u{FEFF}", " \u{2028}\t\u{3000}\r\n"] {
+            let body = json!({"displayName": "a", "trigger": "oob.start", "source": blank});
+            assert_eq!(field(body), "source", "{blank:?} is blank");
+        }
+        let nel = create(json!({"displayName": "a", "trigger": "oob.start", "source": "\u{85}"}));
+        assert_eq!(nel.unwrap().source, "\u{85}");
         let big = "x".repeat(MAX_SOURCE_BYTES + 1);
         assert_eq!(field(json!({"displayName": "a", "trigger": "oob.start", "source": big})), "source");
         let slow = json!({"displayName": "a", "trigger": "oob.start", "source": "x", "timeoutMs": 20_001});

@@ -18,8 +18,8 @@ pub const NAMED_USER_PATTERN: &str = r"^[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\
 /// no `/`, `#` or whitespace at either end.
 pub fn named_user(field: &str, value: &str) -> Result<String, FieldError> {
     validate::text(field, value, 1, 255)?;
-    // U+FEFF is white space to a JSON Schema pattern's `\s`, as the document states the rule.
-    if value.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}') != value {
+    // White space as the document's pattern (`\s`, ECMA-262) reads it: U+FEFF is.
+    if value.trim_matches(validate::is_js_whitespace) != value {
         return Err(FieldError::new(field, "must not start or end with white space"));
     }
     if value.contains(['#', '/']) {
@@ -299,6 +299,9 @@ mod tests {
         assert_ne!(code.digest(), RegistrationCode::generate().digest());
         assert!(named_user("namedUser", "alice@example.com").is_ok());
         assert!(named_user("namedUser", " alice").is_err());
+        assert!(named_user("namedUser", "\u{FEFF}alice").is_err());
+        assert!(named_user("namedUser", "alice\u{3000}").is_err());
+        assert!(named_user("namedUser", "al ice").is_ok());
         assert!(named_user("namedUser", "a/b").is_err());
         assert!(identifier("deviceId", "iphone-15.A1:2").is_ok());
         assert!(identifier("deviceId", "bad id").is_err());

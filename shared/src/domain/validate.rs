@@ -31,6 +31,17 @@ where
     T::deserialize(deserializer).map(Some)
 }
 
+/// Whether `c` is whitespace or a line terminator to JavaScript (ECMA-262's `WhiteSpace` and
+/// `LineTerminator`): what `\s` matches there, and so in a JSON Schema pattern. Not Rust's
+/// `char::is_whitespace`, which also counts U+0085 (NEL) and leaves out U+FEFF.
+pub fn is_js_whitespace(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}' | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}' | '\u{FEFF}'
+    )
+}
+
 /// A string of `min..=max` characters (Unicode scalar values), without control characters.
 pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), FieldError> {
     let len = value.chars().count();
@@ -150,6 +161,28 @@ pub fn map_schema(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`is_js_whitespace`] is what a JavaScript engine's `\s` matches (QuickJS, the sandbox's),
+    /// over every Unicode scalar value.
+    #[test]
+    fn js_whitespace_is_what_javascript_calls_whitespace() {
+        let runtime = rquickjs::Runtime::new().unwrap();
+        let context = rquickjs::Context::full(&runtime).unwrap();
+        let javascript: Vec<u32> = context.with(|ctx| {
+            ctx.eval(
+                "const out = []; for (let i = 0; i <= 0x10FFFF; i++) { \
+                 if ((i < 0xD800 || i > 0xDFFF) && /\\s/.test(String.fromCodePoint(i))) out.push(i); } out",
+            )
+            .unwrap()
+        });
+        let ours: Vec<u32> = (0..=0x10FFFF)
+            .filter_map(char::from_u32)
+            .filter(|&c| is_js_whitespace(c))
+            .map(u32::from)
+            .collect();
+        assert_eq!(ours, javascript);
+        assert!(!is_js_whitespace('\u{85}') && '\u{85}'.is_whitespace());
+    }
 
     #[test]
     fn text_bounds_count_characters_not_bytes() {
