@@ -7,7 +7,7 @@ use rp_shared::config::{BackendKind, Config};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     rp_shared::telemetry::init();
-    let backend = match std::env::var("RP_BACKEND").ok().filter(|v| !v.is_empty()) {
+    let backend = match rp_shared::config::env_var("RP_BACKEND") {
         None => BackendKind::Embedded,
         Some(name) => BackendKind::from_str(&name, true)
             .map_err(|_| anyhow::anyhow!("RP_BACKEND must be 'embedded' or 'aws', not '{name}'"))?,
