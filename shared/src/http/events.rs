@@ -229,17 +229,21 @@ struct ListQuery {
 /// Event times are keyed by 13-digit epoch milliseconds: 1970-01-01 to 2286-11-20.
 const LATEST_EVENT_TIME: EpochMillis = EpochMillis(9_999_999_999_999);
 
-/// A `from` or `to` time. One outside the times an event can have is brought to the nearest of
-/// them: no event is older than 1970 nor newer than 2286, so the list is the same.
+/// A `from` or `to` time, as given.
 fn time_param(field: &str, value: Option<&str>) -> Result<Option<EpochMillis>, Problem> {
     value
         .map(|text| {
-            let at = EpochMillis::parse_iso8601(text).ok_or_else(|| {
+            EpochMillis::parse_iso8601(text).ok_or_else(|| {
                 Problem::invalid(field, "must be an RFC 3339 timestamp (2026-11-22T14:00:00Z)")
-            })?;
-            Ok(at.clamp(EpochMillis(0), LATEST_EVENT_TIME))
+            })
         })
         .transpose()
+}
+
+/// A time brought within those an event can have: no event is older than 1970 nor newer than
+/// 2286, so the list is the same, and no key out of range reaches the store.
+fn within_event_times(at: Option<EpochMillis>) -> Option<EpochMillis> {
+    at.map(|at| at.clamp(EpochMillis(0), LATEST_EVENT_TIME))
 }
 
 #[utoipa::path(get, path = "/rp/api/events", tag = "events", security(("admin" = [])), params(ListQuery),
@@ -253,17 +257,19 @@ async fn list(
         if let Some(name) = query.name.as_deref().filter(|n| !SERVER_NAMES.contains(n)) {
             check_name("name", name)?;
         }
+        let app_id = query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?;
+        let from = time_param("from", query.from.as_deref())?;
+        let to = time_param("to", query.to.as_deref())?;
+        // Compared as given: two times past 2286 would be equal once brought within range.
+        if from.zip(to).is_some_and(|(from, to)| from > to) {
+            return Err(Problem::invalid("from", "must not be after 'to'"));
+        }
         let filter = EventFilter {
             name: query.name.clone(),
-            app_id: query.app_id.as_deref().map(|id| AppId::parse("appId", id)).transpose()?,
-            from: time_param("from", query.from.as_deref())?,
-            to: time_param("to", query.to.as_deref())?,
+            app_id,
+            from: within_event_times(from),
+            to: within_event_times(to),
         };
-        if let (Some(from), Some(to)) = (filter.from, filter.to) {
-            if from > to {
-                return Err(Problem::invalid("from", "must not be after 'to'"));
-            }
-        }
         let params = ListParams { limit: query.limit, cursor: query.cursor };
         let (limit, cursor) = params.page(&filter.query())?;
         Ok((filter, limit, cursor))

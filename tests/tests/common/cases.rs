@@ -452,6 +452,16 @@ pub async fn inputs_dynamodb_would_refuse_never_reach_it(h: Harness) {
         assert_eq!(r.status, 200, "{query}: {}", r.text());
         assert_eq!(r.json()["events"].as_array().unwrap().len(), listed, "{query}");
     }
+    // `from` after `to` is refused as given, even where both are past the last time a key
+    // can hold (or before the first), and so would be equal once brought within it.
+    for query in [
+        "from=2026-11-22T14:00:01Z&to=2026-11-22T14:00:00Z",
+        "from=2301-01-01T00:00:00Z&to=2300-01-01T00:00:00Z",
+        "from=1960-01-02T00:00:00Z&to=1960-01-01T00:00:00Z",
+    ] {
+        let r = h.admin("GET", &format!("/rp/api/events?appId={app}&{query}"), None).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "from", "{query}");
+    }
     // A cursor of another list in the same partition: a customization's versions, on the list.
     let created =
         h.as_tenant(&app, "POST", "/content-customization", Some(json!({"displayName": "v1"}))).await;
