@@ -81,8 +81,9 @@ pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
 
 /// Creates the table named by `TABLE_NAME` on the configured DynamoDB endpoint.
 pub async fn create_table_from_env() -> anyhow::Result<Value> {
-    let table = std::env::var("TABLE_NAME").context("TABLE_NAME is not set")?;
-    let roots = TrustRoots::from_lookup(&|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
+    // Read as every other variable is: an empty value is not set.
+    let table = crate::config::env_var("TABLE_NAME").context("TABLE_NAME is not set")?;
+    let roots = TrustRoots::from_lookup(&crate::config::env_var).map_err(anyhow::Error::msg)?;
     let sdk = crate::adapters::aws::sdk_config(roots).await?;
     crate::adapters::aws::create_table(&aws_sdk_dynamodb::Client::new(&sdk), &table).await?;
     Ok(json!({ "table": table, "status": "active" }))

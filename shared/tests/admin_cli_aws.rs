@@ -42,6 +42,14 @@ async fn admin_cli_bootstraps_a_dynamodb_deployment() {
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
+    // An empty TABLE_NAME is not set, as for the functions: refused before any call.
+    let out = on_emulators(env!("CARGO_BIN_EXE_rp-admin"), &config)
+        .env("TABLE_NAME", "")
+        .arg("create-table")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TABLE_NAME is not set"), "{out:?}");
     cli(&["create-table"]);
     let admin =
         cli(&["create-admin-token", "--description", "first token"])["token"].as_str().unwrap().to_owned();
