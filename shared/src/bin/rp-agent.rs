@@ -34,12 +34,13 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     rp_shared::telemetry::init();
     let cli = Cli::parse();
+    // An empty token (unset, empty, or a blank file) is refused here rather than sent to be
+    // refused at every poll.
     let token = match &cli.token_file {
-        Some(path) => std::fs::read_to_string(path)?.trim().to_owned(),
-        None => std::env::var("RP_ADMIN_TOKEN").map_err(|_| {
-            anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token")
-        })?,
-    };
+        Some(path) => Some(std::fs::read_to_string(path)?.trim().to_owned()).filter(|t| !t.is_empty()),
+        None => rp_shared::config::env_var("RP_ADMIN_TOKEN"),
+    }
+    .ok_or_else(|| anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token"))?;
     let agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
     if cli.once {
         let report = agent.run_once().await?;

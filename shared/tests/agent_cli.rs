@@ -1,0 +1,24 @@
+//! `rp-agent` refuses to start without a token, before it polls anything.
+
+use std::process::Command;
+
+#[test]
+fn rp_agent_refuses_an_empty_token_before_polling() {
+    let blank = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(blank.path(), " \n").unwrap();
+    let ca = tempfile::tempdir().unwrap();
+    let token_file = blank.path().to_str().unwrap();
+    for (token, args) in [(None, vec![]), (Some(""), vec![]), (None, vec!["--token-file", token_file])] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rp-agent"));
+        // Port 9 on loopback: were a poll sent, it would fail with a connection error instead.
+        command.env_clear().args(["--once", "--base-url", "http://127.0.0.1:9", "--ca-dir"]);
+        command.arg(ca.path()).args(&args);
+        if let Some(token) = token {
+            command.env("RP_ADMIN_TOKEN", token);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{token:?} {args:?}");
+        assert!(stderr.contains("set RP_ADMIN_TOKEN, or --token-file"), "{token:?} {args:?}: {stderr}");
+    }
+}
