@@ -22,3 +22,20 @@ fn rp_agent_refuses_an_empty_token_before_polling() {
         assert!(stderr.contains("set RP_ADMIN_TOKEN, or --token-file"), "{token:?} {args:?}: {stderr}");
     }
 }
+
+#[test]
+fn rp_agent_names_a_token_file_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-token");
+    let out = Command::new(env!("CARGO_BIN_EXE_rp-agent"))
+        .env_clear()
+        .args(["--once", "--base-url", "http://127.0.0.1:9", "--token-file"])
+        .arg(&missing)
+        .arg("--ca-dir")
+        .arg(dir.path().join("ca"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(&format!("reading the token file {}", missing.display())), "{stderr}");
+}

@@ -1,5 +1,6 @@
 //! `rp-agent`: the reference enrollment agent.
 
+use anyhow::Context;
 use clap::Parser;
 use rp_shared::agent::{Agent, LocalCa};
 use std::path::PathBuf;
@@ -37,7 +38,11 @@ async fn main() -> anyhow::Result<()> {
     // An empty token (unset, empty, or a blank file) is refused here rather than sent to be
     // refused at every poll.
     let token = match &cli.token_file {
-        Some(path) => Some(std::fs::read_to_string(path)?.trim().to_owned()).filter(|t| !t.is_empty()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the token file {}", path.display()))?;
+            Some(text.trim().to_owned()).filter(|t| !t.is_empty())
+        }
         None => rp_shared::config::env_var("RP_ADMIN_TOKEN"),
     }
     .ok_or_else(|| anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token"))?;
