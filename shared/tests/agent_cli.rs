@@ -8,7 +8,9 @@ fn rp_agent_refuses_an_empty_token_before_polling() {
     std::fs::write(blank.path(), " \n").unwrap();
     let ca = tempfile::tempdir().unwrap();
     let token_file = blank.path().to_str().unwrap();
-    for (token, args) in [(None, vec![]), (Some(""), vec![]), (None, vec!["--token-file", token_file])] {
+    for (token, args) in
+        [(None, vec![]), (Some(""), vec![]), (Some(" \t"), vec![]), (None, vec!["--token-file", token_file])]
+    {
         let mut command = Command::new(env!("CARGO_BIN_EXE_rp-agent"));
         // Port 9 on loopback: were a poll sent, it would fail with a connection error instead.
         command.env_clear().args(["--once", "--base-url", "http://127.0.0.1:9", "--ca-dir"]);

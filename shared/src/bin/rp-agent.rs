@@ -35,16 +35,18 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     rp_shared::telemetry::init();
     let cli = Cli::parse();
-    // An empty token (unset, empty, or a blank file) is refused here rather than sent to be
-    // refused at every poll.
+    // A token has no white space, so what surrounds it (a file's newline, a pasted space) is
+    // dropped, from the file and the variable alike; an empty token (unset, empty, or blank) is
+    // refused here rather than sent to be refused at every poll.
     let token = match &cli.token_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the token file {}", path.display()))?;
-            Some(text.trim().to_owned()).filter(|t| !t.is_empty())
-        }
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the token file {}", path.display()))?,
+        ),
         None => rp_shared::config::env_var("RP_ADMIN_TOKEN"),
     }
+    .map(|text| text.trim().to_owned())
+    .filter(|token| !token.is_empty())
     .ok_or_else(|| anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token"))?;
     let agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
     if cli.once {
