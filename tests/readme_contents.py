@@ -46,10 +46,10 @@ def contents(lines):
             sections[-1][1].append(link)
     out = []
     for top, subs in sections:
-        item = f"- {top}" + (": " + " · ".join(subs) if subs else "")
-        parts = item.split(" · ")
-        line = parts[0]
-        for part in parts[1:]:
+        # The item's first line holds the section and its first subsection; the rest follow,
+        # each after a ` · `, on continuation lines where one would pass the width.
+        line = f"- {top}" + (f": {subs[0]}" if subs else "")
+        for part in subs[1:]:
             if len(line) + 3 + len(part) > WIDTH:
                 out.append(line + " ·")
                 line = "  " + part
