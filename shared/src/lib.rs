@@ -7,7 +7,7 @@ pub mod agent;
 pub mod backend;
 pub mod config;
 pub mod consumer;
-pub mod domain;
+pub use rp_domain as domain;
 pub mod http;
 pub mod lambda;
 pub mod local;

@@ -183,13 +183,13 @@ async fn create_app(
     State(state): State<AppState>,
     _admin: Admin,
     ApiJson(body): ApiJson<CreateApp>,
-) -> Result<Response, ControlError> {
+) -> Result<Response, Problem> {
     let app_id = AppId::parse("appId", &body.app_id)?;
     apps::display_name("displayName", &body.display_name)?;
     let app = AppRecord::new(app_id, body.display_name, state.backend.clock.now_millis());
     match Apps::new(state.backend.store.as_ref()).create(&app).await {
         Ok(()) => {}
-        Err(StoreError::Conflict) => return Err(ControlError::AppExists(app.app_id)),
+        Err(StoreError::Conflict) => return Err(ControlError::AppExists(app.app_id).into()),
         Err(e) => return Err(e.into()),
     }
     tracing::info!(app_id = %app.app_id, "app created");
@@ -235,14 +235,14 @@ pub use super::extract::load_app;
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app", body = AppView)))]
-async fn get_app(admin: AdminOfApp) -> Result<Json<AppView>, ControlError> {
+async fn get_app(admin: AdminOfApp) -> Result<Json<AppView>, Problem> {
     let (app, _) = admin.app?;
     Ok(Json(AppView::from(app)))
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's workstation settings", body = WorkstationSettings)))]
-async fn get_workstation(admin: AdminOfApp) -> Result<Json<WorkstationSettings>, ControlError> {
+async fn get_workstation(admin: AdminOfApp) -> Result<Json<WorkstationSettings>, Problem> {
     let (app, _) = admin.app?;
     Ok(Json(app.workstation))
 }
@@ -254,7 +254,7 @@ async fn put_workstation(
     admin: AdminOfApp,
     ApiPath(app_id): ApiPath<String>,
     ApiJson(settings): ApiJson<WorkstationSettings>,
-) -> Result<Json<WorkstationSettings>, ControlError> {
+) -> Result<Json<WorkstationSettings>, Problem> {
     settings.validate()?;
     update_app(&state, &app_id, admin.app, |app| app.workstation = settings.clone()).await?;
     tracing::info!(%app_id, "workstation settings replaced");
@@ -263,7 +263,7 @@ async fn put_workstation(
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
-async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, ControlError> {
+async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, Problem> {
     let (app, _) = admin.app?;
     Ok(Json(app.rate_limit))
 }
@@ -275,7 +275,7 @@ async fn put_rate_limit(
     admin: AdminOfApp,
     ApiPath(app_id): ApiPath<String>,
     ApiJson(rule): ApiJson<RateLimit>,
-) -> Result<Json<RateLimit>, ControlError> {
+) -> Result<Json<RateLimit>, Problem> {
     rule.validate()?;
     update_app(&state, &app_id, admin.app, |app| app.rate_limit = rule.clone()).await?;
     tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");

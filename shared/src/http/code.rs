@@ -178,7 +178,7 @@ async fn create(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiJson(body): ApiJson<CreateCode>,
-) -> Result<Response, CodeError> {
+) -> Result<Response, Problem> {
     let new = NewCode::try_from(body)?;
     let now = state.backend.clock.now_millis();
     let created = records(&state, tenant.id()).create(|id| new.record(id, now)).await?;
@@ -215,7 +215,7 @@ async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<CodeView>, CodeError> {
+) -> Result<Json<CodeView>, Problem> {
     Ok(Json(load(&state, tenant.id(), &id).await?.into()))
 }
 
@@ -226,7 +226,7 @@ async fn update(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateCode>,
-) -> Result<Json<CodeView>, CodeError> {
+) -> Result<Json<CodeView>, Problem> {
     let id = validate::positive_id("id", &id)?;
     let patch = CodePatch::try_from(body)?;
     let now = state.backend.clock.now_millis();
@@ -244,10 +244,10 @@ async fn remove(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
-) -> Result<StatusCode, CodeError> {
+) -> Result<StatusCode, Problem> {
     let id = validate::positive_id("id", &id)?;
     if !records(&state, tenant.id()).delete(id).await? {
-        return Err(CodeError::NotFound(id));
+        return Err(CodeError::NotFound(id).into());
     }
     tracing::info!(tenant = %tenant.id(), id, "code customization deleted");
     Ok(StatusCode::NO_CONTENT)
@@ -293,7 +293,7 @@ async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
-) -> Result<Json<CodeView>, CodeError> {
+) -> Result<Json<CodeView>, Problem> {
     let (_, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
     Ok(Json(snapshot.into()))
 }
@@ -304,7 +304,7 @@ async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
-) -> Result<Json<CodeView>, CodeError> {
+) -> Result<Json<CodeView>, Problem> {
     let (current, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
     let now = state.backend.clock.now_millis();
     let restored = records(&state, tenant.id())
@@ -336,7 +336,7 @@ async fn test_run(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TestRun>,
-) -> Result<Json<RunReport>, CodeError> {
+) -> Result<Json<RunReport>, Problem> {
     // The environment is read (and opened) beside the customization; its errors keep their place.
     let environment = env(&state, tenant.id());
     let (record, vars) = tokio::join!(load(&state, tenant.id(), &id), environment.load());
@@ -346,7 +346,7 @@ async fn test_run(
         Some(event @ Value::Object(_)) => event,
         Some(_) => return Err(FieldError::new("event", "must be an object").into()),
     };
-    let (vars, _) = vars?;
+    let (vars, _) = vars.map_err(CodeError::from)?;
     // The run is the costly part: it waits for the count, as the key service does.
     pass.go_ahead().await?;
     let report =
@@ -450,7 +450,7 @@ impl From<EnvEntry> for EnvView {
 
 #[utoipa::path(get, path = "/code-customization/env", tag = "code", security(("tenantAdmin" = [])),
     responses((status = 200, description = "The variables' names, never their values", body = EnvList)))]
-async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<EnvList>, CodeError> {
+async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<EnvList>, Problem> {
     let names = env(&state, tenant.id()).names().await?;
     Ok(Json(EnvList { variables: names.into_iter().map(EnvView::from).collect() }))
 }
@@ -472,7 +472,7 @@ async fn put_env(
     tenant: Tenant,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<EnvValue>,
-) -> Result<Json<EnvView>, CodeError> {
+) -> Result<Json<EnvView>, Problem> {
     let name = code::env_name(&name)?.to_owned();
     let value = body.checked()?;
     let now = state.backend.clock.now_millis();
@@ -496,7 +496,7 @@ async fn delete_env(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(name): ApiPath<String>,
-) -> Result<StatusCode, CodeError> {
+) -> Result<StatusCode, Problem> {
     let name = code::env_name(&name)?.to_owned();
     let vars = env(&state, tenant.id());
     let (name, vars) = (&name, &vars);

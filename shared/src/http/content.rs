@@ -344,7 +344,7 @@ async fn create(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Response, ContentError> {
+) -> Result<Response, Problem> {
     let new = content::parse_create(&body)?;
     let now = state.backend.clock.now_millis();
     // Sized before an id is allocated; the id's digits are a few bytes against a 100 KiB bound.
@@ -378,7 +378,7 @@ async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<ContentView>, ContentError> {
+) -> Result<Json<ContentView>, Problem> {
     let id = validate::positive_id("id", &id)?;
     let contents = contents(&state, &tenant);
     let record = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
@@ -393,7 +393,7 @@ async fn update(
     tenant: Tenant,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Json<ContentView>, ContentError> {
+) -> Result<Json<ContentView>, Problem> {
     let id = validate::positive_id("id", &id)?;
     let patch = content::parse_patch(&body)?;
     let now = state.backend.clock.now_millis();
@@ -448,7 +448,7 @@ async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
-) -> Result<Json<ContentView>, ContentError> {
+) -> Result<Json<ContentView>, Problem> {
     let (_, snapshot) = load_version(&state, &tenant, &id, &version).await?;
     Ok(Json(ContentView::version(snapshot)))
 }
@@ -460,7 +460,7 @@ async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
     ApiPath((id, version)): ApiPath<(String, String)>,
-) -> Result<Json<ContentView>, ContentError> {
+) -> Result<Json<ContentView>, Problem> {
     let (current, snapshot) = load_version(&state, &tenant, &id, &version).await?;
     let (id, now) = (current.id, state.backend.clock.now_millis());
     let contents = contents(&state, &tenant);

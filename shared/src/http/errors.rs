@@ -15,7 +15,6 @@ use crate::domain::oob::OobError;
 use crate::domain::pairing::PairingError;
 use crate::domain::time::EpochMillis;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 
 const fn row(
     status: StatusCode,
@@ -568,28 +567,6 @@ pub fn markdown_table() -> String {
     }
     out
 }
-
-/// Answers an area's error with its problem.
-macro_rules! answers_with_problem {
-    ($($area:ty),*) => {$(
-        impl IntoResponse for $area {
-            fn into_response(self) -> Response {
-                Problem::from(self).into_response()
-            }
-        }
-    )*};
-}
-
-answers_with_problem!(
-    ControlError,
-    OobError,
-    CertError,
-    EnrollError,
-    PairingError,
-    RegistrationError,
-    ContentError,
-    CodeError
-);
 
 impl From<CodeError> for Problem {
     fn from(e: CodeError) -> Self {

@@ -312,7 +312,7 @@ pub struct DeviceOobRequests {
 async fn device_requests(
     State(state): State<AppState>,
     device: DeviceCaller,
-) -> Result<Json<DeviceOobRequests>, OobError> {
+) -> Result<Json<DeviceOobRequests>, Problem> {
     let repo = OobRequests::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
     let mut requests = Vec::new();
@@ -355,7 +355,7 @@ async fn device_answer(
     device: DeviceCaller,
     ApiPath(request_id): ApiPath<String>,
     ApiJson(body): ApiJson<OobAnswerRequest>,
-) -> Result<Json<DeviceOobAnswered>, OobError> {
+) -> Result<Json<DeviceOobAnswered>, Problem> {
     let answer = OobAnswer::try_from(body)?;
     let repo = OobRequests::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
@@ -378,8 +378,8 @@ async fn device_answer(
     }
     tracing::info!(request_id = %request_id, state = ?state, "OOB authentication answered");
     match answered.failure {
-        Some(OobErrorKind::BadSignature) => Err(OobError::BadSignature),
-        Some(OobErrorKind::WrongAmount) => Err(OobError::WrongAmount),
+        Some(OobErrorKind::BadSignature) => Err(OobError::BadSignature.into()),
+        Some(OobErrorKind::WrongAmount) => Err(OobError::WrongAmount.into()),
         None => Ok(Json(DeviceOobAnswered {
             request_id: answered.request.request_id.clone(),
             state: answered.request.current(),

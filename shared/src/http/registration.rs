@@ -250,8 +250,7 @@ async fn page(
 async fn register(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<RegistrationRequest>,
-) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceRegistered>), RegistrationError>
-{
+) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceRegistered>), Problem> {
     let registration = Registration::try_from(body)?;
     let (link, version) = usable_link(&state, &registration.code).await?;
     let now = state.backend.clock.now_millis();
@@ -305,8 +304,7 @@ pub struct DeviceTokenIssued {
 async fn refresh_token(
     State(state): State<AppState>,
     caller: super::extract::DeviceCaller,
-) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceTokenIssued>), RegistrationError>
-{
+) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceTokenIssued>), Problem> {
     let devices = Devices::new(state.backend.store.as_ref());
     let device = devices
         .device_of(&caller.app_id, &caller.named_user, &caller.device_id)

@@ -212,7 +212,7 @@ async fn complete(
     State(state): State<AppState>,
     access: Access,
     ApiJson(body): ApiJson<CompleteRequest>,
-) -> Result<Json<StatusResponse>, EnrollError> {
+) -> Result<Json<StatusResponse>, Problem> {
     let Complete { session_id, completion, recovery_keys } = Complete::try_from(body)?;
     let app = &access.app_id;
     let store = state.backend.store.as_ref();

@@ -11,6 +11,8 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub use rp_domain::boundary::{KeyError, Sealed};
+
 /// The encryption context bound to a wrapped data key (KMS `EncryptionContext`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EncryptionContext(pub BTreeMap<String, String>);
@@ -47,22 +49,6 @@ impl Drop for DataKey {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// The wrapped key or ciphertext does not open under this context (tampered, or another
-    /// tenant's or purpose's secret).
-    #[error("the secret could not be decrypted")]
-    Decrypt,
-    #[error("the key service is unavailable")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl KeyError {
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        KeyError::Unavailable(Box::new(err))
-    }
-}
-
 #[async_trait]
 pub trait KeyService: Send + Sync {
     async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError>;
@@ -81,18 +67,6 @@ pub trait KeyService: Send + Sync {
 
     /// Identifies the signing key (a JWT `kid`).
     fn signing_key_id(&self) -> String;
-}
-
-/// A secret sealed under a data key of its own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Sealed {
-    #[serde(with = "b64")]
-    pub wrapped_key: Vec<u8>,
-    #[serde(with = "b64")]
-    pub nonce: Vec<u8>,
-    #[serde(with = "b64")]
-    pub ciphertext: Vec<u8>,
 }
 
 /// Encrypts `plaintext` under a fresh data key bound to `context`.
@@ -140,19 +114,4 @@ pub async fn open(
     cipher
         .decrypt(Nonce::from_slice(&sealed.nonce), Payload { msg: &sealed.ciphertext, aad: &aad })
         .map_err(|_| KeyError::Decrypt)
-}
-
-mod b64 {
-    use base64::engine::general_purpose::STANDARD;
-    use base64::Engine as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&STANDARD.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(d)?;
-        STANDARD.decode(text).map_err(serde::de::Error::custom)
-    }
 }

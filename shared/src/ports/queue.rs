@@ -7,6 +7,8 @@
 use async_trait::async_trait;
 use std::time::Duration;
 
+pub use rp_domain::boundary::QueueError;
+
 /// Most messages one receive returns, and the longest delay, as in SQS.
 pub const MAX_RECEIVE_BATCH: usize = 10;
 pub const MAX_DELAY: Duration = Duration::from_secs(900);
@@ -19,20 +21,6 @@ pub struct ReceivedMessage {
     pub receipt: String,
     /// How many times the message has been delivered, this time included.
     pub receive_count: u32,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum QueueError {
-    #[error("invalid queue request: {0}")]
-    Invalid(String),
-    #[error("the queue is unavailable")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl QueueError {
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        QueueError::Unavailable(Box::new(err))
-    }
 }
 
 #[async_trait]

@@ -10,6 +10,8 @@ use base64::Engine as _;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use rp_domain::boundary::{Invalid, MaybeConflict, StoreError, MAX_TRANSACTION_ITEMS};
+
 /// Address of one item: partition key and sort key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ItemKey {
@@ -329,68 +331,6 @@ pub struct Page {
     pub cursor: Option<Cursor>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A write's condition did not hold (or a transaction was cancelled by one).
-    #[error("the write's condition did not hold")]
-    Conflict,
-    /// A counter is at its limit.
-    #[error("the counter is at its limit")]
-    LimitReached,
-    /// The request itself is invalid; see [`Invalid`] for which way.
-    #[error("invalid store request: {0}")]
-    Invalid(#[from] Invalid),
-    /// The store is shedding load (DynamoDB throttling, a transaction in progress on the item)
-    /// and the SDK's own retries did not get through: worth retrying a little later.
-    #[error("the store is throttling requests")]
-    Throttled(#[source] Box<dyn std::error::Error + Send + Sync>),
-    #[error("stored data could not be encoded or decoded: {0}")]
-    Encoding(String),
-    #[error("the store is unavailable")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// Why the store refused a request as invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Invalid {
-    /// A cursor from another partition (another list, another tenant).
-    #[error("the cursor belongs to another query")]
-    ForeignCursor,
-    #[error("a query limit must be at least 1")]
-    ZeroLimit,
-    #[error("a transaction takes 1 to {MAX_TRANSACTION_ITEMS} operations")]
-    TransactionSize,
-    #[error("a transaction may touch an item only once")]
-    RepeatedKey,
-    #[error("keys must be non-empty and free of NUL")]
-    MalformedKey,
-    /// The store refused values the request carried (DynamoDB `ValidationException`): caused by
-    /// input, so the caller gets a 400, never a 500.
-    #[error("the store refused the request's values: {0}")]
-    Rejected(String),
-}
-
-impl StoreError {
-    pub fn encoding(err: impl std::fmt::Display) -> Self {
-        StoreError::Encoding(err.to_string())
-    }
-
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        StoreError::Unavailable(Box::new(err))
-    }
-}
-
-/// An error that may be a lost optimistic race, which [`retry_on_conflict`] retries.
-pub trait MaybeConflict {
-    fn is_conflict(&self) -> bool;
-}
-
-impl MaybeConflict for StoreError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, StoreError::Conflict)
-    }
-}
-
 /// How many times [`retry_on_conflict`] runs an attempt that keeps losing races.
 pub const CONFLICT_ATTEMPTS: usize = 8;
 
@@ -442,9 +382,6 @@ pub struct Increment {
     pub limit: Option<i64>,
     pub expires_at: Option<i64>,
 }
-
-/// Most items a transaction may write, as in DynamoDB's `TransactWriteItems`.
-pub const MAX_TRANSACTION_ITEMS: usize = 100;
 
 #[async_trait]
 pub trait ItemStore: Send + Sync {

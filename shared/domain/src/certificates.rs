@@ -11,7 +11,7 @@ use super::apps::AppId;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{MaybeConflict, QueueError, StoreError};
+use crate::boundary::{MaybeConflict, QueueError, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};

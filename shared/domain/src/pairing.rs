@@ -9,7 +9,7 @@ use super::events::EventRecord;
 use super::offline::{OfflineError, OfflineLock, OfflineSet};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{KeyError, MaybeConflict, StoreError};
+use crate::boundary::{KeyError, MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

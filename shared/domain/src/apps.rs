@@ -1,7 +1,7 @@
 //! RP applications (the tenant unit) and their workstation settings.
 
 use super::validate::{self, FieldError};
-use crate::ports::{MaybeConflict, StoreError};
+use crate::boundary::{MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

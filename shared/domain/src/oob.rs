@@ -13,7 +13,7 @@ use super::apps::AppId;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{MaybeConflict, StoreError};
+use crate::boundary::{MaybeConflict, StoreError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use p256::ecdsa::Signature;
@@ -153,7 +153,7 @@ pub enum OobError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Keys(#[from] crate::ports::KeyError),
+    Keys(#[from] crate::boundary::KeyError),
 }
 
 impl MaybeConflict for OobError {

@@ -1,11 +1,11 @@
 //! Code customizations (DECISIONS §8): a tenant's JavaScript, bound to a trigger, run in the
-//! sandbox ([`crate::sandbox`]) with helpers and the tenant's environment variables. This module
+//! sandbox (the `rp-sandbox` crate) with helpers and the tenant's environment variables. This module
 //! holds the records, the request parsing and the pure decisions: what a run's outcome means for
 //! the flow that ran it.
 
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{KeyError, MaybeConflict, StoreError};
+use crate::boundary::{KeyError, MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 use super::apps::AppId;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{MaybeConflict, StoreError};
+use crate::boundary::{MaybeConflict, StoreError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use rand::RngCore;

@@ -11,7 +11,7 @@
 use super::apps::OfflineAccess;
 use super::time::EpochMillis;
 use super::validate::FieldError;
-use crate::ports::keys::Sealed;
+use crate::boundary::Sealed;
 use serde::{Deserialize, Serialize};
 
 /// One PIN: the id the workstation chose, and the PIN itself.

@@ -4,7 +4,7 @@
 
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{MaybeConflict, StoreError};
+use crate::boundary::{MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

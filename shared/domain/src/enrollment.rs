@@ -9,7 +9,7 @@ use super::devices;
 use super::events::{attributes, EventRecord};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::ports::{MaybeConflict, StoreError};
+use crate::boundary::{MaybeConflict, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -76,7 +76,7 @@ pub struct EnrollmentRecord {
     /// The workstation's recovery keys for the enrolled device, sealed under the app's data key
     /// (context: tenant, purpose `recovery-keys`, machine, device); never logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recovery_keys: Option<crate::ports::Sealed>,
+    pub recovery_keys: Option<crate::boundary::Sealed>,
     /// The name the workstation enrolled the user under (`machineUserNameWS`); empty for
     /// enrollments stored before it was kept.
     #[serde(default)]
@@ -102,7 +102,7 @@ pub enum EnrollError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Keys(#[from] crate::ports::KeyError),
+    Keys(#[from] crate::boundary::KeyError),
 }
 
 impl MaybeConflict for EnrollError {

@@ -2,6 +2,7 @@
 //! pure functions of (state, event, now) with an error enum of its own. No I/O, no AWS.
 
 pub mod apps;
+pub mod boundary;
 pub mod certificates;
 pub mod code;
 pub mod content;

@@ -1,0 +1,128 @@
+//! What the domain shares with its ports: the ways a store, a queue and a key service can fail,
+//! and a secret sealed by the key service. The lifecycles never call a port; these types are
+//! here so that an area's error can carry a port's failure without the domain depending on the
+//! ports (the ports crate re-exports them where their traits are).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A write's condition did not hold (or a transaction was cancelled by one).
+    #[error("the write's condition did not hold")]
+    Conflict,
+    /// A counter is at its limit.
+    #[error("the counter is at its limit")]
+    LimitReached,
+    /// The request itself is invalid; see [`Invalid`] for which way.
+    #[error("invalid store request: {0}")]
+    Invalid(#[from] Invalid),
+    /// The store is shedding load (DynamoDB throttling, a transaction in progress on the item)
+    /// and the SDK's own retries did not get through: worth retrying a little later.
+    #[error("the store is throttling requests")]
+    Throttled(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("stored data could not be encoded or decoded: {0}")]
+    Encoding(String),
+    #[error("the store is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Why the store refused a request as invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    /// A cursor from another partition (another list, another tenant).
+    #[error("the cursor belongs to another query")]
+    ForeignCursor,
+    #[error("a query limit must be at least 1")]
+    ZeroLimit,
+    #[error("a transaction takes 1 to {MAX_TRANSACTION_ITEMS} operations")]
+    TransactionSize,
+    #[error("a transaction may touch an item only once")]
+    RepeatedKey,
+    #[error("keys must be non-empty and free of NUL")]
+    MalformedKey,
+    /// The store refused values the request carried (DynamoDB `ValidationException`): caused by
+    /// input, so the caller gets a 400, never a 500.
+    #[error("the store refused the request's values: {0}")]
+    Rejected(String),
+}
+
+impl StoreError {
+    pub fn encoding(err: impl std::fmt::Display) -> Self {
+        StoreError::Encoding(err.to_string())
+    }
+
+    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Unavailable(Box::new(err))
+    }
+}
+
+/// An error that may be a lost optimistic race, which [`retry_on_conflict`] retries.
+pub trait MaybeConflict {
+    fn is_conflict(&self) -> bool;
+}
+
+impl MaybeConflict for StoreError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict)
+    }
+}
+
+/// Most items a transaction may write, as in DynamoDB's `TransactWriteItems`.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The wrapped key or ciphertext does not open under this context (tampered, or another
+    /// tenant's or purpose's secret).
+    #[error("the secret could not be decrypted")]
+    Decrypt,
+    #[error("the key service is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl KeyError {
+    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        KeyError::Unavailable(Box::new(err))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("invalid queue request: {0}")]
+    Invalid(String),
+    #[error("the queue is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl QueueError {
+    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        QueueError::Unavailable(Box::new(err))
+    }
+}
+
+/// A secret sealed under a data key of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sealed {
+    #[serde(with = "b64")]
+    pub wrapped_key: Vec<u8>,
+    #[serde(with = "b64")]
+    pub nonce: Vec<u8>,
+    #[serde(with = "b64")]
+    pub ciphertext: Vec<u8>,
+}
+
+mod b64 {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
