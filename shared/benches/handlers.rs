@@ -10,7 +10,7 @@
 //! median times and their ratios to `/health`, flagging those above 10x.
 
 use criterion::Criterion;
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::testing::events::{fresh_nonce, raise_rate_limit, root, samples, send};
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ fn main() {
     std::env::set_var("CRITERION_HOME", &home);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     runtime.block_on(rp_shared::samples::seed(&backend)).expect("the samples seed");
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_millis(500))

@@ -10,7 +10,7 @@
 //!    one SQS message; the README's target for the ratio is 3 or less.
 
 use async_trait::async_trait;
-use rp_shared::backend::Backend;
+use rp_shared::backend::{self, Backend};
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind};
 use rp_shared::domain::EpochMillis;
@@ -139,11 +139,11 @@ async fn poll_latency(backend: &Backend, batch: usize) -> Duration {
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let before = {
-        let backend = Backend::embedded(&dir.path().join("one-by-one")).unwrap();
+        let backend = backend::embedded(&dir.path().join("one-by-one")).unwrap();
         let store: Arc<dyn ItemStore> = Arc::new(OneByOne(backend.store.clone()));
         drain(Backend { store, ..backend }).await
     };
-    let after = drain(Backend::embedded(&dir.path().join("put-each")).unwrap()).await;
+    let after = drain(backend::embedded(&dir.path().join("put-each")).unwrap()).await;
     println!("drain of {PENDING} by {POLLERS} pollers, leases one put after another: {before:.0} leases/s");
     println!(
         "drain of {PENDING} by {POLLERS} pollers, a poll's leases in one transaction: {after:.0} leases/s"
@@ -161,7 +161,7 @@ async fn main() {
         return;
     };
     let config = rp_shared::testing::aws::fresh_config(&clients, 5).await;
-    let backend = Backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
+    let backend = backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
     let one = poll_latency(&backend, 1).await;
     let fifty = poll_latency(&backend, 50).await;
     println!("poll on DynamoDB, batch 1: median {one:?}; batch 50: median {fifty:?}");

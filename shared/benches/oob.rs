@@ -11,7 +11,7 @@ use base64::Engine as _;
 use p256::ecdsa::signature::{Signer, Verifier};
 use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use p256::elliptic_curve::sec1::ToEncodedPoint;
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::domain::oob::verify;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Clock, SystemClock};
@@ -50,7 +50,7 @@ async fn timed(client: &TestClient, path: &str, token: Option<&str>) -> Duration
 
 async fn status_against_health() {
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let admin = fixtures::admin_token(backend.store.as_ref(), SystemClock.now_millis()).await;
     let client = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
     let admin = admin.as_str();

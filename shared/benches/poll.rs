@@ -6,7 +6,7 @@
 //! leases are ended (untimed) so every poll sees the same depth. Prints the medians and their
 //! ratios to the shallow queue's (target: ≤ 1.5).
 
-use rp_shared::backend::Backend;
+use rp_shared::backend::{self, Backend};
 use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind};
@@ -43,7 +43,7 @@ const DEVICE_KEY: &str =
 
 async fn setup(depth: usize) -> (tempfile::TempDir, Backend, TestClient, String) {
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let secret = fixtures::admin_token(backend.store.as_ref(), EpochMillis(0)).await;
     let requests: Vec<_> = (0..depth).map(request).collect();
     fixtures::queue_in_bulk(backend.store.as_ref(), &requests, requests[0].created_at).await;

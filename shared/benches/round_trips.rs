@@ -9,7 +9,7 @@
 //! On AWS each wave costs a few milliseconds, so the waves, not the in-process cost, are most of a
 //! warm request's latency.
 
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::testing::events::{fresh_nonce, raise_rate_limit, samples, send};
 use rp_shared::testing::trips::recorded;
@@ -18,7 +18,7 @@ use std::time::Duration;
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     runtime.block_on(rp_shared::samples::seed(&backend)).expect("the samples seed");
     let (traced, trips) = recorded(&backend, Duration::from_millis(5));
 

@@ -7,7 +7,7 @@
 //! the medians and their ratio. The target is at most 1 ms per run.
 
 use rp_shared::adapters::embedded::LocalKeyFile;
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::KeyService;
 use rp_shared::sandbox::{self, Job};
@@ -56,7 +56,7 @@ async fn main() {
         memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
     };
 
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let client = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
     let (mut runs, mut health) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
     for round in 0..ROUNDS + WARM_UP {

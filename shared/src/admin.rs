@@ -1,7 +1,7 @@
 //! The operator's CLI (`rp-admin`): bootstrap tokens and apps without HTTP access.
 
 use crate::adapters::aws::TrustRoots;
-use crate::backend::Backend;
+use crate::backend::{self, Backend};
 pub use crate::config::BackendKind;
 use crate::config::Config;
 use crate::domain::apps::{self, AppId};
@@ -70,11 +70,11 @@ pub enum Command {
 /// Opens the backend the CLI was pointed at.
 pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
     Ok(match cli.backend {
-        BackendKind::Embedded => Backend::embedded(&cli.data_dir)?,
+        BackendKind::Embedded => backend::embedded(&cli.data_dir)?,
         BackendKind::Aws => {
             let config = Config::from_env(BackendKind::Aws)?;
             let aws = config.aws.as_ref().expect("read for BackendKind::Aws");
-            Backend::aws_from_config(aws, crate::adapters::aws::ClientSet::ALL).await?
+            backend::aws_from_config(aws, crate::adapters::aws::ClientSet::ALL).await?
         }
     })
 }

@@ -1,78 +1,82 @@
-//! The set of adapters one process runs on: embedded or AWS, chosen once at start-up.
+//! The composition root: which adapters stand behind the ports ([`Backend`]), chosen once at
+//! start-up. Embedded (no AWS) or AWS; a Lambda function builds the AWS clients of the services
+//! its endpoint declares only.
 
-use crate::adapters::absent::Absent;
+use crate::adapters::aws::{kms_over, sdk_config, sqs_over, AwsClients, AwsConfig, ClientSet, DynamoStore};
 use crate::adapters::embedded::{EmbeddedDb, EmbeddedQueue, EmbeddedStore, LocalKeyFile, OpenError};
-use crate::ports::{Clock, ItemStore, KeyService, Queue, SystemClock};
+use crate::ports::{Clock, KeyService, Queue, SystemClock};
 use std::path::Path;
 use std::sync::Arc;
+
+pub use crate::ports::backend::{Backend, Services};
 
 /// The name of the certificate re-queue (the SQS queue on AWS).
 pub const CERT_QUEUE: &str = "cert-timeouts";
 /// Deliveries before a message goes to the dead-letter queue (SQS `maxReceiveCount`).
 pub const MAX_RECEIVE_COUNT: u32 = 5;
 
-#[derive(Clone)]
-pub struct Backend {
-    pub store: Arc<dyn ItemStore>,
-    pub queue: Arc<dyn Queue>,
-    pub keys: Arc<dyn KeyService>,
-    pub clock: Arc<dyn Clock>,
+/// The embedded backend in `data_dir`: redb database, local queue, local key file.
+pub fn embedded(data_dir: &Path) -> Result<Backend, OpenError> {
+    embedded_with_clock(data_dir, Arc::new(SystemClock))
 }
 
-impl Backend {
-    /// The embedded backend in `data_dir`: redb database, local queue, local key file.
-    pub fn embedded(data_dir: &Path) -> Result<Self, OpenError> {
-        Self::embedded_with_clock(data_dir, Arc::new(SystemClock))
-    }
-
-    pub fn embedded_with_clock(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Self, OpenError> {
-        let db = EmbeddedDb::open(data_dir)?;
-        let key_path = data_dir.join("keys.json");
-        let keys = LocalKeyFile::open_or_create(&key_path)
-            .map_err(|source| OpenError::Keys { path: key_path, source })?;
-        Ok(Self {
-            store: Arc::new(EmbeddedStore::new(db.clone(), clock.clone())),
-            queue: Arc::new(EmbeddedQueue::new(db, clock.clone(), CERT_QUEUE, MAX_RECEIVE_COUNT)),
-            keys: Arc::new(keys),
-            clock,
-        })
-    }
-
-    /// This backend as an endpoint that uses `services` sees it: the queue and the key service
-    /// it leaves out are [`Absent`], as in a Lambda function built for that endpoint alone.
-    pub fn only(&self, services: Services) -> Self {
-        Self {
-            store: self.store.clone(),
-            queue: if services.queue { self.queue.clone() } else { Arc::new(Absent) },
-            keys: if services.keys { self.keys.clone() } else { Arc::new(Absent) },
-            clock: self.clock.clone(),
-        }
-    }
+pub fn embedded_with_clock(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Backend, OpenError> {
+    let db = EmbeddedDb::open(data_dir)?;
+    let key_path = data_dir.join("keys.json");
+    let keys = LocalKeyFile::open_or_create(&key_path)
+        .map_err(|source| OpenError::Keys { path: key_path, source })?;
+    Ok(Backend {
+        store: Arc::new(EmbeddedStore::new(db.clone(), clock.clone())),
+        queue: Arc::new(EmbeddedQueue::new(db, clock.clone(), CERT_QUEUE, MAX_RECEIVE_COUNT)),
+        keys: Arc::new(keys),
+        clock,
+    })
 }
 
-/// The backing services an endpoint calls besides the store and the clock, which every one
-/// uses. Its Lambda function builds (and links) the clients of these only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Services {
-    pub queue: bool,
-    pub keys: bool,
+/// The AWS backend over clients built from `sdk`: DynamoDB's now, SQS's and KMS's at their
+/// first call.
+pub fn aws(config: &AwsConfig, sdk: &aws_config::SdkConfig, clock: Arc<dyn Clock>) -> Backend {
+    aws_for(config, sdk, clock, ClientSet::ALL)
 }
 
-impl Services {
-    pub const STORE: Self = Self { queue: false, keys: false };
-    pub const KEYS: Self = Self { queue: false, keys: true };
-    pub const QUEUE: Self = Self { queue: true, keys: false };
-    pub const ALL: Self = Self { queue: true, keys: true };
+/// The AWS backend of a Lambda function: DynamoDB's client now, and those that `clients`
+/// names at their first call; a service it leaves out is absent
+/// ([`crate::ports::absent::Absent`]).
+pub fn aws_for(
+    config: &AwsConfig,
+    sdk: &aws_config::SdkConfig,
+    clock: Arc<dyn Clock>,
+    clients: ClientSet,
+) -> Backend {
+    let (queue, keys) = clients.build(config, sdk);
+    aws_over(config, aws_sdk_dynamodb::Client::new(sdk), queue, keys, clock)
+}
 
-    /// The constant's name, as each function's `main` spells it.
-    pub fn name(self) -> &'static str {
-        match (self.queue, self.keys) {
-            (false, false) => "STORE",
-            (false, true) => "KEYS",
-            (true, false) => "QUEUE",
-            (true, true) => "ALL",
-        }
-    }
+/// The AWS backend over given clients (each may point at its own endpoint).
+pub fn aws_with_clients(config: &AwsConfig, clients: AwsClients, clock: Arc<dyn Clock>) -> Backend {
+    let AwsClients { dynamo, sqs, kms } = clients;
+    aws_over(config, dynamo, sqs_over(config, sqs.into()), kms_over(config, kms.into()), clock)
+}
+
+fn aws_over(
+    config: &AwsConfig,
+    dynamo: aws_sdk_dynamodb::Client,
+    queue: Arc<dyn Queue>,
+    keys: Arc<dyn KeyService>,
+    clock: Arc<dyn Clock>,
+) -> Backend {
+    let store = Arc::new(DynamoStore::new(dynamo, &config.table_name, clock.clone()));
+    Backend { store, queue, keys, clock }
+}
+
+/// The AWS backend over clients from the environment's SDK configuration and
+/// `config.trust_roots`, as a Lambda cold start builds it: the clients `clients` names.
+pub async fn aws_from_config(
+    config: &AwsConfig,
+    clients: ClientSet,
+) -> Result<Backend, aws_smithy_http_client::HttpClientError> {
+    let sdk = sdk_config(config.trust_roots).await?;
+    Ok(aws_for(config, &sdk, Arc::new(crate::ports::SystemClock), clients))
 }
 
 #[cfg(test)]
@@ -82,7 +86,7 @@ mod tests {
     #[tokio::test]
     async fn an_endpoint_sees_the_services_it_declares_and_absent_ones_for_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Backend::embedded(dir.path()).unwrap();
+        let backend = embedded(dir.path()).unwrap();
         let all = backend.only(Services::ALL);
         assert!(Arc::ptr_eq(&all.queue, &backend.queue) && Arc::ptr_eq(&all.keys, &backend.keys));
         let keys = backend.only(Services::KEYS);

@@ -14,7 +14,7 @@
 //! call's I/O (`tests/tests/lambda_kms.rs` runs it through this front door on moto).
 
 pub use crate::adapters::aws::ClientSet;
-use crate::backend::Backend;
+use crate::backend::{self, Backend};
 use crate::config::{BackendKind, Config};
 use crate::consumer::{process_batch, Dispatcher};
 use crate::http::{self, AppState};
@@ -34,7 +34,7 @@ async fn cold_start(clients: ClientSet) -> Result<(Config, Backend), lambda_runt
     begin_cold_start();
     let config = Config::from_env(BackendKind::Aws)?;
     let aws = config.aws.as_ref().expect("the AWS configuration is read for BackendKind::Aws");
-    let backend = Backend::aws_from_config(aws, clients).await?;
+    let backend = backend::aws_from_config(aws, clients).await?;
     Ok((config, backend))
 }
 

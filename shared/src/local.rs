@@ -2,7 +2,7 @@
 //! Over the embedded backend by default; over the AWS adapters when its configuration names
 //! them, and then only with every service on an emulator on the loopback interface.
 
-use crate::backend::Backend;
+use crate::backend::{self, Backend};
 use crate::config::Config;
 use crate::consumer::Dispatcher;
 use crate::domain::tokens::{TokenKind, TokenSecret};
@@ -98,12 +98,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
 /// emulators on loopback, never on a deployment's table. `env` reads the endpoint variables.
 async fn open_backend(config: &Config, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Backend> {
     match &config.aws {
-        None => Backend::embedded(&config.data_dir)
+        None => backend::embedded(&config.data_dir)
             .with_context(|| format!("cannot open the data directory {}", config.data_dir.display())),
         Some(aws) => {
             crate::config::emulator_endpoints(env)
                 .context("the local server runs on the AWS adapters only against emulators")?;
-            Ok(Backend::aws_from_config(aws, crate::adapters::aws::ClientSet::ALL).await?)
+            Ok(backend::aws_from_config(aws, crate::adapters::aws::ClientSet::ALL).await?)
         }
     }
 }

@@ -3,7 +3,7 @@
 //! Runs against the emulators; skipped, with a notice, when no endpoint is set.
 
 use rp_shared::adapters::aws::AwsConfig;
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::SystemClock;
 use rp_shared::testing::aws::{clients, endpoint, fresh_config, SERVICES};
@@ -57,7 +57,7 @@ async fn admin_cli_bootstraps_a_dynamodb_deployment() {
     let apps = cli(&["list-apps"]);
     assert_eq!(apps["apps"][0]["appId"], "workstationDemo");
 
-    let backend = Backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
+    let backend = backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
     let api = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
     let r = api.send("GET", "/cc/api/apps/workstationDemo", Some(&admin), None).await;
     assert_eq!(r.status, 200, "{}", r.json());
@@ -120,7 +120,7 @@ async fn the_local_server_runs_on_the_emulators_and_nowhere_else() {
     assert_eq!(created.status().as_u16(), 201);
 
     // The app is in the emulator's table: the API over the same table, built here, reads it.
-    let backend = Backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
+    let backend = backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
     let api = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
     let r = api.send("GET", "/cc/api/apps/servedLocally", Some(admin), None).await;
     assert_eq!(r.status, 200, "{}", r.json());

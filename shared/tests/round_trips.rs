@@ -4,7 +4,7 @@
 //! slow machine cannot move a call to another wave. Reads that do not depend on one another go
 //! at once.
 
-use rp_shared::backend::Backend;
+use rp_shared::backend::{self, Backend};
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::testing::events::{raise_rate_limit, samples, send, set_rate_limit, Sample};
 use rp_shared::testing::trips::{recorded, Tally};
@@ -18,7 +18,7 @@ async fn first_call(stem: &str) -> (u16, Tally) {
 /// An embedded backend seeded with the sample fixtures (and the directory it lives in).
 async fn seeded() -> (tempfile::TempDir, Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     rp_shared::samples::seed(&backend).await.expect("the samples seed");
     (dir, backend)
 }
@@ -598,7 +598,7 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     use rp_shared::domain::EpochMillis;
     use rp_shared::testing::{fixtures, http::TestClient};
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let store = backend.store.as_ref();
     // Two ready apps: one with a single pending request, one with more than a batch.
     let pending = |app: &str, count: i64| {

@@ -5,7 +5,7 @@
 mod common;
 
 use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
-use rp_shared::backend::Backend;
+use rp_shared::backend::{self, Backend};
 use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
 use rp_shared::testing::aws::{
     clients, fresh_config, fresh_keys, fresh_queue, fresh_table, shared_sdk_config,
@@ -45,7 +45,7 @@ async fn backend(clock: ManualClock) -> Option<Backend> {
     // Built as a Lambda cold start builds it: one SDK config, each service's endpoint from the
     // environment, and the queue's and the keys' clients made at their first call.
     let sdk = shared_sdk_config().await?;
-    Some(Backend::aws(&config, &sdk, Arc::new(clock)))
+    Some(backend::aws(&config, &sdk, Arc::new(clock)))
 }
 
 router_tests!(backend);

@@ -4,7 +4,7 @@
 mod common;
 
 use rp_shared::adapters::embedded::{EmbeddedDb, EmbeddedQueue, EmbeddedStore, LocalKeyFile};
-use rp_shared::backend::Backend;
+use rp_shared::backend::{self, Backend};
 use rp_shared::ports::{ItemStore, KeyService, Queue, SystemClock};
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ rp_shared::keys_contract_tests!(keys());
 
 /// A fresh embedded backend for each router case, on a clock the case can move.
 async fn backend(clock: rp_shared::ports::ManualClock) -> Option<Backend> {
-    Some(Backend::embedded_with_clock(&data_dir(), Arc::new(clock)).unwrap())
+    Some(backend::embedded_with_clock(&data_dir(), Arc::new(clock)).unwrap())
 }
 
 router_tests!(backend);
@@ -64,7 +64,7 @@ async fn key_file_is_private_and_stable() {
 async fn data_survives_reopening_the_database() {
     let dir = data_dir();
     {
-        let backend = Backend::embedded(&dir).unwrap();
+        let backend = backend::embedded(&dir).unwrap();
         let item = rp_shared::ports::Item::new(
             rp_shared::ports::ItemKey::new("P", "S"),
             &serde_json::json!({"v": 1}),
@@ -73,7 +73,7 @@ async fn data_survives_reopening_the_database() {
         backend.store.put(item, rp_shared::ports::Condition::Absent).await.unwrap();
         backend.queue.send("m", std::time::Duration::ZERO).await.unwrap();
     }
-    let backend = Backend::embedded(&dir).unwrap();
+    let backend = backend::embedded(&dir).unwrap();
     let got = backend.store.get(&rp_shared::ports::ItemKey::new("P", "S")).await.unwrap().unwrap();
     assert_eq!(got.attrs["v"], 1);
     let messages = backend.queue.receive(10, std::time::Duration::from_secs(5)).await.unwrap();
@@ -185,7 +185,7 @@ fn local_data_is_private() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("data");
-    let _backend = Backend::embedded(&dir).unwrap();
+    let _backend = backend::embedded(&dir).unwrap();
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(&dir.join("rp.redb")), 0o600);
     assert_eq!(mode(&dir.join("keys.json")), 0o600);

@@ -4,7 +4,7 @@
 //! name the same endpoints.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use rp_shared::backend::{Backend, Services};
+use rp_shared::backend::{self, Backend, Services};
 use rp_shared::consumer::{process_batch, Dispatcher};
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{RequestKind, RequestState};
@@ -126,7 +126,7 @@ async fn every_sample_event_answers_2xx_after_seed_samples() {
     const SQS: &str = "cert-timeout-consumer";
     for order in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Backend::embedded(dir.path()).unwrap();
+        let backend = backend::embedded(dir.path()).unwrap();
         samples::seed(&backend).await.expect("seed-samples");
         let mut sequence = all_samples();
         let result = sequence.iter().position(|(file, ..)| *file == "rp-certificate").unwrap();
@@ -157,7 +157,7 @@ async fn every_sample_event_answers_2xx_after_seed_samples() {
 #[tokio::test]
 async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let app = AppId::parse("appId", "workstationDemo").unwrap();
     let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
     let leased = samples::leased(TIMED_OUT_REQUEST, RequestKind::LoginCert, app, now, now);
@@ -299,7 +299,7 @@ impl ItemStore for OneItemUnreadable {
 #[tokio::test]
 async fn a_grouped_message_fails_while_one_lease_cannot_be_ended_and_completes_when_redelivered() {
     let dir = tempfile::tempdir().unwrap();
-    let embedded = Backend::embedded(dir.path()).unwrap();
+    let embedded = backend::embedded(dir.path()).unwrap();
     let store = std::sync::Arc::new(OneItemUnreadable {
         inner: embedded.store.clone(),
         pk_part: "broken-request".into(),

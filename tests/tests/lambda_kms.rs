@@ -8,7 +8,7 @@
 //! In a process of its own (its own test binary): it sets the Lambda environment variables.
 //! Skipped, saying so, when no emulator endpoint is set.
 
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::SystemClock;
 use rp_shared::samples::{ADMIN_TOKEN, APP};
@@ -23,7 +23,7 @@ mod runtime_api;
 async fn a_customization_signs_through_kms_on_the_functions_runtime() {
     let Some(clients) = clients().await else { return };
     let config = fresh_config(&clients, 5).await;
-    let backend = Backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
+    let backend = backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
     rp_shared::samples::seed(&backend).await.expect("the samples are seeded");
     let api = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
     let tenant = [("x-tenant-id", APP)];

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 fn backend(clock: rp_shared::ports::ManualClock) -> rp_shared::backend::Backend {
     let dir = tempfile::Builder::new().prefix("rp-logs-").tempdir().expect("temp dir").keep();
-    rp_shared::backend::Backend::embedded_with_clock(&dir, Arc::new(clock)).unwrap()
+    rp_shared::backend::embedded_with_clock(&dir, Arc::new(clock)).unwrap()
 }
 
 /// Collects every log line of the test's thread.

@@ -3,7 +3,7 @@
 //!
 //! `UPDATE_OPENAPI=1 cargo test -p rp-tests --test openapi` rewrites the checked-in copy.
 
-use rp_shared::backend::Backend;
+use rp_shared::backend;
 use rp_shared::domain::{devices, validate};
 use rp_shared::http::{self, openapi, AppState, HttpConfig};
 use rp_shared::testing::http::TestClient;
@@ -313,7 +313,7 @@ fn every_link_leads_from_a_value_the_answer_has_to_a_parameter_the_operation_tak
 #[tokio::test]
 async fn the_local_server_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let state = AppState::new(Backend::embedded(dir.path()).unwrap(), HttpConfig::default());
+    let state = AppState::new(backend::embedded(dir.path()).unwrap(), HttpConfig::default());
     let client = TestClient::new(http::app(state));
     let response = client.send("GET", "/openapi.json", None, None).await;
     assert_eq!(response.status, 200);
@@ -321,7 +321,7 @@ async fn the_local_server_serves_it() {
     assert_eq!(response.text(), openapi::json());
     // A function serves only its own endpoint.
     let state =
-        AppState::new(Backend::embedded(dir.path().join("f").as_path()).unwrap(), HttpConfig::default());
+        AppState::new(backend::embedded(dir.path().join("f").as_path()).unwrap(), HttpConfig::default());
     let health = TestClient::new(http::function("health", state).unwrap());
     health.send("GET", "/openapi.json", None, None).await.problem(404, 1_000_005);
 }
@@ -689,7 +689,7 @@ fn request_samples(doc: &Value) -> Vec<Sample> {
 /// An embedded store's directory after `seed-samples`, closed.
 async fn seeded_store() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    rp_shared::samples::seed(&Backend::embedded(dir.path()).unwrap()).await.expect("seed-samples");
+    rp_shared::samples::seed(&backend::embedded(dir.path()).unwrap()).await.expect("seed-samples");
     dir
 }
 
@@ -701,7 +701,7 @@ async fn run_event(seeded: &Path, function: &str, event: &Value) -> (u16, Value)
         let file = file.unwrap();
         std::fs::copy(file.path(), dir.path().join(file.file_name())).unwrap();
     }
-    let backend = Backend::embedded(dir.path()).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let router = http::function(function, AppState::new(backend, HttpConfig::default())).expect("a router");
     let response = TestClient::new(router).event(&event.to_string()).await;
     let json = response.header("content-type").is_some_and(|kind| kind.contains("json"));

@@ -64,7 +64,7 @@ mod tests {
     #[tokio::test]
     async fn query_all_reads_every_page_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = crate::backend::Backend::embedded(dir.path()).unwrap();
+        let backend = crate::backend::embedded(dir.path()).unwrap();
         let store = backend.store.as_ref();
         for i in 0..250 {
             let item = Item::new(ItemKey::new("P", format!("{i:04}")), &serde_json::json!({"i": i})).unwrap();

@@ -412,7 +412,7 @@ fn version_of(sk: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Backend;
+    use crate::backend::{self, Backend};
     use serde_json::{json, Value};
 
     fn code(id: i64, enabled: bool) -> CodeRecord {
@@ -444,7 +444,7 @@ mod tests {
     /// An empty embedded store (kept while the directory lives) and a tenant.
     fn fixture() -> (tempfile::TempDir, Backend, AppId) {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Backend::embedded(dir.path()).unwrap();
+        let backend = backend::embedded(dir.path()).unwrap();
         (dir, backend, AppId::parse("appId", "tenant").unwrap())
     }
 

@@ -13,9 +13,8 @@ pub use kms::KmsKeys;
 pub use sqs::SqsQueue;
 pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
-use crate::adapters::absent::Absent;
-use crate::backend::Backend;
-use crate::ports::{Clock, KeyService, Queue};
+use crate::ports::absent::Absent;
+use crate::ports::{KeyService, Queue};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
@@ -110,53 +109,6 @@ impl AwsConfig {
 #[error("invalid AWS configuration: {}", .0.join("; "))]
 pub struct AwsConfigError(pub Vec<String>);
 
-impl Backend {
-    /// The AWS backend over clients built from `sdk`: DynamoDB's now, SQS's and KMS's at their
-    /// first call.
-    pub fn aws(config: &AwsConfig, sdk: &aws_config::SdkConfig, clock: Arc<dyn Clock>) -> Self {
-        Self::aws_for(config, sdk, clock, ClientSet::ALL)
-    }
-
-    /// The AWS backend of a Lambda function: DynamoDB's client now, and those that `clients`
-    /// names at their first call; a service it leaves out is [`Absent`].
-    pub fn aws_for(
-        config: &AwsConfig,
-        sdk: &aws_config::SdkConfig,
-        clock: Arc<dyn Clock>,
-        clients: ClientSet,
-    ) -> Self {
-        let (queue, keys) = ((clients.queue)(config, sdk), (clients.keys)(config, sdk));
-        Self::aws_over(config, aws_sdk_dynamodb::Client::new(sdk), queue, keys, clock)
-    }
-
-    /// The AWS backend over given clients (each may point at its own endpoint).
-    pub fn aws_with_clients(config: &AwsConfig, clients: AwsClients, clock: Arc<dyn Clock>) -> Self {
-        let AwsClients { dynamo, sqs, kms } = clients;
-        Self::aws_over(config, dynamo, sqs_over(config, sqs.into()), kms_over(config, kms.into()), clock)
-    }
-
-    fn aws_over(
-        config: &AwsConfig,
-        dynamo: aws_sdk_dynamodb::Client,
-        queue: Arc<dyn Queue>,
-        keys: Arc<dyn KeyService>,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
-        let store = Arc::new(DynamoStore::new(dynamo, &config.table_name, clock.clone()));
-        Self { store, queue, keys, clock }
-    }
-
-    /// The AWS backend over clients from the environment's SDK configuration and
-    /// `config.trust_roots`, as a Lambda cold start builds it: the clients `clients` names.
-    pub async fn aws_from_config(
-        config: &AwsConfig,
-        clients: ClientSet,
-    ) -> Result<Self, aws_smithy_http_client::HttpClientError> {
-        let sdk = sdk_config(config.trust_roots).await?;
-        Ok(Self::aws_for(config, &sdk, Arc::new(crate::ports::SystemClock), clients))
-    }
-}
-
 /// The queue and key service a Lambda function builds, as constructors: SQS's and KMS's (built
 /// at their first call), or [`Absent`] for a service its endpoint never calls. A function names
 /// one of the constants in its `main`, and only the constructors named there are linked, so its
@@ -169,6 +121,15 @@ pub struct ClientSet {
 }
 
 impl ClientSet {
+    /// The queue and the key service this set names, over `sdk`: built at their first call.
+    pub fn build(
+        &self,
+        config: &AwsConfig,
+        sdk: &aws_config::SdkConfig,
+    ) -> (Arc<dyn Queue>, Arc<dyn KeyService>) {
+        ((self.queue)(config, sdk), (self.keys)(config, sdk))
+    }
+
     /// Neither SQS nor KMS.
     pub const STORE: Self = Self { queue: absent_queue, keys: absent_keys };
     /// KMS.
@@ -198,12 +159,12 @@ fn kms_keys(config: &AwsConfig, sdk: &aws_config::SdkConfig) -> Arc<dyn KeyServi
 }
 
 /// The queue `config` names, over `client`.
-fn sqs_over(config: &AwsConfig, client: LazyClient<aws_sdk_sqs::Client>) -> Arc<dyn Queue> {
+pub fn sqs_over(config: &AwsConfig, client: LazyClient<aws_sdk_sqs::Client>) -> Arc<dyn Queue> {
     Arc::new(SqsQueue::new(client, &config.queue_url, config.dead_letter_queue_url.clone()))
 }
 
 /// The keys `config` names, over `client`.
-fn kms_over(config: &AwsConfig, client: LazyClient<aws_sdk_kms::Client>) -> Arc<dyn KeyService> {
+pub fn kms_over(config: &AwsConfig, client: LazyClient<aws_sdk_kms::Client>) -> Arc<dyn KeyService> {
     Arc::new(KmsKeys::new(client, &config.envelope_key_id, &config.signing_key_id))
 }
 

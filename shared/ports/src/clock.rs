@@ -1,6 +1,6 @@
 //! The clock port, so that expiry, leases and time-outs can be tested without sleeping.
 
-use crate::domain::time::EpochMillis;
+use rp_domain::time::EpochMillis;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use time::OffsetDateTime;

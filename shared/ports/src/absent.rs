@@ -3,8 +3,8 @@
 //! endpoint's [`Services`](crate::backend::Services) in `http::ENDPOINTS` leave out a service it
 //! uses, which the router suites catch, since the local server builds every endpoint this way.
 
-use crate::ports::keys::{DataKey, EncryptionContext, KeyError, KeyService};
-use crate::ports::queue::{Queue, QueueError, ReceivedMessage};
+use crate::keys::{DataKey, EncryptionContext, KeyError, KeyService};
+use crate::queue::{Queue, QueueError, ReceivedMessage};
 use async_trait::async_trait;
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
 //! The storage port: keyed items with DynamoDB semantics.
 //!
 //! Items live under a partition key and a sort key, carry a version for optimistic concurrency and
-//! an optional expiry (TTL), and can be found through two secondary indexes. Repositories in
-//! [`crate::repo`] are written once against this trait; the embedded (redb) and DynamoDB adapters
-//! implement it, and one contract suite ([`crate::testing::contract`]) holds both to it.
+//! an optional expiry (TTL), and can be found through two secondary indexes. Repositories
+//! (`rp-repo`) are written once against this trait; the embedded (redb) and DynamoDB adapters
+//! implement it, and one contract suite (`rp_shared::testing::contract`) holds both to it.
 
 use async_trait::async_trait;
 use base64::Engine as _;

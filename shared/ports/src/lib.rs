@@ -1,12 +1,17 @@
-//! Ports: the traits every storage, queue, key and clock operation goes through. Each has an
-//! embedded adapter ([`crate::adapters::embedded`]) and an AWS adapter ([`crate::adapters::aws`]).
+//! Ports: the traits every storage, queue, key and clock operation goes through, and the business
+//! metrics every layer may count. Each trait has an embedded adapter and an AWS adapter in
+//! `rp-adapters`; the composition root (`rp-shared`) picks one set at start-up.
 
+pub mod absent;
+pub mod backend;
 pub mod clock;
 pub mod held;
 pub mod keys;
+pub mod metrics;
 pub mod queue;
 pub mod store;
 
+pub use backend::{Backend, Services};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
 pub use queue::{Queue, QueueError, ReceivedMessage};
