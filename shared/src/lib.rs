@@ -1,7 +1,7 @@
 //! The relying-party backend's common crate: domain, ports, adapters, repositories and the HTTP
 //! routers every Lambda function and the local server serve.
 
-pub mod adapters;
+pub use rp_adapters as adapters;
 pub mod admin;
 pub mod agent;
 pub mod backend;
@@ -13,9 +13,9 @@ pub mod lambda;
 pub mod local;
 pub use rp_ports as ports;
 pub use rp_ports::metrics;
-pub mod repo;
+pub use rp_repo as repo;
 pub mod samples;
-pub mod sandbox;
+pub use rp_sandbox as sandbox;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -10,6 +10,9 @@ pub mod keys;
 pub mod metrics;
 pub mod queue;
 pub mod store;
+/// A backend that records its round trips: for tests and benchmarks only.
+#[cfg(feature = "testing")]
+pub mod trips;
 
 pub use backend::{Backend, Services};
 pub use clock::{Clock, ManualClock, SystemClock};

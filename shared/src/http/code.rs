@@ -17,7 +17,7 @@ use crate::domain::events::{attributes, EventRecord};
 use crate::domain::{validate, FieldError};
 use crate::http::cc::ListParams;
 use crate::ports::retry_on_conflict;
-use crate::repo::code_env::{CodeEnv, EnvError};
+use crate::repo::code_env::CodeEnv;
 use crate::repo::events::Events;
 use crate::repo::versioned::CodeRecords;
 use crate::sandbox::{self, helpers, Job};
@@ -96,15 +96,6 @@ fn records<'a>(state: &'a AppState, tenant: &AppId) -> CodeRecords<'a> {
 
 fn env<'a>(state: &'a AppState, tenant: &AppId) -> CodeEnv<'a> {
     CodeEnv::new(state.backend.store.as_ref(), state.backend.keys.as_ref(), tenant)
-}
-
-impl From<EnvError> for CodeError {
-    fn from(e: EnvError) -> Self {
-        match e {
-            EnvError::Store(e) => e.into(),
-            EnvError::Keys(e) => e.into(),
-        }
-    }
 }
 
 /// The issuer of the tokens a tenant's customizations mint, and the base of its JWKS URL.

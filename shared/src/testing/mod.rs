@@ -6,4 +6,4 @@ pub mod contract;
 pub mod events;
 pub mod fixtures;
 pub mod http;
-pub mod trips;
+pub use rp_ports::trips;

@@ -12,7 +12,7 @@ pub mod tokens;
 pub mod versioned;
 pub mod workstations;
 
-use crate::ports::{Item, ItemKey, ItemStore, Query, StoreError};
+use rp_ports::{Item, ItemKey, ItemStore, Query, StoreError};
 use serde::de::DeserializeOwned;
 
 /// How many independent reads one request has in flight at most (a user's device tokens, a
@@ -59,12 +59,12 @@ pub(crate) async fn query_all(store: &dyn ItemStore, query: Query) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::Condition;
+    use rp_ports::Condition;
 
     #[tokio::test]
     async fn query_all_reads_every_page_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = crate::backend::embedded(dir.path()).unwrap();
+        let backend = crate::test_backend(dir.path());
         let store = backend.store.as_ref();
         for i in 0..250 {
             let item = Item::new(ItemKey::new("P", format!("{i:04}")), &serde_json::json!({"i": i})).unwrap();
@@ -82,5 +82,21 @@ mod tests {
             "three pages, in order, no other partition"
         );
         assert!(query_all(store, Query::table("none").limit(100)).await.unwrap().is_empty());
+    }
+}
+
+/// An embedded store over `dir` behind the port set, with no queue or key service: what the
+/// repositories' own tests read and write through.
+#[cfg(test)]
+pub(crate) fn test_backend(dir: &std::path::Path) -> rp_ports::Backend {
+    use std::sync::Arc;
+    let clock: Arc<dyn rp_ports::Clock> = Arc::new(rp_ports::SystemClock);
+    let db = rp_adapters::embedded::EmbeddedDb::open(dir).unwrap();
+    let absent = Arc::new(rp_ports::absent::Absent);
+    rp_ports::Backend {
+        store: Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, clock.clone())),
+        queue: absent.clone(),
+        keys: absent,
+        clock,
     }
 }

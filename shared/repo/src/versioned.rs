@@ -21,11 +21,11 @@
 //! `META` written before the index existed has none: the first read builds it from the records
 //! (see [`Records::indexed`]).
 
-use crate::domain::apps::AppId;
-use crate::domain::code::{CodeRecord, Trigger};
-use crate::domain::content::ContentRecord;
-use crate::domain::time::EpochMillis;
-use crate::ports::{
+use rp_domain::apps::AppId;
+use rp_domain::code::{CodeRecord, Trigger};
+use rp_domain::content::ContentRecord;
+use rp_domain::time::EpochMillis;
+use rp_ports::{
     retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Item, ItemKey, ItemStore, MaybeConflict,
     Query, SortKey, StoreError, WriteOp,
 };
@@ -318,7 +318,7 @@ impl<'a, R: Versioned> Records<'a, R> {
     /// Deletes record `id` with its earlier versions, and counts it out of the total;
     /// `false` if there is no such record.
     pub async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let room = crate::ports::store::MAX_TRANSACTION_ITEMS - 2;
+        let room = rp_ports::store::MAX_TRANSACTION_ITEMS - 2;
         // The record, `META` and the first versions are read at once; a lost race reads all three
         // again. Whether the transaction took every version comes back with the outcome.
         let (deleted, whole) = retry_on_conflict(|| async move {
@@ -412,7 +412,7 @@ fn version_of(sk: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{self, Backend};
+    use rp_ports::Backend;
     use serde_json::{json, Value};
 
     fn code(id: i64, enabled: bool) -> CodeRecord {
@@ -444,7 +444,7 @@ mod tests {
     /// An empty embedded store (kept while the directory lives) and a tenant.
     fn fixture() -> (tempfile::TempDir, Backend, AppId) {
         let dir = tempfile::tempdir().unwrap();
-        let backend = backend::embedded(dir.path()).unwrap();
+        let backend = crate::test_backend(dir.path());
         (dir, backend, AppId::parse("appId", "tenant").unwrap())
     }
 
@@ -491,7 +491,7 @@ mod tests {
         for _ in 0..40 {
             CodeRecords::new(backend.store.as_ref(), &tenant).create(|id| code(id, true)).await.unwrap();
         }
-        let (traced, trips) = crate::testing::trips::recorded(&backend, std::time::Duration::from_millis(5));
+        let (traced, trips) = rp_ports::trips::recorded(&backend, std::time::Duration::from_millis(5));
         let records = CodeRecords::new(traced.store.as_ref(), &tenant);
         assert_eq!(ids(&records.indexed("oob.start").await.unwrap()), (1..=40).collect::<Vec<_>>());
         let tally = trips.take();

@@ -1,5 +1,5 @@
 //! Certificate requests and issued certificates: persistence only (the lifecycle is
-//! [`crate::domain::certificates`]). Layout:
+//! [`rp_domain::certificates`]). Layout:
 //!
 //! | pk | sk | item |
 //! |---|---|---|
@@ -19,16 +19,12 @@
 
 use super::devices::Devices;
 use super::events::{self, Events};
-use crate::domain::apps::AppId;
-use crate::domain::certificates::{
-    fair_share, first_round_reads, CertRequest, Expiry, IssuedCert, RequestState,
-};
-use crate::domain::events::EventRecord;
-use crate::domain::time::EpochMillis;
-use crate::ports::store::COUNTER_ATTR;
-use crate::ports::{
-    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp,
-};
+use rp_domain::apps::AppId;
+use rp_domain::certificates::{fair_share, first_round_reads, CertRequest, Expiry, IssuedCert, RequestState};
+use rp_domain::events::EventRecord;
+use rp_domain::time::EpochMillis;
+use rp_ports::store::COUNTER_ATTR;
+use rp_ports::{Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_BATCH: usize = 50;

@@ -13,8 +13,8 @@ pub use kms::KmsKeys;
 pub use sqs::SqsQueue;
 pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
-use crate::ports::absent::Absent;
-use crate::ports::{KeyService, Queue};
+use rp_ports::absent::Absent;
+use rp_ports::{KeyService, Queue};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
@@ -113,7 +113,7 @@ pub struct AwsConfigError(pub Vec<String>);
 /// at their first call), or [`Absent`] for a service its endpoint never calls. A function names
 /// one of the constants in its `main`, and only the constructors named there are linked, so its
 /// binary carries the SDK clients of the services it uses and no other. Each constant has the
-/// name of the endpoint's [`Services`](crate::backend::Services) in `http::ENDPOINTS` (a test holds them together).
+/// name of the endpoint's `Services` (`rp_ports::Services`) in `http::ENDPOINTS` (a test holds them together).
 #[derive(Clone, Copy)]
 pub struct ClientSet {
     queue: fn(&AwsConfig, &aws_config::SdkConfig) -> Arc<dyn Queue>,

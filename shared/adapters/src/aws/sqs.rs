@@ -2,10 +2,10 @@
 //! redrive policy (set in `infra/template.yaml`), so SQS itself moves a message that keeps failing.
 
 use super::LazyClient;
-use crate::ports::queue::*;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use aws_sdk_sqs::Client;
+use rp_ports::queue::*;
 use std::time::Duration;
 
 #[derive(Clone)]

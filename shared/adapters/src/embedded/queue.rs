@@ -3,10 +3,10 @@
 //! timeout, redelivery until acknowledged, and a dead-letter table after `max_receive_count`.
 
 use super::EmbeddedDb;
-use crate::ports::queue::*;
-use crate::ports::Clock;
 use async_trait::async_trait;
 use redb::{ReadableTable, TableDefinition};
+use rp_ports::queue::*;
+use rp_ports::Clock;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,14 +3,14 @@
 //! `gsi1` by app (`EVENTAPP#<appId>`), index `gsi2` by name (`EVENTNAME#<name>`), both sorted by
 //! the same time key; TTL 90 days.
 
-use crate::domain::apps::AppId;
-use crate::domain::time::EpochMillis;
-use crate::ports::{Cursor, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError};
+use rp_domain::apps::AppId;
+use rp_domain::time::EpochMillis;
+use rp_ports::{Cursor, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError};
 use serde_json::Value;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
 
-pub use crate::domain::events::{EventRecord, NAMES};
+pub use rp_domain::events::{EventRecord, NAMES};
 
 fn sort_key(event: &EventRecord) -> String {
     format!("{:013}#{}", event.at.as_millis(), event.event_id)
@@ -83,7 +83,7 @@ impl<'a> Events<'a> {
 
     /// Stores the event and writes its log line.
     pub async fn record(&self, event: &EventRecord) -> Result<(), StoreError> {
-        self.store.put(Self::item(event)?, crate::ports::Condition::Absent).await?;
+        self.store.put(Self::item(event)?, rp_ports::Condition::Absent).await?;
         log(event);
         Ok(())
     }

@@ -2,8 +2,8 @@
 //! count in the counter attribute, TTL a minute after the window ends. The increment is
 //! conditional on the limit, so concurrent callers on any number of instances never exceed it.
 
-use crate::domain::apps::{AppId, RateLimit};
-use crate::ports::{Increment, ItemKey, ItemStore, StoreError};
+use rp_domain::apps::{AppId, RateLimit};
+use rp_ports::{Increment, ItemKey, ItemStore, StoreError};
 
 /// The outcome of one counted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,8 +21,8 @@
 
 pub mod helpers;
 
-use crate::domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
-use crate::ports::KeyService;
+use rp_domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
+use rp_ports::KeyService;
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime, Value};
 use serde_json::Value as Json;
 use std::cell::RefCell;
@@ -98,7 +98,7 @@ pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
                 ABANDONED.fetch_sub(1, Ordering::SeqCst);
             }
             tracing::warn!(timeout_ms = job_ms(deadline), "sandbox run abandoned past its backstop");
-            crate::metrics::count(crate::metrics::Metric::SandboxTimeouts, 1, None);
+            rp_ports::metrics::count(rp_ports::metrics::Metric::SandboxTimeouts, 1, None);
             failed(&format!("timed out after {} ms", job_ms(deadline - BACKSTOP)), started)
         }
     }
@@ -166,7 +166,7 @@ fn run_blocking(job: &Job, signer: &Signer) -> RunReport {
         Err(error) => (Json::Null, Some(scrub(error))),
     };
     if error.as_deref().is_some_and(|e| e.starts_with("timed out")) {
-        crate::metrics::count(crate::metrics::Metric::SandboxTimeouts, 1, None);
+        rp_ports::metrics::count(rp_ports::metrics::Metric::SandboxTimeouts, 1, None);
     }
     RunReport { result, logs, duration_ms: job_ms(started.elapsed()), error, actions: captured.actions }
 }

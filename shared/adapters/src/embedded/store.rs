@@ -5,10 +5,10 @@
 //! second table, updated in the same transaction as the item.
 
 use super::{db_err, EmbeddedDb};
-use crate::ports::store::*;
-use crate::ports::Clock;
 use async_trait::async_trait;
 use redb::{ReadableTable, TableDefinition};
+use rp_ports::store::*;
+use rp_ports::Clock;
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;

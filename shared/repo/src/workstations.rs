@@ -1,5 +1,5 @@
 //! Enrollment sessions, enrollments and pairings: persistence only (the rules are
-//! [`crate::domain::enrollment`] and [`crate::domain::pairing`]). Layout:
+//! [`rp_domain::enrollment`] and [`rp_domain::pairing`]). Layout:
 //!
 //! | pk | sk | item |
 //! |---|---|---|
@@ -10,16 +10,14 @@
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
 use super::certificates::enqueue_ops;
-use crate::domain::apps::AppId;
-use crate::domain::certificates::CertRequest;
-use crate::domain::enrollment::{
-    EnrollmentRecord, EnrollmentSession, SessionState, CLOSED_SESSION_KEPT_SECS,
-};
-use crate::domain::events::EventRecord;
-use crate::domain::pairing::Pairing;
-use crate::domain::time::EpochMillis;
-use crate::ports::{Condition, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
-use crate::repo::events::{self, Events};
+use crate::events::{self, Events};
+use rp_domain::apps::AppId;
+use rp_domain::certificates::CertRequest;
+use rp_domain::enrollment::{EnrollmentRecord, EnrollmentSession, SessionState, CLOSED_SESSION_KEPT_SECS};
+use rp_domain::events::EventRecord;
+use rp_domain::pairing::Pairing;
+use rp_domain::time::EpochMillis;
+use rp_ports::{Condition, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
 
 fn session_key(app: &AppId, session_id: &str) -> ItemKey {
     ItemKey::new(format!("ENRSESSION#{app}#{session_id}"), "SESSION")
@@ -130,7 +128,7 @@ impl<'a> Workstations<'a> {
     pub async fn enc_counter(&self, app: &AppId, device_id: &str) -> Result<i64, StoreError> {
         let item = self.store.get(&counter_key(app, device_id)).await?;
         Ok(item
-            .and_then(|i| i.attrs.get(crate::ports::store::COUNTER_ATTR).and_then(|n| n.as_i64()))
+            .and_then(|i| i.attrs.get(rp_ports::store::COUNTER_ATTR).and_then(|n| n.as_i64()))
             .unwrap_or(0))
     }
 

@@ -9,9 +9,9 @@
 //! for the one before, however its independent chains overlap.
 
 use crate::backend::Backend;
-use crate::ports::keys::DataKey;
-use crate::ports::store::{Increment, Page, Query, WriteOp};
-use crate::ports::{
+use crate::keys::DataKey;
+use crate::store::{Increment, Page, Query, WriteOp};
+use crate::{
     Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, Queue, QueueError,
     ReceivedMessage, StoreError,
 };

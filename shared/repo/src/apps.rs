@@ -1,8 +1,8 @@
 //! RP apps. Layout: pk `APP`, sk `<appId>`; one partition, listed in app-id order.
 
-use crate::domain::apps::{AppId, RateLimit, WorkstationSettings};
-use crate::domain::time::EpochMillis;
-use crate::ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+use rp_domain::apps::{AppId, RateLimit, WorkstationSettings};
+use rp_domain::time::EpochMillis;
+use rp_ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,10 +1,10 @@
 //! Bearer tokens. Layout: pk `TOKEN`, sk `<tokenId>`; TTL a week after expiry, so expired tokens
 //! stay listable for a while and then disappear.
 
-use crate::domain::apps::AppId;
-use crate::domain::time::EpochMillis;
-use crate::domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenSecret};
-use crate::ports::{retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+use rp_domain::apps::AppId;
+use rp_domain::time::EpochMillis;
+use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenSecret};
+use rp_ports::{retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
 
 const PARTITION: &str = "TOKEN";
 const KEEP_AFTER_EXPIRY_SECS: i64 = 7 * 24 * 3600;

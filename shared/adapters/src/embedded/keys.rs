@@ -5,7 +5,6 @@
 //! `nonce (12) || AES-256-GCM(master, data key, aad = encryption context)`, so a data key only
 //! unwraps under the context it was made for, as with KMS.
 
-use crate::ports::keys::*;
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use async_trait::async_trait;
@@ -13,6 +12,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use p256::ecdsa::{signature::Signer, Signature, SigningKey};
 use rand::RngCore;
+use rp_ports::keys::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write;

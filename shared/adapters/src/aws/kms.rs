@@ -2,12 +2,12 @@
 //! envelopes, `Sign` (`ECDSA_SHA_256` over a SHA-256 digest) and `GetPublicKey` for ES256.
 
 use super::LazyClient;
-use crate::ports::keys::*;
 use async_trait::async_trait;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{DataKeySpec, MessageType, SigningAlgorithmSpec};
 use aws_sdk_kms::Client;
 use p256::pkcs8::DecodePublicKey;
+use rp_ports::keys::*;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 

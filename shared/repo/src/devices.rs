@@ -12,13 +12,11 @@
 //! A registration writes the used link, the device, its id guard, its token and the user in one
 //! transaction conditional on the link's version: of two racing registrations one wins.
 
-use crate::domain::apps::AppId;
-use crate::domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
-use crate::domain::time::EpochMillis;
-use crate::domain::tokens::TokenHash;
-use crate::ports::{
-    retry_on_conflict, Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp,
-};
+use rp_domain::apps::AppId;
+use rp_domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
+use rp_domain::time::EpochMillis;
+use rp_domain::tokens::TokenHash;
+use rp_ports::{retry_on_conflict, Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -351,7 +349,7 @@ impl<'a> Devices<'a> {
     pub async fn revoke_device(
         &self,
         device: &DeviceRecord,
-        event: &crate::domain::events::EventRecord,
+        event: &rp_domain::events::EventRecord,
     ) -> Result<(), StoreError> {
         let record =
             ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));

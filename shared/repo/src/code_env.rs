@@ -4,12 +4,10 @@
 //! run opens the blob once (one KMS `Decrypt`); a change rewrites it conditionally on the
 //! version it read, so concurrent changes are serialized, never lost.
 
-use crate::domain::apps::AppId;
-use crate::domain::code::{EnvEntry, EnvVars};
-use crate::ports::keys::{open, seal_under, DataKey, Sealed};
-use crate::ports::{
-    Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError,
-};
+use rp_domain::apps::AppId;
+use rp_domain::code::{EnvEntry, EnvVars};
+use rp_ports::keys::{open, seal_under, DataKey, Sealed};
+use rp_ports::{Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,5 +84,14 @@ impl<'a> CodeEnv<'a> {
         let item = Item::new(self.key(), &EnvItem { entries: set.entries.clone(), values })?;
         self.store.put(item, condition).await?;
         Ok(())
+    }
+}
+
+impl From<EnvError> for rp_domain::code::CodeError {
+    fn from(e: EnvError) -> Self {
+        match e {
+            EnvError::Store(e) => e.into(),
+            EnvError::Keys(e) => e.into(),
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! OOB authentication requests: persistence only (the lifecycle is [`crate::domain::oob`]).
+//! OOB authentication requests: persistence only (the lifecycle is [`rp_domain::oob`]).
 //! Layout:
 //!
 //! | pk | sk | item |
@@ -12,10 +12,10 @@
 //! conditional on the version read.
 
 use super::events::{self, Events};
-use crate::domain::apps::AppId;
-use crate::domain::events::EventRecord;
-use crate::domain::oob::{OobRequest, MAX_REQUEST_ID};
-use crate::ports::{Condition, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
+use rp_domain::apps::AppId;
+use rp_domain::events::EventRecord;
+use rp_domain::oob::{OobRequest, MAX_REQUEST_ID};
+use rp_ports::{Condition, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
 use serde_json::json;
 
 fn request_key(request_id: &str) -> ItemKey {

@@ -11,7 +11,7 @@ pub use keys::LocalKeyFile;
 pub use queue::EmbeddedQueue;
 pub use store::EmbeddedStore;
 
-use crate::ports::StoreError;
+use rp_ports::StoreError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

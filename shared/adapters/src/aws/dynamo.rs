@@ -5,8 +5,6 @@
 //! record itself under `d`, and a counter's value under `n`. Every conditional write carries its
 //! condition expression; expired items (which DynamoDB deletes lazily) count as absent.
 
-use crate::ports::store::*;
-use crate::ports::Clock;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -16,6 +14,8 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
+use rp_ports::store::*;
+use rp_ports::Clock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
