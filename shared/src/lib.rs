@@ -8,7 +8,7 @@ pub mod backend;
 pub mod config;
 pub mod consumer;
 pub use rp_domain as domain;
-pub mod http;
+pub use rp_http as http;
 pub mod lambda;
 pub mod local;
 pub use rp_ports as ports;

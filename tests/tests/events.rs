@@ -185,7 +185,7 @@ fn routers_functions_events_and_template_agree() {
     let endpoints: Vec<_> = http::ENDPOINTS.iter().map(|e| e.name).collect();
     // Each function's main names the router `ENDPOINTS` gives its name, and builds the clients
     // of the services it declares (the `ClientSet` constant of the same name).
-    let table = read("shared/src/http/mod.rs");
+    let table = read("shared/http/src/lib.rs");
     // A function's `main`, without whitespace.
     let main_of = |name: &str| -> String {
         read(&format!("functions/{name}/src/main.rs")).chars().filter(|c| !c.is_whitespace()).collect()

@@ -3,17 +3,17 @@
 use super::extract::{beside_input, Admin, AdminOfApp, ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
-use crate::domain::tokens::{TokenKind, TokenRecord};
-use crate::domain::validate;
-use crate::ports::{retry_on_conflict_from, Cursor, Query, StoreError};
-use crate::repo::apps::{AppRecord, Apps};
-use crate::repo::tokens::{self, Tokens};
 use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
+use rp_domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
+use rp_domain::tokens::{TokenKind, TokenRecord};
+use rp_domain::validate;
+use rp_ports::{retry_on_conflict_from, Cursor, Query, StoreError};
+use rp_repo::apps::{AppRecord, Apps};
+use rp_repo::tokens::{self, Tokens};
 use serde::{Deserialize, Serialize};
 
 /// `/cc/api/apps`
@@ -57,7 +57,7 @@ pub struct AppIdPath {
 }
 
 /// `{namedUser}` in a path (after [`AppIdPath`]), as
-/// [`devices::named_user`](crate::domain::devices::named_user) checks it: the pattern is
+/// [`devices::named_user`](rp_domain::devices::named_user) checks it: the pattern is
 /// `devices::NAMED_USER_PATTERN`, which a literal must repeat here (utoipa's `schema_with` would
 /// drop the parameter's `required`); `every_identifier_a_request_names_has_the_pattern_the_api_checks`
 /// holds the two equal.
@@ -444,7 +444,7 @@ async fn revoke_token(
 ) -> Result<StatusCode, Problem> {
     let token_id = path.and_then(|ApiPath(token_id)| {
         if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(crate::domain::FieldError::new("tokenId", "must be 16 hexadecimal digits").into());
+            return Err(rp_domain::FieldError::new("tokenId", "must be 16 hexadecimal digits").into());
         }
         Ok(token_id)
     });

@@ -5,19 +5,19 @@
 use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::AppId;
-use crate::domain::devices::{
-    self, DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
-    RegistrationRequest, DEVICE_TOKEN_LIFETIME_SECS,
-};
-use crate::domain::tokens::TokenSecret;
-use crate::domain::validate;
-use crate::repo::devices::Devices;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use rp_domain::apps::AppId;
+use rp_domain::devices::{
+    self, DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
+    RegistrationRequest, DEVICE_TOKEN_LIFETIME_SECS,
+};
+use rp_domain::tokens::TokenSecret;
+use rp_domain::validate;
+use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
 /// `/cc/api/apps/{appId}/users/{namedUser}/registration-links`
@@ -364,7 +364,7 @@ async fn list_devices(
         async move {
             let devices = repo.devices_of(&app, &named_user).await?;
             let tokens = repo.tokens_of(&devices).await?;
-            Ok::<_, crate::ports::StoreError>((devices, tokens))
+            Ok::<_, rp_ports::StoreError>((devices, tokens))
         }
     };
     let (admin, read) = AdminOfApp::beside(&mut parts, &state, &named_user, reads).await?;

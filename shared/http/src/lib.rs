@@ -17,67 +17,19 @@ pub mod registration;
 mod strict_json;
 pub mod workstation;
 
-use crate::backend::{Backend, Services};
+use rp_ports::Services;
+
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use extract::BodyLimit;
 use problem::Problem;
-use std::sync::Arc;
+pub use rp_app::{AppState, HttpConfig};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub backend: Backend,
-    pub config: Arc<HttpConfig>,
-}
-
-impl AppState {
-    pub fn new(backend: Backend, config: HttpConfig) -> Self {
-        Self { backend, config: Arc::new(config) }
-    }
-
-    /// This state as an endpoint that uses `services` sees it ([`Backend::only`]).
-    pub fn only(&self, services: Services) -> Self {
-        Self { backend: self.backend.only(services), config: self.config.clone() }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct HttpConfig {
-    /// Largest request body accepted, in bytes.
-    pub body_limit: usize,
-    /// The server's public base URL (registration links and QR codes point here).
-    pub public_base_url: String,
-    /// Most certificate requests one poll hands out.
-    pub poll_batch: usize,
-    /// Leases a certificate request gets before it is DEAD (`CERT_MAX_ATTEMPTS`), on the result
-    /// path as on the queue consumer's.
-    pub max_attempts: u32,
-    /// Open (pending or leased) login-certificate requests an app may have
-    /// (`CERT_MAX_OPEN_PER_APP`); pairing past it answers 429.
-    pub max_open_per_app: u32,
-    /// Earlier versions kept per content customization (`CONTENT_VERSIONS_KEPT`).
-    pub content_versions_kept: u64,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        Self {
-            body_limit: 64 * 1024,
-            public_base_url: "http://127.0.0.1:8080".into(),
-            poll_batch: crate::repo::certificates::DEFAULT_BATCH,
-            max_attempts: crate::domain::certificates::DEFAULT_MAX_ATTEMPTS,
-            max_open_per_app: crate::domain::certificates::DEFAULT_MAX_OPEN_PER_APP,
-            content_versions_kept: crate::repo::versioned::DEFAULT_VERSIONS_KEPT,
-        }
-    }
-}
 
 /// One endpoint path: the Lambda function's package name, its router, and the services besides
 /// the store that its handlers call (its function builds and links the clients of these only).

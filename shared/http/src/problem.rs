@@ -4,10 +4,10 @@
 //! failures keep their source chain for the log and show the client a fixed text.
 
 use super::errors;
-use crate::domain::FieldError;
-use crate::ports::{Invalid, KeyError, QueueError, StoreError};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use rp_domain::FieldError;
+use rp_ports::{Invalid, KeyError, QueueError, StoreError};
 use serde::Serialize;
 
 /// The project's error codes, grouped per area (listed in the README).
@@ -265,7 +265,7 @@ impl IntoResponse for Problem {
         let exception_id = uuid::Uuid::new_v4();
         let (status, code) = (self.kind.status, self.kind.code);
         if status == StatusCode::TOO_MANY_REQUESTS {
-            crate::metrics::count(crate::metrics::Metric::TooManyRequests, 1, None);
+            rp_ports::metrics::count(rp_ports::metrics::Metric::TooManyRequests, 1, None);
         }
         if status.is_server_error() {
             let cause = self.source.as_deref().map(|e| chain(e)).unwrap_or_default();

@@ -4,17 +4,17 @@
 //! ([`markdown_table`]) and a test holds the README to it.
 
 use super::problem::{codes, Problem, ProblemType};
-use crate::domain::apps::ControlError;
-use crate::domain::certificates::CertError;
-use crate::domain::code::CodeError;
-use crate::domain::content::ContentError;
-use crate::domain::devices::RegistrationError;
-use crate::domain::enrollment::EnrollError;
-use crate::domain::offline::OfflineError;
-use crate::domain::oob::OobError;
-use crate::domain::pairing::PairingError;
-use crate::domain::time::EpochMillis;
 use axum::http::StatusCode;
+use rp_domain::apps::ControlError;
+use rp_domain::certificates::CertError;
+use rp_domain::code::CodeError;
+use rp_domain::content::ContentError;
+use rp_domain::devices::RegistrationError;
+use rp_domain::enrollment::EnrollError;
+use rp_domain::offline::OfflineError;
+use rp_domain::oob::OobError;
+use rp_domain::pairing::PairingError;
+use rp_domain::time::EpochMillis;
 
 const fn row(
     status: StatusCode,
@@ -548,7 +548,7 @@ pub const TABLES: &[&[&ProblemType]] =
 
 /// Codes that are not answers but attributes of events, listed with the rest.
 pub const EVENT_CODES: &[(i64, &str)] = &[(
-    crate::domain::certificates::DEAD_ERROR_CODE,
+    rp_domain::certificates::DEAD_ERROR_CODE,
     "errorCode of the event logged when a request dies (out of attempts)",
 )];
 
@@ -740,10 +740,10 @@ mod tests {
         }
     }
 
-    /// `UPDATE_README=1 cargo test -p rp-shared --lib the_readme_lists` rewrites the table.
+    /// `UPDATE_README=1 cargo test -p rp-http --lib the_readme_lists` rewrites the table.
     #[test]
     fn the_readme_lists_exactly_these_codes() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
         let mut readme = std::fs::read_to_string(path).unwrap();
         let table = markdown_table();
         if std::env::var_os("UPDATE_README").is_some() && !readme.contains(&table) {

@@ -4,14 +4,14 @@ use super::errors;
 use super::problem::Problem;
 use super::strict_json::Strict;
 use super::AppState;
-use crate::domain::apps::{AppId, ControlError};
-use crate::domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
-use crate::repo::apps::{AppRecord, Apps};
-use crate::repo::devices::Devices;
-use crate::repo::tokens::Tokens;
 use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use bytes::Bytes;
+use rp_domain::apps::{AppId, ControlError};
+use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use rp_repo::apps::{AppRecord, Apps};
+use rp_repo::devices::Devices;
+use rp_repo::tokens::Tokens;
 use serde::de::DeserializeOwned;
 
 /// A JSON body: `Content-Type: application/json`, within the body limit, every field known.

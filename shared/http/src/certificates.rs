@@ -2,29 +2,29 @@
 //! pending issuance and revocation requests (each handed out under a lease) and posts results;
 //! admins queue revocations by serial; a paired device fetches its issued certificates.
 //!
-//! Each handler parses, asks [`crate::domain::certificates`] what happens, persists that through
+//! Each handler parses, asks [`rp_domain::certificates`] what happens, persists that through
 //! [`Certificates`] (conditionally, retried on a lost race) and answers.
 
 use super::cc::ListParams;
 use super::extract::{beside, beside_input, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::{AppId, WorkstationSettings};
-use crate::domain::certificates::{
-    CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
-    RequestState, RevocationResult, Settlement, MAX_SERIAL_NUMBER,
-};
-use crate::domain::messages::{lease_timeouts, LeaseRef};
-use crate::domain::time::EpochMillis;
-use crate::domain::validate;
-use crate::metrics::{self, Metric};
-use crate::ports::{retry_on_conflict_from, StoreError};
-use crate::repo::apps::Apps;
-use crate::repo::certificates::{revocation_ops, Certificates, Effect};
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rp_domain::apps::{AppId, WorkstationSettings};
+use rp_domain::certificates::{
+    CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
+    RequestState, RevocationResult, Settlement, MAX_SERIAL_NUMBER,
+};
+use rp_domain::messages::{lease_timeouts, LeaseRef};
+use rp_domain::time::EpochMillis;
+use rp_domain::validate;
+use rp_ports::metrics::{self, Metric};
+use rp_ports::{retry_on_conflict_from, StoreError};
+use rp_repo::apps::Apps;
+use rp_repo::certificates::{revocation_ops, Certificates, Effect};
 use serde::Serialize;
 
 /// `/rp/api/certificate/requests`
@@ -289,7 +289,7 @@ pub(crate) enum Revocation {
     /// A revocation request is under way: this one.
     UnderWay(String),
     /// Queue this new request with these writes (to join a transaction of the caller's).
-    Queue(String, Vec<crate::ports::WriteOp>),
+    Queue(String, Vec<rp_ports::WriteOp>),
 }
 
 /// The request time-out of `app`'s certificate requests: its settings', or the default for an

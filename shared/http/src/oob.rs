@@ -1,29 +1,29 @@
 //! Out-of-band authentication (workstation-api.md; DECISIONS §6): a relying party's server starts
 //! a request for a user and polls its status with its access token; the user's registered device
 //! fetches the request and answers it with a signature by its registered key. The lifecycle is
-//! [`crate::domain::oob`]; these handlers parse, call, persist and answer.
+//! [`rp_domain::oob`]; these handlers parse, call, persist and answer.
 
 use super::content::over_limit;
 use super::extract::{beside_input, Access, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::workstation::Status;
 use super::AppState;
-use crate::domain::apps::AppId;
-use crate::domain::code::{HookDecision, Trigger};
-use crate::domain::oob::{
-    Extras, OobAnswer, OobAnswerRequest, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
-    OobStartRequest, OobState, StateEntry,
-};
-use crate::domain::time::EpochMillis;
-use crate::ports::{retry_on_conflict, StoreError};
-use crate::repo::devices::Devices;
-use crate::repo::oob::OobRequests;
-use crate::repo::ratelimit;
-use crate::repo::workstations::Workstations;
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rp_domain::apps::AppId;
+use rp_domain::code::{HookDecision, Trigger};
+use rp_domain::oob::{
+    Extras, OobAnswer, OobAnswerRequest, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
+    OobStartRequest, OobState, StateEntry,
+};
+use rp_domain::time::EpochMillis;
+use rp_ports::{retry_on_conflict, StoreError};
+use rp_repo::devices::Devices;
+use rp_repo::oob::OobRequests;
+use rp_repo::ratelimit;
+use rp_repo::workstations::Workstations;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -142,16 +142,16 @@ async fn start(
             }
         }
         HookDecision::Deny { reason, .. } => {
-            crate::metrics::count(
-                crate::metrics::Metric::OobOutcome,
+            rp_ports::metrics::count(
+                rp_ports::metrics::Metric::OobOutcome,
                 1,
                 Some(("Outcome", "DENIED_BY_CUSTOMIZATION")),
             );
             return Err(OobError::Denied(reason).into());
         }
         HookDecision::Failed { id, .. } => {
-            crate::metrics::count(
-                crate::metrics::Metric::OobOutcome,
+            rp_ports::metrics::count(
+                rp_ports::metrics::Metric::OobOutcome,
                 1,
                 Some(("Outcome", "CUSTOMIZATION_FAILED")),
             );
@@ -297,7 +297,7 @@ async fn recovery_keys(
         return Ok(None);
     };
     let context = super::workstation::recovery_context(app, machine_id, device_id);
-    let plain = crate::ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
+    let plain = rp_ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
     Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
 }
 
@@ -370,8 +370,8 @@ async fn device_answer(
     let state = answered.request.current();
     if state.is_final() {
         let outcome = serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned));
-        crate::metrics::count(
-            crate::metrics::Metric::OobOutcome,
+        rp_ports::metrics::count(
+            rp_ports::metrics::Metric::OobOutcome,
             1,
             Some(("Outcome", outcome.as_deref().unwrap_or("?"))),
         );

@@ -2,33 +2,31 @@
 //! device's single fetch of its pairings' PINs (`/rp/versioned/device/setup`), its list of
 //! workstations, used-PIN reports from either side, wrong-attempt locks, and unpairing (which
 //! queues a revocation of what the pairing was issued) and an admin's removal of a device. The
-//! rules are [`crate::domain::offline`] and [`crate::domain::pairing`].
+//! rules are [`rp_domain::offline`] and [`rp_domain::pairing`].
 
 use super::certificates::{request_timeout, revocation_of, Revocation};
 use super::extract::{AdminOfApp, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::{AppId, ControlError, OfflineAccess};
-use crate::domain::certificates::RequestState;
-use crate::domain::devices;
-use crate::domain::offline::{
-    check_unused, parse_pins, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet,
-    Pin, SealedTokens,
-};
-use crate::domain::pairing::{
-    pin_ids, OfflineTokens, Pairing, PairingError, PairingKey, DEVICE_REVOKED_EVENT,
-};
-use crate::domain::time::EpochMillis;
-use crate::ports::keys::{open, seal_under, DataKey, Sealed};
-use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
-use crate::repo::apps::AppRecord;
-use crate::repo::certificates::Certificates;
-use crate::repo::devices::Devices;
-use crate::repo::workstations::Workstations;
 use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use rp_domain::apps::{AppId, ControlError, OfflineAccess};
+use rp_domain::certificates::RequestState;
+use rp_domain::devices;
+use rp_domain::offline::{
+    check_unused, parse_pins, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet,
+    Pin, SealedTokens,
+};
+use rp_domain::pairing::{pin_ids, OfflineTokens, Pairing, PairingError, PairingKey, DEVICE_REVOKED_EVENT};
+use rp_domain::time::EpochMillis;
+use rp_ports::keys::{open, seal_under, DataKey, Sealed};
+use rp_ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
+use rp_repo::apps::AppRecord;
+use rp_repo::certificates::Certificates;
+use rp_repo::devices::Devices;
+use rp_repo::workstations::Workstations;
 use serde::{Deserialize, Serialize};
 
 /// `/rp/versioned/device/setup`
@@ -389,7 +387,7 @@ async fn device_workstations(
 pub struct DeviceUsedRequest {
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
-    #[schema(schema_with = crate::domain::pairing::pin_ids_schema)]
+    #[schema(schema_with = rp_domain::pairing::pin_ids_schema)]
     pub token_ids: Vec<String>,
 }
 
@@ -487,13 +485,12 @@ async fn revoke_device(
             {
                 state.backend.store.transact(ops).await?;
             }
-            Ok::<_, crate::domain::certificates::CertError>(())
+            Ok::<_, rp_domain::certificates::CertError>(())
         })
         .await?;
     }
-    let attrs =
-        crate::domain::events::attributes(&[("deviceId", &device_id), ("namedUser", &device.named_user)]);
-    let event = crate::domain::events::EventRecord::new(
+    let attrs = rp_domain::events::attributes(&[("deviceId", &device_id), ("namedUser", &device.named_user)]);
+    let event = rp_domain::events::EventRecord::new(
         DEVICE_REVOKED_EVENT,
         Some(app.app_id.clone()),
         source,

@@ -7,9 +7,9 @@
 use super::errors::{self, TABLES};
 use super::problem::ProblemType;
 use super::{cc, certificates, code, content, events, health, offline, oob, registration, workstation};
-use crate::domain::apps::AppId;
-use crate::domain::validate;
 use axum::http::StatusCode;
+use rp_domain::apps::AppId;
+use rp_domain::validate;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -8,24 +8,24 @@ use super::content::Counted;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::AppId;
-use crate::domain::code::{
-    self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, HookDecision, NewCode, RunReport,
-    Trigger, UpdateCode, CODE_EVENT,
-};
-use crate::domain::events::{attributes, EventRecord};
-use crate::domain::{validate, FieldError};
-use crate::http::cc::ListParams;
-use crate::ports::retry_on_conflict;
-use crate::repo::code_env::CodeEnv;
-use crate::repo::events::Events;
-use crate::repo::versioned::CodeRecords;
-use crate::sandbox::{self, helpers, Job};
+use crate::cc::ListParams;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use rp_domain::apps::AppId;
+use rp_domain::code::{
+    self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, HookDecision, NewCode, RunReport,
+    Trigger, UpdateCode, CODE_EVENT,
+};
+use rp_domain::events::{attributes, EventRecord};
+use rp_domain::{validate, FieldError};
+use rp_ports::retry_on_conflict;
+use rp_repo::code_env::CodeEnv;
+use rp_repo::events::Events;
+use rp_repo::versioned::CodeRecords;
+use rp_sandbox::{self as sandbox, helpers, Job};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -6,39 +6,39 @@
 //! authenticated in) or, on the user-name-and-password path where there is none, under a fresh
 //! server-issued id. Either way the id comes back as `response.sessionId` and in the
 //! `X-Enrollment-Session-Id` header, and
-//! `complete` must send it as `sessionId`. The rules live in [`crate::domain::enrollment`] and
-//! [`crate::domain::pairing`]; these handlers parse, call, persist and answer.
+//! `complete` must send it as `sessionId`. The rules live in [`rp_domain::enrollment`] and
+//! [`rp_domain::pairing`]; these handlers parse, call, persist and answer.
 
 use super::extract::{beside_input, named_app, require_own_app, Access, ApiJson, ApiQuery, Caller};
 use super::offline;
 use super::offline::OpenPins;
 use super::problem::Problem;
 use super::AppState;
-use crate::domain::apps::{AppId, OfflineAccess};
-use crate::domain::certificates::CertError;
-use crate::domain::devices::{fingerprint, DeviceRecord};
-use crate::domain::enrollment::{
-    Closing, Complete, CompleteRequest, Completed, Enroll, EnrollError, EnrollRequest, EnrollmentSession,
-    SessionState, SESSION_TTL_SECS,
-};
-use crate::domain::offline::{render_pins, require_enabled};
-use crate::domain::pairing::{
-    known_workstation_name, NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError,
-    PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
-};
-use crate::domain::time::EpochMillis;
-use crate::domain::FieldError;
-use crate::ports::keys::seal;
-use crate::ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
-use crate::repo::apps::AppRecord;
-use crate::repo::certificates::Certificates;
-use crate::repo::devices::Devices;
-use crate::repo::workstations::Workstations;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use rp_domain::apps::{AppId, OfflineAccess};
+use rp_domain::certificates::CertError;
+use rp_domain::devices::{fingerprint, DeviceRecord};
+use rp_domain::enrollment::{
+    Closing, Complete, CompleteRequest, Completed, Enroll, EnrollError, EnrollRequest, EnrollmentSession,
+    SessionState, SESSION_TTL_SECS,
+};
+use rp_domain::offline::{render_pins, require_enabled};
+use rp_domain::pairing::{
+    known_workstation_name, NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError,
+    PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
+};
+use rp_domain::time::EpochMillis;
+use rp_domain::FieldError;
+use rp_ports::keys::seal;
+use rp_ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
+use rp_repo::apps::AppRecord;
+use rp_repo::certificates::Certificates;
+use rp_repo::devices::Devices;
+use rp_repo::workstations::Workstations;
 use serde::Serialize;
 
 /// `/rp/wsapi/client/enroll`
@@ -291,7 +291,7 @@ pub struct RpWorkstation {
 /// `workstation.offline`: the PINs, to the pairing's own workstation only; empty strings else.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkstationOffline {
-    #[schema(value_type = crate::domain::pairing::OfflineTokensView)]
+    #[schema(value_type = rp_domain::pairing::OfflineTokensView)]
     pub offline: OfflineTokens,
 }
 
@@ -494,17 +494,17 @@ pub(crate) async fn refuse_name_claim(
     holder: Option<&str>,
     source: &str,
 ) -> Result<(), StoreError> {
-    let mut attrs = crate::domain::events::attributes(&[("name", name), ("claimedFor", claimed_for)]);
+    let mut attrs = rp_domain::events::attributes(&[("name", name), ("claimedFor", claimed_for)]);
     attrs.insert("heldBy".into(), holder.map_or(serde_json::Value::Null, |h| h.into()));
-    let event = crate::domain::events::EventRecord::new(
-        crate::domain::pairing::NAME_CLAIM_REFUSED_EVENT,
+    let event = rp_domain::events::EventRecord::new(
+        rp_domain::pairing::NAME_CLAIM_REFUSED_EVENT,
         Some(app.clone()),
         source,
         state.backend.clock.now_millis(),
         attrs,
     );
     tracing::warn!(app_id = %app, "a name claim for another user was refused");
-    crate::repo::events::Events::new(state.backend.store.as_ref()).record(&event).await
+    rp_repo::events::Events::new(state.backend.store.as_ref()).record(&event).await
 }
 
 #[utoipa::path(get, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])), params(PairingQuery),
