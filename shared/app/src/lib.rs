@@ -3,6 +3,12 @@
 //! orchestration: reads made at once, conflict retries, events, hooks, rate limits, metrics.
 //! It knows nothing of HTTP: the routers in `rp-http` parse, authorize, call and answer.
 
+pub mod apps;
+pub mod certificates;
+pub mod code;
+pub mod enrollment;
+pub mod offline;
+
 use rp_ports::{Backend, Services};
 use std::sync::Arc;
 

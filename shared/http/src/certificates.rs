@@ -5,26 +5,26 @@
 //! Each handler parses, asks [`rp_domain::certificates`] what happens, persists that through
 //! [`Certificates`] (conditionally, retried on a lost race) and answers.
 
-use super::cc::ListParams;
 use super::extract::{beside, beside_input, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
+use crate::params::ListParams;
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rp_domain::apps::{AppId, WorkstationSettings};
+use rp_app::certificates::{request_timeout, revocation_of, Revocation};
+use rp_domain::apps::AppId;
 use rp_domain::certificates::{
     CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
-    RequestState, RevocationResult, Settlement, MAX_SERIAL_NUMBER,
+    RevocationResult, Settlement, MAX_SERIAL_NUMBER,
 };
 use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
 use rp_ports::metrics::{self, Metric};
-use rp_ports::{retry_on_conflict_from, StoreError};
-use rp_repo::apps::Apps;
-use rp_repo::certificates::{revocation_ops, Certificates, Effect};
+use rp_ports::retry_on_conflict_from;
+use rp_repo::certificates::{Certificates, Effect};
 use serde::Serialize;
 
 /// `/rp/api/certificate/requests`
@@ -201,7 +201,7 @@ async fn settle(
                 Ok(refused) => {
                     for (name, holder) in refused {
                         let (app, held_by) = (&request.app_id, Some(holder.as_str()));
-                        super::workstation::refuse_name_claim(state, app, &name, user, held_by, source)
+                        rp_app::enrollment::refuse_name_claim(state, app, &name, user, held_by, source)
                             .await?;
                     }
                 }
@@ -280,54 +280,6 @@ async fn queue_revocation(
     })
     .await?;
     Ok((StatusCode::ACCEPTED, Json(RevocationQueued { request_id, cert_serial_number: serial.clone() })))
-}
-
-/// What revoking a certificate takes now.
-pub(crate) enum Revocation {
-    /// It is revoked already.
-    Revoked,
-    /// A revocation request is under way: this one.
-    UnderWay(String),
-    /// Queue this new request with these writes (to join a transaction of the caller's).
-    Queue(String, Vec<rp_ports::WriteOp>),
-}
-
-/// The request time-out of `app`'s certificate requests: its settings', or the default for an
-/// app that is gone.
-pub(crate) async fn request_timeout(state: &AppState, app: &AppId) -> Result<i64, StoreError> {
-    Ok(Apps::new(state.backend.store.as_ref())
-        .get(app)
-        .await?
-        .map_or(WorkstationSettings::default().request_timeout_in_secs, |(app, _)| {
-            app.workstation.request_timeout_in_secs
-        }))
-}
-
-/// How to revoke `cert` (read at `version`) at `now`, with a request that times out after
-/// `timeout` seconds (the app's [`request_timeout`], as its caller read it; its failure counts
-/// only if a request is queued): a revocation under way is answered again; one that failed or
-/// died is queued anew.
-pub(crate) async fn revocation_of(
-    certs: Certificates<'_>,
-    cert: &IssuedCert,
-    version: u64,
-    timeout: Result<i64, StoreError>,
-    now: EpochMillis,
-) -> Result<Revocation, CertError> {
-    if cert.revoked_at.is_some() {
-        return Ok(Revocation::Revoked);
-    }
-    if let Some(pending) = &cert.revocation_request_id {
-        let live = certs
-            .request(pending)
-            .await?
-            .is_some_and(|(r, _)| !matches!(r.state, RequestState::Failed | RequestState::Dead));
-        if live {
-            return Ok(Revocation::UnderWay(pending.clone()));
-        }
-    }
-    let (marked, request) = cert.queue_revocation(timeout?, now)?;
-    Ok(Revocation::Queue(request.request_id.clone(), revocation_ops(&marked, version, &request)?))
 }
 
 /// One of the device's certificates, still encrypted for it.

@@ -4,31 +4,27 @@
 //! calls under the same rules and rate limit as content customizations, each path its own
 //! budget scope (`code`).
 
-use super::content::Counted;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::cc::ListParams;
+use crate::params::ListParams;
+use crate::ratelimit::Counted;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use rp_app::code::{env, job, records};
 use rp_domain::apps::AppId;
 use rp_domain::code::{
-    self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, HookDecision, NewCode, RunReport,
-    Trigger, UpdateCode, CODE_EVENT,
+    self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, NewCode, RunReport, Trigger,
+    UpdateCode,
 };
-use rp_domain::events::{attributes, EventRecord};
 use rp_domain::{validate, FieldError};
 use rp_ports::retry_on_conflict;
-use rp_repo::code_env::CodeEnv;
-use rp_repo::events::Events;
-use rp_repo::versioned::CodeRecords;
-use rp_sandbox::{self as sandbox, helpers, Job};
+use rp_sandbox::{self as sandbox, helpers};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// The body limit of the paths that take a `source` (100 kB, which JSON escaping can
 /// multiply); the rest keep the server's.
@@ -87,20 +83,7 @@ pub fn jwks_router(_state: &AppState) -> Router<AppState> {
 }
 
 fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
-    super::content::gated_as(router, state, "code")
-}
-
-fn records<'a>(state: &'a AppState, tenant: &AppId) -> CodeRecords<'a> {
-    CodeRecords::new(state.backend.store.as_ref(), tenant).keeping(state.config.content_versions_kept)
-}
-
-fn env<'a>(state: &'a AppState, tenant: &AppId) -> CodeEnv<'a> {
-    CodeEnv::new(state.backend.store.as_ref(), state.backend.keys.as_ref(), tenant)
-}
-
-/// The issuer of the tokens a tenant's customizations mint, and the base of its JWKS URL.
-pub fn issuer(state: &AppState, tenant: &AppId) -> String {
-    format!("{}/rp/api/apps/{tenant}", state.config.public_base_url.trim_end_matches('/'))
+    crate::ratelimit::gated_as(router, state, "code")
 }
 
 /// A code customization: in full, or as listed (without its source).
@@ -200,7 +183,7 @@ async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, 
     records(state, tenant).get(id).await?.ok_or(CodeError::NotFound(id))
 }
 
-#[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath),
+#[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath),
     responses((status = 200, description = "The customization, with its source", body = CodeView)))]
 async fn retrieve(
     Counted(state, _): Counted,
@@ -210,7 +193,7 @@ async fn retrieve(
     Ok(Json(load(&state, tenant.id(), &id).await?.into()))
 }
 
-#[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath), request_body = UpdateCode,
+#[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath), request_body = UpdateCode,
     responses((status = 200, description = "Updated; the version before is kept", body = CodeView)))]
 async fn update(
     Counted(state, _): Counted,
@@ -229,7 +212,7 @@ async fn update(
     Ok(Json(updated.into()))
 }
 
-#[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath),
+#[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath),
     responses((status = 204, description = "Deleted, with its versions")))]
 async fn remove(
     Counted(state, _): Counted,
@@ -244,7 +227,7 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(get, path = "/code-customization/{id}/versions", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath, ListParams),
+#[utoipa::path(get, path = "/code-customization/{id}/versions", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath, ListParams),
     responses((status = 200, description = "A page of earlier versions", body = CodeVersionList)))]
 async fn list_versions(
     Counted(state, _): Counted,
@@ -278,7 +261,7 @@ async fn load_version(
     Ok((current, snapshot.ok_or(CodeError::VersionNotFound { id, version })?))
 }
 
-#[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
+#[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::VersionPath),
     responses((status = 200, description = "An earlier version", body = CodeView)))]
 async fn get_version(
     Counted(state, _): Counted,
@@ -289,7 +272,7 @@ async fn get_version(
     Ok(Json(snapshot.into()))
 }
 
-#[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(super::cc::VersionPath),
+#[utoipa::path(post, path = "/code-customization/{id}/versions/{version}/restore", tag = "code", security(("tenantAdmin" = [])), params(crate::params::VersionPath),
     responses((status = 200, description = "Restored as the current version", body = CodeView)))]
 async fn restore(
     Counted(state, _): Counted,
@@ -320,7 +303,7 @@ pub struct TestRun {
 
 /// Runs one customization, enabled or not, on the given event: a thrown error, a time-out
 /// or the memory limit is a 200 whose `error` says so.
-#[utoipa::path(post, path = "/code-customization/{id}/test", tag = "code", security(("tenantAdmin" = [])), params(super::cc::IdPath), request_body = TestRun,
+#[utoipa::path(post, path = "/code-customization/{id}/test", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath), request_body = TestRun,
     responses((status = 200, description = "What the run produced; a throw, time-out or limit is a 200 whose `error` says so", body = RunReport)))]
 async fn test_run(
     Counted(state, pass): Counted,
@@ -344,78 +327,6 @@ async fn test_run(
         sandbox::run(state.backend.keys.clone(), job(&state, tenant.id(), &record, event, vars.values)).await;
     tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
     Ok(Json(report))
-}
-
-fn job(
-    state: &AppState,
-    tenant: &AppId,
-    record: &CodeRecord,
-    event: Value,
-    env: std::collections::BTreeMap<String, String>,
-) -> Job {
-    Job {
-        source: record.source.clone(),
-        event,
-        env,
-        issuer: issuer(state, tenant),
-        timeout: Duration::from_millis(u64::from(record.timeout_ms)),
-        memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
-    }
-}
-
-/// The tenant's enabled customizations of `trigger`, in id order: one read when none is enabled,
-/// and one more per enabled customization, however many disabled ones the tenant keeps. Read
-/// apart from [`run_hook`] so that a caller can read them beside its own reads.
-pub async fn hooks(state: &AppState, tenant: &AppId, trigger: Trigger) -> Result<Vec<CodeRecord>, CodeError> {
-    Ok(records(state, tenant).indexed(trigger.name()).await?)
-}
-
-/// Runs `enabled` (the tenant's customizations of `trigger`, from [`hooks`]) on `event` and
-/// decides. A denial or a failure is logged as an event.
-pub async fn run_hook(
-    state: &AppState,
-    tenant: &AppId,
-    trigger: Trigger,
-    enabled: Vec<CodeRecord>,
-    event: Value,
-) -> Result<HookDecision, CodeError> {
-    if enabled.is_empty() {
-        return Ok(HookDecision::Allow { transaction_text: None });
-    }
-    let (vars, _) = env(state, tenant).load().await?;
-    let mut runs = Vec::with_capacity(enabled.len());
-    for record in &enabled {
-        let report = sandbox::run(
-            state.backend.keys.clone(),
-            job(state, tenant, record, event.clone(), vars.values.clone()),
-        )
-        .await;
-        let stop = report.error.is_some() || report.actions.denied.is_some();
-        runs.push((record.id, report));
-        if stop {
-            break;
-        }
-    }
-    let decision = code::decide(&runs);
-    let outcome = match &decision {
-        HookDecision::Allow { .. } => None,
-        HookDecision::Deny { id, reason } => Some((*id, "denied", reason.as_str())),
-        HookDecision::Failed { id, error } => Some((*id, "failed", error.as_str())),
-    };
-    if let Some((id, outcome, detail)) = outcome {
-        let id = id.to_string();
-        let attrs =
-            attributes(&[("id", &id), ("trigger", trigger.name()), ("outcome", outcome), ("detail", detail)]);
-        let event = EventRecord::new(
-            CODE_EVENT,
-            Some(tenant.clone()),
-            "server",
-            state.backend.clock.now_millis(),
-            attrs,
-        );
-        Events::new(state.backend.store.as_ref()).record(&event).await?;
-    }
-    Ok(decision)
 }
 
 /// The names of the tenant's variables, with their update times: never a value.
@@ -509,12 +420,12 @@ pub struct Jwks {
 
 /// The public key our customizations' tokens are signed with, as a JWK set; 404 for an
 /// unknown app, so the set only exists where tokens can be minted.
-#[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(super::cc::AppIdPath),
+#[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(crate::params::AppIdPath),
     responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Jwks)))]
 async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
     // The public key (fetched once per instance) is read beside the app; the app is judged first.
     let keys = &state.backend.keys;
-    let (app, public) = tokio::join!(super::cc::load_app(&state, &app_id), keys.signing_public_key());
+    let (app, public) = tokio::join!(rp_app::apps::load_app(&state, &app_id), keys.signing_public_key());
     let (app, _) = app?;
     let public = public?;
     let body = Jwks { keys: vec![helpers::jwk(&public, &keys.signing_key_id())] };

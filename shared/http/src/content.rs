@@ -2,26 +2,20 @@
 //! retrieve, plus version history and restore. Tenant-scoped admin calls (see [`Tenant`]); every
 //! answer past authentication carries the tenant's rate-limit headers.
 
-use super::errors;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::cc::ListParams;
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use crate::params::ListParams;
+use crate::ratelimit::{gated_as, Counted};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rp_domain::apps::RateLimit;
 use rp_domain::content::{self, ContentError, ContentRecord};
 use rp_domain::validate;
-use rp_ports::held::{Gate, HeldKeys, HeldStore, Pass};
-use rp_repo::ratelimit::{self, Decision};
 use rp_repo::versioned::Contents;
 use serde::Serialize;
 use serde_json::Value;
-use std::sync::Arc;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 
@@ -52,101 +46,6 @@ pub fn restore_router(state: &AppState) -> Router<AppState> {
 
 fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     gated_as(router, state, "content")
-}
-
-/// `router` behind the tenant's rate limit, counted under `scope`.
-pub(crate) fn gated_as(router: Router<AppState>, state: &AppState, scope: &'static str) -> Router<AppState> {
-    router.route_layer(middleware::from_fn_with_state((state.clone(), scope), rate_limit_gate))
-}
-
-/// Resolves the tenant, counts the request against its budget and stamps the headers. The
-/// handler runs beside the count: its reads go at once, while its store and key service
-/// ([`Counted`]) hold every write and every key call until the count has allowed the request. A
-/// refused request's answer is dropped for the 429 (or the 503 of a count that failed), having
-/// changed nothing.
-async fn rate_limit_gate(
-    State((state, scope)): State<(AppState, &'static str)>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let (mut parts, body) = request.into_parts();
-    let now = state.backend.clock.epoch_secs();
-    // Refused before a tenant is known (401, 403, a bad X-Tenant-Id) or when the counter cannot
-    // be read (503): nothing is counted, and the headers show the budget untouched.
-    let uncounted = |rule: &RateLimit| Decision {
-        allowed: true,
-        limit: rule.limit,
-        remaining: rule.limit,
-        reset: rule.window(now).1,
-    };
-    let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
-        Ok(tenant) => tenant,
-        Err(problem) => {
-            let mut response = problem.into_response();
-            stamp(response.headers_mut(), &uncounted(&RateLimit::default()));
-            return response;
-        }
-    };
-    let rule = &tenant.app.rate_limit;
-    let (gate, pass) = Gate::new();
-    let mut held = state.clone();
-    held.backend.store = Arc::new(HeldStore::new(state.backend.store.clone(), pass.clone()));
-    held.backend.keys = Arc::new(HeldKeys::new(state.backend.keys.clone(), pass.clone()));
-    parts.extensions.insert(Counted(held, pass));
-    let count = async {
-        let decision = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await;
-        gate.open(decision.as_ref().is_ok_and(|d| d.allowed));
-        decision
-    };
-    let (decision, response) = tokio::join!(count, next.run(Request::from_parts(parts, body)));
-    let decision = match decision {
-        Ok(decision) => decision,
-        Err(e) => {
-            let mut response = Problem::from(e).into_response();
-            stamp(response.headers_mut(), &uncounted(rule));
-            return response;
-        }
-    };
-    let mut response =
-        if decision.allowed { response } else { over_limit(rule, &decision, now).into_response() };
-    stamp(response.headers_mut(), &decision);
-    response
-}
-
-/// The app's state as a handler behind the rate limit ([`gated_as`]) takes it: its store holds
-/// every write, and its key service every call, until the tenant's count has allowed the
-/// request (reads go at once). A handler whose work is costly without any write (a test run)
-/// waits for the [`Pass`] itself. Outside [`gated_as`] it is a 500, never an ungated state.
-#[derive(Clone)]
-pub(crate) struct Counted(pub AppState, pub Pass);
-
-impl FromRequestParts<AppState> for Counted {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Problem> {
-        parts.extensions.get::<Counted>().cloned().ok_or_else(|| {
-            Problem::internal(std::io::Error::other(
-                "the handler takes Counted but is not behind the rate limit",
-            ))
-        })
-    }
-}
-
-pub(crate) fn stamp(headers: &mut HeaderMap, decision: &Decision) {
-    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
-    headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
-    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset));
-}
-
-/// 429: the tenant's budget `rule` is used up until the window resets.
-pub(crate) fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Problem {
-    let wait = (decision.reset - now).max(1) as u64;
-    Problem::of(&errors::RATE_LIMITED)
-        .detail(format!(
-            "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
-            rule.limit, rule.window_secs
-        ))
-        .retry_after(wait)
 }
 
 /// The tenant's customizations, with the configured version retention.
@@ -373,7 +272,7 @@ async fn list(
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
-    params(super::cc::IdPath), responses((status = 200, description = "The customization", body = ContentView)))]
+    params(crate::params::IdPath), responses((status = 200, description = "The customization", body = ContentView)))]
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
@@ -386,7 +285,7 @@ async fn retrieve(
 }
 
 #[utoipa::path(post, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
-    params(super::cc::IdPath), request_body = ContentUpdate,
+    params(crate::params::IdPath), request_body = ContentUpdate,
     responses((status = 200, description = "Updated; the version before is kept", body = ContentView)))]
 async fn update(
     Counted(state, _): Counted,
@@ -407,7 +306,7 @@ async fn update(
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions", tag = "content", security(("tenantAdmin" = [])),
-    params(super::cc::IdPath, ListParams), responses((status = 200, description = "A page of earlier versions", body = VersionList)))]
+    params(crate::params::IdPath, ListParams), responses((status = 200, description = "A page of earlier versions", body = VersionList)))]
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
@@ -442,7 +341,7 @@ async fn load_version(
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions/{version}", tag = "content", security(("tenantAdmin" = [])),
-    params(super::cc::VersionPath),
+    params(crate::params::VersionPath),
     responses((status = 200, description = "An earlier version", body = ContentView)))]
 async fn get_version(
     Counted(state, _): Counted,
@@ -454,7 +353,7 @@ async fn get_version(
 }
 
 #[utoipa::path(post, path = "/content-customization/{id}/versions/{version}/restore", tag = "content", security(("tenantAdmin" = [])),
-    params(super::cc::VersionPath),
+    params(crate::params::VersionPath),
     responses((status = 200, description = "Restored as the current version", body = ContentView)))]
 async fn restore(
     Counted(state, _): Counted,

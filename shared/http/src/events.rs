@@ -1,11 +1,11 @@
 //! Events (DECISIONS §9): agents (admin token) and workstations (access token) report theirs;
 //! global admins list them by name, app and time range.
 
-use super::cc::ListParams;
 use super::errors;
 use super::extract::{beside_input, named_app, Admin, ApiJson, ApiQuery, Caller, NamedApp};
 use super::problem::Problem;
 use super::AppState;
+use crate::params::ListParams;
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::get;

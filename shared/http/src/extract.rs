@@ -7,6 +7,7 @@ use super::AppState;
 use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use bytes::Bytes;
+use rp_app::apps::load_app;
 use rp_domain::apps::{AppId, ControlError};
 use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use rp_repo::apps::{AppRecord, Apps};
@@ -295,15 +296,6 @@ where
             Err(problem)
         }
     }
-}
-
-/// The app at `app_id` with its version, or 404.
-pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
-    let id = AppId::parse("appId", app_id)?;
-    Apps::new(state.backend.store.as_ref())
-        .get(&id)
-        .await?
-        .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
 }
 
 /// A global admin's call on one app's path (`/cc/api/apps/{appId}/...`): the token is checked

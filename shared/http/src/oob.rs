@@ -3,11 +3,11 @@
 //! fetches the request and answers it with a signature by its registered key. The lifecycle is
 //! [`rp_domain::oob`]; these handlers parse, call, persist and answer.
 
-use super::content::over_limit;
 use super::extract::{beside_input, Access, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
-use super::workstation::Status;
 use super::AppState;
+use crate::params::Status;
+use crate::ratelimit::over_limit;
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
@@ -82,10 +82,10 @@ async fn start(
         let nonce = start.nonces.session_nonce.clone();
         async move {
             tokio::join!(
-                super::cc::load_app(state_ref, app_id.as_str()),
+                rp_app::apps::load_app(state_ref, app_id.as_str()),
                 devices.resolve_user(&app_id, &named_user),
                 requests.nonce_spent(&app_id, &nonce),
-                super::code::hooks(state_ref, &app_id, Trigger::OobStart),
+                rp_app::code::hooks(state_ref, &app_id, Trigger::OobStart),
             )
         }
     };
@@ -135,7 +135,7 @@ async fn start(
         "extras": start.extras,
         "additionalDetails": start.additional_details,
     });
-    match super::code::run_hook(&state, &app.app_id, Trigger::OobStart, hooks?, event).await? {
+    match rp_app::code::run_hook(&state, &app.app_id, Trigger::OobStart, hooks?, event).await? {
         HookDecision::Allow { transaction_text } => {
             if transaction_text.is_some() {
                 start.transaction_text = transaction_text;
@@ -296,7 +296,7 @@ async fn recovery_keys(
     let Some(sealed) = enrollment.recovery_keys.filter(|_| enrollment.device_id == device_id) else {
         return Ok(None);
     };
-    let context = super::workstation::recovery_context(app, machine_id, device_id);
+    let context = rp_app::enrollment::recovery_context(app, machine_id, device_id);
     let plain = rp_ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
     Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
 }

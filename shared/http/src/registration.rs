@@ -97,7 +97,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 }
 
 #[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
-    security(("admin" = [])), params(super::cc::AppIdPath, super::cc::NamedUserPath), request_body(content = Option<LinkOptions>),
+    security(("admin" = [])), params(crate::params::AppIdPath, crate::params::NamedUserPath), request_body(content = Option<LinkOptions>),
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
@@ -134,7 +134,7 @@ async fn create_link(
         if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
             let source = format!("admin:{}", admin.token.token_id);
             let held_by = Some(holder.named_user.as_str());
-            super::workstation::refuse_name_claim(&state, &app.app_id, name, &named_user, held_by, &source)
+            rp_app::enrollment::refuse_name_claim(&state, &app.app_id, name, &named_user, held_by, &source)
                 .await?;
             return Err(RegistrationError::AliasTaken(name.clone()).into());
         }
@@ -349,7 +349,7 @@ pub struct DeviceList {
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/users/{namedUser}/devices", tag = "registration", security(("admin" = [])),
-    params(super::cc::AppIdPath, super::cc::NamedUserPath),
+    params(crate::params::AppIdPath, crate::params::NamedUserPath),
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
@@ -390,7 +390,7 @@ async fn list_devices(
 
 /// Ends a device's token; the device keeps its pairings but must register again to call in.
 #[utoipa::path(delete, path = "/cc/api/apps/{appId}/devices/{deviceId}/token", tag = "registration", security(("admin" = [])),
-    params(super::cc::AppIdPath, ("deviceId" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,128}$")), responses((status = 204, description = "Revoked")))]
+    params(crate::params::AppIdPath, ("deviceId" = String, Path, pattern = "^[A-Za-z0-9._:-]{1,128}$")), responses((status = 204, description = "Revoked")))]
 async fn revoke_token(
     State(state): State<AppState>,
     mut parts: Parts,

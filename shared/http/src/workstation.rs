@@ -10,15 +10,17 @@
 //! [`rp_domain::pairing`]; these handlers parse, call, persist and answer.
 
 use super::extract::{beside_input, named_app, require_own_app, Access, ApiJson, ApiQuery, Caller};
-use super::offline;
-use super::offline::OpenPins;
 use super::problem::Problem;
 use super::AppState;
+use crate::params::Status;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use rp_app::enrollment::{recovery_context, refuse_name_claim};
+use rp_app::offline;
+use rp_app::offline::OpenPins;
 use rp_domain::apps::{AppId, OfflineAccess};
 use rp_domain::certificates::CertError;
 use rp_domain::devices::{fingerprint, DeviceRecord};
@@ -34,7 +36,7 @@ use rp_domain::pairing::{
 use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
 use rp_ports::keys::seal;
-use rp_ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
+use rp_ports::{retry_on_conflict, retry_on_conflict_from, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::certificates::Certificates;
 use rp_repo::devices::Devices;
@@ -72,20 +74,6 @@ pub fn client_reg_router(_state: &AppState) -> Router<AppState> {
 }
 
 pub const SESSION_HEADER: &str = "x-enrollment-session-id";
-
-/// The seed's `status` object.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Status {
-    pub response_code: u16,
-    pub response_message: String,
-}
-
-impl Status {
-    pub fn ok(message: &str) -> Self {
-        Self { response_code: 200, response_message: message.to_owned() }
-    }
-}
 
 /// An answer that is only the seed's `status`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -249,13 +237,6 @@ async fn complete(
     Ok(Json(StatusResponse { status: Status::ok(message) }))
 }
 
-/// The context recovery keys are sealed under: they open for that app, machine and device only.
-pub fn recovery_context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionContext {
-    EncryptionContext::new(app.as_str(), "recovery-keys")
-        .with("machine", machine_id)
-        .with("device", device_id)
-}
-
 /// A pairing as every `/rp/api/client/reg` response shows it.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -382,7 +363,7 @@ async fn pair(
     let workstations = Workstations::new(store);
     // The app and the pairing, read at once.
     let (settings, existing) = tokio::join!(
-        super::cc::load_app(&state, app.as_str()),
+        rp_app::apps::load_app(&state, app.as_str()),
         workstations.pairing(app, &request.machine_id, &request.device_id),
     );
     let (settings, _) = settings?;
@@ -485,28 +466,6 @@ async fn pair(
     }
 }
 
-/// Records that `name` was claimed for `claimed_for` while it stands for `holder` (or nobody).
-pub(crate) async fn refuse_name_claim(
-    state: &AppState,
-    app: &AppId,
-    name: &str,
-    claimed_for: &str,
-    holder: Option<&str>,
-    source: &str,
-) -> Result<(), StoreError> {
-    let mut attrs = rp_domain::events::attributes(&[("name", name), ("claimedFor", claimed_for)]);
-    attrs.insert("heldBy".into(), holder.map_or(serde_json::Value::Null, |h| h.into()));
-    let event = rp_domain::events::EventRecord::new(
-        rp_domain::pairing::NAME_CLAIM_REFUSED_EVENT,
-        Some(app.clone()),
-        source,
-        state.backend.clock.now_millis(),
-        attrs,
-    );
-    tracing::warn!(app_id = %app, "a name claim for another user was refused");
-    rp_repo::events::Events::new(state.backend.store.as_ref()).record(&event).await
-}
-
 #[utoipa::path(get, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])), params(PairingQuery),
     responses((status = 200, description = "The pairing; PINs only to its own workstation", body = PairingView)))]
 async fn read_pairing(
@@ -521,7 +480,7 @@ async fn read_pairing(
     let workstations = Workstations::new(state.backend.store.as_ref());
     let (pairing, app) = tokio::join!(
         workstations.pairing(&access.app_id, &key.machine_id, &key.device_id),
-        super::cc::load_app(&state, access.app_id.as_str()),
+        rp_app::apps::load_app(&state, access.app_id.as_str()),
     );
     let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
     let (app, _) = app?;

@@ -1,0 +1,101 @@
+//! Code customizations: the tenant's records and environment, the job a run is, and the hooks
+//! that decide a flow (each enabled customization of a trigger, run in the sandbox).
+
+use crate::AppState;
+use rp_domain::apps::AppId;
+use rp_domain::code::{self, CodeError, CodeRecord, HookDecision, Trigger, CODE_EVENT};
+use rp_domain::events::{attributes, EventRecord};
+use rp_repo::code_env::CodeEnv;
+use rp_repo::events::Events;
+use rp_repo::versioned::CodeRecords;
+use rp_sandbox::{self as sandbox, Job};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The tenant's code customizations, keeping the configured number of earlier versions.
+pub fn records<'a>(state: &'a AppState, tenant: &AppId) -> CodeRecords<'a> {
+    CodeRecords::new(state.backend.store.as_ref(), tenant).keeping(state.config.content_versions_kept)
+}
+
+/// The tenant's environment variables, sealed under the key service.
+pub fn env<'a>(state: &'a AppState, tenant: &AppId) -> CodeEnv<'a> {
+    CodeEnv::new(state.backend.store.as_ref(), state.backend.keys.as_ref(), tenant)
+}
+
+/// The issuer of the tokens a tenant's customizations mint, and the base of its JWKS URL.
+pub fn issuer(state: &AppState, tenant: &AppId) -> String {
+    format!("{}/rp/api/apps/{tenant}", state.config.public_base_url.trim_end_matches('/'))
+}
+
+/// The sandbox job of running `record` on `event` with the tenant's variables `env`.
+pub fn job(
+    state: &AppState,
+    tenant: &AppId,
+    record: &CodeRecord,
+    event: Value,
+    env: std::collections::BTreeMap<String, String>,
+) -> Job {
+    Job {
+        source: record.source.clone(),
+        event,
+        env,
+        issuer: issuer(state, tenant),
+        timeout: Duration::from_millis(u64::from(record.timeout_ms)),
+        memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
+    }
+}
+
+/// The tenant's enabled customizations of `trigger`, in id order: one read when none is enabled,
+/// and one more per enabled customization, however many disabled ones the tenant keeps. Read
+/// apart from [`run_hook`] so that a caller can read them beside its own reads.
+pub async fn hooks(state: &AppState, tenant: &AppId, trigger: Trigger) -> Result<Vec<CodeRecord>, CodeError> {
+    Ok(records(state, tenant).indexed(trigger.name()).await?)
+}
+
+/// Runs `enabled` (the tenant's customizations of `trigger`, from [`hooks`]) on `event` and
+/// decides. A denial or a failure is logged as an event.
+pub async fn run_hook(
+    state: &AppState,
+    tenant: &AppId,
+    trigger: Trigger,
+    enabled: Vec<CodeRecord>,
+    event: Value,
+) -> Result<HookDecision, CodeError> {
+    if enabled.is_empty() {
+        return Ok(HookDecision::Allow { transaction_text: None });
+    }
+    let (vars, _) = env(state, tenant).load().await?;
+    let mut runs = Vec::with_capacity(enabled.len());
+    for record in &enabled {
+        let report = sandbox::run(
+            state.backend.keys.clone(),
+            job(state, tenant, record, event.clone(), vars.values.clone()),
+        )
+        .await;
+        let stop = report.error.is_some() || report.actions.denied.is_some();
+        runs.push((record.id, report));
+        if stop {
+            break;
+        }
+    }
+    let decision = code::decide(&runs);
+    let outcome = match &decision {
+        HookDecision::Allow { .. } => None,
+        HookDecision::Deny { id, reason } => Some((*id, "denied", reason.as_str())),
+        HookDecision::Failed { id, error } => Some((*id, "failed", error.as_str())),
+    };
+    if let Some((id, outcome, detail)) = outcome {
+        let id = id.to_string();
+        let attrs =
+            attributes(&[("id", &id), ("trigger", trigger.name()), ("outcome", outcome), ("detail", detail)]);
+        let event = EventRecord::new(
+            CODE_EVENT,
+            Some(tenant.clone()),
+            "server",
+            state.backend.clock.now_millis(),
+            attrs,
+        );
+        Events::new(state.backend.store.as_ref()).record(&event).await?;
+    }
+    Ok(decision)
+}

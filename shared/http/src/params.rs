@@ -1,0 +1,108 @@
+//! Wire types more than one area reads or answers with: the path and query parameters of the
+//! lists and customizations, and the seed's `status` object.
+
+use crate::problem::Problem;
+use rp_ports::{Cursor, Query};
+use serde::{Deserialize, Serialize};
+
+/// `{appId}` in a path, as [`AppId::parse`] checks it: the OpenAPI document's one description
+/// of it (the handlers read it with `ApiPath<String>`).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct AppIdPath {
+    #[param(rename = "appId", pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
+    app_id: String,
+}
+
+/// `{namedUser}` in a path (after [`AppIdPath`]), as
+/// [`devices::named_user`](rp_domain::devices::named_user) checks it: the pattern is
+/// `devices::NAMED_USER_PATTERN`, which a literal must repeat here (utoipa's `schema_with` would
+/// drop the parameter's `required`); `every_identifier_a_request_names_has_the_pattern_the_api_checks`
+/// holds the two equal.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct NamedUserPath {
+    #[param(
+        rename = "namedUser",
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]([^#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]*[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F])?$"
+    )]
+    named_user: String,
+}
+
+/// `{id}` of a content or code customization in a path, as `validate::positive_id` checks it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct IdPath {
+    #[param(minimum = 1)]
+    id: i64,
+}
+
+/// `{id}` and `{version}` of an earlier version of a customization in a path.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct VersionPath {
+    #[param(minimum = 1)]
+    id: i64,
+    #[param(minimum = 1)]
+    version: i64,
+}
+
+/// `?limit=&cursor=` of every list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Page size, 1 to 200 (default 50).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]
+    pub limit: Option<String>,
+    /// The `nextCursor` of the page before.
+    #[param(min_length = 1, pattern = "^[A-Za-z0-9_-]+$")]
+    pub cursor: Option<String>,
+}
+
+pub const DEFAULT_PAGE: usize = 50;
+
+pub const MAX_PAGE: usize = 200;
+
+impl ListParams {
+    /// The page size and the decoded cursor, checked against the partition `query` reads.
+    pub fn page(&self, query: &Query) -> Result<(usize, Option<Cursor>), Problem> {
+        let limit = match &self.limit {
+            None => DEFAULT_PAGE,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+                _ => {
+                    return Err(Problem::invalid("limit", format!("must be an integer from 1 to {MAX_PAGE}")))
+                }
+            },
+        };
+        let cursor = match &self.cursor {
+            None => None,
+            Some(text) => match Cursor::decode(text) {
+                Some(c) if c.belongs_to(query) => Some(c),
+                _ => return Err(Problem::invalid("cursor", "is not a cursor returned by this list")),
+            },
+        };
+        Ok((limit, cursor))
+    }
+}
+
+/// The seed's `status` object.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub response_code: u16,
+    pub response_message: String,
+}
+
+impl Status {
+    pub fn ok(message: &str) -> Self {
+        Self { response_code: 200, response_message: message.to_owned() }
+    }
+}

@@ -1,0 +1,111 @@
+//! The tenant's rate limit at the HTTP edge: the gate a router goes behind, the handler's counted
+//! state, the `X-RateLimit-*` headers and the 429.
+
+use crate::errors;
+use crate::extract::Tenant;
+use crate::problem::Problem;
+use crate::AppState;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::{request::Parts, HeaderMap, HeaderValue};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use rp_domain::apps::RateLimit;
+use rp_ports::held::{Gate, HeldKeys, HeldStore, Pass};
+use rp_repo::ratelimit::{self, Decision};
+use std::sync::Arc;
+
+/// `router` behind the tenant's rate limit, counted under `scope`.
+pub fn gated_as(router: Router<AppState>, state: &AppState, scope: &'static str) -> Router<AppState> {
+    router.route_layer(middleware::from_fn_with_state((state.clone(), scope), rate_limit_gate))
+}
+
+/// Resolves the tenant, counts the request against its budget and stamps the headers. The
+/// handler runs beside the count: its reads go at once, while its store and key service
+/// ([`Counted`]) hold every write and every key call until the count has allowed the request. A
+/// refused request's answer is dropped for the 429 (or the 503 of a count that failed), having
+/// changed nothing.
+async fn rate_limit_gate(
+    State((state, scope)): State<(AppState, &'static str)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let now = state.backend.clock.epoch_secs();
+    // Refused before a tenant is known (401, 403, a bad X-Tenant-Id) or when the counter cannot
+    // be read (503): nothing is counted, and the headers show the budget untouched.
+    let uncounted = |rule: &RateLimit| Decision {
+        allowed: true,
+        limit: rule.limit,
+        remaining: rule.limit,
+        reset: rule.window(now).1,
+    };
+    let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
+        Ok(tenant) => tenant,
+        Err(problem) => {
+            let mut response = problem.into_response();
+            stamp(response.headers_mut(), &uncounted(&RateLimit::default()));
+            return response;
+        }
+    };
+    let rule = &tenant.app.rate_limit;
+    let (gate, pass) = Gate::new();
+    let mut held = state.clone();
+    held.backend.store = Arc::new(HeldStore::new(state.backend.store.clone(), pass.clone()));
+    held.backend.keys = Arc::new(HeldKeys::new(state.backend.keys.clone(), pass.clone()));
+    parts.extensions.insert(Counted(held, pass));
+    let count = async {
+        let decision = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await;
+        gate.open(decision.as_ref().is_ok_and(|d| d.allowed));
+        decision
+    };
+    let (decision, response) = tokio::join!(count, next.run(Request::from_parts(parts, body)));
+    let decision = match decision {
+        Ok(decision) => decision,
+        Err(e) => {
+            let mut response = Problem::from(e).into_response();
+            stamp(response.headers_mut(), &uncounted(rule));
+            return response;
+        }
+    };
+    let mut response =
+        if decision.allowed { response } else { over_limit(rule, &decision, now).into_response() };
+    stamp(response.headers_mut(), &decision);
+    response
+}
+
+/// The app's state as a handler behind the rate limit ([`gated_as`]) takes it: its store holds
+/// every write, and its key service every call, until the tenant's count has allowed the
+/// request (reads go at once). A handler whose work is costly without any write (a test run)
+/// waits for the [`Pass`] itself. Outside [`gated_as`] it is a 500, never an ungated state.
+#[derive(Clone)]
+pub struct Counted(pub AppState, pub Pass);
+
+impl FromRequestParts<AppState> for Counted {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Problem> {
+        parts.extensions.get::<Counted>().cloned().ok_or_else(|| {
+            Problem::internal(std::io::Error::other(
+                "the handler takes Counted but is not behind the rate limit",
+            ))
+        })
+    }
+}
+
+pub fn stamp(headers: &mut HeaderMap, decision: &Decision) {
+    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
+    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset));
+}
+
+/// 429: the tenant's budget `rule` is used up until the window resets.
+pub fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Problem {
+    let wait = (decision.reset - now).max(1) as u64;
+    Problem::of(&errors::RATE_LIMITED)
+        .detail(format!(
+            "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
+            rule.limit, rule.window_secs
+        ))
+        .retry_after(wait)
+}
