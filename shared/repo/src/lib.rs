@@ -56,6 +56,22 @@ pub(crate) async fn query_all(store: &dyn ItemStore, query: Query) -> Result<Vec
     }
 }
 
+/// An embedded store over `dir` behind the port set, with no queue or key service: what the
+/// repositories' own tests read and write through.
+#[cfg(test)]
+pub(crate) fn test_backend(dir: &std::path::Path) -> rp_ports::Backend {
+    use std::sync::Arc;
+    let clock: Arc<dyn rp_ports::Clock> = Arc::new(rp_ports::SystemClock);
+    let db = rp_adapters::embedded::EmbeddedDb::open(dir).unwrap();
+    let absent = Arc::new(rp_ports::absent::Absent);
+    rp_ports::Backend {
+        store: Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, clock.clone())),
+        queue: absent.clone(),
+        keys: absent,
+        clock,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,21 +98,5 @@ mod tests {
             "three pages, in order, no other partition"
         );
         assert!(query_all(store, Query::table("none").limit(100)).await.unwrap().is_empty());
-    }
-}
-
-/// An embedded store over `dir` behind the port set, with no queue or key service: what the
-/// repositories' own tests read and write through.
-#[cfg(test)]
-pub(crate) fn test_backend(dir: &std::path::Path) -> rp_ports::Backend {
-    use std::sync::Arc;
-    let clock: Arc<dyn rp_ports::Clock> = Arc::new(rp_ports::SystemClock);
-    let db = rp_adapters::embedded::EmbeddedDb::open(dir).unwrap();
-    let absent = Arc::new(rp_ports::absent::Absent);
-    rp_ports::Backend {
-        store: Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, clock.clone())),
-        queue: absent.clone(),
-        keys: absent,
-        clock,
     }
 }
