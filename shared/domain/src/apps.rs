@@ -1,7 +1,7 @@
 //! RP applications (the tenant unit) and their workstation settings.
 
 use super::validate::{self, FieldError};
-use crate::boundary::{MaybeConflict, StoreError};
+use crate::boundary::StoreError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -199,11 +199,7 @@ pub enum ControlError {
     Store(#[from] StoreError),
 }
 
-impl MaybeConflict for ControlError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, ControlError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(ControlError);
 
 #[cfg(test)]
 mod tests {

@@ -67,6 +67,19 @@ impl MaybeConflict for StoreError {
     }
 }
 
+/// An area error whose `Store` variant carries the store's failure: it is a lost race exactly
+/// when that failure is one. One line per area, so the nine area enums share one rule.
+#[macro_export]
+macro_rules! conflict_when_store_conflicts {
+    ($($area:ident),* $(,)?) => {$(
+        impl $crate::boundary::MaybeConflict for $area {
+            fn is_conflict(&self) -> bool {
+                matches!(self, $area::Store(e) if $crate::boundary::MaybeConflict::is_conflict(e))
+            }
+        }
+    )*};
+}
+
 /// Most items a transaction may write, as in DynamoDB's `TransactWriteItems`.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
 

@@ -11,7 +11,7 @@ use super::apps::AppId;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{MaybeConflict, QueueError, StoreError};
+use crate::boundary::{QueueError, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -139,11 +139,7 @@ pub enum CertError {
     Queue(#[from] QueueError),
 }
 
-impl MaybeConflict for CertError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, CertError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(CertError);
 
 /// Open login-certificate requests an app may have (`CERT_MAX_OPEN_PER_APP`), unless
 /// configured otherwise.

@@ -5,7 +5,7 @@
 
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{KeyError, MaybeConflict, StoreError};
+use crate::boundary::{KeyError, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -389,11 +389,7 @@ pub enum CodeError {
     Keys(#[from] KeyError),
 }
 
-impl MaybeConflict for CodeError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, CodeError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(CodeError);
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{MaybeConflict, StoreError};
+use crate::boundary::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -77,11 +77,7 @@ pub enum ContentError {
     Store(#[from] StoreError),
 }
 
-impl MaybeConflict for ContentError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, ContentError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(ContentError);
 
 /// The twelve screens a content map may hold.
 pub const SCREENS: [&str; 12] = [

@@ -3,7 +3,7 @@
 use super::apps::AppId;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{MaybeConflict, StoreError};
+use crate::boundary::StoreError;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use rand::RngCore;
@@ -209,11 +209,7 @@ pub enum RegistrationError {
     Store(#[from] StoreError),
 }
 
-impl MaybeConflict for RegistrationError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, RegistrationError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(RegistrationError);
 
 /// The body of `POST /rp/versioned/device/registrations`.
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]

@@ -9,7 +9,7 @@ use super::devices;
 use super::events::{attributes, EventRecord};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{MaybeConflict, StoreError};
+use crate::boundary::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -105,11 +105,7 @@ pub enum EnrollError {
     Keys(#[from] crate::boundary::KeyError),
 }
 
-impl MaybeConflict for EnrollError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, EnrollError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(EnrollError);
 
 /// What a complete call does.
 #[derive(Debug, Clone, PartialEq)]

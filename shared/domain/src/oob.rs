@@ -13,7 +13,7 @@ use super::apps::AppId;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{MaybeConflict, StoreError};
+use crate::boundary::StoreError;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use p256::ecdsa::Signature;
@@ -156,11 +156,7 @@ pub enum OobError {
     Keys(#[from] crate::boundary::KeyError),
 }
 
-impl MaybeConflict for OobError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, OobError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(OobError);
 
 /// The body of `POST /rp/api/oob/client/authentication/requests` (DECISIONS §6).
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]

@@ -9,7 +9,7 @@ use super::events::EventRecord;
 use super::offline::{OfflineError, OfflineLock, OfflineSet};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{KeyError, MaybeConflict, StoreError};
+use crate::boundary::{KeyError, StoreError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,11 +91,7 @@ pub enum PairingError {
     Keys(#[from] KeyError),
 }
 
-impl MaybeConflict for PairingError {
-    fn is_conflict(&self) -> bool {
-        matches!(self, PairingError::Store(e) if e.is_conflict())
-    }
-}
+crate::conflict_when_store_conflicts!(PairingError);
 
 /// What the pairing's device is, as the login-certificate request needs it.
 #[derive(Debug, Clone, PartialEq)]

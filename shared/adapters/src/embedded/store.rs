@@ -247,23 +247,9 @@ fn run_query(
                 if pk != query.pk {
                     break;
                 }
-                let (matches, past) = in_sort_range(&query.sort, sk);
-                if past {
+                if let Walk::Stop = take(query, &mut page, now, sk, || decode(value.value()).map(Some))? {
                     break;
                 }
-                if !matches {
-                    continue;
-                }
-                let item = decode(value.value())?;
-                if item.is_expired(now) {
-                    continue;
-                }
-                if page.items.len() == query.limit {
-                    let last = page.items.last().expect("limit is at least 1");
-                    page.cursor = Some(Cursor::after_item(query, last));
-                    break;
-                }
-                page.items.push(item);
             }
         }
         Some(idx) => {
@@ -288,30 +274,51 @@ fn run_query(
                 let (Some(isk), Some(pk), Some(sk)) = (parts.next(), parts.next(), parts.next()) else {
                     return Err(StoreError::Encoding("malformed index entry".into()));
                 };
-                let (matches, past) = in_sort_range(&query.sort, isk);
-                if past {
+                let load =
+                    || items.get((pk, sk)).map_err(db_err)?.map(|bytes| decode(bytes.value())).transpose();
+                if let Walk::Stop = take(query, &mut page, now, isk, load)? {
                     break;
                 }
-                if !matches {
-                    continue;
-                }
-                let Some(bytes) = items.get((pk, sk)).map_err(db_err)? else {
-                    continue;
-                };
-                let item = decode(bytes.value())?;
-                if item.is_expired(now) {
-                    continue;
-                }
-                if page.items.len() == query.limit {
-                    let last = page.items.last().expect("limit is at least 1");
-                    page.cursor = Some(Cursor::after_item(query, last));
-                    break;
-                }
-                page.items.push(item);
             }
         }
     }
     Ok(page)
+}
+
+/// Whether a query's walk over its range goes on.
+enum Walk {
+    Next,
+    Stop,
+}
+
+/// One entry of a query's range, whose sort key there is `sort_key`: past the query's sort
+/// condition the walk stops; outside it, or gone (`load` finds nothing), or expired, it is
+/// skipped; on a full page it stops with the cursor; else the item joins the page. The one rule
+/// of both walks, over the table and over an index.
+fn take(
+    query: &Query,
+    page: &mut Page,
+    now: i64,
+    sort_key: &str,
+    load: impl FnOnce() -> Result<Option<Item>, StoreError>,
+) -> Result<Walk, StoreError> {
+    let (matches, past) = in_sort_range(&query.sort, sort_key);
+    if past {
+        return Ok(Walk::Stop);
+    }
+    if !matches {
+        return Ok(Walk::Next);
+    }
+    let Some(item) = load()?.filter(|item| !item.is_expired(now)) else {
+        return Ok(Walk::Next);
+    };
+    if page.items.len() == query.limit {
+        let last = page.items.last().expect("limit is at least 1");
+        page.cursor = Some(Cursor::after_item(query, last));
+        return Ok(Walk::Stop);
+    }
+    page.items.push(item);
+    Ok(Walk::Next)
 }
 
 #[async_trait]
