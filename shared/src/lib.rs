@@ -1,22 +1,27 @@
-//! The relying-party backend's common crate: domain, ports, adapters, repositories and the HTTP
-//! routers every Lambda function and the local server serve.
+//! The relying-party backend's composition root: which adapters stand behind the ports
+//! ([`backend`]), configuration, the Lambda and local front doors, the operator CLI, the
+//! reference enrollment agent and the sample fixtures. Every layer below is re-exported under
+//! its module name (`rp_shared::domain`, `::http`, ...), so a function's `main`, the tests and
+//! the tools reach them all through this crate.
 
-pub use rp_adapters as adapters;
 pub mod admin;
 pub mod agent;
 pub mod backend;
 pub mod config;
 pub mod consumer;
-pub use rp_domain as domain;
-pub use rp_http as http;
 pub mod lambda;
 pub mod local;
-pub use rp_ports as ports;
-pub use rp_ports::metrics;
-pub use rp_repo as repo;
 pub mod samples;
-pub use rp_sandbox as sandbox;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod worker;
+
+pub use rp_adapters as adapters;
+pub use rp_app as app;
+pub use rp_domain as domain;
+pub use rp_http as http;
+pub use rp_ports as ports;
+pub use rp_ports::metrics;
+pub use rp_repo as repo;
+pub use rp_sandbox as sandbox;
