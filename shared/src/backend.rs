@@ -76,7 +76,7 @@ pub async fn aws_from_config(
     clients: ClientSet,
 ) -> Result<Backend, aws_smithy_http_client::HttpClientError> {
     let sdk = sdk_config(config.trust_roots).await?;
-    Ok(aws_for(config, &sdk, Arc::new(crate::ports::SystemClock), clients))
+    Ok(aws_for(config, &sdk, Arc::new(SystemClock), clients))
 }
 
 #[cfg(test)]

@@ -7,9 +7,7 @@ use rp_ports::{EncryptionContext, StoreError};
 
 /// The context recovery keys are sealed under: they open for that app, machine and device only.
 pub fn recovery_context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionContext {
-    EncryptionContext::new(app.as_str(), "recovery-keys")
-        .with("machine", machine_id)
-        .with("device", device_id)
+    crate::pairing_context(app, "recovery-keys", machine_id, device_id)
 }
 
 /// Records that `name` was claimed for `claimed_for` while it stands for `holder` (or nobody).

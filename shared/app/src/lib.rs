@@ -61,3 +61,16 @@ impl Default for HttpConfig {
         }
     }
 }
+
+/// The envelope context of a secret kept for one machine and device of `app`, for `purpose`: it
+/// opens for that app, machine, device and purpose only.
+fn pairing_context(
+    app: &rp_domain::apps::AppId,
+    purpose: &str,
+    machine_id: &str,
+    device_id: &str,
+) -> rp_ports::EncryptionContext {
+    rp_ports::EncryptionContext::new(app.as_str(), purpose)
+        .with("machine", machine_id)
+        .with("device", device_id)
+}

@@ -20,9 +20,7 @@ use rp_repo::workstations::Workstations;
 
 /// The envelope context of a pairing's PINs: they open for that app, machine and device only.
 pub fn context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionContext {
-    EncryptionContext::new(app.as_str(), "offline-tokens")
-        .with("machine", machine_id)
-        .with("device", device_id)
+    crate::pairing_context(app, "offline-tokens", machine_id, device_id)
 }
 
 /// A new PIN set from what the workstation of `app`'s pairing of `device_id` on `machine_id`
