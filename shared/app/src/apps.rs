@@ -1,8 +1,12 @@
-//! Apps: the record every use case of an app starts from.
+//! Apps: the record every use case of an app starts from, and the API tokens.
 
-use crate::AppState;
+use crate::{AppError, AppState};
 use rp_domain::apps::{AppId, ControlError};
+use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
+use rp_domain::{validate, FieldError};
+use rp_ports::StoreError;
 use rp_repo::apps::{AppRecord, Apps};
+use rp_repo::tokens;
 
 /// The app at `app_id` with its version, or 404.
 pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
@@ -11,4 +15,42 @@ pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64)
         .get(&id)
         .await?
         .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
+}
+
+/// An app a request names, read ahead (beside the caller's token): `None` when it names none.
+pub type NamedRead = Option<Result<Option<(AppRecord, u64)>, StoreError>>;
+
+/// Longest token lifetime: two years.
+pub const MAX_TOKEN_LIFETIME_SECS: i64 = 2 * 366 * 24 * 3600;
+
+/// A new API token of `kind` for `app_id` (required for an access token, a scope for an admin
+/// token; read ahead as `named`): its secret, shown only here, and its record.
+pub async fn create_token(
+    state: &AppState,
+    kind: TokenKind,
+    app_id: Option<AppId>,
+    named: NamedRead,
+    description: Option<String>,
+    expires_in_secs: Option<i64>,
+) -> Result<(TokenSecret, TokenRecord), AppError> {
+    let app_id = match (kind, app_id) {
+        (TokenKind::Access, None) => {
+            return Err(FieldError::new("appId", "is required for an access token").into())
+        }
+        (_, Some(id)) if named.transpose()?.flatten().is_none() => {
+            return Err(FieldError::new("appId", format!("no app with appId '{id}'")).into())
+        }
+        (_, app_id) => app_id,
+    };
+    if let Some(description) = &description {
+        validate::text("description", description, 1, 500)?;
+    }
+    if let Some(secs) = expires_in_secs {
+        validate::range("expiresInSecs", secs, 60, MAX_TOKEN_LIFETIME_SECS)?;
+    }
+    let now = state.backend.clock.now_millis();
+    let store = state.backend.store.as_ref();
+    let (secret, record) = tokens::issue(store, now, kind, app_id, description, expires_in_secs).await?;
+    tracing::info!(token_id = %record.token_id, kind = ?record.kind, "token created");
+    Ok((secret, record))
 }

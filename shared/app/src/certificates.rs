@@ -1,12 +1,19 @@
-//! Certificates: the time-out of an app's requests, and how a certificate is revoked now.
+//! Certificates (DECISIONS §3): the agent's poll and its results, an admin's revocation by
+//! serial, the time-out of an app's requests, and how a certificate is revoked now.
 
-use crate::AppState;
+use crate::{AppError, AppState};
 use rp_domain::apps::{AppId, WorkstationSettings};
-use rp_domain::certificates::{CertError, IssuedCert, RequestState};
+use rp_domain::certificates::{
+    CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuedCert, Outcome, RequestState,
+    Settlement,
+};
+use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::time::EpochMillis;
-use rp_ports::StoreError;
+use rp_ports::metrics::{self, Metric};
+use rp_ports::{retry_on_conflict_from, StoreError};
 use rp_repo::apps::Apps;
-use rp_repo::certificates::{revocation_ops, Certificates};
+use rp_repo::certificates::{revocation_ops, Certificates, Effect, RoundStart};
+use std::future::Future;
 
 /// What revoking a certificate takes now.
 pub enum Revocation {
@@ -54,4 +61,215 @@ pub async fn revocation_of(
     }
     let (marked, request) = cert.queue_revocation(timeout?, now)?;
     Ok(Revocation::Queue(request.request_id.clone(), revocation_ops(&marked, version, &request)?))
+}
+
+/// The agent's poll: leases up to a batch of pending requests, round-robin over the apps from
+/// `start` (where the last round ended, read ahead beside the caller's token), each with a
+/// time-out message on the queue; the requests this poll leased.
+pub async fn poll(
+    state: &AppState,
+    start: Result<RoundStart, StoreError>,
+) -> Result<CertificateRequestList, AppError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let (pending, round) = certs.pending(state.config.poll_batch, now, start?).await?;
+    let leases: Vec<_> = pending
+        .into_iter()
+        .filter_map(|(request, version)| {
+            let lease_id = uuid::Uuid::new_v4().to_string();
+            request.lease(&lease_id, now).map(|leased| (leased, version))
+        })
+        .collect();
+    let messages: Vec<_> = lease_timeouts(leases.iter().map(|(leased, _)| {
+        let lease = LeaseRef {
+            request_id: leased.request_id.clone(),
+            lease_id: leased.lease_id.clone().unwrap_or_default(),
+        };
+        (lease, leased.lease_duration())
+    }))
+    .into_iter()
+    .map(|(message, delay)| (message.body(), delay))
+    .collect();
+    // The round's end (the round-robin pointer, drained apps' markers) goes beside the
+    // messages: neither waits for the other, and both come before the leases.
+    let send = async {
+        match messages.is_empty() {
+            true => Ok(()),
+            false => state.backend.queue.send_batch(&messages).await.map(drop),
+        }
+    };
+    let (sent, ended) = tokio::join!(send, certs.end_round(round, now));
+    sent?;
+    ended?;
+    let mut list = CertificateRequestList::default();
+    let taken = certs.persist_leases(&leases).await?;
+    for ((leased, _), taken) in leases.iter().zip(taken) {
+        if taken {
+            list.push(leased);
+        }
+    }
+    let leased = list.login_certs.len() + list.revoked_certs.len();
+    if leased > 0 {
+        metrics::count(Metric::Leases, leased as u64, None);
+    }
+    tracing::info!(
+        login = list.login_certs.len(),
+        revoked = list.revoked_certs.len(),
+        "certificate requests leased"
+    );
+    Ok(list)
+}
+
+/// What [`settle`] reads: the request a result names and the certificate of its serial.
+pub type SettleRead =
+    (Result<Option<(CertRequest, u64)>, StoreError>, Result<Option<(IssuedCert, u64)>, StoreError>);
+
+/// The reads of [`settle`], for `result`; they borrow nothing of it, so that the first can go
+/// beside the caller's token.
+pub fn settle_reads<'s>(state: &'s AppState, result: &CertResult) -> impl Future<Output = SettleRead> + 's {
+    let (request_id, serial) = (result.request_id.clone(), result.outcome.serial().map(str::to_owned));
+    let certs = Certificates::new(state.backend.store.as_ref());
+    async move {
+        let serial = async {
+            match &serial {
+                Some(serial) => certs.by_serial(serial).await,
+                None => Ok(None),
+            }
+        };
+        tokio::join!(certs.request(&request_id), serial)
+    }
+}
+
+/// Stores an agent's result (the agent's token is `agent`): the request settled, what it
+/// produced and its event, in one transaction conditional on the request's version. The first
+/// attempt works on `first` ([`settle_reads`]); a lost race is retried, and then decides on
+/// what the winner stored (the same result again is no error).
+pub async fn settle(
+    state: &AppState,
+    agent: &str,
+    result: &CertResult,
+    first: SettleRead,
+) -> Result<(), AppError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let source = &format!("agent:{agent}");
+    let now = state.backend.clock.now_millis();
+    let stored = retry_on_conflict_from(
+        first,
+        || settle_reads(state, result),
+        |(request, cert)| async move {
+            let (request, version) = request?.ok_or_else(|| CertError::RequestNotFound {
+                kind: result.kind(),
+                id: result.request_id.clone(),
+            })?;
+            match request.settle(result, source, now, state.config.max_attempts)? {
+                Settlement::Duplicate => Ok(None),
+                Settlement::LeaseEnded(expiry) => {
+                    certs.persist_expiry(&expiry, version, now).await?;
+                    Err(match expiry {
+                        Expiry::Dead(..) => {
+                            metrics::count(Metric::DeadRequests, 1, None);
+                            CertError::Dead
+                        }
+                        Expiry::Requeued(_) => {
+                            metrics::count(Metric::Requeued, 1, None);
+                            CertError::LeaseEnded
+                        }
+                        Expiry::Ignored => CertError::LeaseEnded,
+                    })
+                }
+                Settlement::Settled { request, event } => {
+                    let effect = effect_of(&request, result, cert?, now)?;
+                    certs.settle(&request, version, effect, &event).await?;
+                    Ok(Some(request))
+                }
+            }
+        },
+    )
+    .await?;
+    if let Some(request) = stored {
+        remember_names(state, &request, result, source).await?;
+        tracing::info!(request_id = %result.request_id, kind = ?result.kind(), "certificate result stored");
+    }
+    Ok(())
+}
+
+/// The directory's names for the user of an issued certificate, kept as one user entity. Best
+/// effort: the result stands when they cannot be kept; a name of another user is refused.
+async fn remember_names(
+    state: &AppState,
+    request: &CertRequest,
+    result: &CertResult,
+    source: &str,
+) -> Result<(), StoreError> {
+    let (Outcome::Issued(issued), Some(user)) = (&result.outcome, &request.machine_user_name) else {
+        return Ok(());
+    };
+    let certs = Certificates::new(state.backend.store.as_ref());
+    match certs.remember_names(&request.app_id, user, &issued.machine_user_names).await {
+        Ok(refused) => {
+            for (name, holder) in refused {
+                let (app, held_by) = (&request.app_id, Some(holder.as_str()));
+                crate::enrollment::refuse_name_claim(state, app, &name, user, held_by, source).await?;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not record the user's other names"),
+    }
+    Ok(())
+}
+
+/// What a settled result writes besides the request: the new certificate (whose serial, found
+/// as `cert`, must be new), or the revoked one (`cert`, if it exists).
+fn effect_of(
+    request: &CertRequest,
+    result: &CertResult,
+    cert: Option<(IssuedCert, u64)>,
+    now: EpochMillis,
+) -> Result<Effect, CertError> {
+    Ok(match (&result.outcome, cert) {
+        (Outcome::Failed { .. }, _) => Effect::None,
+        (Outcome::Issued(_), Some(_)) => return Err(CertError::SerialTaken),
+        (Outcome::Issued(issued), None) => Effect::Issue(IssuedCert::new(request, issued, now)),
+        (Outcome::Revoked { .. }, Some((cert, version))) => Effect::Revoke(cert.revoked(now), version),
+        (Outcome::Revoked { .. }, None) => Effect::None,
+    })
+}
+
+/// The certificate of a serial, with its app's request time-out read beside it.
+pub type SerialRead = Result<Option<(IssuedCert, u64, Result<i64, StoreError>)>, StoreError>;
+
+/// The read of [`revoke_serial`], for `serial`; it borrows nothing of it, so that the first can
+/// go beside the caller's token.
+pub fn serial_read<'s>(state: &'s AppState, serial: &str) -> impl Future<Output = SerialRead> + 's {
+    let serial = serial.to_owned();
+    let certs = Certificates::new(state.backend.store.as_ref());
+    async move {
+        let timeout = |app: AppId| async move { request_timeout(state, &app).await };
+        certs.by_serial_beside(&serial, timeout).await
+    }
+}
+
+/// An admin's revocation of the certificate `serial` (read first as `first`,
+/// [`serial_read`]): the queued request's id, or the id of the one under way already.
+pub async fn revoke_serial(state: &AppState, serial: &str, first: SerialRead) -> Result<String, CertError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    retry_on_conflict_from(
+        first,
+        || serial_read(state, serial),
+        |read| async move {
+            let (cert, version, timeout) = read?.ok_or_else(|| CertError::CertNotFound(serial.to_owned()))?;
+            if cert.revoked_at.is_some() {
+                return Err(CertError::AlreadyRevoked(serial.to_owned()));
+            }
+            match revocation_of(certs, &cert, version, timeout, state.backend.clock.now_millis()).await? {
+                Revocation::UnderWay(pending) => Ok(pending),
+                Revocation::Queue(request, ops) => {
+                    state.backend.store.transact(ops).await?;
+                    tracing::info!(request_id = %request, "revocation queued");
+                    Ok(request)
+                }
+                Revocation::Revoked => Err(CertError::AlreadyRevoked(serial.to_owned())),
+            }
+        },
+    )
+    .await
 }

@@ -6,8 +6,15 @@
 pub mod apps;
 pub mod certificates;
 pub mod code;
+pub mod devices;
 pub mod enrollment;
+mod error;
+pub mod events;
 pub mod offline;
+pub mod oob;
+pub mod pairing;
+
+pub use error::{within_rate_limit, AppError};
 
 use rp_ports::{Backend, Services};
 use std::sync::Arc;

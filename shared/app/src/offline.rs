@@ -3,12 +3,12 @@
 //! what the pairing was issued).
 
 use crate::certificates::{request_timeout, revocation_of, Revocation};
-use crate::AppState;
+use crate::{AppError, AppState};
 use rp_domain::apps::{AppId, ControlError, OfflineAccess};
 use rp_domain::certificates::RequestState;
 use rp_domain::offline::{
-    check_unused, parse_pins, read_pins, remove_used, render_pins, OfflineError, OfflineSet, Pin,
-    SealedTokens,
+    check_unused, parse_pins, read_pins, remove_used, render_pins, require_enabled, OfflineError, OfflineSet,
+    Pin, SealedTokens,
 };
 use rp_domain::pairing::{OfflineTokens, Pairing, PairingError, PairingKey};
 use rp_domain::time::EpochMillis;
@@ -228,4 +228,45 @@ pub async fn unpair(
     Workstations::new(state.backend.store.as_ref()).unpair(&pairing, version, revocations, &event).await?;
     tracing::info!(app_id = %pairing.app_id, machine_id = %pairing.machine_id, device_id = %pairing.device_id, revocations = queued, "unpaired");
     Ok(())
+}
+
+/// What the device takes of a pairing's PINs, once.
+#[derive(Debug)]
+pub struct Delivered {
+    pub pairing: Pairing,
+    pub set: OfflineSet,
+    pub pins: OpenPins,
+    pub settings: OfflineAccess,
+}
+
+/// Hands the device `device_id` of `app` the PINs of its pairing with `machine_id`: once per
+/// set (the set is marked delivered in the same conditional write), and only while it is valid.
+pub async fn deliver(
+    state: &AppState,
+    app_id: &AppId,
+    machine_id: &str,
+    device_id: &str,
+) -> Result<Delivered, AppError> {
+    let workstations = &Workstations::new(state.backend.store.as_ref());
+    let (app, read) = app_and_pairing(state, app_id, machine_id, device_id).await?;
+    let reread = || workstations.pairing(app_id, machine_id, device_id);
+    let settings = app.workstation.offline_access;
+    require_enabled(&settings).map_err(PairingError::from)?;
+    let now = state.backend.clock.now_millis();
+    let (pairing, set, pins) = retry_on_conflict_from(read, reread, |read| async move {
+        let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
+        pairing.lock.check(now)?;
+        let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
+        if set.delivered_at.is_some() || !set.is_valid(now) {
+            return Err(OfflineError::Delivered.into());
+        }
+        let pins = open_pins(state, &pairing, &set).await?;
+        let mut next = pairing.clone();
+        next.offline_set = Some(OfflineSet { delivered_at: Some(now), ..set.clone() });
+        workstations.replace_pairing(&next, version).await?;
+        Ok::<_, PairingError>((pairing, set, pins))
+    })
+    .await?;
+    tracing::info!(app_id = %app_id, device_id = %device_id, machine_id = %machine_id, "offline PINs delivered to the device");
+    Ok(Delivered { pairing, set, pins, settings })
 }

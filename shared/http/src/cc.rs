@@ -11,10 +11,9 @@ use axum::routing::{delete, get};
 use axum::{Json, Router};
 use rp_domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
 use rp_domain::tokens::{TokenKind, TokenRecord};
-use rp_domain::validate;
 use rp_ports::{retry_on_conflict_from, Cursor, Query, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
-use rp_repo::tokens::{self, Tokens};
+use rp_repo::tokens::Tokens;
 use serde::{Deserialize, Serialize};
 
 /// `/cc/api/apps`
@@ -234,9 +233,6 @@ pub struct CreateToken {
     pub expires_in_secs: Option<i64>,
 }
 
-/// Longest token lifetime: two years.
-const MAX_TOKEN_LIFETIME_SECS: i64 = 2 * 366 * 24 * 3600;
-
 /// A token as listed: never its secret.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -302,32 +298,9 @@ async fn create_token(
     let named = |(_, app_id): &(CreateToken, Option<AppId>)| apps.named(app_id.clone());
     let (_admin, (body, app_id), named) =
         beside_input::<Admin, _, _>(&mut parts, &state, body, named).await?;
-    let app_id = match (body.kind, app_id) {
-        (TokenKind::Access, None) => {
-            return Err(Problem::invalid("appId", "is required for an access token"))
-        }
-        (_, Some(id)) if named.transpose()?.flatten().is_none() => {
-            return Err(Problem::invalid("appId", format!("no app with appId '{id}'")))
-        }
-        (_, app_id) => app_id,
-    };
-    if let Some(description) = &body.description {
-        validate::text("description", description, 1, 500)?;
-    }
-    if let Some(secs) = body.expires_in_secs {
-        validate::range("expiresInSecs", secs, 60, MAX_TOKEN_LIFETIME_SECS)?;
-    }
-    let now = state.backend.clock.now_millis();
-    let (secret, record) = tokens::issue(
-        state.backend.store.as_ref(),
-        now,
-        body.kind,
-        app_id,
-        body.description,
-        body.expires_in_secs,
-    )
-    .await?;
-    tracing::info!(token_id = %record.token_id, kind = ?record.kind, "token created");
+    let (kind, description, expires) = (body.kind, body.description, body.expires_in_secs);
+    let (secret, record) =
+        rp_app::apps::create_token(&state, kind, app_id, named, description, expires).await?;
     let body = TokenCreated { view: TokenView::from(record), token: secret.expose().to_owned() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }

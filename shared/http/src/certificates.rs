@@ -13,18 +13,13 @@ use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rp_app::certificates::{request_timeout, revocation_of, Revocation};
-use rp_domain::apps::AppId;
+use rp_app::certificates;
 use rp_domain::certificates::{
-    CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuanceResult, IssuedCert, Outcome,
-    RevocationResult, Settlement, MAX_SERIAL_NUMBER,
+    CertResult, CertificateRequestList, IssuanceResult, IssuedCert, RevocationResult, MAX_SERIAL_NUMBER,
 };
-use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
-use rp_ports::metrics::{self, Metric};
-use rp_ports::retry_on_conflict_from;
-use rp_repo::certificates::{Certificates, Effect};
+use rp_repo::certificates::Certificates;
 use serde::Serialize;
 
 /// `/rp/api/certificate/requests`
@@ -66,53 +61,7 @@ async fn poll(
     let certs = Certificates::new(state.backend.store.as_ref());
     // Where the round starts is read beside the token.
     let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certs.round_start()).await?;
-    let now = state.backend.clock.now_millis();
-    let (pending, round) = certs.pending(state.config.poll_batch, now, start?).await?;
-    let leases: Vec<_> = pending
-        .into_iter()
-        .filter_map(|(request, version)| {
-            let lease_id = uuid::Uuid::new_v4().to_string();
-            request.lease(&lease_id, now).map(|leased| (leased, version))
-        })
-        .collect();
-    let messages: Vec<_> = lease_timeouts(leases.iter().map(|(leased, _)| {
-        let lease = LeaseRef {
-            request_id: leased.request_id.clone(),
-            lease_id: leased.lease_id.clone().unwrap_or_default(),
-        };
-        (lease, leased.lease_duration())
-    }))
-    .into_iter()
-    .map(|(message, delay)| (message.body(), delay))
-    .collect();
-    // The round's end (the round-robin pointer, drained apps' markers) goes beside the
-    // messages: neither waits for the other, and both come before the leases.
-    let send = async {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        state.backend.queue.send_batch(&messages).await.map(drop)
-    };
-    let (sent, ended) = tokio::join!(send, certs.end_round(round, now));
-    sent?;
-    ended?;
-    let mut list = CertificateRequestList::default();
-    let taken = certs.persist_leases(&leases).await?;
-    for ((leased, _), taken) in leases.iter().zip(taken) {
-        if taken {
-            list.push(leased);
-        }
-    }
-    let leased = list.login_certs.len() + list.revoked_certs.len();
-    if leased > 0 {
-        metrics::count(Metric::Leases, leased as u64, None);
-    }
-    tracing::info!(
-        login = list.login_certs.len(),
-        revoked = list.revoked_certs.len(),
-        "certificate requests leased"
-    );
-    Ok(Json(list))
+    Ok(Json(certificates::poll(&state, start).await?))
 }
 
 #[utoipa::path(post, path = "/rp/api/certificate", tag = "certificates", security(("admin" = [])), request_body = IssuanceResult,
@@ -144,90 +93,10 @@ async fn settle(
     mut parts: Parts,
     result: Result<CertResult, Problem>,
 ) -> Result<StatusCode, Problem> {
-    let certs = Certificates::new(state.backend.store.as_ref());
-    let read = |result: &CertResult| {
-        let (request_id, serial) = (result.request_id.clone(), result.outcome.serial().map(str::to_owned));
-        async move {
-            let serial = async {
-                match &serial {
-                    Some(serial) => certs.by_serial(serial).await,
-                    None => Ok(None),
-                }
-            };
-            tokio::join!(certs.request(&request_id), serial)
-        }
-    };
+    let read = |result: &CertResult| certificates::settle_reads(state, result);
     let (admin, result, first) = beside_input::<Admin, _, _>(&mut parts, state, result, read).await?;
-    let source = format!("agent:{}", admin.0.token_id);
-    let now = state.backend.clock.now_millis();
-    let (result, source) = (&result, source.as_str());
-    let stored = retry_on_conflict_from(
-        first,
-        || read(result),
-        |(request, cert)| async move {
-            let (request, version) = request?.ok_or_else(|| CertError::RequestNotFound {
-                kind: result.kind(),
-                id: result.request_id.clone(),
-            })?;
-            match request.settle(result, source, now, state.config.max_attempts)? {
-                Settlement::Duplicate => Ok(None),
-                Settlement::LeaseEnded(expiry) => {
-                    certs.persist_expiry(&expiry, version, now).await?;
-                    match expiry {
-                        Expiry::Dead(..) => {
-                            metrics::count(Metric::DeadRequests, 1, None);
-                            Err(CertError::Dead)
-                        }
-                        Expiry::Requeued(_) => {
-                            metrics::count(Metric::Requeued, 1, None);
-                            Err(CertError::LeaseEnded)
-                        }
-                        Expiry::Ignored => Err(CertError::LeaseEnded),
-                    }
-                }
-                Settlement::Settled { request, event } => {
-                    let effect = effect_of(&request, result, cert?, now)?;
-                    certs.settle(&request, version, effect, &event).await?;
-                    Ok(Some(request))
-                }
-            }
-        },
-    )
-    .await?;
-    if let Some(request) = stored {
-        if let (Outcome::Issued(issued), Some(user)) = (&result.outcome, &request.machine_user_name) {
-            // The directory's names for the user: one user entity. Best effort; the result stands.
-            match certs.remember_names(&request.app_id, user, &issued.machine_user_names).await {
-                Ok(refused) => {
-                    for (name, holder) in refused {
-                        let (app, held_by) = (&request.app_id, Some(holder.as_str()));
-                        rp_app::enrollment::refuse_name_claim(state, app, &name, user, held_by, source)
-                            .await?;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not record the user's other names"),
-            }
-        }
-        tracing::info!(request_id = %result.request_id, kind = ?result.kind(), "certificate result stored");
-    }
+    certificates::settle(state, &admin.0.token_id, &result, first).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// What a settled result writes besides the request: the new certificate (whose serial, found
-/// as `cert`, must be new), or the revoked one (`cert`, if it exists).
-fn effect_of(
-    request: &CertRequest,
-    result: &CertResult,
-    cert: Option<(IssuedCert, u64)>,
-    now: EpochMillis,
-) -> Result<Effect, CertError> {
-    Ok(match (&result.outcome, cert) {
-        (Outcome::Failed { .. }, _) => Effect::None,
-        (Outcome::Issued(_), Some(_)) => return Err(CertError::SerialTaken),
-        (Outcome::Issued(issued), None) => Effect::Issue(IssuedCert::new(request, issued, now)),
-        (Outcome::Revoked { .. }, Some((cert, version))) => Effect::Revoke(cert.revoked(now), version),
-        (Outcome::Revoked { .. }, None) => Effect::None,
-    })
 }
 
 /// The answer of an admin revocation: the queued request.
@@ -246,40 +115,16 @@ async fn queue_revocation(
     mut parts: Parts,
     path: Result<ApiPath<String>, Problem>,
 ) -> Result<(StatusCode, Json<RevocationQueued>), Problem> {
-    let certs = Certificates::new(state.backend.store.as_ref());
-    // The certificate is read beside the token, if the path names one; the token is judged
-    // first, then the path.
+    // The certificate (and its app's request time-out) is read beside the token, if the path
+    // names one; the token is judged first, then the path.
     let path = path.and_then(|ApiPath(serial)| {
         validate::text("certSerialNumber", &serial, 1, MAX_SERIAL_NUMBER)?;
         Ok(serial)
     });
-    // The app's request time-out is read beside the certificate, whose key names the app.
-    let state = &state;
-    let timeout = |app: AppId| async move { request_timeout(state, &app).await };
-    let read = |serial: &String| {
-        let serial = serial.clone();
-        async move { certs.by_serial_beside(&serial, timeout).await }
-    };
-    let (_admin, serial, read) = beside_input::<Admin, _, _>(&mut parts, state, path, read).await?;
-    let serial = &serial;
-    let reread = || certs.by_serial_beside(serial, timeout);
-    let request_id = retry_on_conflict_from(read, reread, |read| async move {
-        let (cert, version, timeout) = read?.ok_or_else(|| CertError::CertNotFound(serial.clone()))?;
-        if cert.revoked_at.is_some() {
-            return Err(CertError::AlreadyRevoked(serial.clone()));
-        }
-        match revocation_of(certs, &cert, version, timeout, state.backend.clock.now_millis()).await? {
-            Revocation::UnderWay(pending) => Ok(pending),
-            Revocation::Queue(request, ops) => {
-                state.backend.store.transact(ops).await?;
-                tracing::info!(request_id = %request, "revocation queued");
-                Ok(request)
-            }
-            Revocation::Revoked => Err(CertError::AlreadyRevoked(serial.clone())),
-        }
-    })
-    .await?;
-    Ok((StatusCode::ACCEPTED, Json(RevocationQueued { request_id, cert_serial_number: serial.clone() })))
+    let read = |serial: &String| certificates::serial_read(&state, serial);
+    let (_admin, serial, read) = beside_input::<Admin, _, _>(&mut parts, &state, path, read).await?;
+    let request_id = certificates::revoke_serial(&state, &serial, read).await?;
+    Ok((StatusCode::ACCEPTED, Json(RevocationQueued { request_id, cert_serial_number: serial })))
 }
 
 /// One of the device's certificates, still encrypted for it.

@@ -5,6 +5,7 @@
 
 use super::problem::{codes, Problem, ProblemType};
 use axum::http::StatusCode;
+use rp_app::AppError;
 use rp_domain::apps::ControlError;
 use rp_domain::certificates::CertError;
 use rp_domain::code::CodeError;
@@ -566,6 +567,29 @@ pub fn markdown_table() -> String {
         out.push_str(&format!("| {code} | {status} | {meaning} |\n"));
     }
     out
+}
+
+impl From<AppError> for Problem {
+    fn from(e: AppError) -> Self {
+        match e {
+            AppError::Control(e) => e.into(),
+            AppError::Enroll(e) => e.into(),
+            AppError::Pairing(e) => e.into(),
+            AppError::Offline(e) => e.into(),
+            AppError::Cert(e) => e.into(),
+            AppError::Oob(e) => e.into(),
+            AppError::Registration(e) => e.into(),
+            AppError::Code(e) => e.into(),
+            AppError::Content(e) => e.into(),
+            AppError::Invalid(e) => e.into(),
+            AppError::Store(e) => e.into(),
+            AppError::Keys(e) => e.into(),
+            AppError::Queue(e) => e.into(),
+            AppError::RateLimited { rule, decision, now } => {
+                crate::ratelimit::over_limit(&rule, &decision, now)
+            }
+        }
+    }
 }
 
 impl From<CodeError> for Problem {

@@ -168,37 +168,30 @@ async fn report(
         Some(NamedApp { app_id, field }) => (Some(app_id), field),
         None => (None, "appId"),
     };
-    let (app_id, source) = match &caller {
-        Caller::Access { app_id, token } => {
-            if named.as_ref().is_some_and(|n| n != app_id) {
-                return Err(
-                    Problem::of(&errors::OTHER_TENANT).detail("appId: the token belongs to another app")
-                );
-            }
-            (Some(app_id.clone()), format!("workstation:{}", token.token_id))
-        }
-        Caller::Admin { token, app_id: scope } => {
-            if scope.is_some() && named.is_some() && named != *scope {
-                return Err(
-                    Problem::of(&errors::OTHER_TENANT).detail("appId: the token is scoped to another app")
-                );
-            }
-            (named.clone().or(scope.clone()), format!("agent:{}", token.token_id))
-        }
-    };
-    if let Some(app) = &app_id {
-        let found = match early {
-            Some(read) if named.as_ref() == Some(app) => read,
-            _ => apps.get(app).await,
-        };
-        if found?.is_none() {
-            return Err(Problem::invalid(field, format!("no app with appId '{app}'")));
-        }
-    }
+    let (app_id, source) = reporter(&caller, named.as_ref())?;
+    let early = early.filter(|_| named.is_some() && named == app_id);
     let event =
-        EventRecord::new(&body.name, app_id, source, state.backend.clock.now_millis(), body.attributes);
-    Events::new(state.backend.store.as_ref()).record(&event).await?;
+        rp_app::events::report(&state, &body.name, app_id, early, field, source, body.attributes).await?;
     Ok((StatusCode::CREATED, Json(EventStored { event_id: event.event_id, timestamp: event.at.iso8601() })))
+}
+
+/// The app an event is reported for and its source: a workstation reports for its own app; an
+/// agent for the app it names, or the one its token is scoped to (or none).
+fn reporter(caller: &Caller, named: Option<&AppId>) -> Result<(Option<AppId>, String), Problem> {
+    match caller {
+        Caller::Access { app_id, token } => match named {
+            Some(named) if named != app_id => {
+                Err(Problem::of(&errors::OTHER_TENANT).detail("appId: the token belongs to another app"))
+            }
+            _ => Ok((Some(app_id.clone()), format!("workstation:{}", token.token_id))),
+        },
+        Caller::Admin { token, app_id: scope } => match (named, scope) {
+            (Some(named), Some(scope)) if named != scope => {
+                Err(Problem::of(&errors::OTHER_TENANT).detail("appId: the token is scoped to another app"))
+            }
+            _ => Ok((named.cloned().or(scope.clone()), format!("agent:{}", token.token_id))),
+        },
+    }
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

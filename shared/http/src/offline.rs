@@ -11,16 +11,12 @@ use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use rp_app::certificates::{revocation_of, Revocation};
-use rp_app::offline::{app_and_pairing, edit_pairing, open_pins, unpair, PairingEdit};
-use rp_domain::apps::{AppId, OfflineAccess};
+use rp_app::offline::{self, app_and_pairing, edit_pairing, Delivered, PairingEdit};
+use rp_domain::apps::OfflineAccess;
 use rp_domain::devices;
-use rp_domain::offline::{render_pins, require_enabled, OfflineError, OfflineSet};
-use rp_domain::pairing::{pin_ids, PairingError, PairingKey, DEVICE_REVOKED_EVENT};
+use rp_domain::offline::{render_pins, require_enabled};
+use rp_domain::pairing::{pin_ids, PairingError, PairingKey};
 use rp_domain::time::EpochMillis;
-use rp_ports::{retry_on_conflict, retry_on_conflict_from, StoreError};
-use rp_repo::certificates::Certificates;
-use rp_repo::devices::Devices;
 use rp_repo::workstations::Workstations;
 use serde::{Deserialize, Serialize};
 
@@ -74,37 +70,17 @@ async fn device_setup(
     ApiJson(body): ApiJson<DeviceSetupRequest>,
 ) -> Result<([(header::HeaderName, &'static str); 1], Json<DeviceSetup>), Problem> {
     let machine_id = devices::identifier("machineId", &body.machine_id)?;
-    let workstations = &Workstations::new(state.backend.store.as_ref());
-    let (state_ref, machine_id, device_id, app_id) =
-        (&state, &machine_id, device.device_id.as_str(), &device.app_id);
-    let (app, read) = app_and_pairing(&state, app_id, machine_id, device_id).await?;
-    let reread = || workstations.pairing(app_id, machine_id, device_id);
-    let settings = &app.workstation.offline_access;
-    require_enabled(settings).map_err(PairingError::from)?;
-    let now = state.backend.clock.now_millis();
-    let setup = retry_on_conflict_from(read, reread, |read| async move {
-        let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
-        pairing.lock.check(now)?;
-        let set = pairing.offline_set.clone().ok_or(OfflineError::NoSet)?;
-        if set.delivered_at.is_some() || !set.is_valid(now) {
-            return Err(OfflineError::Delivered.into());
-        }
-        let (pins, tokens_auth) = open_pins(state_ref, &pairing, &set).await?;
-        let mut next = pairing.clone();
-        next.offline_set = Some(OfflineSet { delivered_at: Some(now), ..set.clone() });
-        workstations.replace_pairing(&next, version).await?;
-        Ok::<_, PairingError>(DeviceSetup {
-            machine_id: pairing.machine_id.clone(),
-            machine_name: pairing.machine_name.clone(),
-            tokens: render_pins(&pins),
-            tokens_auth,
-            offline_access: settings.clone(),
-            valid_until: set.valid_until,
-            tokens_remaining: set.remaining.len() as u32,
-        })
-    })
-    .await?;
-    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, machine_id = %setup.machine_id, "offline PINs delivered to the device");
+    let Delivered { pairing, set, pins: (pins, tokens_auth), settings } =
+        offline::deliver(&state, &device.app_id, &machine_id, &device.device_id).await?;
+    let setup = DeviceSetup {
+        machine_id: pairing.machine_id,
+        machine_name: pairing.machine_name,
+        tokens: render_pins(&pins),
+        tokens_auth,
+        offline_access: settings,
+        valid_until: set.valid_until,
+        tokens_remaining: set.remaining.len() as u32,
+    };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(setup)))
 }
 
@@ -215,73 +191,17 @@ async fn revoke_device(
     path: Result<ApiPath<(String, String)>, Problem>,
 ) -> Result<StatusCode, Problem> {
     let device_id = path.and_then(|ApiPath((_, id))| Ok(devices::identifier("deviceId", &id)?));
-    let store = state.backend.store.as_ref();
-    let (devices, workstations, certs) =
-        (Devices::new(store), &Workstations::new(store), &Certificates::new(store));
     // The device, its pairings and its certificates are read at once, beside the token and the
     // app; the device is judged first.
-    let reads = |app: AppId, device_id: &String| {
-        let device_id = device_id.clone();
-        async move {
-            tokio::join!(
-                devices.device(&app, &device_id),
-                workstations.pairings_of_device(&app, &device_id),
-                certs.all_of_device(&app, &device_id),
-            )
-        }
-    };
+    let reads = |app, device_id: &String| rp_app::devices::removal_reads(&state, app, device_id);
     let (admin, read) = AdminOfApp::beside(&mut parts, &state, &device_id, reads).await?;
     let (app, _) = admin.app?;
     let device_id = device_id?;
-    let (device, pairings, issued) = match read {
+    let read = match read {
         Some(read) => read,
         None => reads(app.app_id.clone(), &device_id).await,
     };
-    let device = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.clone()))?;
     let source = format!("admin:{}", admin.token.token_id);
-    for listed in pairings? {
-        let (state, source, app_id, device_id) = (&state, source.as_str(), &app.app_id, &device_id);
-        let machine_id = listed.0.machine_id.clone();
-        let reread = || workstations.pairing(app_id, &machine_id, device_id);
-        retry_on_conflict_from(Ok(Some(listed)), reread, |read| async move {
-            let Some((pairing, version)) = read? else {
-                return Ok(());
-            };
-            unpair(state, pairing, version, source).await
-        })
-        .await?;
-    }
-    // Each is read again: unpairing has queued the revocation of some.
-    let timeout = app.workstation.request_timeout_in_secs;
-    for listed in issued? {
-        let (state, listed) = (&state, &listed);
-        retry_on_conflict(|| async move {
-            let Some((cert, version)) =
-                certs.issued(&listed.app_id, &listed.device_id, &listed.cert_serial_number).await?
-            else {
-                return Ok(());
-            };
-            let now = state.backend.clock.now_millis();
-            if let Revocation::Queue(_, ops) = revocation_of(*certs, &cert, version, Ok(timeout), now).await?
-            {
-                state.backend.store.transact(ops).await?;
-            }
-            Ok::<_, rp_domain::certificates::CertError>(())
-        })
-        .await?;
-    }
-    let attrs = rp_domain::events::attributes(&[("deviceId", &device_id), ("namedUser", &device.named_user)]);
-    let event = rp_domain::events::EventRecord::new(
-        DEVICE_REVOKED_EVENT,
-        Some(app.app_id.clone()),
-        source,
-        state.backend.clock.now_millis(),
-        attrs,
-    );
-    match devices.revoke_device(&device, &event).await {
-        Ok(()) | Err(StoreError::Conflict) => {}
-        Err(e) => return Err(e.into()),
-    }
-    tracing::info!(app_id = %app.app_id, device_id = %device_id, "device revoked");
+    rp_app::devices::remove(&state, &app, &source, &device_id, read).await?;
     Ok(StatusCode::NO_CONTENT)
 }

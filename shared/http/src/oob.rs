@@ -7,23 +7,17 @@ use super::extract::{beside_input, Access, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
 use crate::params::Status;
-use crate::ratelimit::over_limit;
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rp_domain::apps::AppId;
-use rp_domain::code::{HookDecision, Trigger};
+use rp_app::oob;
 use rp_domain::oob::{
-    Extras, OobAnswer, OobAnswerRequest, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
-    OobStartRequest, OobState, StateEntry,
+    Extras, OobAnswer, OobAnswerRequest, OobError, OobRequest, OobStart, OobStartRequest, OobState,
+    StateEntry,
 };
 use rp_domain::time::EpochMillis;
-use rp_ports::{retry_on_conflict, StoreError};
-use rp_repo::devices::Devices;
 use rp_repo::oob::OobRequests;
-use rp_repo::ratelimit;
-use rp_repo::workstations::Workstations;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -68,108 +62,13 @@ async fn start(
     body: Result<ApiJson<OobStartRequest>, Problem>,
 ) -> Result<Json<OobStarted>, Problem> {
     let start = body.and_then(|ApiJson(body)| Ok(OobStart::try_from(body)?));
-    let store = state.backend.store.as_ref();
-    let devices = Devices::new(store);
-    let requests = OobRequests::new(store);
-    // What the start needs to know is read at once, beside the token: the app, the user,
-    // whether the nonce is spent, and the customizations that decide. Then the user's devices
-    // go beside the count. The checks keep their order: the token, the body and its app first;
-    // a start over the limit is refused before anything is judged of its user, and nothing is
-    // written before the count allows it.
-    let state_ref = &state;
-    let reads = |start: &OobStart| {
-        let (app_id, named_user) = (start.app_id.clone(), start.named_user.clone());
-        let nonce = start.nonces.session_nonce.clone();
-        async move {
-            tokio::join!(
-                rp_app::apps::load_app(state_ref, app_id.as_str()),
-                devices.resolve_user(&app_id, &named_user),
-                requests.nonce_spent(&app_id, &nonce),
-                rp_app::code::hooks(state_ref, &app_id, Trigger::OobStart),
-            )
-        }
-    };
-    let (access, mut start, (app, user, spent, hooks)) =
-        beside_input::<Access, _, _>(&mut parts, &state, start, reads).await?;
+    // What the start needs to know is read at once, beside the token; the token, the body and
+    // its app are judged first.
+    let reads = |start: &OobStart| oob::start_reads(&state, start);
+    let (access, start, reads) = beside_input::<Access, _, _>(&mut parts, &state, start, reads).await?;
     access.require_app(start.app_id.as_str())?;
-    let (app, _) = app?;
-    let now_secs = state.backend.clock.epoch_secs();
-    let found = match &user {
-        Ok(Some(user)) => Some(user.named_user.as_str()),
-        _ => None,
-    };
-    let (decision, listed) =
-        tokio::join!(ratelimit::hit(store, &app.app_id, "oob-start", &app.rate_limit, now_secs), async {
-            match found {
-                Some(named_user) => devices.devices_of(&start.app_id, named_user).await,
-                None => Ok(Vec::new()),
-            }
-        },);
-    let decision = decision?;
-    if !decision.allowed {
-        return Err(over_limit(&app.rate_limit, &decision, now_secs));
-    }
-    let user = user?.ok_or(OobError::UnknownUser)?;
-    // A replay is refused before the customizations run, so it costs reads, not a sandbox run.
-    if spent? {
-        return Err(OobError::NonceReused.into());
-    }
-    let device = listed?.pop().ok_or(OobError::NoDevice)?;
-    let device = OobDevice {
-        device_id: device.device_id,
-        friendly_name: device.friendly_name,
-        model_number: device.model_number,
-        signing_public_key: device.signing_public_key,
-    };
-    // The tenant's enabled `oob.start` customizations decide before anything is stored.
-    let event = serde_json::json!({
-        "trigger": Trigger::OobStart.name(),
-        "appId": app.app_id,
-        "namedUser": user.named_user,
-        "requestedName": start.named_user,
-        "deviceId": device.device_id,
-        "machine": start.machine,
-        "machineId": start.machine_id,
-        "transactionText": start.transaction_text,
-        "transactionType": start.transaction_type,
-        "extras": start.extras,
-        "additionalDetails": start.additional_details,
-    });
-    match rp_app::code::run_hook(&state, &app.app_id, Trigger::OobStart, hooks?, event).await? {
-        HookDecision::Allow { transaction_text } => {
-            if transaction_text.is_some() {
-                start.transaction_text = transaction_text;
-            }
-        }
-        HookDecision::Deny { reason, .. } => {
-            rp_ports::metrics::count(
-                rp_ports::metrics::Metric::OobOutcome,
-                1,
-                Some(("Outcome", "DENIED_BY_CUSTOMIZATION")),
-            );
-            return Err(OobError::Denied(reason).into());
-        }
-        HookDecision::Failed { id, .. } => {
-            rp_ports::metrics::count(
-                rp_ports::metrics::Metric::OobOutcome,
-                1,
-                Some(("Outcome", "CUSTOMIZATION_FAILED")),
-            );
-            return Err(OobError::HookFailed { id }.into());
-        }
-    }
-    let ttl = app.workstation.oob_request_timeout_in_secs;
-    let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
-    match requests.create(&request).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict) => return Err(OobError::NonceReused.into()),
-        Err(e) => return Err(e.into()),
-    }
-    tracing::info!(app_id = %request.app_id, request_id = %request.request_id, device_id = %request.device.device_id, "OOB authentication requested");
-    Ok(Json(OobStarted {
-        status: Status::ok("Success"),
-        response: OobStartedRequest { request_id: request.request_id },
-    }))
+    let request_id = oob::start(&state, start, reads).await?;
+    Ok(Json(OobStarted { status: Status::ok("Success"), response: OobStartedRequest { request_id } }))
 }
 
 /// The status response (workstation-api.md, "OOB authentication status response").
@@ -281,26 +180,6 @@ impl DeviceOobRequest {
     }
 }
 
-/// The recovery keys machine `machine_id` deposited for `device_id` at enrollment, opened.
-async fn recovery_keys(
-    state: &AppState,
-    app: &AppId,
-    machine_id: &str,
-    device_id: &str,
-) -> Result<Option<String>, OobError> {
-    let Some(enrollment) =
-        Workstations::new(state.backend.store.as_ref()).enrollment(app, machine_id).await?
-    else {
-        return Ok(None);
-    };
-    let Some(sealed) = enrollment.recovery_keys.filter(|_| enrollment.device_id == device_id) else {
-        return Ok(None);
-    };
-    let context = rp_app::enrollment::recovery_context(app, machine_id, device_id);
-    let plain = rp_ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
-    Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
-}
-
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeviceOobRequests {
     pub requests: Vec<DeviceOobRequest>,
@@ -313,29 +192,15 @@ async fn device_requests(
     State(state): State<AppState>,
     device: DeviceCaller,
 ) -> Result<Json<DeviceOobRequests>, Problem> {
-    let repo = OobRequests::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    let mut requests = Vec::new();
-    for (request, version) in repo.pending_for_device(&device.app_id, &device.device_id).await? {
-        if !request.is_live(now) {
-            continue;
-        }
-        let shown = match request.fetched(now) {
-            // A concurrent fetch or answer changed it first: show it as it was read.
-            Some(next) => match repo.replace(&next, version).await {
-                Ok(()) => next,
-                Err(StoreError::Conflict) => request,
-                Err(e) => return Err(e.into()),
-            },
-            None => request,
-        };
-        let mut view = DeviceOobRequest::new(shown, now);
-        if let Some(machine_id) = view.machine_id.clone() {
-            view.recovery_keys =
-                recovery_keys(&state, &device.app_id, &machine_id, &device.device_id).await?;
-        }
-        requests.push(view);
-    }
+    let pending = oob::pending_for_device(&state, &device.app_id, &device.device_id).await?;
+    let requests = pending
+        .into_iter()
+        .map(|(request, recovery_keys)| DeviceOobRequest {
+            recovery_keys,
+            ..DeviceOobRequest::new(request, now)
+        })
+        .collect();
     Ok(Json(DeviceOobRequests { requests }))
 }
 
@@ -357,32 +222,6 @@ async fn device_answer(
     ApiJson(body): ApiJson<OobAnswerRequest>,
 ) -> Result<Json<DeviceOobAnswered>, Problem> {
     let answer = OobAnswer::try_from(body)?;
-    let repo = OobRequests::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
-    let (request_id, answer, device_id) = (&request_id, &answer, device.device_id.as_str());
-    let answered = retry_on_conflict(|| async move {
-        let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
-        let answered = request.answer(device_id, answer, now)?;
-        repo.finish(&answered.request, version, &answered.event).await?;
-        Ok::<_, OobError>(answered)
-    })
-    .await?;
-    let state = answered.request.current();
-    if state.is_final() {
-        let outcome = serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned));
-        rp_ports::metrics::count(
-            rp_ports::metrics::Metric::OobOutcome,
-            1,
-            Some(("Outcome", outcome.as_deref().unwrap_or("?"))),
-        );
-    }
-    tracing::info!(request_id = %request_id, state = ?state, "OOB authentication answered");
-    match answered.failure {
-        Some(OobErrorKind::BadSignature) => Err(OobError::BadSignature.into()),
-        Some(OobErrorKind::WrongAmount) => Err(OobError::WrongAmount.into()),
-        None => Ok(Json(DeviceOobAnswered {
-            request_id: answered.request.request_id.clone(),
-            state: answered.request.current(),
-        })),
-    }
+    let answered = oob::answer(&state, &device.device_id, &request_id, &answer).await?;
+    Ok(Json(DeviceOobAnswered { state: answered.current(), request_id: answered.request_id }))
 }

@@ -348,18 +348,7 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
         .collect();
     let tenant = schemes.iter().any(|s| s == "tenantAdmin");
     if tenant {
-        let header = ParameterBuilder::new()
-            .name("X-Tenant-Id")
-            .parameter_in(ParameterIn::Header)
-            .required(Required::False)
-            .description(Some(
-                "Required for a global admin token where the operation takes no `appId`: the app it acts for. A token \
-                 of one app (a scoped admin's, an access token) must be that app's; where the operation also takes an \
-                 `appId`, the two must agree.",
-            ))
-            .schema(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(AppId::PATTERN))))
-            .build();
-        operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(header));
+        operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(tenant_header()));
     }
     let kinds = problems_of(&tag, operation.request_body.is_some(), !schemes.is_empty(), tenant);
     let mut by_status: BTreeMap<u16, Vec<&ProblemType>> = BTreeMap::new();
@@ -378,6 +367,21 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
         let answer = shared.refer(&tag, &kinds, tenant);
         operation.responses.responses.entry(status.to_string()).or_insert(answer);
     }
+}
+
+/// `X-Tenant-Id`, the header a tenant admin's operation takes.
+fn tenant_header() -> utoipa::openapi::path::Parameter {
+    ParameterBuilder::new()
+        .name("X-Tenant-Id")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Required for a global admin token where the operation takes no `appId`: the app it acts for. A token \
+             of one app (a scoped admin's, an access token) must be that app's; where the operation also takes an \
+             `appId`, the two must agree.",
+        ))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(AppId::PATTERN))))
+    .build()
 }
 
 /// The problems an operation of this area may answer.

@@ -32,28 +32,14 @@ async fn rate_limit_gate(
 ) -> Response {
     let (mut parts, body) = request.into_parts();
     let now = state.backend.clock.epoch_secs();
-    // Refused before a tenant is known (401, 403, a bad X-Tenant-Id) or when the counter cannot
-    // be read (503): nothing is counted, and the headers show the budget untouched.
-    let uncounted = |rule: &RateLimit| Decision {
-        allowed: true,
-        limit: rule.limit,
-        remaining: rule.limit,
-        reset: rule.window(now).1,
-    };
+    // Refused before a tenant is known (401, 403, a bad X-Tenant-Id): nothing is counted.
     let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
         Ok(tenant) => tenant,
-        Err(problem) => {
-            let mut response = problem.into_response();
-            stamp(response.headers_mut(), &uncounted(&RateLimit::default()));
-            return response;
-        }
+        Err(problem) => return uncounted(problem, &RateLimit::default(), now),
     };
     let rule = &tenant.app.rate_limit;
     let (gate, pass) = Gate::new();
-    let mut held = state.clone();
-    held.backend.store = Arc::new(HeldStore::new(state.backend.store.clone(), pass.clone()));
-    held.backend.keys = Arc::new(HeldKeys::new(state.backend.keys.clone(), pass.clone()));
-    parts.extensions.insert(Counted(held, pass));
+    parts.extensions.insert(Counted(held(&state, &pass), pass));
     let count = async {
         let decision = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await;
         gate.open(decision.as_ref().is_ok_and(|d| d.allowed));
@@ -62,15 +48,30 @@ async fn rate_limit_gate(
     let (decision, response) = tokio::join!(count, next.run(Request::from_parts(parts, body)));
     let decision = match decision {
         Ok(decision) => decision,
-        Err(e) => {
-            let mut response = Problem::from(e).into_response();
-            stamp(response.headers_mut(), &uncounted(rule));
-            return response;
-        }
+        // The counter cannot be read (503): nothing is counted either.
+        Err(e) => return uncounted(Problem::from(e), rule, now),
     };
     let mut response =
         if decision.allowed { response } else { over_limit(rule, &decision, now).into_response() };
     stamp(response.headers_mut(), &decision);
+    response
+}
+
+/// `state` with its store holding every write, and its key service every call, until `pass`.
+fn held(state: &AppState, pass: &Pass) -> AppState {
+    let mut held = state.clone();
+    held.backend.store = Arc::new(HeldStore::new(state.backend.store.clone(), pass.clone()));
+    held.backend.keys = Arc::new(HeldKeys::new(state.backend.keys.clone(), pass.clone()));
+    held
+}
+
+/// The answer of a request refused before it was counted: the headers show `rule`'s budget
+/// untouched.
+fn uncounted(problem: Problem, rule: &RateLimit, now: i64) -> Response {
+    let mut response = problem.into_response();
+    let untouched =
+        Decision { allowed: true, limit: rule.limit, remaining: rule.limit, reset: rule.window(now).1 };
+    stamp(response.headers_mut(), &untouched);
     response
 }
 

@@ -10,13 +10,11 @@ use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use rp_app::devices;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{
-    self, DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
-    RegistrationRequest, DEVICE_TOKEN_LIFETIME_SECS,
+    identifier, named_user, Registration, RegistrationCode, RegistrationError, RegistrationRequest,
 };
-use rp_domain::tokens::TokenSecret;
-use rp_domain::validate;
 use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
@@ -49,10 +47,6 @@ pub fn user_devices_router(_state: &AppState) -> Router<AppState> {
 pub fn device_token_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/cc/api/apps/{app_id}/devices/{device_id}/token", delete(revoke_token))
 }
-
-/// Default and bounds of a link's lifetime.
-const LINK_TTL_SECS: i64 = 15 * 60;
-const MAX_LINK_TTL_SECS: i64 = 7 * 24 * 3600;
 
 /// The optional body of a link creation.
 #[derive(Debug, Default, Deserialize, Serialize, utoipa::ToSchema)]
@@ -108,68 +102,20 @@ async fn create_link(
 ) -> Result<Response, Problem> {
     // Whoever holds the alias the body names is read beside the token and the app.
     let options = options.map(|MaybeJson(options)| options.unwrap_or_default());
-    let devices = Devices::new(state.backend.store.as_ref());
-    let holder = |app: AppId, options: &LinkOptions| {
-        let name = options.machine_user_name_ws.clone();
-        let name = name.filter(|name| validate::text("machineUserNameWS", name, 1, 255).is_ok());
-        async move {
-            match name {
-                Some(name) => Some(devices.resolve_user(&app, &name).await),
-                None => None,
-            }
-        }
+    let holder = |app, options: &LinkOptions| {
+        devices::alias_holder(&state, app, options.machine_user_name_ws.as_deref())
     };
     let (admin, holder) = AdminOfApp::beside(&mut parts, &state, &options, holder).await?;
-    let options = options?;
-    let ApiPath((_, named_user)) = path?;
-    let named_user = devices::named_user("namedUser", &named_user)?;
+    let LinkOptions { machine_user_name_ws: alias, expires_in_secs: ttl } = options?;
+    let ApiPath((_, user)) = path?;
+    let user = named_user("namedUser", &user)?;
     let (app, _) = admin.app?;
-    if let Some(name) = &options.machine_user_name_ws {
-        validate::text("machineUserNameWS", name, 1, 255)?;
-        // An alias belongs to one user.
-        let holder = match holder.flatten() {
-            Some(read) => read?,
-            None => devices.resolve_user(&app.app_id, name).await?,
-        };
-        if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
-            let source = format!("admin:{}", admin.token.token_id);
-            let held_by = Some(holder.named_user.as_str());
-            rp_app::enrollment::refuse_name_claim(&state, &app.app_id, name, &named_user, held_by, &source)
-                .await?;
-            return Err(RegistrationError::AliasTaken(name.clone()).into());
-        }
-    }
-    let ttl = options.expires_in_secs.unwrap_or(LINK_TTL_SECS);
-    validate::range("expiresInSecs", ttl, 60, MAX_LINK_TTL_SECS)?;
-    let now = state.backend.clock.now_millis();
-    let code = RegistrationCode::generate();
-    let link = LinkRecord {
-        app_id: app.app_id,
-        named_user,
-        machine_user_name_ws: options.machine_user_name_ws,
-        created_at: now,
-        expires_at: now.plus_secs(ttl),
-        used_at: None,
-        device_id: None,
-    };
-    Devices::new(state.backend.store.as_ref()).create_link(&code.digest(), &link).await?;
-    tracing::info!(app_id = %link.app_id, "registration link created");
+    let source = format!("admin:{}", admin.token.token_id);
+    let (code, link) =
+        devices::create_link(&state, &app, &source, user, alias, ttl, holder.flatten()).await?;
     let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
     let body = LinkCreated { code: code.expose().to_owned(), url, expires_at: link.expires_at.iso8601() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
-}
-
-/// The link a code stands for, if it can still register a device.
-async fn usable_link(
-    state: &AppState,
-    code: &RegistrationCode,
-) -> Result<(LinkRecord, u64), RegistrationError> {
-    let (link, version) = Devices::new(state.backend.store.as_ref())
-        .link(&code.digest())
-        .await?
-        .ok_or(RegistrationError::LinkNotFound)?;
-    link.check_usable(state.backend.clock.now_millis())?;
-    Ok((link, version))
 }
 
 fn html_page(status: StatusCode, title: &str, body: &str) -> Response {
@@ -206,30 +152,12 @@ async fn page(
     headers: HeaderMap,
     ApiPath(code): ApiPath<String>,
 ) -> Result<Response, Problem> {
-    let not_found = || {
-        html_page(
-            StatusCode::NOT_FOUND,
-            "Registration link not found",
-            "<p>This registration link does not exist. Ask your administrator for a new one.</p>",
-        )
+    let Ok(code) = RegistrationCode::parse("code", &code) else {
+        return unusable_page(RegistrationError::LinkNotFound);
     };
-    let Ok(code) = RegistrationCode::parse("code", &code) else { return Ok(not_found()) };
-    let (link, _) = match usable_link(&state, &code).await {
-        Ok(found) => found,
-        Err(RegistrationError::LinkNotFound) => return Ok(not_found()),
-        Err(RegistrationError::LinkExpired) => {
-            return Ok(html_page(
-                StatusCode::GONE,
-                "Registration link expired",
-                "<p>This registration link has expired. Ask your administrator for a new one.</p>",
-            ))
-        }
-        Err(RegistrationError::LinkUsed) => return Ok(html_page(
-            StatusCode::GONE,
-            "Registration link already used",
-            "<p>This registration link has been used to register a device already. Each link works once.</p>",
-        )),
-        Err(other) => return Err(other.into()),
+    let link = match devices::usable_link(&state, &code).await {
+        Ok((link, _)) => link,
+        Err(unusable) => return unusable_page(unusable),
     };
     let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
     let qr = qrcode::QrCode::new(url.as_bytes()).map_err(Problem::internal)?;
@@ -245,6 +173,30 @@ async fn page(
     Ok(html_page(StatusCode::OK, "Register your device", &body))
 }
 
+/// The page of a link that cannot register a device: 404 for none, 410 for one expired or
+/// used; a failure to read it is a problem.
+fn unusable_page(unusable: RegistrationError) -> Result<Response, Problem> {
+    let (status, title, text) = match unusable {
+        RegistrationError::LinkNotFound => (
+            StatusCode::NOT_FOUND,
+            "Registration link not found",
+            "<p>This registration link does not exist. Ask your administrator for a new one.</p>",
+        ),
+        RegistrationError::LinkExpired => (
+            StatusCode::GONE,
+            "Registration link expired",
+            "<p>This registration link has expired. Ask your administrator for a new one.</p>",
+        ),
+        RegistrationError::LinkUsed => (
+            StatusCode::GONE,
+            "Registration link already used",
+            "<p>This registration link has been used to register a device already. Each link works once.</p>",
+        ),
+        other => return Err(other.into()),
+    };
+    Ok(html_page(status, title, text))
+}
+
 #[utoipa::path(post, path = "/rp/versioned/device/registrations", tag = "registration", request_body = RegistrationRequest,
     responses((status = 201, description = "Registered; the device token is shown only here", body = DeviceRegistered)))]
 async fn register(
@@ -252,34 +204,7 @@ async fn register(
     ApiJson(body): ApiJson<RegistrationRequest>,
 ) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceRegistered>), Problem> {
     let registration = Registration::try_from(body)?;
-    let (link, version) = usable_link(&state, &registration.code).await?;
-    let now = state.backend.clock.now_millis();
-    let secret = TokenSecret::generate_with_prefix("rpd_");
-    let hash = secret.hash();
-    let device = DeviceRecord {
-        app_id: link.app_id.clone(),
-        named_user: link.named_user.clone(),
-        device_id: registration.device_id,
-        friendly_name: registration.friendly_name,
-        model_number: registration.model_number,
-        signing_public_key: registration.signing_public_key,
-        key_agreement_public_key: registration.key_agreement_public_key,
-        registered_at: now,
-        token_id: hash.token_id(),
-    };
-    let token = DeviceTokenRecord {
-        token_id: hash.token_id(),
-        app_id: device.app_id.clone(),
-        named_user: device.named_user.clone(),
-        device_id: device.device_id.clone(),
-        hash: hash.to_hex(),
-        created_at: now,
-        expires_at: Some(now.plus_secs(DEVICE_TOKEN_LIFETIME_SECS)),
-    };
-    Devices::new(state.backend.store.as_ref())
-        .register(&registration.code.digest(), &link, version, &device, &token, now)
-        .await?;
-    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
+    let (device, secret) = devices::register(&state, registration).await?;
     let body = DeviceRegistered {
         device_id: device.device_id,
         app_id: device.app_id,
@@ -305,25 +230,8 @@ async fn refresh_token(
     State(state): State<AppState>,
     caller: super::extract::DeviceCaller,
 ) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceTokenIssued>), Problem> {
-    let devices = Devices::new(state.backend.store.as_ref());
-    let device = devices
-        .device_of(&caller.app_id, &caller.named_user, &caller.device_id)
-        .await?
-        .ok_or_else(|| RegistrationError::DeviceNotFound(caller.device_id.clone()))?;
-    let now = state.backend.clock.now_millis();
-    let secret = TokenSecret::generate_with_prefix("rpd_");
-    let hash = secret.hash();
-    let token = DeviceTokenRecord {
-        token_id: hash.token_id(),
-        app_id: caller.app_id.clone(),
-        named_user: caller.named_user.clone(),
-        device_id: caller.device_id.clone(),
-        hash: hash.to_hex(),
-        created_at: now,
-        expires_at: Some(now.plus_secs(DEVICE_TOKEN_LIFETIME_SECS)),
-    };
-    devices.replace_token(&device, &caller.token_id, &token).await?;
-    tracing::info!(app_id = %caller.app_id, device_id = %caller.device_id, "device token refreshed");
+    let (app, user, device) = (&caller.app_id, &caller.named_user, &caller.device_id);
+    let (secret, token) = devices::refresh_token(&state, app, user, device, &caller.token_id).await?;
     let body =
         DeviceTokenIssued { device_token: secret.expose().to_owned(), expires_at: token.expiry().iso8601() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)))
@@ -356,7 +264,7 @@ async fn list_devices(
     mut parts: Parts,
     path: Result<ApiPath<(String, String)>, Problem>,
 ) -> Result<Json<DeviceList>, Problem> {
-    let named_user = path.and_then(|ApiPath((_, name))| Ok(devices::named_user("namedUser", &name)?));
+    let named_user = path.and_then(|ApiPath((_, name))| Ok(named_user("namedUser", &name)?));
     // The user's devices, then their tokens, are read beside the token and the app.
     let repo = Devices::new(state.backend.store.as_ref());
     let reads = |app: AppId, named_user: &String| {
@@ -396,7 +304,7 @@ async fn revoke_token(
     mut parts: Parts,
     path: Result<ApiPath<(String, String)>, Problem>,
 ) -> Result<StatusCode, Problem> {
-    let device_id = path.and_then(|ApiPath((_, id))| Ok(devices::identifier("deviceId", &id)?));
+    let device_id = path.and_then(|ApiPath((_, id))| Ok(identifier("deviceId", &id)?));
     // The device is read beside the token and the app.
     let repo = Devices::new(state.backend.store.as_ref());
     let device = |app: AppId, device_id: &String| {

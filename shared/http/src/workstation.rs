@@ -18,29 +18,16 @@ use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use rp_app::enrollment::{recovery_context, refuse_name_claim};
-use rp_app::offline;
-use rp_app::offline::OpenPins;
+use rp_app::enrollment::{self, Opened};
+use rp_app::pairing::{self, Paired, Shown};
 use rp_domain::apps::{AppId, OfflineAccess};
-use rp_domain::certificates::CertError;
 use rp_domain::devices::{fingerprint, DeviceRecord};
-use rp_domain::enrollment::{
-    Closing, Complete, CompleteRequest, Completed, Enroll, EnrollError, EnrollRequest, EnrollmentSession,
-    SessionState, SESSION_TTL_SECS,
-};
-use rp_domain::offline::{render_pins, require_enabled};
+use rp_domain::enrollment::{Complete, CompleteRequest, Enroll, EnrollRequest};
 use rp_domain::pairing::{
-    known_workstation_name, NewPairing, OfflineTokens, PairRequest, PairedDevice, Pairing, PairingError,
-    PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
+    NewPairing, OfflineTokens, PairRequest, PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
 };
 use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
-use rp_ports::keys::seal;
-use rp_ports::{retry_on_conflict, retry_on_conflict_from, StoreError};
-use rp_repo::apps::AppRecord;
-use rp_repo::certificates::Certificates;
-use rp_repo::devices::Devices;
-use rp_repo::workstations::Workstations;
 use serde::Serialize;
 
 /// `/rp/wsapi/client/enroll`
@@ -135,63 +122,20 @@ async fn enroll(
     body: Result<ApiJson<EnrollRequest>, Problem>,
 ) -> Result<Response, Problem> {
     let request = body.and_then(|ApiJson(body)| Ok(Enroll::try_from(body)?));
-    let store = state.backend.store.as_ref();
-    let devices = Devices::new(store);
     // The user the body names, with their devices, is read beside the token; the token, then
     // the body, then its app are judged before what was read.
-    let user = |request: &Enroll| {
-        let (app, name) = (request.app_id.clone(), request.machine_user_name_ws.clone());
-        async move { devices.user_and_devices(&app, &name).await }
-    };
-    let (access, request, user) = beside_input::<Access, _, _>(&mut parts, &state, request, user).await?;
+    let read = |request: &Enroll| enrollment::user_of(&state, request);
+    let (access, request, user) = beside_input::<Access, _, _>(&mut parts, &state, request, read).await?;
     access.require_app(request.app_id.as_str())?;
-    let app = &request.app_id;
-    let (user, mut listed) = user?.ok_or(EnrollError::UnknownUser)?;
-    let device = listed.pop().ok_or(EnrollError::NoDevice)?;
-    let now = state.backend.clock.now_millis();
-    let fresh = EnrollmentSession {
-        session_id: request
-            .session_id
-            .clone()
-            .unwrap_or_else(|| format!("ens-{}", uuid::Uuid::new_v4().simple())),
-        app_id: app.clone(),
-        named_user: user.named_user.clone(),
-        device_id: device.device_id.clone(),
-        machine_user_name_ws: request.machine_user_name_ws.clone(),
-        created_at: now,
-        expires_at: now.plus_secs(SESSION_TTL_SECS),
-        machine_id: request.machine_id.clone(),
-        machine_version: request.machine_version.clone(),
-        state: SessionState::Open,
-        completion: None,
-    };
-    let workstations = Workstations::new(store);
-    let fresh = &fresh;
-    // A session id of our own making names no session yet: only a caller's is looked up.
-    let named = request.session_id.is_some();
-    let open = retry_on_conflict(|| async move {
-        let existing = if named { workstations.session(app, &fresh.session_id).await? } else { None };
-        match existing {
-            None => workstations.create_session(fresh).await?,
-            Some((existing, version)) => {
-                workstations.replace_session(&existing.reopen(fresh.clone())?, version).await?
-            }
-        }
-        Ok::<_, EnrollError>(())
-    });
-    // The device's counter is read while the session is written: it does not depend on it.
-    let (opened, enc_counter) = tokio::join!(open, workstations.enc_counter(app, &device.device_id));
-    opened?;
-    let enc_counter = enc_counter?;
-    tracing::info!(app_id = %app, device_id = %device.device_id, "enrollment session opened");
+    let Opened { device, enc_counter, session_id } = enrollment::open_session(&state, request, user).await?;
     let body = EnrollResponse {
         status: Status::ok("Success"),
         response: EnrolledDeviceResponse {
             device: EnrolledDevice::new(device, enc_counter),
-            session_id: fresh.session_id.clone(),
+            session_id: session_id.clone(),
         },
     };
-    Ok(([(SESSION_HEADER, fresh.session_id.clone())], Json(body)).into_response())
+    Ok(([(SESSION_HEADER, session_id)], Json(body)).into_response())
 }
 
 #[utoipa::path(post, path = "/rp/wasapi/client/enroll/complete", tag = "enrollment", security(("access" = [])),
@@ -201,39 +145,8 @@ async fn complete(
     access: Access,
     ApiJson(body): ApiJson<CompleteRequest>,
 ) -> Result<Json<StatusResponse>, Problem> {
-    let Complete { session_id, completion, recovery_keys } = Complete::try_from(body)?;
-    let app = &access.app_id;
-    let store = state.backend.store.as_ref();
-    let workstations = &Workstations::new(store);
-    let source = format!("workstation:{}", access.token.token_id);
-    let now = state.backend.clock.now_millis();
-    // The user the workstation names, by name or alias, cross-checked against the session's;
-    // the session is read beside it.
-    let reread = || workstations.session(app, &session_id);
-    let devices = Devices::new(store);
-    let (user, read) = tokio::join!(devices.resolve_user(app, &completion.machine_user_name), reread());
-    let user = user?.map(|u| u.named_user);
-    let (completion, source, user) = (&completion, source.as_str(), user.as_deref());
-    let (state, recovery_keys) = (&state, recovery_keys.as_deref());
-    let message = retry_on_conflict_from(read, reread, |read| async move {
-        let (session, version) = read?.ok_or(EnrollError::SessionNotFound)?;
-        match session.complete(completion.clone(), user, source, now)? {
-            Completed::Repeated => Ok::<_, EnrollError>("Enrollment already completed"),
-            Completed::Closed(closing) => {
-                let Closing { session, mut enrollment, event, message } = *closing;
-                // Recovery keys are sealed for this machine and the session's device, and stored
-                // with the enrollment in the same transaction.
-                if let (Some(enrollment), Some(keys)) = (enrollment.as_mut(), recovery_keys) {
-                    let context = recovery_context(app, &enrollment.machine_id, &enrollment.device_id);
-                    enrollment.recovery_keys =
-                        Some(seal(state.backend.keys.as_ref(), &context, keys.as_bytes()).await?);
-                }
-                workstations.close_session(&session, version, enrollment.as_ref(), &event).await?;
-                Ok(message)
-            }
-        }
-    })
-    .await?;
+    let complete = Complete::try_from(body)?;
+    let message = enrollment::complete(&state, &access.app_id, &access.token.token_id, complete).await?;
     Ok(Json(StatusResponse { status: Status::ok(message) }))
 }
 
@@ -292,54 +205,35 @@ pub struct OfflineStatus {
     pub locked_until: Option<EpochMillis>,
 }
 
-/// The view of `pairing` (of the app `app`) for the access token `viewer`: the PINs are opened
-/// only for the pairing's own workstation. `open` is its set in the clear, if the caller has it.
-async fn pairing_view(
-    state: &AppState,
-    pairing: Pairing,
-    app: &AppRecord,
-    viewer: Option<&str>,
-    open: Option<OpenPins>,
-) -> Result<PairingView, PairingError> {
-    let settings = &app.workstation.offline_access;
-    let now = state.backend.clock.now_millis();
-    let hidden = pairing.hidden_because(viewer, settings, now);
-    let offline = match (&pairing.offline_set, hidden) {
-        (Some(set), None) => {
-            // What the caller just sealed or re-sealed is in the clear already; the rest is opened.
-            let (pins, tokens_auth) = match open {
-                Some(open) => open,
-                None => offline::open_pins(state, &pairing, set).await?,
-            };
-            OfflineTokens { tokens: render_pins(&pins), tokens_auth }
+impl From<Shown> for PairingView {
+    fn from(shown: Shown) -> Self {
+        let Shown { pairing, settings, offline, hidden, now } = shown;
+        let set = pairing.offline_set.as_ref();
+        let offline_status = OfflineStatus {
+            tokens_visible: hidden.is_none(),
+            hidden_reason: hidden,
+            tokens_remaining: set.map_or(0, |s| s.remaining.len() as u32),
+            tokens_used: set.map_or(0, |s| s.used()),
+            low_token_warning: set.is_some_and(|s| s.low_token_warning(&settings)),
+            valid_until: set.map(|s| s.valid_until),
+            delivered_to_device: set.is_some_and(|s| s.delivered_at.is_some()),
+            token_entry_timeout_secs: settings.token_entry_timeout_secs,
+            locked_until: pairing.lock.locked_until.filter(|until| now < *until),
+        };
+        Self {
+            machine_id: pairing.machine_id,
+            device_id: pairing.device_id,
+            named_user: pairing.named_user,
+            machine_name: pairing.machine_name,
+            machine_user_name_ws: pairing.machine_user_name_ws,
+            certificate_request_id: pairing.certificate_request_id,
+            created_at: pairing.created_at.iso8601(),
+            updated_at: pairing.updated_at.iso8601(),
+            rp_config: RpConfig { workstation: RpWorkstation { offline_access: settings } },
+            workstation: WorkstationOffline { offline },
+            offline_status,
         }
-        _ => OfflineTokens::default(),
-    };
-    let set = pairing.offline_set.as_ref();
-    let status = OfflineStatus {
-        tokens_visible: hidden.is_none(),
-        hidden_reason: hidden,
-        tokens_remaining: set.map_or(0, |s| s.remaining.len() as u32),
-        tokens_used: set.map_or(0, |s| s.used()),
-        low_token_warning: set.is_some_and(|s| s.low_token_warning(settings)),
-        valid_until: set.map(|s| s.valid_until),
-        delivered_to_device: set.is_some_and(|s| s.delivered_at.is_some()),
-        token_entry_timeout_secs: settings.token_entry_timeout_secs,
-        locked_until: pairing.lock.locked_until.filter(|until| now < *until),
-    };
-    Ok(PairingView {
-        machine_id: pairing.machine_id,
-        device_id: pairing.device_id,
-        named_user: pairing.named_user,
-        machine_name: pairing.machine_name,
-        machine_user_name_ws: pairing.machine_user_name_ws,
-        certificate_request_id: pairing.certificate_request_id,
-        created_at: pairing.created_at.iso8601(),
-        updated_at: pairing.updated_at.iso8601(),
-        rp_config: RpConfig { workstation: RpWorkstation { offline_access: settings.clone() } },
-        workstation: WorkstationOffline { offline },
-        offline_status: status,
-    })
+    }
 }
 
 /// Every answer that may carry PINs is kept out of caches.
@@ -357,113 +251,12 @@ async fn pair(
     ApiJson(body): ApiJson<PairRequest>,
 ) -> Result<(StatusCode, NoStore, Json<PairingView>), Problem> {
     let request = NewPairing::try_from(body)?;
-    let app = &access.app_id;
-    let owner = access.token.token_id.as_str();
-    let store = state.backend.store.as_ref();
-    let workstations = Workstations::new(store);
-    // The app and the pairing, read at once.
-    let (settings, existing) = tokio::join!(
-        rp_app::apps::load_app(&state, app.as_str()),
-        workstations.pairing(app, &request.machine_id, &request.device_id),
-    );
-    let (settings, _) = settings?;
-    // Seed rule 4: a pairing that exists is returned as it is, and nothing is queued again.
-    if let Some((existing, _)) = existing? {
-        return Ok((
-            StatusCode::OK,
-            NO_STORE,
-            Json(pairing_view(&state, existing, &settings, Some(owner), None).await?),
-        ));
-    }
-    let devices = Devices::new(store);
-    let device = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
-    // The machine must be enrolled for the device's user, and a name the pairing gives must be
-    // one of that user's: a workstation cannot pair a device under someone else's name.
-    let enrolled = workstations.enrollment(app, &request.machine_id).await?;
-    let Some(enrolled) = enrolled.filter(|e| e.named_user == device.named_user) else {
-        return Err(PairingError::NotEnrolled.into());
+    let (status, shown) = match pairing::pair(&state, &access.app_id, &access.token.token_id, request).await?
+    {
+        Paired::Created(shown) => (StatusCode::CREATED, shown),
+        Paired::Existing(shown) => (StatusCode::OK, shown),
     };
-    if let Some(name) = &request.machine_user_name_ws {
-        let holder = devices.resolve_user(app, name).await?.map(|u| u.named_user);
-        if holder.as_deref() != Some(device.named_user.as_str()) {
-            let source = format!("workstation:{owner}");
-            refuse_name_claim(&state, app, name, &device.named_user, holder.as_deref(), &source).await?;
-            return Err(PairingError::NameOfAnotherUser(name.clone()).into());
-        }
-    }
-    let (offline_set, open) = match &request.offline {
-        Some(sent) => {
-            let access_settings = &settings.workstation.offline_access;
-            require_enabled(access_settings).map_err(PairingError::from)?;
-            let (machine, device, now) =
-                (&request.machine_id, &request.device_id, state.backend.clock.now_millis());
-            Some(offline::new_set(&state, app, machine, device, sent, access_settings, now).await?)
-        }
-        None => None,
-    }
-    .unzip();
-    let certs = Certificates::new(store);
-    let cap = state.config.max_open_per_app;
-    if certs.open_requests(app).await? >= i64::from(cap) {
-        return Err(CertError::QueueFull { cap }.into());
-    }
-    let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
-    let device = PairedDevice {
-        device_id: device.device_id,
-        named_user: device.named_user,
-        key_agreement_public_key: device.key_agreement_public_key,
-    };
-    let (mut pairing, mut cert_request) = Pairing::create(
-        app.clone(),
-        &request,
-        &device,
-        owner,
-        enc_counter,
-        settings.workstation.request_timeout_in_secs,
-        state.backend.clock.now_millis(),
-    );
-    pairing.offline_set = offline_set;
-    // The agent gets the workstation name of the user from whatever mapping the server knows.
-    // The user's aliases are read only when neither the pairing nor the enrollment names one
-    // (enrollments stored before the name was kept).
-    let named =
-        known_workstation_name(request.machine_user_name_ws.as_deref(), &enrolled.machine_user_name_ws, &[]);
-    cert_request.machine_user_name_ws = match named {
-        Some(name) => Some(name),
-        None => {
-            let aliases = devices.user(app, &device.named_user).await?.map(|u| u.aliases).unwrap_or_default();
-            known_workstation_name(None, "", &aliases)
-        }
-    };
-    let now = state.backend.clock.now_millis();
-    match workstations.pair(&pairing, &cert_request, cap, now).await {
-        Ok(()) => {
-            tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, offline = pairing.offline_set.is_some(), "paired; login certificate requested");
-            Ok((
-                StatusCode::CREATED,
-                NO_STORE,
-                Json(pairing_view(&state, pairing, &settings, Some(owner), open).await?),
-            ))
-        }
-        // A concurrent POST created it first: answer with the winner's pairing. Without one,
-        // the app's queue filled up in the meantime.
-        Err(StoreError::Conflict) => {
-            let Some((existing, _)) =
-                workstations.pairing(app, &request.machine_id, &request.device_id).await?
-            else {
-                return Err(match certs.open_requests(app).await? >= i64::from(cap) {
-                    true => CertError::QueueFull { cap }.into(),
-                    false => StoreError::Conflict.into(),
-                });
-            };
-            Ok((
-                StatusCode::OK,
-                NO_STORE,
-                Json(pairing_view(&state, existing, &settings, Some(owner), None).await?),
-            ))
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok((status, NO_STORE, Json(shown.into())))
 }
 
 #[utoipa::path(get, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])), params(PairingQuery),
@@ -477,14 +270,8 @@ async fn read_pairing(
         access.require_app(AppId::parse("appId", named)?.as_str())?;
     }
     let key = PairingKey::try_from(query)?;
-    let workstations = Workstations::new(state.backend.store.as_ref());
-    let (pairing, app) = tokio::join!(
-        workstations.pairing(&access.app_id, &key.machine_id, &key.device_id),
-        rp_app::apps::load_app(&state, access.app_id.as_str()),
-    );
-    let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
-    let (app, _) = app?;
-    Ok((NO_STORE, Json(pairing_view(&state, pairing, &app, Some(&access.token.token_id), None).await?)))
+    let shown = pairing::read(&state, &access.app_id, &access.token.token_id, &key).await?;
+    Ok((NO_STORE, Json(shown.into())))
 }
 
 #[utoipa::path(patch, path = "/rp/api/client/reg", tag = "enrollment", security(("access" = [])),
@@ -495,54 +282,8 @@ async fn update_pairing(
     ApiJson(body): ApiJson<PairingUpdateRequest>,
 ) -> Result<(NoStore, Json<PairingView>), Problem> {
     let update = PairingUpdate::try_from(body)?;
-    let app = &access.app_id;
-    let owner = access.token.token_id.as_str();
-    let (settings, read) =
-        offline::app_and_pairing(&state, app, &update.machine_id, &update.device_id).await?;
-    let offline_settings = &settings.workstation.offline_access;
-    let now = state.backend.clock.now_millis();
-    // The pairing as last read or written, with its version: each step below starts from it,
-    // and a step that loses a race reads it again.
-    let mut latest = read?;
-    if update.touches_offline() {
-        require_enabled(offline_settings).map_err(PairingError::from)?;
-        let (pairing, _) = latest.as_ref().ok_or(PairingError::NotFound)?;
-        pairing.require_owner(owner).map_err(PairingError::from)?;
-        pairing.lock.check(now).map_err(PairingError::from)?;
-    }
-    let (new_set, mut open) = match &update.offline {
-        Some(sent) => {
-            let (machine, device) = (&update.machine_id, &update.device_id);
-            Some(offline::new_set(&state, app, machine, device, sent, offline_settings, now).await?)
-        }
-        None => None,
-    }
-    .unzip();
-    // The name, the new set and the used PINs go in one write: all of it lands or none of it.
-    let edit = offline::PairingEdit {
-        machine_name: update.machine_name.as_deref(),
-        new_set: new_set.as_ref(),
-        used: &update.used_token_ids,
-    };
-    if !edit.is_empty() {
-        let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
-        let (pairing, version, left) =
-            offline::edit_pairing(&state, app, &key, Ok(latest.take()), edit, offline_settings).await?;
-        latest = Some((pairing, version));
-        // What the used PINs left, if any were used; else the new set, if any.
-        open = left.or(open);
-    }
-    // `latest` is the pairing as stored: read beside the app, or as the edit wrote it.
-    let latest = latest.ok_or(PairingError::NotFound)?;
-    let pairing = if update.failed_attempts > 0 {
-        let source = format!("workstation:{owner}");
-        offline::count_wrong_attempts(&state, latest, update.failed_attempts, offline_settings, &source)
-            .await?
-    } else {
-        latest.0
-    };
-    tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
-    Ok((NO_STORE, Json(pairing_view(&state, pairing, &settings, Some(owner), open).await?)))
+    let shown = pairing::update(&state, &access.app_id, &access.token.token_id, update).await?;
+    Ok((NO_STORE, Json(shown.into())))
 }
 
 /// Unpairs: by the pairing's own workstation, or by an admin (who names the app with `appId`).
@@ -556,12 +297,25 @@ async fn unpair(
 ) -> Result<StatusCode, Problem> {
     let named_app = named_app(&headers, query.app_id.as_deref())?.map(|named| named.app_id);
     let key = PairingKey::try_from(query)?;
-    let (app, owner, source) = match caller {
+    let (app, owner, source) = unpairing_caller(caller, named_app)?;
+    pairing::unpair(&state, &app, &key, owner.as_deref(), &source).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Who unpairs, in which app: the app, the owning token a workstation must be (`None` for an
+/// admin) and the event's source. A workstation unpairs in its own app; an admin in the app its
+/// token is scoped to or, with a global token, the one it names.
+fn unpairing_caller(
+    caller: Caller,
+    named_app: Option<AppId>,
+) -> Result<(AppId, Option<String>, String), Problem> {
+    match caller {
         Caller::Access { app_id, token } => {
             if let Some(named) = &named_app {
                 require_own_app(&app_id, named.as_str())?;
             }
-            (app_id, Some(token.token_id.clone()), format!("workstation:{}", token.token_id))
+            let source = format!("workstation:{}", token.token_id);
+            Ok((app_id, Some(token.token_id), source))
         }
         Caller::Admin { token, app_id: scope } => {
             let app = match (scope, named_app) {
@@ -579,15 +333,7 @@ async fn unpair(
                     .into())
                 }
             };
-            (app, None, format!("admin:{}", token.token_id))
+            Ok((app, None, format!("admin:{}", token.token_id)))
         }
-    };
-    let workstations = Workstations::new(state.backend.store.as_ref());
-    let (pairing, version) =
-        workstations.pairing(&app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
-    if let Some(owner) = &owner {
-        pairing.require_owner(owner).map_err(PairingError::from)?;
     }
-    offline::unpair(&state, pairing, version, &source).await?;
-    Ok(StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,259 @@
+//! Devices (DECISIONS §4): an admin's one-time registration link for a user, the device's
+//! registration with it and its token, and an admin's removal of a device (its pairings, its
+//! certificates and its token).
+
+use crate::certificates::{revocation_of, Revocation};
+use crate::{AppError, AppState};
+use rp_domain::apps::AppId;
+use rp_domain::certificates::{CertError, IssuedCert};
+use rp_domain::devices::{
+    DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
+    UserRecord, DEVICE_TOKEN_LIFETIME_SECS,
+};
+use rp_domain::events::{attributes, EventRecord};
+use rp_domain::pairing::{Pairing, PairingError, DEVICE_REVOKED_EVENT};
+use rp_domain::time::EpochMillis;
+use rp_domain::tokens::TokenSecret;
+use rp_domain::validate;
+use rp_ports::{retry_on_conflict, retry_on_conflict_from, StoreError};
+use rp_repo::apps::AppRecord;
+use rp_repo::certificates::Certificates;
+use rp_repo::devices::Devices;
+use rp_repo::workstations::Workstations;
+use std::future::Future;
+
+/// Default and bounds of a link's lifetime.
+pub const LINK_TTL_SECS: i64 = 15 * 60;
+pub const MAX_LINK_TTL_SECS: i64 = 7 * 24 * 3600;
+
+/// Who holds an alias a link would give, when it is a valid one: read beside the caller's token.
+pub type HolderRead = Option<Result<Option<UserRecord>, StoreError>>;
+
+/// The read of [`create_link`]: who holds `alias` in `app`, if it is a valid name.
+pub fn alias_holder<'s>(
+    state: &'s AppState,
+    app: AppId,
+    alias: Option<&str>,
+) -> impl Future<Output = HolderRead> + 's {
+    let alias =
+        alias.filter(|name| validate::text("machineUserNameWS", name, 1, 255).is_ok()).map(str::to_owned);
+    let devices = Devices::new(state.backend.store.as_ref());
+    async move {
+        match alias {
+            Some(name) => Some(devices.resolve_user(&app, &name).await),
+            None => None,
+        }
+    }
+}
+
+/// A one-time registration link of `app` for `named_user`, by the admin whose event source is
+/// `source`: giving the user the workstation name `alias` (which must not be another user's;
+/// its holder read ahead as `holder`, [`alias_holder`]), valid `ttl` seconds (default 15
+/// minutes). The code (shown only to its creator) and the link.
+pub async fn create_link(
+    state: &AppState,
+    app: &AppRecord,
+    source: &str,
+    named_user: String,
+    alias: Option<String>,
+    ttl: Option<i64>,
+    holder: HolderRead,
+) -> Result<(RegistrationCode, LinkRecord), AppError> {
+    if let Some(name) = &alias {
+        validate::text("machineUserNameWS", name, 1, 255)?;
+        // An alias belongs to one user.
+        let holder = match holder {
+            Some(read) => read?,
+            None => Devices::new(state.backend.store.as_ref()).resolve_user(&app.app_id, name).await?,
+        };
+        if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
+            let held_by = Some(holder.named_user.as_str());
+            crate::enrollment::refuse_name_claim(state, &app.app_id, name, &named_user, held_by, source)
+                .await?;
+            return Err(RegistrationError::AliasTaken(name.clone()).into());
+        }
+    }
+    let ttl = ttl.unwrap_or(LINK_TTL_SECS);
+    validate::range("expiresInSecs", ttl, 60, MAX_LINK_TTL_SECS)?;
+    let now = state.backend.clock.now_millis();
+    let code = RegistrationCode::generate();
+    let link = LinkRecord {
+        app_id: app.app_id.clone(),
+        named_user,
+        machine_user_name_ws: alias,
+        created_at: now,
+        expires_at: now.plus_secs(ttl),
+        used_at: None,
+        device_id: None,
+    };
+    Devices::new(state.backend.store.as_ref()).create_link(&code.digest(), &link).await?;
+    tracing::info!(app_id = %link.app_id, "registration link created");
+    Ok((code, link))
+}
+
+/// The link a code stands for, if it can still register a device.
+pub async fn usable_link(
+    state: &AppState,
+    code: &RegistrationCode,
+) -> Result<(LinkRecord, u64), RegistrationError> {
+    let (link, version) = Devices::new(state.backend.store.as_ref())
+        .link(&code.digest())
+        .await?
+        .ok_or(RegistrationError::LinkNotFound)?;
+    link.check_usable(state.backend.clock.now_millis())?;
+    Ok((link, version))
+}
+
+/// A fresh device token for `device` of `named_user` in `app`: the secret (shown only to the
+/// device) and the record of its hash.
+fn new_token(
+    app: &AppId,
+    named_user: &str,
+    device_id: &str,
+    now: EpochMillis,
+) -> (TokenSecret, DeviceTokenRecord) {
+    let secret = TokenSecret::generate_with_prefix("rpd_");
+    let hash = secret.hash();
+    let token = DeviceTokenRecord {
+        token_id: hash.token_id(),
+        app_id: app.clone(),
+        named_user: named_user.to_owned(),
+        device_id: device_id.to_owned(),
+        hash: hash.to_hex(),
+        created_at: now,
+        expires_at: Some(now.plus_secs(DEVICE_TOKEN_LIFETIME_SECS)),
+    };
+    (secret, token)
+}
+
+/// Registers the device `registration` describes with the link its code stands for (used up
+/// by it): the device and its token's secret, shown only here.
+pub async fn register(
+    state: &AppState,
+    registration: Registration,
+) -> Result<(DeviceRecord, TokenSecret), RegistrationError> {
+    let (link, version) = usable_link(state, &registration.code).await?;
+    let now = state.backend.clock.now_millis();
+    let (secret, token) = new_token(&link.app_id, &link.named_user, &registration.device_id, now);
+    let device = DeviceRecord {
+        app_id: link.app_id.clone(),
+        named_user: link.named_user.clone(),
+        device_id: registration.device_id,
+        friendly_name: registration.friendly_name,
+        model_number: registration.model_number,
+        signing_public_key: registration.signing_public_key,
+        key_agreement_public_key: registration.key_agreement_public_key,
+        registered_at: now,
+        token_id: token.token_id.clone(),
+    };
+    Devices::new(state.backend.store.as_ref())
+        .register(&registration.code.digest(), &link, version, &device, &token, now)
+        .await?;
+    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
+    Ok((device, secret))
+}
+
+/// The device `device_id` of `named_user` in `app` trades its token `token_id` for a fresh one
+/// (the old one stops working): the new secret, shown only here, and its record.
+pub async fn refresh_token(
+    state: &AppState,
+    app: &AppId,
+    named_user: &str,
+    device_id: &str,
+    token_id: &str,
+) -> Result<(TokenSecret, DeviceTokenRecord), RegistrationError> {
+    let devices = Devices::new(state.backend.store.as_ref());
+    let device = devices
+        .device_of(app, named_user, device_id)
+        .await?
+        .ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
+    let (secret, token) = new_token(app, named_user, device_id, state.backend.clock.now_millis());
+    devices.replace_token(&device, token_id, &token).await?;
+    tracing::info!(app_id = %app, device_id = %device_id, "device token refreshed");
+    Ok((secret, token))
+}
+
+/// What removing a device reads first: the device, its pairings and its certificates.
+pub type RemovalReads = (
+    Result<Option<DeviceRecord>, StoreError>,
+    Result<Vec<(Pairing, u64)>, StoreError>,
+    Result<Vec<IssuedCert>, StoreError>,
+);
+
+/// The reads of [`remove`], for `device_id` of `app`: they borrow nothing, so that they can go
+/// beside the caller's token.
+pub fn removal_reads<'s>(
+    state: &'s AppState,
+    app: AppId,
+    device_id: &str,
+) -> impl Future<Output = RemovalReads> + 's {
+    let device_id = device_id.to_owned();
+    let store = state.backend.store.as_ref();
+    let (devices, workstations, certs) =
+        (Devices::new(store), Workstations::new(store), Certificates::new(store));
+    async move {
+        tokio::join!(
+            devices.device(&app, &device_id),
+            workstations.pairings_of_device(&app, &device_id),
+            certs.all_of_device(&app, &device_id),
+        )
+    }
+}
+
+/// An admin (event source `source`) removes the device `device_id` of `app`, read ahead as
+/// `reads` ([`removal_reads`]): every pairing of it goes (with its certificate's revocation),
+/// the device's other certificates are revoked, and its token ends.
+pub async fn remove(
+    state: &AppState,
+    app: &AppRecord,
+    source: &str,
+    device_id: &str,
+    reads: RemovalReads,
+) -> Result<(), AppError> {
+    let (device, pairings, issued) = reads;
+    let device = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.to_owned()))?;
+    let workstations = &Workstations::new(state.backend.store.as_ref());
+    for listed in pairings? {
+        let (app_id, machine_id) = (&app.app_id, listed.0.machine_id.clone());
+        let reread = || workstations.pairing(app_id, &machine_id, device_id);
+        retry_on_conflict_from(Ok(Some(listed)), reread, |read| async move {
+            let Some((pairing, version)) = read? else {
+                return Ok(());
+            };
+            crate::offline::unpair(state, pairing, version, source).await
+        })
+        .await?;
+    }
+    // Each is read again: unpairing has queued the revocation of some.
+    for listed in issued? {
+        revoke_issued(state, &listed, app.workstation.request_timeout_in_secs).await?;
+    }
+    let attrs = attributes(&[("deviceId", device_id), ("namedUser", &device.named_user)]);
+    let now = state.backend.clock.now_millis();
+    let event = EventRecord::new(DEVICE_REVOKED_EVENT, Some(app.app_id.clone()), source, now, attrs);
+    match Devices::new(state.backend.store.as_ref()).revoke_device(&device, &event).await {
+        Ok(()) | Err(StoreError::Conflict) => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(app_id = %app.app_id, device_id = %device_id, "device revoked");
+    Ok(())
+}
+
+/// Queues the revocation of `listed` as it stands now (read again), with requests that time
+/// out after `timeout` seconds; nothing for one revoked or under way already.
+async fn revoke_issued(state: &AppState, listed: &IssuedCert, timeout: i64) -> Result<(), CertError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    retry_on_conflict(|| async move {
+        let Some((cert, version)) =
+            certs.issued(&listed.app_id, &listed.device_id, &listed.cert_serial_number).await?
+        else {
+            return Ok(());
+        };
+        let now = state.backend.clock.now_millis();
+        if let Revocation::Queue(_, ops) = revocation_of(certs, &cert, version, Ok(timeout), now).await? {
+            state.backend.store.transact(ops).await?;
+        }
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,86 @@
+//! One error for every use case: the area's own, or a port's that no area wraps, or the tenant's
+//! rate limit. Each front door maps it once (rp-http to problem+json).
+
+use rp_domain::apps::{ControlError, RateLimit};
+use rp_domain::boundary::MaybeConflict;
+use rp_domain::certificates::CertError;
+use rp_domain::code::CodeError;
+use rp_domain::content::ContentError;
+use rp_domain::devices::RegistrationError;
+use rp_domain::enrollment::EnrollError;
+use rp_domain::offline::OfflineError;
+use rp_domain::oob::OobError;
+use rp_domain::pairing::PairingError;
+use rp_domain::FieldError;
+use rp_ports::{KeyError, QueueError, StoreError};
+use rp_repo::ratelimit::Decision;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    #[error(transparent)]
+    Enroll(#[from] EnrollError),
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    #[error(transparent)]
+    Oob(#[from] OobError),
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    #[error(transparent)]
+    Code(#[from] CodeError),
+    #[error(transparent)]
+    Content(#[from] ContentError),
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// The tenant's budget `rule` is used up (`decision`, counted at `now`, epoch seconds).
+    #[error("the tenant's limit of {} requests per {} s is used up", rule.limit, rule.window_secs)]
+    RateLimited { rule: RateLimit, decision: Decision, now: i64 },
+}
+
+impl MaybeConflict for AppError {
+    fn is_conflict(&self) -> bool {
+        match self {
+            AppError::Control(e) => e.is_conflict(),
+            AppError::Enroll(e) => e.is_conflict(),
+            AppError::Pairing(e) => e.is_conflict(),
+            AppError::Cert(e) => e.is_conflict(),
+            AppError::Oob(e) => e.is_conflict(),
+            AppError::Registration(e) => e.is_conflict(),
+            AppError::Code(e) => e.is_conflict(),
+            AppError::Content(e) => e.is_conflict(),
+            AppError::Store(e) => e.is_conflict(),
+            AppError::Offline(_)
+            | AppError::Invalid(_)
+            | AppError::Keys(_)
+            | AppError::Queue(_)
+            | AppError::RateLimited { .. } => false,
+        }
+    }
+}
+
+/// Counts one request of the app against its budget in `scope`: an error when it is used up.
+pub async fn within_rate_limit(
+    state: &crate::AppState,
+    app: &rp_repo::apps::AppRecord,
+    scope: &str,
+) -> Result<(), AppError> {
+    let now = state.backend.clock.epoch_secs();
+    let rule = &app.rate_limit;
+    let decision =
+        rp_repo::ratelimit::hit(state.backend.store.as_ref(), &app.app_id, scope, rule, now).await?;
+    match decision.allowed {
+        true => Ok(()),
+        false => Err(AppError::RateLimited { rule: rule.clone(), decision, now }),
+    }
+}

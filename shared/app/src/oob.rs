@@ -1,0 +1,222 @@
+//! Out-of-band authentication (DECISIONS §6): a server starts a request for a user (counted
+//! against the tenant's budget, decided by its `oob.start` customizations), and the user's
+//! device fetches the requests pending for it and answers one.
+
+use crate::{AppError, AppState};
+use rp_domain::apps::AppId;
+use rp_domain::code::{CodeError, CodeRecord, HookDecision, Trigger};
+use rp_domain::devices::UserRecord;
+use rp_domain::oob::{Extras, OobAnswer, OobDevice, OobError, OobErrorKind, OobRequest, OobStart, OobState};
+use rp_ports::metrics::{self, Metric};
+use rp_ports::{retry_on_conflict, StoreError};
+use rp_repo::apps::AppRecord;
+use rp_repo::devices::Devices;
+use rp_repo::oob::OobRequests;
+use rp_repo::workstations::Workstations;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
+
+/// What a start needs to know, read at once before anything is judged: the app, the user,
+/// whether the nonce is spent, and the customizations that decide.
+pub struct StartReads {
+    app: Result<(AppRecord, u64), rp_domain::apps::ControlError>,
+    user: Result<Option<UserRecord>, StoreError>,
+    spent: Result<bool, StoreError>,
+    hooks: Result<Vec<CodeRecord>, CodeError>,
+}
+
+/// The reads of [`start`], for `start`; they borrow nothing of it, so that they can go beside
+/// the caller's token.
+pub fn start_reads<'s>(state: &'s AppState, start: &OobStart) -> impl Future<Output = StartReads> + 's {
+    let (app_id, named_user) = (start.app_id.clone(), start.named_user.clone());
+    let nonce = start.nonces.session_nonce.clone();
+    async move {
+        let store = state.backend.store.as_ref();
+        let (devices, requests) = (Devices::new(store), OobRequests::new(store));
+        let (app, user, spent, hooks) = tokio::join!(
+            crate::apps::load_app(state, app_id.as_str()),
+            devices.resolve_user(&app_id, &named_user),
+            requests.nonce_spent(&app_id, &nonce),
+            crate::code::hooks(state, &app_id, Trigger::OobStart),
+        );
+        StartReads { app, user, spent, hooks }
+    }
+}
+
+/// Starts `start` (read ahead as `reads`): the new request's id. The checks keep their order: a
+/// start over the tenant's limit is refused before anything is judged of its user, and nothing
+/// is written before the count allows it; a replayed nonce is refused before the
+/// customizations run, so it costs reads, not a sandbox run.
+pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> Result<String, AppError> {
+    let StartReads { app, user, spent, hooks } = reads;
+    let (app, _) = app?;
+    let found = user.as_ref().ok().and_then(|user| user.as_ref()).map(|user| user.named_user.as_str());
+    // The user's devices go beside the count.
+    let devices = Devices::new(state.backend.store.as_ref());
+    let listed = async {
+        match found {
+            Some(named_user) => devices.devices_of(&start.app_id, named_user).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let (counted, listed) = tokio::join!(crate::within_rate_limit(state, &app, "oob-start"), listed);
+    counted?;
+    let user = user?.ok_or(OobError::UnknownUser)?;
+    if spent? {
+        return Err(OobError::NonceReused.into());
+    }
+    let device = listed?.pop().ok_or(OobError::NoDevice)?;
+    let device = OobDevice {
+        device_id: device.device_id,
+        friendly_name: device.friendly_name,
+        model_number: device.model_number,
+        signing_public_key: device.signing_public_key,
+    };
+    // The tenant's enabled `oob.start` customizations decide before anything is stored.
+    let event = serde_json::to_value(StartEvent::new(&start, &user.named_user, &device.device_id))
+        .map_err(StoreError::encoding)?;
+    match crate::code::run_hook(state, &app.app_id, Trigger::OobStart, hooks?, event).await? {
+        HookDecision::Allow { transaction_text: Some(text) } => start.transaction_text = Some(text),
+        HookDecision::Allow { transaction_text: None } => {}
+        HookDecision::Deny { reason, .. } => {
+            metrics::count(Metric::OobOutcome, 1, Some(("Outcome", "DENIED_BY_CUSTOMIZATION")));
+            return Err(OobError::Denied(reason).into());
+        }
+        HookDecision::Failed { id, .. } => {
+            metrics::count(Metric::OobOutcome, 1, Some(("Outcome", "CUSTOMIZATION_FAILED")));
+            return Err(OobError::HookFailed { id }.into());
+        }
+    }
+    let ttl = app.workstation.oob_request_timeout_in_secs;
+    let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
+    match OobRequests::new(state.backend.store.as_ref()).create(&request).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict) => return Err(OobError::NonceReused.into()),
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(app_id = %request.app_id, request_id = %request.request_id, device_id = %request.device.device_id, "OOB authentication requested");
+    Ok(request.request_id)
+}
+
+/// The event an `oob.start` customization decides on.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StartEvent<'a> {
+    trigger: &'static str,
+    app_id: &'a AppId,
+    named_user: &'a str,
+    requested_name: &'a str,
+    device_id: &'a str,
+    machine: &'a Option<String>,
+    machine_id: &'a Option<String>,
+    transaction_text: &'a Option<String>,
+    transaction_type: &'a Option<String>,
+    extras: &'a Option<Extras>,
+    additional_details: &'a BTreeMap<String, String>,
+}
+
+impl<'a> StartEvent<'a> {
+    fn new(start: &'a OobStart, named_user: &'a str, device_id: &'a str) -> Self {
+        Self {
+            trigger: Trigger::OobStart.name(),
+            app_id: &start.app_id,
+            named_user,
+            requested_name: &start.named_user,
+            device_id,
+            machine: &start.machine,
+            machine_id: &start.machine_id,
+            transaction_text: &start.transaction_text,
+            transaction_type: &start.transaction_type,
+            extras: &start.extras,
+            additional_details: &start.additional_details,
+        }
+    }
+}
+
+/// The live requests pending for `device_id` of `app`, each marked fetched (its first fetch
+/// adds INITIATED), with the recovery keys its machine deposited for the device, opened.
+pub async fn pending_for_device(
+    state: &AppState,
+    app: &AppId,
+    device_id: &str,
+) -> Result<Vec<(OobRequest, Option<String>)>, OobError> {
+    let repo = OobRequests::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let mut requests = Vec::new();
+    for (request, version) in repo.pending_for_device(app, device_id).await? {
+        if !request.is_live(now) {
+            continue;
+        }
+        let shown = match request.fetched(now) {
+            // A concurrent fetch or answer changed it first: show it as it was read.
+            Some(next) => match repo.replace(&next, version).await {
+                Ok(()) => next,
+                Err(StoreError::Conflict) => request,
+                Err(e) => return Err(e.into()),
+            },
+            None => request,
+        };
+        let keys = match &shown.machine_id {
+            Some(machine_id) => recovery_keys(state, app, machine_id, device_id).await?,
+            None => None,
+        };
+        requests.push((shown, keys));
+    }
+    Ok(requests)
+}
+
+/// The recovery keys machine `machine_id` deposited for `device_id` at enrollment, opened.
+async fn recovery_keys(
+    state: &AppState,
+    app: &AppId,
+    machine_id: &str,
+    device_id: &str,
+) -> Result<Option<String>, OobError> {
+    let Some(enrollment) =
+        Workstations::new(state.backend.store.as_ref()).enrollment(app, machine_id).await?
+    else {
+        return Ok(None);
+    };
+    let Some(sealed) = enrollment.recovery_keys.filter(|_| enrollment.device_id == device_id) else {
+        return Ok(None);
+    };
+    let context = crate::enrollment::recovery_context(app, machine_id, device_id);
+    let plain = rp_ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
+    Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
+}
+
+/// Stores `answer`, by the device `device_id`, to the request `request_id`: the request as
+/// answered. A signature that does not verify, or a wrong amount, is stored (the request
+/// fails) and then refused.
+pub async fn answer(
+    state: &AppState,
+    device_id: &str,
+    request_id: &str,
+    answer: &OobAnswer,
+) -> Result<OobRequest, OobError> {
+    let repo = OobRequests::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let answered = retry_on_conflict(|| async move {
+        let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
+        let answered = request.answer(device_id, answer, now)?;
+        repo.finish(&answered.request, version, &answered.event).await?;
+        Ok::<_, OobError>(answered)
+    })
+    .await?;
+    let current = answered.request.current();
+    if current.is_final() {
+        metrics::count(Metric::OobOutcome, 1, Some(("Outcome", outcome_name(current).as_str())));
+    }
+    tracing::info!(request_id = %request_id, state = ?current, "OOB authentication answered");
+    match answered.failure {
+        Some(OobErrorKind::BadSignature) => Err(OobError::BadSignature),
+        Some(OobErrorKind::WrongAmount) => Err(OobError::WrongAmount),
+        None => Ok(answered.request),
+    }
+}
+
+/// A state's name on the wire (`COMPLETED`, …), for the outcome metric.
+fn outcome_name(state: OobState) -> String {
+    serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "?".into())
+}

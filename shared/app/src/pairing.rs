@@ -1,0 +1,283 @@
+//! Pairing a workstation with a user's device (DECISIONS §5): pairing (which queues the login
+//! certificate), reading and updating a pairing (its name, its offline PINs, wrong attempts)
+//! and unpairing. What a pairing shows its caller is [`Shown`].
+
+use crate::enrollment::refuse_name_claim;
+use crate::offline::{self, OpenPins, PairingEdit};
+use crate::{AppError, AppState};
+use rp_domain::apps::{AppId, OfflineAccess};
+use rp_domain::certificates::CertError;
+use rp_domain::devices::DeviceRecord;
+use rp_domain::enrollment::EnrollmentRecord as Enrollment;
+use rp_domain::offline::{render_pins, require_enabled, OfflineSet};
+use rp_domain::pairing::{
+    known_workstation_name, NewPairing, OfflineTokens, PairedDevice, Pairing, PairingError, PairingKey,
+    PairingUpdate,
+};
+use rp_domain::time::EpochMillis;
+use rp_ports::StoreError;
+use rp_repo::apps::AppRecord;
+use rp_repo::certificates::Certificates;
+use rp_repo::devices::Devices;
+use rp_repo::workstations::Workstations;
+
+/// A pairing as its caller may see it: the PINs in the clear only for the pairing's own
+/// workstation (`offline` is empty else, and `hidden` says why).
+#[derive(Debug)]
+pub struct Shown {
+    pub pairing: Pairing,
+    /// The app's offline settings.
+    pub settings: OfflineAccess,
+    pub offline: OfflineTokens,
+    /// `offlineDisabled`, `notOwner`, `locked`, `noTokens` or `expired`.
+    pub hidden: Option<&'static str>,
+    /// When it was shown.
+    pub now: EpochMillis,
+}
+
+/// `pairing` (of the app `app`) as the access token `viewer` may see it. `open` is its set in
+/// the clear, if the caller has it; else it is opened when the viewer may see it.
+pub async fn show(
+    state: &AppState,
+    pairing: Pairing,
+    app: &AppRecord,
+    viewer: Option<&str>,
+    open: Option<OpenPins>,
+) -> Result<Shown, PairingError> {
+    let settings = app.workstation.offline_access.clone();
+    let now = state.backend.clock.now_millis();
+    let hidden = pairing.hidden_because(viewer, &settings, now);
+    let offline = match (&pairing.offline_set, hidden) {
+        (Some(set), None) => {
+            // What the caller just sealed or re-sealed is in the clear already; the rest is opened.
+            let (pins, tokens_auth) = match open {
+                Some(open) => open,
+                None => offline::open_pins(state, &pairing, set).await?,
+            };
+            OfflineTokens { tokens: render_pins(&pins), tokens_auth }
+        }
+        _ => OfflineTokens::default(),
+    };
+    Ok(Shown { pairing, settings, offline, hidden, now })
+}
+
+/// What [`pair`] did: paired anew (a login certificate is requested), or found the pairing
+/// there already (returned as it is, nothing queued).
+#[derive(Debug)]
+pub enum Paired {
+    Created(Shown),
+    Existing(Shown),
+}
+
+/// Pairs the machine and device `request` names in `app`, for the workstation whose token is
+/// `owner`, and queues its login certificate.
+pub async fn pair(
+    state: &AppState,
+    app: &AppId,
+    owner: &str,
+    request: NewPairing,
+) -> Result<Paired, AppError> {
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    // The app and the pairing, read at once.
+    let (settings, existing) = tokio::join!(
+        crate::apps::load_app(state, app.as_str()),
+        workstations.pairing(app, &request.machine_id, &request.device_id),
+    );
+    let (settings, _) = settings?;
+    // Seed rule 4: a pairing that exists is returned as it is, and nothing is queued again.
+    if let Some((existing, _)) = existing? {
+        return Ok(Paired::Existing(show(state, existing, &settings, Some(owner), None).await?));
+    }
+    let (device, enrolled) = claim(state, app, owner, &request).await?;
+    let (offline_set, open) = match &request.offline {
+        Some(sent) => {
+            let access = &settings.workstation.offline_access;
+            require_enabled(access).map_err(PairingError::from)?;
+            let (machine, device, now) =
+                (&request.machine_id, &request.device_id, state.backend.clock.now_millis());
+            Some(offline::new_set(state, app, machine, device, sent, access, now).await?)
+        }
+        None => None,
+    }
+    .unzip();
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let cap = state.config.max_open_per_app;
+    if certs.open_requests(app).await? >= i64::from(cap) {
+        return Err(CertError::QueueFull { cap }.into());
+    }
+    let pairing = create(state, app, owner, &request, device, &enrolled, &settings, offline_set).await?;
+    match pairing {
+        Some(pairing) => Ok(Paired::Created(show(state, pairing, &settings, Some(owner), open).await?)),
+        // A concurrent POST created it first: answer with the winner's pairing. Without one,
+        // the app's queue filled up in the meantime.
+        None => match workstations.pairing(app, &request.machine_id, &request.device_id).await? {
+            Some((existing, _)) => {
+                Ok(Paired::Existing(show(state, existing, &settings, Some(owner), None).await?))
+            }
+            None if certs.open_requests(app).await? >= i64::from(cap) => {
+                Err(CertError::QueueFull { cap }.into())
+            }
+            None => Err(StoreError::Conflict.into()),
+        },
+    }
+}
+
+/// The device `request` pairs and the enrollment of its machine: the machine must be enrolled
+/// for the device's user, and a name the pairing gives must be one of that user's (a
+/// workstation cannot pair a device under someone else's name; the attempt is an event).
+async fn claim(
+    state: &AppState,
+    app: &AppId,
+    owner: &str,
+    request: &NewPairing,
+) -> Result<(DeviceRecord, Enrollment), AppError> {
+    let store = state.backend.store.as_ref();
+    let devices = Devices::new(store);
+    let device = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
+    let enrolled = Workstations::new(store).enrollment(app, &request.machine_id).await?;
+    let Some(enrolled) = enrolled.filter(|e| e.named_user == device.named_user) else {
+        return Err(PairingError::NotEnrolled.into());
+    };
+    if let Some(name) = &request.machine_user_name_ws {
+        let holder = devices.resolve_user(app, name).await?.map(|u| u.named_user);
+        if holder.as_deref() != Some(device.named_user.as_str()) {
+            let source = format!("workstation:{owner}");
+            refuse_name_claim(state, app, name, &device.named_user, holder.as_deref(), &source).await?;
+            return Err(PairingError::NameOfAnotherUser(name.clone()).into());
+        }
+    }
+    Ok((device, enrolled))
+}
+
+/// Writes the new pairing and its login-certificate request in one transaction: the pairing,
+/// or `None` when a concurrent pairing or the app's full queue won the race.
+#[allow(clippy::too_many_arguments)]
+async fn create(
+    state: &AppState,
+    app: &AppId,
+    owner: &str,
+    request: &NewPairing,
+    device: DeviceRecord,
+    enrolled: &Enrollment,
+    settings: &AppRecord,
+    offline_set: Option<OfflineSet>,
+) -> Result<Option<Pairing>, AppError> {
+    let store = state.backend.store.as_ref();
+    let workstations = Workstations::new(store);
+    let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
+    let device = PairedDevice {
+        device_id: device.device_id,
+        named_user: device.named_user,
+        key_agreement_public_key: device.key_agreement_public_key,
+    };
+    let timeout = settings.workstation.request_timeout_in_secs;
+    let now = state.backend.clock.now_millis();
+    let (mut pairing, mut cert_request) =
+        Pairing::create(app.clone(), request, &device, owner, enc_counter, timeout, now);
+    pairing.offline_set = offline_set;
+    // The agent gets the workstation name of the user from whatever mapping the server knows.
+    // The user's aliases are read only when neither the pairing nor the enrollment names one
+    // (enrollments stored before the name was kept).
+    let named =
+        known_workstation_name(request.machine_user_name_ws.as_deref(), &enrolled.machine_user_name_ws, &[]);
+    cert_request.machine_user_name_ws = match named {
+        Some(name) => Some(name),
+        None => {
+            let user = Devices::new(store).user(app, &device.named_user).await?;
+            known_workstation_name(None, "", &user.map(|u| u.aliases).unwrap_or_default())
+        }
+    };
+    match workstations.pair(&pairing, &cert_request, state.config.max_open_per_app, now).await {
+        Ok(()) => {
+            tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, offline = pairing.offline_set.is_some(), "paired; login certificate requested");
+            Ok(Some(pairing))
+        }
+        Err(StoreError::Conflict) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The pairing at `key` in `app`, as the access token `viewer` may see it.
+pub async fn read(state: &AppState, app: &AppId, viewer: &str, key: &PairingKey) -> Result<Shown, AppError> {
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (pairing, settings) = tokio::join!(
+        workstations.pairing(app, &key.machine_id, &key.device_id),
+        crate::apps::load_app(state, app.as_str()),
+    );
+    let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
+    let (settings, _) = settings?;
+    Ok(show(state, pairing, &settings, Some(viewer), None).await?)
+}
+
+/// Updates the pairing `update` names, for the workstation whose token is `owner`: its name, a
+/// new PIN set and used PINs in one conditional write, then wrong attempts counted.
+pub async fn update(
+    state: &AppState,
+    app: &AppId,
+    owner: &str,
+    update: PairingUpdate,
+) -> Result<Shown, AppError> {
+    let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
+    let (settings, read) = offline::app_and_pairing(state, app, &key.machine_id, &key.device_id).await?;
+    let offline_settings = &settings.workstation.offline_access;
+    let now = state.backend.clock.now_millis();
+    // The pairing as last read or written, with its version: each step below starts from it,
+    // and a step that loses a race reads it again.
+    let mut latest = read?;
+    if update.touches_offline() {
+        require_enabled(offline_settings).map_err(PairingError::from)?;
+        let (pairing, _) = latest.as_ref().ok_or(PairingError::NotFound)?;
+        pairing.require_owner(owner).map_err(PairingError::from)?;
+        pairing.lock.check(now).map_err(PairingError::from)?;
+    }
+    let (new_set, mut open) = match &update.offline {
+        Some(sent) => Some(
+            offline::new_set(state, app, &key.machine_id, &key.device_id, sent, offline_settings, now)
+                .await?,
+        ),
+        None => None,
+    }
+    .unzip();
+    // The name, the new set and the used PINs go in one write: all of it lands or none of it.
+    let edit = PairingEdit {
+        machine_name: update.machine_name.as_deref(),
+        new_set: new_set.as_ref(),
+        used: &update.used_token_ids,
+    };
+    if !edit.is_empty() {
+        let (pairing, version, left) =
+            offline::edit_pairing(state, app, &key, Ok(latest.take()), edit, offline_settings).await?;
+        latest = Some((pairing, version));
+        // What the used PINs left, if any were used; else the new set, if any.
+        open = left.or(open);
+    }
+    // `latest` is the pairing as stored: read beside the app, or as the edit wrote it.
+    let latest = latest.ok_or(PairingError::NotFound)?;
+    let pairing = match update.failed_attempts {
+        0 => latest.0,
+        failed => {
+            let source = format!("workstation:{owner}");
+            offline::count_wrong_attempts(state, latest, failed, offline_settings, &source).await?
+        }
+    };
+    tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
+    Ok(show(state, pairing, &settings, Some(owner), open).await?)
+}
+
+/// Unpairs the pairing at `key` in `app`: for `owner`, its own workstation's token, only its
+/// own pairing; for an admin (`owner` `None`), any. `source` names the caller in the event.
+pub async fn unpair(
+    state: &AppState,
+    app: &AppId,
+    key: &PairingKey,
+    owner: Option<&str>,
+    source: &str,
+) -> Result<(), PairingError> {
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    let (pairing, version) =
+        workstations.pairing(app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
+    if let Some(owner) = owner {
+        pairing.require_owner(owner).map_err(PairingError::from)?;
+    }
+    offline::unpair(state, pairing, version, source).await
+}
