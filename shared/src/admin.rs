@@ -1,12 +1,13 @@
 //! The operator's CLI (`rp-admin`): bootstrap tokens and apps without HTTP access.
 
 use crate::adapters::aws::TrustRoots;
+use crate::app;
 use crate::backend::{self, Backend};
 pub use crate::config::BackendKind;
 use crate::config::Config;
 use crate::domain::apps::{self, AppId};
 use crate::domain::tokens::{TokenKind, TokenSecret};
-use crate::repo::apps::{AppRecord, Apps};
+use crate::repo::apps::Apps;
 use crate::repo::tokens;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -93,6 +94,8 @@ pub async fn create_table_from_env() -> anyhow::Result<Value> {
 pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
     let store = backend.store.as_ref();
     let now = backend.clock.now_millis();
+    // The CLI calls the use cases the API calls, with the API's default settings.
+    let state = app::AppState::new(backend.clone(), app::HttpConfig::default());
     match command {
         Command::CreateAdminToken { token: Some(value), description, expires_in_secs: None } => {
             let secret = TokenSecret::parse_chosen(&value)
@@ -108,17 +111,23 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             anyhow::bail!("--token and --expires-in-secs do not go together")
         }
         Command::CreateAdminToken { token: None, description, expires_in_secs } => {
+            let kind = TokenKind::ControlCenterAdmin;
             let (secret, record) =
-                tokens::issue(store, now, TokenKind::ControlCenterAdmin, None, description, expires_in_secs)
-                    .await?;
+                app::apps::create_token(&state, kind, None, None, description, expires_in_secs).await?;
             Ok(json!({ "tokenId": record.token_id, "kind": record.kind, "token": secret.expose() }))
         }
         Command::CreateAccessToken { app_id, description, expires_in_secs } => {
             let app_id = AppId::parse("app-id", &app_id)?;
-            Apps::new(store).get(&app_id).await?.with_context(|| format!("no app with id '{app_id}'"))?;
-            let (secret, record) =
-                tokens::issue(store, now, TokenKind::Access, Some(app_id), description, expires_in_secs)
-                    .await?;
+            let found = Some(Apps::new(store).get(&app_id).await);
+            let (secret, record) = app::apps::create_token(
+                &state,
+                TokenKind::Access,
+                Some(app_id),
+                found,
+                description,
+                expires_in_secs,
+            )
+            .await?;
             Ok(
                 json!({ "tokenId": record.token_id, "kind": record.kind, "appId": record.app_id, "token": secret.expose() }),
             )
@@ -126,12 +135,8 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
         Command::CreateApp { app_id, display_name } => {
             let app_id = AppId::parse("app-id", &app_id)?;
             apps::display_name("display-name", &display_name)?;
-            let app = AppRecord::new(app_id, display_name, now);
-            Apps::new(store).create(&app).await.map_err(|e| match e {
-                crate::ports::StoreError::Conflict => anyhow::anyhow!("app '{}' already exists", app.app_id),
-                other => other.into(),
-            })?;
-            Ok(json!({ "appId": app.app_id, "displayName": app.display_name }))
+            let created = app::apps::create_app(&state, app_id, display_name).await?;
+            Ok(json!({ "appId": created.app_id, "displayName": created.display_name }))
         }
         Command::ListApps => {
             let mut all = Vec::new();

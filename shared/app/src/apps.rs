@@ -54,3 +54,20 @@ pub async fn create_token(
     tracing::info!(token_id = %record.token_id, kind = ?record.kind, "token created");
     Ok((secret, record))
 }
+
+/// Creates the app `app_id`, named `display_name` (checked by the caller), with default
+/// settings: the app as stored.
+pub async fn create_app(
+    state: &AppState,
+    app_id: AppId,
+    display_name: String,
+) -> Result<AppRecord, ControlError> {
+    let app = AppRecord::new(app_id, display_name, state.backend.clock.now_millis());
+    match Apps::new(state.backend.store.as_ref()).create(&app).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict) => return Err(ControlError::AppExists(app.app_id)),
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(app_id = %app.app_id, "app created");
+    Ok(app)
+}

@@ -99,13 +99,7 @@ async fn create_app(
 ) -> Result<Response, Problem> {
     let app_id = AppId::parse("appId", &body.app_id)?;
     apps::display_name("displayName", &body.display_name)?;
-    let app = AppRecord::new(app_id, body.display_name, state.backend.clock.now_millis());
-    match Apps::new(state.backend.store.as_ref()).create(&app).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict) => return Err(ControlError::AppExists(app.app_id).into()),
-        Err(e) => return Err(e.into()),
-    }
-    tracing::info!(app_id = %app.app_id, "app created");
+    let app = rp_app::apps::create_app(&state, app_id, body.display_name).await?;
     let location = format!("/cc/api/apps/{}", app.app_id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(AppView::from(app))).into_response())
 }
