@@ -1,6 +1,9 @@
 //! Lambda function for GET /rp/api/apps/{appId}/jwks.json: the shared router of that path behind `lambda_http`.
+//! It builds the clients of the services its endpoint declares, and links only those. Written from the endpoint table (`rp_shared::http::ENDPOINTS`).
+
+use rp_shared::http::code::jwks_router as router;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(rp_shared::http::code::jwks_router, rp_shared::lambda::ClientSet::KEYS).await
+    rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::KEYS).await
 }

@@ -5,6 +5,7 @@ pub mod cc;
 pub mod certificates;
 pub mod code;
 pub mod content;
+mod endpoints;
 pub mod errors;
 pub mod events;
 pub mod extract;
@@ -19,7 +20,7 @@ pub mod registration;
 mod strict_json;
 pub mod workstation;
 
-use rp_ports::Services;
+pub use endpoints::*;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{Method, Uri};
@@ -33,86 +34,12 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
-/// One endpoint path: the Lambda function's package name, its router, and the services besides
-/// the store that its handlers call (its function builds and links the clients of these only).
-pub struct Endpoint {
-    pub name: &'static str,
-    pub router: fn(&AppState) -> Router<AppState>,
-    pub services: Services,
-}
-
-impl Endpoint {
-    /// An endpoint that calls the store only.
-    const fn store(name: &'static str, router: fn(&AppState) -> Router<AppState>) -> Self {
-        Self { name, router, services: Services::STORE }
-    }
-
-    /// An endpoint that seals, opens or signs through the key service.
-    const fn keys(name: &'static str, router: fn(&AppState) -> Router<AppState>) -> Self {
-        Self { name, router, services: Services::KEYS }
-    }
-
-    /// An endpoint that sends to the queue.
-    const fn queue(name: &'static str, router: fn(&AppState) -> Router<AppState>) -> Self {
-        Self { name, router, services: Services::QUEUE }
-    }
-}
-
-/// Every endpoint path. The name is the Lambda function's package name.
-pub const ENDPOINTS: &[Endpoint] = &[
-    Endpoint::store("health", health::router),
-    Endpoint::store("cc-apps", cc::apps_router),
-    Endpoint::store("cc-app", cc::app_router),
-    Endpoint::store("cc-app-workstation", cc::workstation_router),
-    Endpoint::store("cc-app-rate-limit", cc::rate_limit_router),
-    Endpoint::store("cc-tokens", cc::tokens_router),
-    Endpoint::store("cc-token", cc::token_router),
-    Endpoint::store("cc-registration-links", registration::links_router),
-    Endpoint::store("rp-register-page", registration::page_router),
-    Endpoint::store("rp-device-registrations", registration::registrations_router),
-    Endpoint::store("rp-enroll", workstation::enroll_router),
-    Endpoint::store("rp-client-registrations", workstation::client_registrations_router),
-    Endpoint::keys("rp-enroll-complete", workstation::complete_router),
-    Endpoint::keys("rp-client-reg", workstation::client_reg_router),
-    Endpoint::store("rp-events", events::router),
-    Endpoint::queue("rp-certificate-requests", certificates::requests_router),
-    Endpoint::store("rp-certificate", certificates::issued_router),
-    Endpoint::store("rp-certificate-revoke", certificates::revoked_router),
-    Endpoint::store("cc-certificate-revoke", certificates::admin_revoke_router),
-    Endpoint::store("rp-device-certificates", certificates::device_router),
-    Endpoint::keys("rp-oob-requests", oob::start_router),
-    Endpoint::store("rp-oob-request", oob::status_router),
-    Endpoint::keys("rp-device-oob-requests", oob::device_requests_router),
-    Endpoint::store("rp-device-oob-request", oob::device_answer_router),
-    Endpoint::keys("rp-device-setup", offline::setup_router),
-    Endpoint::store("rp-device-workstations", offline::workstations_router),
-    Endpoint::keys("rp-device-offline-used", offline::used_router),
-    Endpoint::store("cc-app-device", offline::admin_device_router),
-    Endpoint::store("rp-device-token", registration::token_router),
-    Endpoint::store("cc-app-user-devices", registration::user_devices_router),
-    Endpoint::store("cc-app-device-token", registration::device_token_router),
-    Endpoint::store("content-customizations", content::collection_router),
-    Endpoint::store("content-customization", content::item_router),
-    Endpoint::store("content-customization-versions", content::versions_router),
-    Endpoint::store("content-customization-version", content::version_router),
-    Endpoint::store("content-customization-restore", content::restore_router),
-    Endpoint::store("code-customizations", code::collection_router),
-    Endpoint::store("code-customization", code::item_router),
-    Endpoint::store("code-customization-versions", code::versions_router),
-    Endpoint::store("code-customization-version", code::version_router),
-    Endpoint::store("code-customization-restore", code::restore_router),
-    Endpoint::keys("code-customization-test", code::test_router),
-    Endpoint::store("code-customization-env", code::env_router),
-    Endpoint::keys("code-customization-env-var", code::env_var_router),
-    Endpoint::keys("rp-app-jwks", code::jwks_router),
-];
-
 /// The whole API, as the local server serves it, with its OpenAPI document at
 /// `GET /openapi.json`. Each endpoint sees only its declared services, as its Lambda function
 /// does, so a declaration that leaves out a service the endpoint calls fails here too.
 pub fn app(state: AppState) -> Router {
     let all = ENDPOINTS.iter().fold(Router::new(), |acc, e| {
-        let own = state.only(e.services);
+        let own = state.only(e.services());
         acc.merge((e.router)(&own).with_state(own))
     });
     let all = all.route("/openapi.json", axum::routing::get(openapi_json));
@@ -127,7 +54,7 @@ async fn openapi_json() -> Response {
 /// One endpoint's router, as its Lambda function serves it. `None` for an unknown name.
 pub fn function(name: &str, state: AppState) -> Option<Router> {
     let endpoint = ENDPOINTS.iter().find(|e| e.name == name)?;
-    Some(single(endpoint.router, state.only(endpoint.services)))
+    Some(single(endpoint.router, state.only(endpoint.services())))
 }
 
 /// The router `router` makes, with what every endpoint shares. A function's `main` names its

@@ -1,0 +1,130 @@
+//! The endpoint table: every endpoint path, its Lambda function, its router and what its
+//! function may do in AWS. It is the one place an endpoint is declared: the function crates
+//! under `functions/`, their entries in `infra/template.yaml` (role, routes, logs, alarm) and
+//! the `cargo lambda watch` router in `Cargo.toml` are written from it
+//! (`UPDATE_GENERATED=1 cargo test -p rp-tests --test generated`), and a test fails when a
+//! checked-in file differs from what it writes.
+
+use crate::{
+    cc, certificates, code, content, events, health, offline, oob, registration, workstation, AppState,
+};
+use axum::Router;
+use rp_ports::Services;
+
+/// DynamoDB actions an endpoint's function may take on the table.
+pub const GET: &str = "dynamodb:GetItem";
+pub const QUERY: &str = "dynamodb:Query";
+pub const PUT: &str = "dynamodb:PutItem";
+pub const UPDATE: &str = "dynamodb:UpdateItem";
+pub const DELETE: &str = "dynamodb:DeleteItem";
+
+/// What an endpoint's function may do in AWS besides writing its logs: its IAM role, and the
+/// clients its binary builds (a function that may not call a service does not link its client).
+#[derive(Debug, Clone, Copy)]
+pub struct Grants {
+    /// DynamoDB actions on the table.
+    pub table: &'static [&'static str],
+    /// The same on the table's indexes.
+    pub indexes: bool,
+    /// KMS actions on the envelope key, and why, when the template should say.
+    pub envelope: &'static [&'static str],
+    pub envelope_why: Option<&'static str>,
+    /// KMS actions on the signing key.
+    pub signing: &'static [&'static str],
+    /// It sends the certificate time-out messages.
+    pub queue: bool,
+    /// It runs tenant code in the sandbox: a longer time-out and more memory, and why.
+    pub sandbox: Option<&'static str>,
+}
+
+impl Grants {
+    pub const NONE: Self = Self {
+        table: &[],
+        indexes: false,
+        envelope: &[],
+        envelope_why: None,
+        signing: &[],
+        queue: false,
+        sandbox: None,
+    };
+}
+
+/// One endpoint path: the Lambda function's package name, the path, its router (and the
+/// router's name in this crate, which the function's `main` calls) and its grants.
+pub struct Endpoint {
+    pub name: &'static str,
+    pub path: &'static str,
+    pub router: fn(&AppState) -> Router<AppState>,
+    pub router_name: &'static str,
+    pub grants: Grants,
+}
+
+impl Endpoint {
+    /// The services besides the store that its handlers call: those its grants allow.
+    pub const fn services(&self) -> Services {
+        let keys = !self.grants.envelope.is_empty() || !self.grants.signing.is_empty();
+        Services { queue: self.grants.queue, keys }
+    }
+}
+
+macro_rules! endpoint {
+    ($name:literal, $path:literal, $area:ident::$router:ident, $grants:expr) => {
+        Endpoint {
+            name: $name,
+            path: $path,
+            router: $area::$router,
+            router_name: concat!(stringify!($area), "::", stringify!($router)),
+            grants: $grants,
+        }
+    };
+}
+
+/// Every endpoint path. The name is the Lambda function's package name.
+#[rustfmt::skip]
+pub const ENDPOINTS: &[Endpoint] = &[
+    endpoint!("health", "/health", health::router, Grants { table: &[], ..Grants::NONE }),
+    endpoint!("cc-apps", "/cc/api/apps", cc::apps_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
+    endpoint!("cc-app", "/cc/api/apps/{appId}", cc::app_router, Grants { table: &[GET], ..Grants::NONE }),
+    endpoint!("cc-app-workstation", "/cc/api/apps/{appId}/workstation", cc::workstation_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
+    endpoint!("cc-app-rate-limit", "/cc/api/apps/{appId}/rate-limit", cc::rate_limit_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
+    endpoint!("cc-tokens", "/cc/api/tokens", cc::tokens_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
+    endpoint!("cc-token", "/cc/api/tokens/{tokenId}", cc::token_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
+    endpoint!("cc-registration-links", "/cc/api/apps/{appId}/users/{namedUser}/registration-links", registration::links_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
+    endpoint!("rp-register-page", "/rp/register/{code}", registration::page_router, Grants { table: &[GET], ..Grants::NONE }),
+    endpoint!("rp-device-registrations", "/rp/versioned/device/registrations", registration::registrations_router, Grants { table: &[GET, PUT, UPDATE], ..Grants::NONE }),
+    endpoint!("rp-enroll", "/rp/wsapi/client/enroll", workstation::enroll_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-client-registrations", "/rp/versioned/client/registrations", workstation::client_registrations_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-enroll-complete", "/rp/wasapi/client/enroll/complete", workstation::complete_router, Grants { table: &[GET, PUT, UPDATE], envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the recovery keys for the enrolled device."), ..Grants::NONE }),
+    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("rp-events", "/rp/api/events", events::router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-certificate-requests", "/rp/api/certificate/requests", certificates::requests_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, queue: true, ..Grants::NONE }),
+    endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-certificate-revoke", "/rp/api/certificate/revoke", certificates::revoked_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("cc-certificate-revoke", "/cc/api/certificates/{certSerialNumber}/revoke", certificates::admin_revoke_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt"], signing: &["kms:Sign"], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
+    endpoint!("rp-oob-request", "/rp/api/oob/client/authentication/requests/{sessionId}", oob::status_router, Grants { table: &[GET], ..Grants::NONE }),
+    endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: &[GET, QUERY, PUT], indexes: true, envelope: &["kms:Decrypt"], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
+    endpoint!("rp-device-oob-request", "/rp/versioned/device/oob/requests/{requestId}", oob::device_answer_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
+    endpoint!("rp-device-setup", "/rp/versioned/device/setup", offline::setup_router, Grants { table: &[GET, PUT], envelope: &["kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: &[GET, PUT], envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
+    endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: &[GET, PUT, DELETE], ..Grants::NONE }),
+    endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),
+    endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: &[GET, DELETE], ..Grants::NONE }),
+    endpoint!("content-customizations", "/content-customization", content::collection_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization", "/content-customization/{id}", content::item_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization-versions", "/content-customization/{id}/versions", content::versions_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization-version", "/content-customization/{id}/versions/{version}", content::version_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization-restore", "/content-customization/{id}/versions/{version}/restore", content::restore_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("code-customizations", "/code-customization", code::collection_router, Grants { table: &[GET, QUERY, PUT, UPDATE], ..Grants::NONE }),
+    endpoint!("code-customization", "/code-customization/{id}", code::item_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], ..Grants::NONE }),
+    endpoint!("code-customization-versions", "/code-customization/{id}/versions", code::versions_router, Grants { table: &[GET, QUERY, UPDATE], ..Grants::NONE }),
+    endpoint!("code-customization-version", "/code-customization/{id}/versions/{version}", code::version_router, Grants { table: &[GET, QUERY, UPDATE], ..Grants::NONE }),
+    endpoint!("code-customization-restore", "/code-customization/{id}/versions/{version}/restore", code::restore_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], ..Grants::NONE }),
+    endpoint!("code-customization-test", "/code-customization/{id}/test", code::test_router, Grants { table: &[GET, QUERY, UPDATE], envelope: &["kms:Decrypt"], signing: &["kms:Sign"], sandbox: Some("A run's wall clock (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE }),
+    endpoint!("code-customization-env", "/code-customization/env", code::env_router, Grants { table: &[GET, QUERY, UPDATE], ..Grants::NONE }),
+    endpoint!("code-customization-env-var", "/code-customization/env/{name}", code::env_var_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], envelope: &["kms:GenerateDataKey", "kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("rp-app-jwks", "/rp/api/apps/{appId}/jwks.json", code::jwks_router, Grants { table: &[GET], signing: &["kms:GetPublicKey"], ..Grants::NONE }),
+];

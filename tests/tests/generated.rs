@@ -1,0 +1,280 @@
+//! What the endpoint table (`rp_shared::http::ENDPOINTS`) writes: each endpoint's function
+//! crate under `functions/`, its part of `infra/template.yaml` (function, role, routes, logs,
+//! alarm) and its routes in `Cargo.toml`'s `cargo lambda watch` router. Each test fails when a
+//! checked-in file differs from what the table writes; `UPDATE_GENERATED=1` rewrites them:
+//!
+//! ```text
+//! UPDATE_GENERATED=1 cargo test -p rp-tests --test generated
+//! ```
+//!
+//! The routes' methods come from the OpenAPI document, which documents each operation of each
+//! endpoint's router.
+
+use rp_shared::http::{self, Endpoint, ENDPOINTS};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// Checks that `path` (from the repository's root) reads `expected`, or writes it there under
+/// `UPDATE_GENERATED`; the name of a file that differed.
+fn check(path: &str, expected: &str) -> Option<String> {
+    let file = root().join(path);
+    let found = std::fs::read_to_string(&file).unwrap_or_default();
+    if found == expected {
+        return None;
+    }
+    if std::env::var_os("UPDATE_GENERATED").is_some() {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, expected).unwrap();
+        return None;
+    }
+    Some(path.to_owned())
+}
+
+fn assert_all_current(stale: Vec<String>) {
+    assert!(
+        stale.is_empty(),
+        "these files differ from what the endpoint table writes (UPDATE_GENERATED=1 cargo test -p rp-tests \
+         --test generated rewrites them): {stale:?}"
+    );
+}
+
+/// The methods the OpenAPI document lists for `path`, in the order GET, POST, PUT, PATCH, DELETE.
+fn methods(path: &str) -> Vec<&'static str> {
+    let document: serde_json::Value = serde_json::from_str(&http::openapi::json()).unwrap();
+    let operations = document["paths"][path].as_object().unwrap_or_else(|| panic!("{path} is documented"));
+    ["GET", "POST", "PUT", "PATCH", "DELETE"]
+        .into_iter()
+        .filter(|m| operations.contains_key(&m.to_ascii_lowercase()))
+        .collect()
+}
+
+/// `GET, POST /cc/api/apps`: the methods in alphabetical order, then the path.
+fn routes(e: &Endpoint) -> String {
+    let sorted: BTreeSet<_> = methods(e.path).into_iter().collect();
+    format!("{} {}", sorted.into_iter().collect::<Vec<_>>().join(", "), e.path)
+}
+
+/// `rp-enroll-complete` → `RpEnrollComplete`.
+fn logical_id(name: &str) -> String {
+    name.split('-').map(|part| part[..1].to_ascii_uppercase() + &part[1..]).collect()
+}
+
+fn manifest(e: &Endpoint) -> String {
+    format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+description = "Lambda function: {routes}"
+edition.workspace = true
+rust-version.workspace = true
+license.workspace = true
+publish.workspace = true
+
+[[bin]]
+name = "{name}"
+path = "src/main.rs"
+test = false
+doctest = false
+
+[dependencies]
+rp-shared.workspace = true
+tokio.workspace = true
+lambda_http.workspace = true
+"#,
+        name = e.name,
+        routes = routes(e),
+    )
+}
+
+fn main_rs(e: &Endpoint) -> String {
+    let routes = routes(e);
+    let (what, serve) = match e.name {
+        "health" => (
+            "It needs no backing service, so it builds no AWS client and links none.",
+            "rp_shared::lambda::serve_stateless(router)".to_owned(),
+        ),
+        _ => (
+            "It builds the clients of the services its endpoint declares, and links only those.",
+            format!(
+                "rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::{})",
+                e.services().name()
+            ),
+        ),
+    };
+    format!(
+        r#"//! Lambda function for {routes}: the shared router of that path behind `lambda_http`.
+//! {what} Written from the endpoint table (`rp_shared::http::ENDPOINTS`).
+
+use rp_shared::http::{router} as router;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), lambda_http::Error> {{
+    {serve}.await
+}}
+"#,
+        router = e.router_name,
+    )
+}
+
+#[test]
+fn the_function_crates_are_what_the_table_writes() {
+    let mut stale = Vec::new();
+    for e in ENDPOINTS {
+        stale.extend(check(&format!("functions/{}/Cargo.toml", e.name), &manifest(e)));
+        stale.extend(check(&format!("functions/{}/src/main.rs", e.name), &main_rs(e)));
+    }
+    let mut names: Vec<String> = std::fs::read_dir(root().join("functions"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> =
+        ENDPOINTS.iter().map(|e| e.name.to_owned()).chain(["cert-timeout-consumer".to_owned()]).collect();
+    expected.sort();
+    assert_eq!(names, expected, "one function per endpoint, plus the queue consumer");
+    assert_all_current(stale);
+}
+
+/// A statement of a role's policy: `actions` on `resources`, after a comment if there is one.
+fn statement(out: &mut String, why: Option<&str>, actions: &[&str], resources: &[&str]) {
+    if let Some(why) = why {
+        writeln!(out, "            # {why}").unwrap();
+    }
+    out.push_str("            - Effect: Allow\n              Action:\n");
+    for action in actions {
+        writeln!(out, "                - {action}").unwrap();
+    }
+    match resources {
+        [one] => writeln!(out, "              Resource: {one}").unwrap(),
+        many => {
+            out.push_str("              Resource:\n");
+            for resource in many {
+                writeln!(out, "                - {resource}").unwrap();
+            }
+        }
+    }
+}
+
+fn policies(e: &Endpoint) -> String {
+    let g = &e.grants;
+    if g.table.is_empty() {
+        return "      Policies: []\n".to_owned();
+    }
+    let mut out = String::from("      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n");
+    let index = r#"!Sub "${Table.Arn}/index/*""#;
+    let table: &[&str] = if g.indexes { &["!GetAtt Table.Arn", index] } else { &["!GetAtt Table.Arn"] };
+    statement(&mut out, None, g.table, table);
+    if !g.envelope.is_empty() {
+        statement(&mut out, g.envelope_why, g.envelope, &["!GetAtt EnvelopeKey.Arn"]);
+    }
+    if !g.signing.is_empty() {
+        statement(&mut out, None, g.signing, &["!GetAtt SigningKey.Arn"]);
+    }
+    if g.queue {
+        statement(&mut out, None, &["sqs:SendMessage"], &["!GetAtt CertTimeoutQueue.Arn"]);
+    }
+    out
+}
+
+/// The function, its role, its routes and its log group.
+fn function(e: &Endpoint) -> String {
+    let id = logical_id(e.name);
+    let mut out = format!(
+        "  {id}Function:\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildMethod: rust-cargolambda\n      \
+         BuildProperties:\n        Binary: {name}\n    Properties:\n      Description: {routes}\n      CodeUri: ..\n",
+        name = e.name,
+        routes = routes(e),
+    );
+    if let Some(why) = e.grants.sandbox {
+        writeln!(out, "      # {why}\n      Timeout: 25\n      MemorySize: 512").unwrap();
+    }
+    out.push_str(&policies(e));
+    out.push_str("      Events:\n");
+    for method in methods(e.path) {
+        let event = method[..1].to_owned() + &method[1..].to_ascii_lowercase();
+        write!(
+            out,
+            "        {event}:\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n            \
+             Path: {path}\n            Method: {method}\n",
+            path = e.path,
+        )
+        .unwrap();
+    }
+    write!(
+        out,
+        "\n  {id}FunctionLogs:\n    Type: AWS::Logs::LogGroup\n    # Logs are kept for their retention while the stack \
+         lives, and go with it.\n    DeletionPolicy: Delete\n    UpdateReplacePolicy: Delete\n    Properties:\n      \
+         LogGroupName: !Sub \"/aws/lambda/${{{id}Function}}\"\n      RetentionInDays: !Ref LogRetentionInDays\n\n"
+    )
+    .unwrap();
+    out
+}
+
+/// The function's alarm: any error or throttle in five minutes.
+fn alarm(e: &Endpoint) -> String {
+    let id = logical_id(e.name);
+    let metric = |metric_id: &str, name: &str| {
+        format!(
+            "        - Id: {metric_id}\n          ReturnData: false\n          MetricStat:\n            Metric:\n              \
+             Namespace: AWS/Lambda\n              MetricName: {name}\n              Dimensions:\n                \
+             - Name: FunctionName\n                  Value: !Ref {id}Function\n            Period: 300\n            \
+             Stat: Sum\n"
+        )
+    };
+    format!(
+        "  {id}FunctionErrorsAlarm:\n    Type: AWS::CloudWatch::Alarm\n    Properties:\n      AlarmDescription: !Sub \
+         \"${{{id}Function}} had errors or throttles in 5 minutes.\"\n      Metrics:\n{errors}{throttles}        \
+         - Id: total\n          Expression: errors + throttles\n          Label: errors and throttles\n          \
+         ReturnData: true\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n      \
+         TreatMissingData: notBreaching\n      AlarmActions:\n        - !If [CreateAlarmTopic, !Ref AlarmTopic, !Ref \
+         AlarmTopicArn]\n      OKActions:\n        - !If [CreateAlarmTopic, !Ref AlarmTopic, !Ref AlarmTopicArn]\n\n",
+        errors = metric("errors", "Errors"),
+        throttles = metric("throttles", "Throttles"),
+    )
+}
+
+/// `text` with what stands between the lines `begin` and `end` replaced by `body`.
+fn between(text: &str, begin: &str, end: &str, body: &str) -> String {
+    let start = text.find(begin).unwrap_or_else(|| panic!("the file has the line {begin:?}")) + begin.len();
+    let stop = start + text[start..].find(end).unwrap_or_else(|| panic!("the file has the line {end:?}"));
+    format!("{}{body}{}", &text[..start], &text[stop..])
+}
+
+const FUNCTIONS_BEGIN: &str = "  # Written from the endpoint table: one function per endpoint.\n\n";
+const FUNCTIONS_END: &str = "  # End of the functions written from the endpoint table.\n";
+const ALARMS_BEGIN: &str = "  # Written from the endpoint table: one alarm per endpoint's function.\n\n";
+const ALARMS_END: &str = "  # End of the alarms written from the endpoint table.\n";
+
+#[test]
+fn the_template_declares_what_the_table_writes() {
+    let template = std::fs::read_to_string(root().join("infra/template.yaml")).unwrap();
+    let functions: String = ENDPOINTS.iter().map(function).collect();
+    let alarms: String = ENDPOINTS.iter().map(alarm).collect();
+    let expected = between(&template, FUNCTIONS_BEGIN, FUNCTIONS_END, &functions);
+    let expected = between(&expected, ALARMS_BEGIN, ALARMS_END, &alarms);
+    assert_all_current(check("infra/template.yaml", &expected).into_iter().collect());
+}
+
+const WATCH_BEGIN: &str = "[workspace.metadata.lambda.watch.router]\n";
+
+#[test]
+fn the_watch_router_routes_what_the_table_declares() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let mut routes = String::new();
+    for e in ENDPOINTS {
+        let targets: Vec<String> = methods(e.path)
+            .into_iter()
+            .map(|method| format!("{{ method = \"{method}\", function = \"{}\" }}", e.name))
+            .collect();
+        writeln!(routes, "\"{}\" = [{}]", e.path, targets.join(", ")).unwrap();
+    }
+    let start = manifest.find(WATCH_BEGIN).expect("Cargo.toml has the watch router") + WATCH_BEGIN.len();
+    let stop = manifest[start..].find("\n\n").map_or(manifest.len(), |n| start + n + 1);
+    let expected = format!("{}{routes}{}", &manifest[..start], &manifest[stop..]);
+    assert_all_current(check("Cargo.toml", &expected).into_iter().collect());
+}
