@@ -106,18 +106,22 @@ fn main_rs(e: &Endpoint) -> String {
             ),
         ),
     };
+    // `use ...::router as router` is what rustfmt shortens to `use ...::router`.
+    let import = match e.router_name.strip_suffix("::router") {
+        Some(_) => e.router_name.to_owned(),
+        None => format!("{} as router", e.router_name),
+    };
     format!(
         r#"//! Lambda function for {routes}: the shared router of that path behind `lambda_http`.
 //! {what} Written from the endpoint table (`rp_shared::http::ENDPOINTS`).
 
-use rp_shared::http::{router} as router;
+use rp_shared::http::{import};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {{
     {serve}.await
 }}
-"#,
-        router = e.router_name,
+"#
     )
 }
 
