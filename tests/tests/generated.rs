@@ -45,7 +45,7 @@ fn assert_all_current(stale: Vec<String>) {
 
 /// The methods the OpenAPI document lists for `path`, in the order GET, POST, PUT, PATCH, DELETE.
 fn methods(path: &str) -> Vec<&'static str> {
-    let document: serde_json::Value = serde_json::from_str(&http::openapi::json()).unwrap();
+    let document: serde_json::Value = serde_json::from_str(http::openapi::json()).unwrap();
     let operations = document["paths"][path].as_object().unwrap_or_else(|| panic!("{path} is documented"));
     ["GET", "POST", "PUT", "PATCH", "DELETE"]
         .into_iter()
