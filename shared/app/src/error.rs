@@ -68,19 +68,3 @@ impl MaybeConflict for AppError {
         }
     }
 }
-
-/// Counts one request of the app against its budget in `scope`: an error when it is used up.
-pub async fn within_rate_limit(
-    state: &crate::AppState,
-    app: &rp_repo::apps::AppRecord,
-    scope: &str,
-) -> Result<(), AppError> {
-    let now = state.backend.clock.epoch_secs();
-    let rule = &app.rate_limit;
-    let decision =
-        rp_repo::ratelimit::hit(state.backend.store.as_ref(), &app.app_id, scope, rule, now).await?;
-    match decision.allowed {
-        true => Ok(()),
-        false => Err(AppError::RateLimited { rule: rule.clone(), decision, now }),
-    }
-}

@@ -13,8 +13,10 @@ pub mod events;
 pub mod offline;
 pub mod oob;
 pub mod pairing;
+mod ratelimit;
 
-pub use error::{within_rate_limit, AppError};
+pub use error::AppError;
+pub use ratelimit::within_rate_limit;
 
 use rp_ports::{Backend, Services};
 use std::sync::Arc;
