@@ -1,6 +1,6 @@
-"""Opens the README's version-2 envelope test vector with Python's `cryptography`, following
-the README's description alone: an implementation independent of the Rust one. `.ci/run` runs it
-(`cryptography` comes with moto); exit status 0 means the README, the vector and the code agree."""
+"""Opens the version-2 envelope test vector of docs/agent.md with Python's `cryptography`,
+following that page's description alone: an implementation independent of the Rust one. `.ci/run` runs it
+(`cryptography` comes with moto); exit status 0 means the page, the vector and the code agree."""
 
 import base64
 import hashlib
@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-readme = pathlib.Path(__file__).resolve().parent.parent.joinpath("README.md").read_text()
+readme = pathlib.Path(__file__).resolve().parent.parent.joinpath("docs", "agent.md").read_text()
 block = readme.split("**Version-2 test vector.**", 1)[1].split("```text", 1)[1].split("```", 1)[0]
 v = {k.strip(): val.strip() for k, val in (line.split("=", 1) for line in block.strip().splitlines())}
 

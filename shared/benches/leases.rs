@@ -7,7 +7,7 @@
 //! 2. **Batch latency** (DynamoDB, when an emulator endpoint is set as for the AWS test suites,
 //!    else skipped, saying so): a poll leasing 50 requests against one leasing 1, medians over
 //!    20 polls each. A poll's leases go out in one `TransactWriteItems` and their time-outs in
-//!    one SQS message; the README's target for the ratio is 3 or less.
+//!    one SQS message; docs/performance.md's target for the ratio is 3 or less.
 
 use async_trait::async_trait;
 use rp_shared::backend::{self, Backend};
@@ -155,9 +155,7 @@ async fn main() {
     );
 
     let Some(clients) = rp_shared::testing::aws::clients().await else {
-        println!(
-            "batch latency on DynamoDB: skipped (no emulator endpoint set; see the README's AWS test suites)"
-        );
+        println!("batch latency on DynamoDB: skipped (no emulator endpoint set; see docs/testing.md)");
         return;
     };
     let config = rp_shared::testing::aws::fresh_config(&clients, 5).await;

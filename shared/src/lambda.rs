@@ -8,7 +8,7 @@
 //! instance handles one event at a time, so worker threads would only add their start to the
 //! cold start and a hand-off between threads to every store call: side by side on the
 //! cold-start benchmark, the current-thread runtime took 0.2-0.6 ms off init and up to a quarter
-//! off the first invocation (the README's performance section). What runs off the runtime still works: a
+//! off the first invocation (docs/performance.md). What runs off the runtime still works: a
 //! code customization runs on a thread of its own, and its `jwtCreateSignedJwt` calls KMS
 //! through the runtime's handle while the runtime's thread waits for the run, driving that
 //! call's I/O (`tests/tests/lambda_kms.rs` runs it through this front door on moto).

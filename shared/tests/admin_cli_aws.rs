@@ -64,7 +64,7 @@ async fn admin_cli_bootstraps_a_dynamodb_deployment() {
     assert_eq!(r.json()["displayName"], "Demo");
 }
 
-/// `rp-local` with `RP_BACKEND=aws`, as the README runs it on the emulators: it serves the API
+/// `rp-local` with `RP_BACKEND=aws`, as docs/testing.md runs it on the emulators: it serves the API
 /// over the configured table, stops cleanly on SIGTERM, and refuses to start when one service's
 /// endpoint is off loopback (before it builds a client, so nothing is sent there).
 #[tokio::test]

@@ -117,7 +117,7 @@ async fn replay_sqs_sample(backend: &Backend) {
 }
 
 /// The local-invoke walkthrough: after `seed-samples` on an empty store, every sample event
-/// answers its 2xx, once each, in the README's order and in the reverse order, so no sample
+/// answers its 2xx, once each, in the order docs/deploying.md lists them and in the reverse order, so no sample
 /// depends on another having run. The SQS sample runs just before the result sample in one order
 /// and just after it in the other: the request whose lease it ends must not be the one the result
 /// sample answers.

@@ -342,7 +342,7 @@ mod tests {
         SecretKey::from_slice(&[byte; 32]).unwrap()
     }
 
-    /// The README's test vector, byte for byte: fixed device, ephemeral and CA keys, fixed IV.
+    /// The test vector of docs/agent.md, byte for byte: fixed device, ephemeral and CA keys, fixed IV.
     #[test]
     fn the_readme_test_vector() {
         let device = scalar(0x11);

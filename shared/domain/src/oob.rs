@@ -116,7 +116,7 @@ pub enum Decision {
 }
 
 impl Decision {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Decision::Approve => "approve",
             Decision::Decline => "decline",
@@ -326,24 +326,49 @@ impl TryFrom<OobAnswerRequest> for OobAnswer {
 /// amount (as typed) and the decision, as a u32 big-endian byte length and its UTF-8 bytes.
 /// Absent values are empty strings.
 pub fn canonical_bytes(request: &OobRequest, decision: Decision, typed_amount: Option<&str>) -> Vec<u8> {
-    let shown = request.extras.as_ref().and_then(|e| e.amount.as_deref()).unwrap_or_default();
-    let fields = [
-        request.request_id.as_str(),
-        &request.nonces.session_nonce,
-        &request.nonces.device_nonce,
-        &request.nonces.service_nonce,
-        &request.nonces.service_hmac,
-        request.transaction_text.as_deref().unwrap_or_default(),
-        shown,
-        typed_amount.unwrap_or_default(),
-        decision.as_str(),
-    ];
-    let mut out = SIGNATURE_TAG.to_vec();
-    for field in fields {
-        out.extend_from_slice(&(field.len() as u32).to_be_bytes());
-        out.extend_from_slice(field.as_bytes());
+    let shown = request.extras.as_ref().and_then(|e| e.amount.as_deref());
+    answer_message(&request.request_id, &request.nonces, request.transaction_text.as_deref(), shown)
+        .signed(decision, typed_amount)
+}
+
+/// What a device signs its answer over, taken from the request as it was handed to the device:
+/// a phone builds it from the fields it fetched, the service from the stored request.
+pub struct AnswerMessage<'a> {
+    fields: [&'a str; 7],
+}
+
+/// The request's part of [`canonical_bytes`]: its id, nonces, transaction text and the amount
+/// shown (number matching), each as fetched.
+pub fn answer_message<'a>(
+    request_id: &'a str,
+    nonces: &'a Nonces,
+    transaction_text: Option<&'a str>,
+    shown_amount: Option<&'a str>,
+) -> AnswerMessage<'a> {
+    AnswerMessage {
+        fields: [
+            request_id,
+            &nonces.session_nonce,
+            &nonces.device_nonce,
+            &nonces.service_nonce,
+            &nonces.service_hmac,
+            transaction_text.unwrap_or_default(),
+            shown_amount.unwrap_or_default(),
+        ],
     }
-    out
+}
+
+impl AnswerMessage<'_> {
+    /// The bytes signed for `decision` with the amount the user typed.
+    pub fn signed(&self, decision: Decision, typed_amount: Option<&str>) -> Vec<u8> {
+        let mut out = SIGNATURE_TAG.to_vec();
+        for field in self.fields.iter().copied().chain([typed_amount.unwrap_or_default(), decision.as_str()])
+        {
+            out.extend_from_slice(&(field.len() as u32).to_be_bytes());
+            out.extend_from_slice(field.as_bytes());
+        }
+        out
+    }
 }
 
 /// Checks `signature` over `message` against a base64 SEC1 P-256 public key. aws-lc-rs does the

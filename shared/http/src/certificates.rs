@@ -139,7 +139,7 @@ pub struct DeviceCertificate {
     pub issuer_key_agreement_public_key_auth: String,
     pub login_cert_expiry_date: EpochMillis,
     pub signing_cert: String,
-    /// 1 or 2: how to open the envelope (README, "The envelope").
+    /// 1 or 2: how to open the envelope (docs/agent.md, "The envelope").
     pub envelope_version: u8,
     /// Version 2: the issuer's signature, checked against `signingCert`.
     pub login_cert_signature: Option<String>,

@@ -1,7 +1,7 @@
 //! The error tables: for each area, every error it can answer with its status, `errorCode`, type
 //! slug, title and meaning, and the one `From` impl that turns the area's error enum into a
-//! [`Problem`] by picking its row. The README's error-code list is rendered from these tables
-//! ([`markdown_table`]) and a test holds the README to it.
+//! [`Problem`] by picking its row. The error-code list in `docs/errors.md` is rendered from these
+//! tables ([`markdown_table`]) and a test holds the page to it.
 
 use super::problem::{codes, Problem, ProblemType};
 use axum::http::StatusCode;
@@ -553,7 +553,7 @@ pub const EVENT_CODES: &[(i64, &str)] = &[(
     "errorCode of the event logged when a request dies (out of attempts)",
 )];
 
-/// The README's error-code list, in code order.
+/// The error-code list of `docs/errors.md`, in code order.
 pub fn markdown_table() -> String {
     let mut rows: Vec<(i64, String, &str)> = TABLES
         .iter()
@@ -764,21 +764,21 @@ mod tests {
         }
     }
 
-    /// `UPDATE_README=1 cargo test -p rp-http --lib the_readme_lists` rewrites the table.
+    /// `UPDATE_DOCS=1 cargo test -p rp-http --lib the_errors_page_lists` rewrites the table.
     #[test]
-    fn the_readme_lists_exactly_these_codes() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let mut readme = std::fs::read_to_string(path).unwrap();
+    fn the_errors_page_lists_exactly_these_codes() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md");
+        let mut page = std::fs::read_to_string(path).unwrap();
         let table = markdown_table();
-        if std::env::var_os("UPDATE_README").is_some() && !readme.contains(&table) {
-            let start = readme.find("| errorCode | HTTP | Meaning |").expect("the README has the table");
-            let end = readme[start..].find("\n\n").map_or(readme.len(), |n| start + n + 1);
-            readme.replace_range(start..end, &table);
-            std::fs::write(path, &readme).unwrap();
+        if std::env::var_os("UPDATE_DOCS").is_some() && !page.contains(&table) {
+            let start = page.find("| errorCode | HTTP | Meaning |").expect("docs/errors.md has the table");
+            let end = page[start..].find("\n\n").map_or(page.len(), |n| start + n + 1);
+            page.replace_range(start..end, &table);
+            std::fs::write(path, &page).unwrap();
         }
         assert!(
-            readme.contains(&table),
-            "the README's error-code table is out of date (UPDATE_README=1 rewrites it); it should read:\n{table}"
+            page.contains(&table),
+            "docs/errors.md's error-code table is out of date (UPDATE_DOCS=1 rewrites it); it should read:\n{table}"
         );
     }
 }

@@ -32,7 +32,7 @@ use utoipa::{Modify, OpenApi};
         description = "The relying-party backend: control center, device registration, workstation enrollment and \
                        pairing, the enrollment agent's certificate queue, out-of-band authentication, offline PINs, \
                        and content and code customizations. Errors are `application/problem+json`; `errorCode` \
-                       is the project's code (the README lists them all).",
+                       is the project's code (docs/errors.md lists them all).",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(

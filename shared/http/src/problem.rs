@@ -10,7 +10,7 @@ use rp_domain::FieldError;
 use rp_ports::{Invalid, KeyError, QueueError, StoreError};
 use serde::Serialize;
 
-/// The project's error codes, grouped per area (listed in the README).
+/// The project's error codes, grouped per area (listed in `docs/errors.md`).
 pub mod codes {
     pub const INVALID_FIELD: u32 = 1_000_001;
     pub const MALFORMED_BODY: u32 = 1_000_002;
@@ -88,7 +88,7 @@ pub struct ProblemType {
     /// Slug of the problem type; `type` is `/problems/<slug>`.
     pub slug: &'static str,
     pub title: &'static str,
-    /// What it means, as the README's error-code list says it.
+    /// What it means, as `docs/errors.md` says it.
     pub meaning: &'static str,
 }
 
@@ -115,7 +115,7 @@ pub(crate) struct ProblemBody<'a> {
     status: u16,
     /// What went wrong, ending with ` (exceptionId: <uuid>)`, the id on the server's log line.
     detail: String,
-    /// The project's error code (the README's list).
+    /// The project's error code (`docs/errors.md`).
     error_code: u32,
     /// The request field or header at fault, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -56,7 +56,7 @@ pub(super) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
 }
 
 /// The request as the device sees it, rebuilt to sign from its own fields, exactly as a phone
-/// written from the README would.
+/// written from docs/api/oob.md would.
 fn signed(key: &p256::SecretKey, seen: &Value, decision: &str, amount: Option<&str>) -> Value {
     let text = |k: &str| seen[k].as_str().unwrap_or_default().to_owned();
     let request = OobRequest {

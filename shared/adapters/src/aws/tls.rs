@@ -3,7 +3,7 @@
 //! By default only Amazon Trust Services' roots (`amazon-trust-roots.pem`), the authorities
 //! behind every AWS service endpoint: a certificate any other authority issued for
 //! `dynamodb.<region>.amazonaws.com` is refused, and a cold start does not read and parse the
-//! system's ~150 roots (about 3 ms of a 6 ms init; the README's performance section).
+//! system's ~150 roots (about 3 ms of a 6 ms init; docs/performance.md).
 //! `TLS_TRUST_ROOTS=system` trusts the platform's store instead, for endpoints behind another
 //! authority (a TLS-inspecting proxy, an emulator served over HTTPS).
 
