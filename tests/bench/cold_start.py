@@ -399,7 +399,8 @@ def main():
         rows.append((name, statistics.median(inits), statistics.median(inits) / statistics.median(base_inits),
                      statistics.median(colds), percentile(colds, 90),
                      statistics.median(colds) / statistics.median(base_colds),
-                     statistics.median(c - i for c, i in zip(colds, inits)), statistics.median(warms),
+                     statistics.median(c - i for c, i in zip(colds, inits)),
+                     statistics.median(warms) if warms else float("nan"),
                      statistics.median(floors) / statistics.median(base_colds) if floors else float("nan"),
                      (release / name).stat().st_size / 1e6, ",".join(str(s) for s in sorted(statuses, key=str))))
     store = f", DynamoDB at {aws['AWS_ENDPOINT_URL_DYNAMODB']}" if "AWS_ENDPOINT_URL_DYNAMODB" in aws else ""
