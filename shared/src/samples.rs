@@ -17,7 +17,7 @@ use crate::domain::oob::{Nonces, OobDevice, OobRequest, OobStart};
 use crate::domain::tokens::{TokenKind, TokenSecret};
 use crate::domain::EpochMillis;
 use crate::http::{self, AppState, HttpConfig};
-use crate::ports::{Condition, Item, ItemKey};
+use crate::ports::Condition;
 use crate::repo::certificates::{issued_items, request_item};
 use crate::repo::devices::Devices;
 use crate::repo::oob::OobRequests;
@@ -168,8 +168,13 @@ async fn install_device_token(
         created_at: now,
         expires_at: None,
     };
-    let item = Item::new(ItemKey::new("DEVTOKEN", record.token_id.clone()), &record)?;
-    backend.store.put(item, Condition::Absent).await?;
+    // It becomes the device's one token, in place of the one its registration gave it.
+    let devices = Devices::new(backend.store.as_ref());
+    let (registered, version) = devices
+        .device_of(app, &record.named_user, device)
+        .await?
+        .context("the sample device is registered")?;
+    devices.replace_token(&registered, version, &registered.token_id, &record).await?;
     Ok(())
 }
 
@@ -256,7 +261,8 @@ async fn oob_fixture(backend: &Backend, app: &AppId, now: EpochMillis) -> anyhow
     let device = Devices::new(backend.store.as_ref())
         .device(app, "alice-pixel-9")
         .await?
-        .context("the sample device is registered")?;
+        .context("the sample device is registered")?
+        .0;
     let device = OobDevice {
         device_id: device.device_id,
         friendly_name: device.friendly_name,

@@ -162,20 +162,51 @@ pub async fn refresh_token(
     device_id: &str,
     token_id: &str,
 ) -> Result<(TokenSecret, DeviceTokenRecord), RegistrationError> {
-    let devices = Devices::new(state.backend.store.as_ref());
-    let device = devices
-        .device_of(app, named_user, device_id)
-        .await?
-        .ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
-    let (secret, token) = new_token(app, named_user, device_id, state.backend.clock.now_millis());
-    devices.replace_token(&device, token_id, &token).await?;
+    let devices = &Devices::new(state.backend.store.as_ref());
+    // Conditional on the device's version: a removal or a token's end that lands first wins, and
+    // a retry then finds the device gone (404) or the presented token no longer its own.
+    let (secret, token) = retry_on_conflict(|| async move {
+        let (device, version) = devices
+            .device_of(app, named_user, device_id)
+            .await?
+            .ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
+        if device.token_id != token_id {
+            return Err(RegistrationError::NoDeviceToken(device_id.to_owned()));
+        }
+        let (secret, token) = new_token(app, named_user, device_id, state.backend.clock.now_millis());
+        devices.replace_token(&device, version, token_id, &token).await?;
+        Ok((secret, token))
+    })
+    .await?;
     tracing::info!(app_id = %app, device_id = %device_id, "device token refreshed");
     Ok((secret, token))
 }
 
+/// Ends the token of `device_id` in `app`, from `first` (the device and its version, read ahead):
+/// a token swapped meanwhile is read again and ended, so the 204 means no token of it works.
+pub async fn end_token(
+    state: &AppState,
+    app: &AppId,
+    device_id: &str,
+    first: Result<Option<(DeviceRecord, u64)>, StoreError>,
+) -> Result<(), RegistrationError> {
+    let devices = &Devices::new(state.backend.store.as_ref());
+    let reread = || devices.device(app, device_id);
+    retry_on_conflict_from(first, reread, |read| async move {
+        let (device, version) =
+            read?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
+        if devices.revoke_token(&device, version).await? {
+            Ok(())
+        } else {
+            Err(RegistrationError::NoDeviceToken(device_id.to_owned()))
+        }
+    })
+    .await
+}
+
 /// What removing a device reads first: the device, its pairings and its certificates.
 pub type RemovalReads = (
-    Result<Option<DeviceRecord>, StoreError>,
+    Result<Option<(DeviceRecord, u64)>, StoreError>,
     Result<Vec<(Pairing, u64)>, StoreError>,
     Result<Vec<IssuedCert>, StoreError>,
 );
@@ -211,7 +242,7 @@ pub async fn remove(
     reads: RemovalReads,
 ) -> Result<(), AppError> {
     let (device, pairings, issued) = reads;
-    let device = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.to_owned()))?;
+    let (device, version) = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.to_owned()))?;
     let workstations = &Workstations::new(state.backend.store.as_ref());
     for listed in pairings? {
         let (app_id, machine_id) = (&app.app_id, listed.0.machine_id.clone());
@@ -231,10 +262,21 @@ pub async fn remove(
     let attrs = attributes(&[("deviceId", device_id), ("namedUser", &device.named_user)]);
     let now = state.backend.clock.now_millis();
     let event = EventRecord::new(DEVICE_REVOKED_EVENT, Some(app.app_id.clone()), source, now, attrs);
-    match Devices::new(state.backend.store.as_ref()).revoke_device(&device, &event).await {
-        Ok(()) | Err(StoreError::Conflict) => {}
-        Err(e) => return Err(e.into()),
-    }
+    // At the version read, with the token it names then: a token swapped meanwhile makes this a
+    // conflict, and the retry removes the device with the token it holds now. A device gone on
+    // the re-read was removed by a racing call.
+    let devices = &Devices::new(state.backend.store.as_ref());
+    let reread = || devices.device_of(&app.app_id, &device.named_user, device_id);
+    retry_on_conflict_from(Ok(Some((device.clone(), version))), reread, |read| {
+        let event = &event;
+        async move {
+            match read? {
+                Some((current, version)) => devices.revoke_device(&current, version, event).await,
+                None => Ok(()),
+            }
+        }
+    })
+    .await?;
     tracing::info!(app_id = %app.app_id, device_id = %device_id, "device revoked");
     Ok(())
 }

@@ -133,7 +133,7 @@ async fn claim(
 ) -> Result<(DeviceRecord, Enrollment), AppError> {
     let store = state.backend.store.as_ref();
     let devices = Devices::new(store);
-    let device = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
+    let (device, _) = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
     let enrolled = Workstations::new(store).enrollment(app, &request.machine_id).await?;
     let Some(enrolled) = enrolled.filter(|e| e.named_user == device.named_user) else {
         return Err(PairingError::NotEnrolled.into());

@@ -314,14 +314,11 @@ async fn revoke_token(
     let (admin, device) = AdminOfApp::beside(&mut parts, &state, &device_id, device).await?;
     let (app, _) = admin.app?;
     let device_id = device_id?;
-    let device = match device {
-        Some(read) => read?,
-        None => repo.device(&app.app_id, &device_id).await?,
+    let first = match device {
+        Some(read) => read,
+        None => repo.device(&app.app_id, &device_id).await,
     };
-    let device = device.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.clone()))?;
-    if !repo.revoke_token(&device).await? {
-        return Err(RegistrationError::NoDeviceToken(device_id).into());
-    }
+    rp_app::devices::end_token(&state, &app.app_id, &device_id, first).await?;
     tracing::info!(app_id = %app.app_id, %device_id, "device token revoked");
     Ok(StatusCode::NO_CONTENT)
 }

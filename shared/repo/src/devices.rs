@@ -128,7 +128,11 @@ impl<'a> Devices<'a> {
         Ok(devices)
     }
 
-    pub async fn device(&self, app: &AppId, device_id: &str) -> Result<Option<DeviceRecord>, StoreError> {
+    pub async fn device(
+        &self,
+        app: &AppId,
+        device_id: &str,
+    ) -> Result<Option<(DeviceRecord, u64)>, StoreError> {
         let Some(guard) = self.store.get(&device_guard(app, device_id)).await? else {
             return Ok(None);
         };
@@ -144,9 +148,9 @@ impl<'a> Devices<'a> {
         app: &AppId,
         named_user: &str,
         device_id: &str,
-    ) -> Result<Option<DeviceRecord>, StoreError> {
+    ) -> Result<Option<(DeviceRecord, u64)>, StoreError> {
         let key = ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"));
-        self.store.get(&key).await?.map(|i| i.data()).transpose()
+        self.store.get(&key).await?.map(|i| Ok((i.data()?, i.version))).transpose()
     }
 
     pub async fn device_token(&self, presented: &TokenHash) -> Result<Option<DeviceTokenRecord>, StoreError> {
@@ -242,9 +246,12 @@ impl<'a> Devices<'a> {
 
     /// Replaces the device token `old_token_id` with `new`, and points the device at it, in one
     /// transaction: the old token stops working as the new one starts.
+    /// Swaps the device's token for `new`, only while the device stands at `version`: a removal
+    /// or a token's end that wrote first makes this a conflict, never a token that outlives them.
     pub async fn replace_token(
         &self,
         device: &DeviceRecord,
+        version: u64,
         old_token_id: &str,
         new: &DeviceTokenRecord,
     ) -> Result<(), StoreError> {
@@ -258,7 +265,7 @@ impl<'a> Devices<'a> {
                     item: Item::new(ItemKey::new("DEVTOKEN", new.token_id.clone()), new)?,
                     condition: Condition::Absent,
                 },
-                WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Exists },
+                WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
             ])
             .await
     }
@@ -277,11 +284,23 @@ impl<'a> Devices<'a> {
         super::at_once(devices.iter().map(|device| self.token(&device.token_id)).collect()).await
     }
 
-    /// Ends the device's token; `Ok(false)` if it has none.
-    pub async fn revoke_token(&self, device: &DeviceRecord) -> Result<bool, StoreError> {
-        match self.store.delete(&ItemKey::new("DEVTOKEN", device.token_id.clone()), Condition::Exists).await {
+    /// Ends the token the device holds at `version`: a conflict if the device moved on (a token
+    /// swapped meanwhile: read it again and end that one), `Ok(false)` if it has none.
+    pub async fn revoke_token(&self, device: &DeviceRecord, version: u64) -> Result<bool, StoreError> {
+        let token = ItemKey::new("DEVTOKEN", device.token_id.clone());
+        let record =
+            ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
+        let ops = vec![
+            WriteOp::Check { key: record.clone(), condition: Condition::Version(version) },
+            WriteOp::Delete { key: token.clone(), condition: Condition::Exists },
+        ];
+        match self.store.transact(ops).await {
             Ok(()) => Ok(true),
-            Err(StoreError::Conflict) => Ok(false),
+            // Which condition failed: a device still at `version` has no token to end.
+            Err(StoreError::Conflict) => match self.store.get(&record).await? {
+                Some(item) if item.version == version => Ok(false),
+                _ => Err(StoreError::Conflict),
+            },
             Err(e) => Err(e),
         }
     }
@@ -346,16 +365,19 @@ impl<'a> Devices<'a> {
 
     /// Ends a device: its token and its record go (its id stays taken in the app), and the
     /// event reports it, in one transaction.
+    /// Removes the device as it stands at `version`, with the token it holds then: a token swapped
+    /// meanwhile makes this a conflict (read again and remove), so no token outlives its device.
     pub async fn revoke_device(
         &self,
         device: &DeviceRecord,
+        version: u64,
         event: &rp_domain::events::EventRecord,
     ) -> Result<(), StoreError> {
         let record =
             ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
         self.store
             .transact(vec![
-                WriteOp::Delete { key: record, condition: Condition::Exists },
+                WriteOp::Delete { key: record, condition: Condition::Version(version) },
                 WriteOp::Delete {
                     key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
                     condition: Condition::Any,

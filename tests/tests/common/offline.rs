@@ -404,3 +404,50 @@ pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
         .await
         .problem(404, codes::DEVICE_NOT_FOUND);
 }
+
+/// Removal and a token's end win over rotations (security round two, items 2 and 3): twenty
+/// rotations sent at once with the device's token race one removal (or one end of the token), and
+/// the rotation that wins goes on rotating with each token it is given. After the 204, no token
+/// the device was ever given works. The race starts at a different point in each trial.
+pub async fn removal_and_token_end_win_over_token_rotations(h: Harness) {
+    let app = h.app().await;
+    for trial in 0..8usize {
+        let dev = device(&h, &app, &format!("race{trial}@example.com"), None).await;
+        let path = match trial % 2 {
+            0 => format!("/cc/api/apps/{app}/devices/{}", dev.device_id),
+            _ => format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id),
+        };
+        let rotations: Vec<_> = (0..20)
+            .map(|_| {
+                let (client, mut token) = (h.client.clone(), dev.token.clone());
+                tokio::spawn(async move {
+                    let mut given = Vec::new();
+                    for _ in 0..20 {
+                        let r = client.send("POST", "/rp/versioned/device/token", Some(&token), None).await;
+                        if r.status != 201 {
+                            break;
+                        }
+                        token = r.json()["deviceToken"].as_str().unwrap().to_owned();
+                        given.push(token.clone());
+                    }
+                    given
+                })
+            })
+            .collect();
+        for _ in 0..trial * 3 {
+            tokio::task::yield_now().await;
+        }
+        let r = h.admin("DELETE", &path, None).await;
+        assert_eq!(r.status, 204, "trial {trial}: {}", String::from_utf8_lossy(&r.body));
+        let mut tokens = vec![dev.token.clone()];
+        for rotation in rotations {
+            tokens.extend(rotation.await.unwrap());
+        }
+        for token in &tokens {
+            h.client
+                .send("GET", "/rp/versioned/device/workstations", Some(token), None)
+                .await
+                .problem(401, codes::INVALID_TOKEN);
+        }
+    }
+}
