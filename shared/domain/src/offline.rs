@@ -52,6 +52,10 @@ pub fn parse_pins(field: &str, tokens: &str, settings: &OfflineAccess) -> Result
         if pins.iter().any(|p| p.id == id) {
             return Err(FieldError::new(at, "the id appears twice"));
         }
+        // An entered PIN must match exactly one PIN of the set (the seed's offline flow).
+        if pins.iter().any(|p| p.pin == pin) {
+            return Err(FieldError::new(at, "the PIN appears twice: an entered PIN must match exactly one"));
+        }
         pins.push(Pin { id: id.to_owned(), pin: pin.to_owned() });
     }
     if pins.len() > settings.token_count as usize {
@@ -204,8 +208,9 @@ mod tests {
         assert_eq!(err("123456"), "offline.tokens[0]");
         assert_eq!(err("a1:12345"), "offline.tokens[0]", "tokenLength");
         assert_eq!(err("a1:123456,a1:654321"), "offline.tokens[1]", "ids are unique");
+        assert_eq!(err("a1:123456,b1:123456"), "offline.tokens[1]", "PINs are unique");
         assert_eq!(err("a b:123456"), "offline.tokens[0]");
-        let eleven = (0..11).map(|i| format!("p{i}:123456")).collect::<Vec<_>>().join(",");
+        let eleven = (0..11).map(|i| format!("p{i}:{i:06}")).collect::<Vec<_>>().join(",");
         assert_eq!(err(&eleven), "offline.tokens", "tokenCount");
         assert!(!format!("{:?}", pins[0]).contains("123456"), "Debug never shows a PIN");
     }
@@ -239,7 +244,7 @@ mod tests {
     fn the_low_token_warning_starts_at_the_threshold() {
         let s = OfflineAccess { token_count: 10, token_low_warning_threshold_percentage: 20, ..settings() };
         let pins =
-            parse_pins("t", &(0..10).map(|i| format!("p{i}:123456")).collect::<Vec<_>>().join(","), &s)
+            parse_pins("t", &(0..10).map(|i| format!("p{i}:{i:06}")).collect::<Vec<_>>().join(","), &s)
                 .unwrap();
         let sealed = Sealed { wrapped_key: vec![], nonce: vec![], ciphertext: vec![] };
         let mut set = OfflineSet::new(sealed, &pins, &s, EpochMillis(0));
@@ -254,7 +259,8 @@ mod tests {
     proptest! {
         #[test]
         fn rendered_sets_parse_back(ids in proptest::collection::btree_set("[a-z0-9]{1,8}", 1..10)) {
-            let pins: Vec<Pin> = ids.iter().map(|id| Pin { id: id.clone(), pin: "123456".into() }).collect();
+            let pins: Vec<Pin> =
+                ids.iter().enumerate().map(|(i, id)| Pin { id: id.clone(), pin: format!("{i:06}") }).collect();
             prop_assert_eq!(parse_pins("t", &render_pins(&pins), &settings()).unwrap(), pins);
         }
     }

@@ -96,8 +96,15 @@ fn algorithm(name: &str) -> Result<Algorithm, HelperError> {
     }
 }
 
+/// The most `clockToleranceSecs` may be (about 31 years): the check subtracts it from the time
+/// now, which must stay after 1970.
+pub const MAX_CLOCK_TOLERANCE_SECS: u64 = 1_000_000_000;
+
 /// Verifies `token` with the key and rules in `options`; `{header, payload}` or why not.
 pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, HelperError> {
+    if options.clock_tolerance_secs.is_some_and(|secs| secs > MAX_CLOCK_TOLERANCE_SECS) {
+        return Err(fail(format!("clockToleranceSecs: at most {MAX_CLOCK_TOLERANCE_SECS} seconds")));
+    }
     let header = jsonwebtoken::decode_header(token).map_err(|e| fail(format!("not a JWT: {e}")))?;
     let keys = [&options.public_key_pem.is_some(), &options.jwks.is_some(), &options.secret.is_some()];
     if keys.iter().filter(|k| ***k).count() != 1 {
@@ -340,6 +347,14 @@ mod tests {
             ..Default::default()
         };
         assert!(decode_verify(RFC7515_A3, &as_secret).unwrap_err().0.contains("not allowed"));
+        // A tolerance past the bound is refused, saying so, rather than overflowing the check.
+        let boundless = VerifyOptions {
+            jwks: Some(rfc7515_jwks()),
+            clock_tolerance_secs: Some(2_000_000_000),
+            ..Default::default()
+        };
+        let err = decode_verify(RFC7515_A3, &boundless).unwrap_err();
+        assert!(err.0.contains("clockToleranceSecs: at most 1000000000"), "{err}");
     }
 
     #[test]

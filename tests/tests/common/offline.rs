@@ -110,6 +110,7 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
         ("pin-1:1234567", "offline.tokens[0]"),
         ("nocolon", "offline.tokens[0]"),
         ("a:12345678,a:87654321", "offline.tokens[1]"),
+        ("a:12345678,b:12345678", "offline.tokens[1]"),
     ] {
         let body = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens, "tokensAuth": "x"}});
         let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(body)).await;
