@@ -60,6 +60,23 @@ async fn a_handler_sees_event_env_and_helpers() {
     assert_eq!(r.logs, ["user alice@example.com {\"n\":1}"]);
 }
 
+/// A run signs at most `MAX_SIGNATURES_PER_RUN` tokens; the next call throws, saying so, and a
+/// script that catches it keeps the tokens it has.
+#[tokio::test]
+async fn a_run_signs_a_bounded_number_of_tokens() {
+    let r = sandbox::run(
+        keys(),
+        job("function handler(e) { let n = 0; try { for (;;) { jwtCreateSignedJwt({sub: 'x'}); n++; } } catch (err) { return [n, String(err.message)]; } }", 5_000),
+    )
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.result[0], sandbox::MAX_SIGNATURES_PER_RUN);
+    assert_eq!(
+        r.result[1],
+        format!("jwtCreateSignedJwt: at most {} tokens a run", sandbox::MAX_SIGNATURES_PER_RUN)
+    );
+}
+
 /// A token minted in the sandbox verifies, with an independent library (`p256` ECDSA over the
 /// JWS signing input, not `jsonwebtoken`), against the JWKS we publish; and with our own helper.
 #[tokio::test]

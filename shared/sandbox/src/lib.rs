@@ -47,6 +47,9 @@ pub const MAX_LOG_LINE: usize = 2_000;
 pub const MAX_LOG_TOTAL: usize = 32 * 1024;
 /// Largest input a helper takes, in bytes.
 pub const MAX_HELPER_INPUT: usize = 1024 * 1024;
+/// Tokens one run may sign with `jwtCreateSignedJwt`: on AWS each is a KMS `Sign`, against a
+/// request quota every tenant shares.
+pub const MAX_SIGNATURES_PER_RUN: usize = 10;
 
 /// One run: the source, the event, the tenant's environment and issuer.
 #[derive(Clone)]
@@ -405,9 +408,15 @@ fn install<'js>(
         })?,
     )?;
     let (keys, handle, issuer) = (signer.keys.clone(), signer.handle.clone(), job.issuer.clone());
+    let signed = std::cell::Cell::new(0usize);
     globals.set(
         "jwtCreateSignedJwt",
         Function::new(ctx.clone(), move |ctx: Ctx<'js>, payload: Value<'js>, opts: Opt<Value<'js>>| {
+            if signed.get() >= MAX_SIGNATURES_PER_RUN {
+                let limit = format!("jwtCreateSignedJwt: at most {MAX_SIGNATURES_PER_RUN} tokens a run");
+                return Err(throw(&ctx, &limit));
+            }
+            signed.set(signed.get() + 1);
             let payload = json_of(&ctx, payload)?;
             let opts: helpers::SignOptions = options(&ctx, opts, "jwtCreateSignedJwt options")?;
             let now = jsonwebtoken::get_current_timestamp();
