@@ -60,6 +60,18 @@ async fn a_handler_sees_event_env_and_helpers() {
     assert_eq!(r.logs, ["user alice@example.com {\"n\":1}"]);
 }
 
+/// No env value leaves the sandbox through what a hook asks for: a deny reason and a transaction
+/// text (which reach a 403, an event, a log line and the phone) are scrubbed as logs are.
+#[tokio::test]
+async fn env_values_do_not_leave_through_deny_or_the_transaction_text() {
+    let r = run("function handler(e, api) { api.setTransactionText('key ' + env.WEBHOOK_SECRET); \
+                 api.deny('blocked: ' + env.WEBHOOK_SECRET); return null; }")
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.actions.denied.as_deref(), Some("blocked: [env.WEBHOOK_SECRET]"));
+    assert_eq!(r.actions.transaction_text.as_deref(), Some("key [env.WEBHOOK_SECRET]"));
+}
+
 /// A run signs at most `MAX_SIGNATURES_PER_RUN` tokens; the next call throws, saying so, and a
 /// script that catches it keeps the tokens it has.
 #[tokio::test]

@@ -162,16 +162,32 @@ fn run_blocking(job: &Job, signer: &Signer) -> RunReport {
         logs.push(format!("[{} more log lines dropped]", captured.dropped));
     }
     let (result, error) = match outcome {
-        Ok(result) => {
-            let text = scrub(result.to_string());
-            (serde_json::from_str(&text).unwrap_or(Json::Null), None)
-        }
+        Ok(result) => (scrub_json(result, &job.env), None),
         Err(error) => (Json::Null, Some(scrub(error))),
     };
     if error.as_deref().is_some_and(|e| e.starts_with("timed out")) {
         rp_ports::metrics::count(rp_ports::metrics::Metric::SandboxTimeouts, 1, None);
     }
-    RunReport { result, logs, duration_ms: job_ms(started.elapsed()), error, actions: captured.actions }
+    // What the hook asks for leaves the sandbox too: into a 403's detail, an event, a log line,
+    // and the text the phone shows.
+    let actions = HookActions {
+        denied: captured.actions.denied.map(scrub),
+        transaction_text: captured.actions.transaction_text.map(scrub),
+    };
+    RunReport { result, logs, duration_ms: job_ms(started.elapsed()), error, actions }
+}
+
+/// [`scrub`] over every string of `value`, keys included: a value holding `"` or `\` is
+/// escaped in JSON text, where a search of the text would miss it.
+fn scrub_json(value: Json, env: &BTreeMap<String, String>) -> Json {
+    match value {
+        Json::String(text) => Json::String(scrub(text, env)),
+        Json::Array(items) => Json::Array(items.into_iter().map(|v| scrub_json(v, env)).collect()),
+        Json::Object(map) => {
+            Json::Object(map.into_iter().map(|(k, v)| (scrub(k, env), scrub_json(v, env))).collect())
+        }
+        other => other,
+    }
 }
 
 /// Replaces every value of `env` (of 4 characters or more) in `text`.
@@ -480,6 +496,16 @@ mod tests {
             ("N".to_owned(), "1".to_owned()),
         ]);
         assert_eq!(scrub("iss=https://risk.example n=1".into(), &env), "iss=[env.ISS] n=1");
+    }
+
+    #[test]
+    fn a_value_json_would_escape_is_scrubbed_from_the_result() {
+        let env = BTreeMap::from([("KEY".to_owned(), "p\"a\\ss".to_owned())]);
+        let result = serde_json::json!({"k": "p\"a\\ss!", "p\"a\\ss": ["x p\"a\\ss"]});
+        assert_eq!(
+            scrub_json(result, &env),
+            serde_json::json!({"k": "[env.KEY]!", "[env.KEY]": ["x [env.KEY]"]})
+        );
     }
 
     #[test]
