@@ -83,11 +83,18 @@ pub fn text_pattern() -> String {
     format!("^[^{refused}]*$")
 }
 
-/// A path segment that must be a positive integer id (an id, a version).
+/// A path segment that must be a positive integer id (an id, a version), written as the API
+/// writes it: digits without a sign or a leading zero, so one id has one path (`+1` and `01`
+/// are not `1`).
 pub fn positive_id(field: &str, text: &str) -> Result<i64, FieldError> {
+    let canonical =
+        text.starts_with(|c: char| ('1'..='9').contains(&c)) && text.bytes().all(|b| b.is_ascii_digit());
     match text.parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(FieldError::new(field, "must be a positive integer")),
+        Ok(n) if canonical => Ok(n),
+        _ => Err(FieldError::new(
+            field,
+            "must be a positive integer, in digits without a sign or a leading zero",
+        )),
     }
 }
 
@@ -161,6 +168,15 @@ pub fn map_schema(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_positive_id_has_one_spelling() {
+        assert_eq!(positive_id("id", "1"), Ok(1));
+        assert_eq!(positive_id("id", "907"), Ok(907));
+        for bad in ["0", "01", "+1", "-1", "1.0", " 1", "", "99999999999999999999"] {
+            assert!(positive_id("id", bad).is_err(), "{bad:?}");
+        }
+    }
 
     /// [`is_js_whitespace`] is what a JavaScript engine's `\s` matches (QuickJS, the sandbox's),
     /// over every Unicode scalar value.

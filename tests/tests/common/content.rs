@@ -203,7 +203,7 @@ pub async fn content_input_is_validated_with_paths(h: Harness) {
         sample_map(),
         "refused updates changed nothing"
     );
-    for bad in ["abc", "0", "-1", "1.5"] {
+    for bad in ["abc", "0", "-1", "1.5", "01", "+1"] {
         let r = h.as_tenant(&t, "GET", &format!("{PATH}/{bad}"), None).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "id", "{bad}");
     }
