@@ -163,14 +163,14 @@ pub async fn refresh_token(
     token_id: &str,
 ) -> Result<(TokenSecret, DeviceTokenRecord), RegistrationError> {
     let devices = &Devices::new(state.backend.store.as_ref());
-    // Conditional on the device's version: a removal or a token's end that lands first wins, and
-    // a retry then finds the device gone (404) or the presented token no longer its own.
+    // Conditional on the device's version and on it not being frozen: a removal or a token's end
+    // that freezes it first wins, and the refresh then finds the device gone or frozen (404).
     let (secret, token) = retry_on_conflict(|| async move {
-        let (device, version) = devices
-            .device_of(app, named_user, device_id)
-            .await?
-            .ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
-        if device.token_id != token_id {
+        let (device, frozen) =
+            tokio::join!(devices.device_of(app, named_user, device_id), devices.is_frozen(app, device_id));
+        let (device, version) =
+            device?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
+        if frozen? || device.token_id != token_id {
             return Err(RegistrationError::NoDeviceToken(device_id.to_owned()));
         }
         let (secret, token) = new_token(app, named_user, device_id, state.backend.clock.now_millis());
@@ -182,8 +182,9 @@ pub async fn refresh_token(
     Ok((secret, token))
 }
 
-/// Ends the token of `device_id` in `app`, from `first` (the device and its version, read ahead):
-/// a token swapped meanwhile is read again and ended, so the 204 means no token of it works.
+/// Ends the token of `device_id` in `app`, from `first` (the device and its version, read
+/// ahead): a token swapped meanwhile is read again and ended, the device frozen before that read
+/// so that no swap can beat the retry, and the 204 means no token of it works.
 pub async fn end_token(
     state: &AppState,
     app: &AppId,
@@ -191,7 +192,10 @@ pub async fn end_token(
     first: Result<Option<(DeviceRecord, u64)>, StoreError>,
 ) -> Result<(), RegistrationError> {
     let devices = &Devices::new(state.backend.store.as_ref());
-    let reread = || devices.device(app, device_id);
+    let reread = || async move {
+        devices.freeze(app, device_id).await?;
+        devices.device(app, device_id).await
+    };
     retry_on_conflict_from(first, reread, |read| async move {
         let (device, version) =
             read?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
@@ -262,11 +266,15 @@ pub async fn remove(
     let attrs = attributes(&[("deviceId", device_id), ("namedUser", &device.named_user)]);
     let now = state.backend.clock.now_millis();
     let event = EventRecord::new(DEVICE_REVOKED_EVENT, Some(app.app_id.clone()), source, now, attrs);
-    // At the version read, with the token it names then: a token swapped meanwhile makes this a
-    // conflict, and the retry removes the device with the token it holds now. A device gone on
-    // the re-read was removed by a racing call.
+    // At the version read, with the token it names then, freezing the device: a token swapped
+    // meanwhile makes this a conflict, and the retry freezes the device before it reads again, so
+    // no swap can beat it. A device gone on the re-read was removed by a racing call.
     let devices = &Devices::new(state.backend.store.as_ref());
-    let reread = || devices.device_of(&app.app_id, &device.named_user, device_id);
+    let named_user = &device.named_user;
+    let reread = || async move {
+        devices.freeze(&app.app_id, device_id).await?;
+        devices.device_of(&app.app_id, named_user, device_id).await
+    };
     retry_on_conflict_from(Ok(Some((device.clone(), version))), reread, |read| {
         let event = &event;
         async move {

@@ -37,6 +37,22 @@ fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
     ItemKey::new(format!("DEVICEID#{app}#{device_id}"), "DEVICE")
 }
 
+/// Written when a device is removed or its token ended, before either: from then on no token
+/// swap of the device can commit (each checks this is absent), so the removal or the end reads
+/// a device that can no longer move and always wins, however fast the device rotates.
+fn frozen_key(app: &AppId, device_id: &str) -> ItemKey {
+    ItemKey::new(format!("DEVFROZEN#{app}#{device_id}"), "FROZEN")
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Frozen {
+    frozen: bool,
+}
+
+fn frozen_item(app: &AppId, device_id: &str) -> Result<Item, StoreError> {
+    Item::new(frozen_key(app, device_id), &Frozen { frozen: true })
+}
+
 fn alias_key(app: &AppId, alias: &str) -> ItemKey {
     ItemKey::new(format!("ALIAS#{app}#{}", alias.to_lowercase()), "ALIAS")
 }
@@ -246,8 +262,8 @@ impl<'a> Devices<'a> {
 
     /// Replaces the device token `old_token_id` with `new`, and points the device at it, in one
     /// transaction: the old token stops working as the new one starts.
-    /// Swaps the device's token for `new`, only while the device stands at `version`: a removal
-    /// or a token's end that wrote first makes this a conflict, never a token that outlives them.
+    /// Swaps the device's token for `new`, only while the device stands at `version` and is not
+    /// frozen ([`Self::freeze`]): a removal or a token's end makes this a conflict.
     pub async fn replace_token(
         &self,
         device: &DeviceRecord,
@@ -266,8 +282,25 @@ impl<'a> Devices<'a> {
                     condition: Condition::Absent,
                 },
                 WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
+                WriteOp::Check {
+                    key: frozen_key(&device.app_id, &device.device_id),
+                    condition: Condition::Absent,
+                },
             ])
             .await
+    }
+
+    /// Stops every later token swap of the device (before its removal or the end of its token).
+    pub async fn freeze(&self, app: &AppId, device_id: &str) -> Result<(), StoreError> {
+        self.store
+            .put(Item::new(frozen_key(app, device_id), &Frozen { frozen: true })?, Condition::Any)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether the device was frozen: its token swaps are over.
+    pub async fn is_frozen(&self, app: &AppId, device_id: &str) -> Result<bool, StoreError> {
+        Ok(self.store.get(&frozen_key(app, device_id)).await?.is_some())
     }
 
     /// The device token with this id.
@@ -284,15 +317,18 @@ impl<'a> Devices<'a> {
         super::at_once(devices.iter().map(|device| self.token(&device.token_id)).collect()).await
     }
 
-    /// Ends the token the device holds at `version`: a conflict if the device moved on (a token
-    /// swapped meanwhile: read it again and end that one), `Ok(false)` if it has none.
+    /// Ends the token the device holds at `version`, and freezes the device: a conflict if the
+    /// device moved on (a token swapped meanwhile), `Ok(false)` if it has no token.
     pub async fn revoke_token(&self, device: &DeviceRecord, version: u64) -> Result<bool, StoreError> {
-        let token = ItemKey::new("DEVTOKEN", device.token_id.clone());
         let record =
             ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
         let ops = vec![
             WriteOp::Check { key: record.clone(), condition: Condition::Version(version) },
-            WriteOp::Delete { key: token.clone(), condition: Condition::Exists },
+            WriteOp::Delete {
+                key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
+                condition: Condition::Exists,
+            },
+            WriteOp::Put { item: frozen_item(&device.app_id, &device.device_id)?, condition: Condition::Any },
         ];
         match self.store.transact(ops).await {
             Ok(()) => Ok(true),
@@ -365,8 +401,8 @@ impl<'a> Devices<'a> {
 
     /// Ends a device: its token and its record go (its id stays taken in the app), and the
     /// event reports it, in one transaction.
-    /// Removes the device as it stands at `version`, with the token it holds then: a token swapped
-    /// meanwhile makes this a conflict (read again and remove), so no token outlives its device.
+    /// Removes the device as it stands at `version`, with the token it holds then, and freezes
+    /// it: a token swapped meanwhile makes this a conflict (freeze, read again and remove).
     pub async fn revoke_device(
         &self,
         device: &DeviceRecord,
@@ -378,6 +414,10 @@ impl<'a> Devices<'a> {
         self.store
             .transact(vec![
                 WriteOp::Delete { key: record, condition: Condition::Version(version) },
+                WriteOp::Put {
+                    item: frozen_item(&device.app_id, &device.device_id)?,
+                    condition: Condition::Any,
+                },
                 WriteOp::Delete {
                     key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
                     condition: Condition::Any,
