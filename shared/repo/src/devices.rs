@@ -40,6 +40,11 @@ fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
 /// Written when a device is removed or its token ended, before either: from then on no token
 /// swap of the device can commit (each checks this is absent), so the removal or the end reads
 /// a device that can no longer move and always wins, however fast the device rotates.
+/// Where a device's record is filed: under its user.
+fn device_key(app: &AppId, named_user: &str, device_id: &str) -> ItemKey {
+    ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"))
+}
+
 fn frozen_key(app: &AppId, device_id: &str) -> ItemKey {
     ItemKey::new(format!("DEVFROZEN#{app}#{device_id}"), "FROZEN")
 }
@@ -165,7 +170,7 @@ impl<'a> Devices<'a> {
         named_user: &str,
         device_id: &str,
     ) -> Result<Option<(DeviceRecord, u64)>, StoreError> {
-        let key = ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"));
+        let key = device_key(app, named_user, device_id);
         self.store.get(&key).await?.map(|i| Ok((i.data()?, i.version))).transpose()
     }
 
@@ -207,10 +212,7 @@ impl<'a> Devices<'a> {
                 condition: Condition::Absent,
             },
             WriteOp::Put {
-                item: Item::new(
-                    ItemKey::new(user_pk(app, &device.named_user), format!("DEVICE#{}", device.device_id)),
-                    device,
-                )?,
+                item: Item::new(device_key(app, &device.named_user, &device.device_id), device)?,
                 condition: Condition::Absent,
             },
             WriteOp::Put {
@@ -271,8 +273,7 @@ impl<'a> Devices<'a> {
         old_token_id: &str,
         new: &DeviceTokenRecord,
     ) -> Result<(), StoreError> {
-        let record =
-            ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
+        let record = device_key(&device.app_id, &device.named_user, &device.device_id);
         let updated = DeviceRecord { token_id: new.token_id.clone(), ..device.clone() };
         self.store
             .transact(vec![
@@ -320,8 +321,7 @@ impl<'a> Devices<'a> {
     /// Ends the token the device holds at `version`, and freezes the device: a conflict if the
     /// device moved on (a token swapped meanwhile), `Ok(false)` if it has no token.
     pub async fn revoke_token(&self, device: &DeviceRecord, version: u64) -> Result<bool, StoreError> {
-        let record =
-            ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
+        let record = device_key(&device.app_id, &device.named_user, &device.device_id);
         let ops = vec![
             WriteOp::Check { key: record.clone(), condition: Condition::Version(version) },
             WriteOp::Delete {
@@ -409,8 +409,7 @@ impl<'a> Devices<'a> {
         version: u64,
         event: &rp_domain::events::EventRecord,
     ) -> Result<(), StoreError> {
-        let record =
-            ItemKey::new(user_pk(&device.app_id, &device.named_user), format!("DEVICE#{}", device.device_id));
+        let record = device_key(&device.app_id, &device.named_user, &device.device_id);
         self.store
             .transact(vec![
                 WriteOp::Delete { key: record, condition: Condition::Version(version) },
