@@ -3,6 +3,7 @@
 //! [`crate::domain::envelope`]), revokes serials in its CA's list, and posts every result. It
 //! drops requests it could not finish inside their timeout window: the server re-queues those.
 
+use crate::domain::apps::AppId;
 use crate::domain::certificates::{
     CertificateRequestList, IssuanceResult, LoginCertRequest, RevocationResult,
 };
@@ -225,6 +226,7 @@ impl Agent {
                     tracing::warn!(request_id = %request.request_id, error = %e, "issuance failed");
                     self.report_failure(
                         &request.request_id,
+                        request.app_id.as_ref(),
                         ERROR_ISSUANCE,
                         &e.to_string(),
                         "WORKSTATION_CERTIFICATE_ISSUED",
@@ -259,6 +261,7 @@ impl Agent {
                 Err(e) => {
                     self.report_failure(
                         &request.request_id,
+                        request.app_id.as_ref(),
                         ERROR_REVOCATION,
                         &e.to_string(),
                         "WORKSTATION_CERTIFICATE_REVOKED",
@@ -306,10 +309,12 @@ impl Agent {
         })
     }
 
-    /// Posts the error payload and the failure event (`isSuccessful=false`).
+    /// Posts the error payload and the failure event (`isSuccessful=false`), with the request's
+    /// app where the poll named it.
     async fn report_failure(
         &self,
         request_id: &str,
+        app_id: Option<&AppId>,
         code: i64,
         message: &str,
         event: &str,
@@ -324,7 +329,10 @@ impl Agent {
         {
             anyhow::bail!("posting an error result answered {status}");
         }
-        let event = json!({"name": event, "attributes": {"isSuccessful": false, "errorCode": code, "requestId": request_id}});
+        let mut event = json!({"name": event, "attributes": {"isSuccessful": false, "errorCode": code, "requestId": request_id}});
+        if let Some(app_id) = app_id {
+            event["appId"] = json!(app_id);
+        }
         let status = self.post("/rp/api/events", &event).await?;
         anyhow::ensure!(status.is_success(), "posting the failure event answered {status}");
         Ok(())

@@ -117,12 +117,14 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
 
     // machine-42 enrolled for Alice and paired with her phone, with offline PINs; machine-43
     // too (the `rp-client-reg.delete` sample unpairs it); the session the enroll-complete
-    // sample names is left open.
+    // sample names is left open, and so is the one the enroll samples reopen.
     for (machine, name) in [("machine-42", "WS-0042"), ("machine-43", "WS-0043")] {
         api.enroll(machine, name).await?;
     }
-    let open = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice", "sessionId": "sample-session-1"});
-    api.expect(200, "POST", "/rp/wsapi/client/enroll", ACCESS_TOKEN, None, open).await?;
+    for session in ["sample-session-1", "sample-session-2"] {
+        let open = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice", "sessionId": session});
+        api.expect(200, "POST", "/rp/wsapi/client/enroll", ACCESS_TOKEN, None, open).await?;
+    }
     let pair = json!({"machineId": "machine-42", "deviceId": "alice-pixel-9", "machineName": "WS-0042", "machineUserNameWS": "CORP\\alice",
         "offline": {"tokens": "pin-01:48213095,pin-02:77120384,pin-03:90318422", "tokensAuth": "c2FtcGxlLWF1dGg="}});
     api.expect(201, "POST", "/rp/api/client/reg", ACCESS_TOKEN, None, pair).await?;
@@ -253,6 +255,7 @@ async fn oob_fixture(backend: &Backend, app: &AppId, now: EpochMillis) -> anyhow
         },
         machine: Some("WS-0042".into()),
         machine_id: None,
+        device_id: None,
         transaction_text: Some("Sign in to WS-0042?".into()),
         transaction_type: None,
         extras: None,

@@ -151,12 +151,12 @@ async fn an_enrollment_reads_what_it_can_at_once() {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
         // Beside the token, the name is tried as a user (with its devices) and as an alias at
-        // once; the alias's user is read with its devices; a session id of our own making is
-        // not looked up; the device's counter is read while the session is written.
+        // once, and the session the request names is read; the alias's user is read with its
+        // devices; the device's counter is read while the session is written.
         assert_eq!(waves_of(&tally, "store.get ALIAS"), [1], "{stem}: {tally}");
         assert_eq!(waves_of(&tally, "store.get USER"), [1, 2], "{stem}: {tally}");
         assert_eq!(waves_of(&tally, "store.query USER"), [1, 2], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.get ENRSESSION"), Vec::<usize>::new(), "{stem}: {tally}");
+        assert_eq!(waves_of(&tally, "store.get ENRSESSION"), [1], "{stem}: {tally}");
         assert_eq!(waves_of(&tally, "store.get ENCCTR"), waves_of(&tally, "store.put ENRSESSION"), "{tally}");
         assert_eq!(tally.waves, 3, "{stem}: {tally}");
     }

@@ -27,8 +27,9 @@ fn read(path: &str) -> String {
 }
 
 /// Every HTTP function, with the status its sample event answers after `seed-samples`.
-const REPLAY: [(&str, u16); 45] = [
+const REPLAY: [(&str, u16); 47] = [
     ("health", 200),
+    ("problems", 200),
     ("cc-apps", 201),
     ("cc-app", 200),
     ("cc-app-workstation", 200),
@@ -48,6 +49,7 @@ const REPLAY: [(&str, u16); 45] = [
     ("cc-certificate-revoke", 202),
     ("rp-device-certificates", 200),
     ("rp-oob-requests", 200),
+    ("rp-oob-devices", 200),
     ("rp-oob-request", 200),
     ("rp-device-oob-requests", 200),
     ("rp-device-oob-request", 200),

@@ -94,7 +94,7 @@ lambda_http.workspace = true
 fn main_rs(e: &Endpoint) -> String {
     let routes = routes(e);
     let (what, serve) = match e.name {
-        "health" => (
+        _ if e.grants.table.is_empty() => (
             "It needs no backing service, so it builds no AWS client and links none.",
             "rp_shared::lambda::serve_stateless(router)".to_owned(),
         ),

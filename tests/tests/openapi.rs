@@ -65,7 +65,7 @@ fn the_document_names_exactly_the_routes_the_functions_serve() {
     let documented: BTreeSet<_> =
         operations(&document()).into_iter().map(|(method, path, _)| (method, path)).collect();
     assert_eq!(documented, routed, "the document and the routes differ");
-    assert_eq!(documented.len(), 59, "every method of every endpoint");
+    assert_eq!(documented.len(), 61, "every method of every endpoint");
 }
 
 #[test]
@@ -1289,4 +1289,22 @@ async fn a_parameter_is_required_where_the_document_says_so() {
     }
     assert_eq!(wrong, Vec::<String>::new(), "parameters the document and the API require differently");
     assert!(checked >= 8, "{checked} parameters checked");
+}
+
+/// Every problem `type` the API answers is a page: `GET /problems/{slug}`, through its own
+/// function, describes each row of the error tables, without a token.
+#[tokio::test]
+async fn every_problem_type_has_its_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = AppState::new(backend::embedded(dir.path()).unwrap(), HttpConfig::default());
+    let problems = TestClient::new(http::function("problems", state).unwrap());
+    for row in http::errors::TABLES.iter().flat_map(|t| t.iter()) {
+        let r = problems.send("GET", &format!("/problems/{}", row.slug), None, None).await;
+        assert_eq!(r.status, 200, "{}", row.slug);
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+        let page = r.text();
+        assert!(page.contains(&format!("<td>{}</td>", row.code)), "{}: {page}", row.slug);
+        assert!(page.contains("<h1>"), "{page}");
+    }
+    problems.send("GET", "/problems/no-such-problem", None, None).await.problem(404, 1_000_005);
 }

@@ -6,23 +6,88 @@ use crate::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{DeviceRecord, UserRecord};
 use rp_domain::enrollment::{
-    Closing, Complete, Completed, Enroll, EnrollError, EnrollmentSession, SessionState, SESSION_TTL_SECS,
+    unnamed_user, Closing, Complete, Completed, Enroll, EnrollError, EnrollmentSession, SessionState,
+    SESSION_TTL_SECS,
 };
+use rp_domain::oob::{OobRequest, OobState};
 use rp_ports::keys::seal;
-use rp_ports::{retry_on_conflict, retry_on_conflict_from, EncryptionContext, StoreError};
+use rp_ports::{retry_on_conflict_from, EncryptionContext, StoreError};
 use rp_repo::devices::Devices;
+use rp_repo::oob::OobRequests;
 use rp_repo::workstations::Workstations;
 use std::future::Future;
 
 /// The user an enroll request names, with their devices: read beside the caller's token.
-pub type UserRead = Result<Option<(UserRecord, Vec<DeviceRecord>)>, StoreError>;
+pub type UserRead = Result<Option<NamedUser>, EnrollError>;
 
-/// What [`open_session`] reads first, before anything is judged: the user `request` names. The
-/// read borrows nothing of `request`, so that it can go beside the caller's token.
+/// The session a request names, as read ahead (`None` when it names none, or none is stored).
+type SessionRead = Result<Option<(EnrollmentSession, u64)>, StoreError>;
+
+/// The user an enroll request names, as found.
+pub struct NamedUser {
+    user: UserRecord,
+    /// Most recently registered last.
+    devices: Vec<DeviceRecord>,
+    /// The workstation's name for the user: the request's, else the named session's.
+    name_ws: String,
+    /// The device the named session was with, if it is one.
+    device_id: Option<String>,
+    /// The enrollment session the request names, read beside the user.
+    session: SessionRead,
+}
+
+/// What [`open_session`] reads first, before anything is judged: the user `request` names, by
+/// `machineUserNameWS` or, without it, by its `sessionId`: an enrollment session of the app, or an
+/// OOB authentication of the app the user approved (a workstation that logged in with the phone).
+/// A named enrollment session is read at once, beside the user. The read borrows nothing of
+/// `request`, so that it can go beside the caller's token.
 pub fn user_of<'s>(state: &'s AppState, request: &Enroll) -> impl Future<Output = UserRead> + 's {
-    let (app, name) = (request.app_id.clone(), request.machine_user_name_ws.clone());
-    let devices = Devices::new(state.backend.store.as_ref());
-    async move { devices.user_and_devices(&app, &name).await }
+    let app = request.app_id.clone();
+    let (name, session_id) = (request.machine_user_name_ws.clone(), request.session_id.clone());
+    let store = state.backend.store.as_ref();
+    let (devices, workstations, requests) =
+        (Devices::new(store), Workstations::new(store), OobRequests::new(store));
+    async move {
+        let session_read = async {
+            match &session_id {
+                Some(id) => workstations.session(&app, id).await,
+                None => Ok(None),
+            }
+        };
+        let (name_ws, device_id, session) = match (name, &session_id) {
+            (Some(name), _) => {
+                let (found, session) = tokio::join!(devices.user_and_devices(&app, &name), session_read);
+                return Ok(found?.map(|(user, devices)| NamedUser {
+                    user,
+                    devices,
+                    name_ws: name,
+                    device_id: None,
+                    session,
+                }));
+            }
+            (None, None) => return Err(unnamed_user().into()),
+            (None, Some(id)) => {
+                let (session, request) = tokio::join!(session_read, requests.get(id));
+                let session = session?;
+                let (name_ws, device_id) = match &session {
+                    Some((session, _)) => (session.machine_user_name_ws.clone(), session.device_id.clone()),
+                    None => approved_by(request?.map(|(request, _)| request), &app)?,
+                };
+                (name_ws, Some(device_id), Ok(session))
+            }
+        };
+        let found = devices.user_and_devices(&app, &name_ws).await?;
+        Ok(found.map(|(user, devices)| NamedUser { user, devices, name_ws, device_id, session }))
+    }
+}
+
+/// The user an OOB authentication of `app` names, and the device that approved it: only one
+/// the user approved names them.
+fn approved_by(request: Option<OobRequest>, app: &AppId) -> Result<(String, String), EnrollError> {
+    match request.filter(|r| &r.app_id == app && r.current() == OobState::Completed) {
+        Some(request) => Ok((request.named_user, request.device.device_id)),
+        None => Err(unnamed_user().into()),
+    }
 }
 
 /// An open enrollment session: the device it is for, that device's counter, and the session's id.
@@ -34,11 +99,16 @@ pub struct Opened {
 }
 
 /// Opens (or reopens) the enrollment session of `request` for the user read as `user` (by
-/// [`user_of`]) and the user's newest device.
+/// [`user_of`]) and the device of the session it names, else the user's newest device.
 pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> Result<Opened, EnrollError> {
     let app = &request.app_id;
-    let (user, mut listed) = user?.ok_or(EnrollError::UnknownUser)?;
-    let device = listed.pop().ok_or(EnrollError::NoDevice)?;
+    let NamedUser { user, devices: mut listed, name_ws, device_id, session } =
+        user?.ok_or(EnrollError::UnknownUser)?;
+    let chosen = device_id.and_then(|id| listed.iter().position(|d| d.device_id == id));
+    let device = match chosen {
+        Some(at) => listed.swap_remove(at),
+        None => listed.pop().ok_or(EnrollError::NoDevice)?,
+    };
     let now = state.backend.clock.now_millis();
     // A session id of our own making names no session yet: only a caller's is looked up.
     let named = request.session_id.is_some();
@@ -47,7 +117,7 @@ pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> 
         app_id: app.clone(),
         named_user: user.named_user,
         device_id: device.device_id.clone(),
-        machine_user_name_ws: request.machine_user_name_ws,
+        machine_user_name_ws: name_ws,
         created_at: now,
         expires_at: now.plus_secs(SESSION_TTL_SECS),
         machine_id: request.machine_id,
@@ -56,8 +126,10 @@ pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> 
         completion: None,
     };
     let workstations = Workstations::new(state.backend.store.as_ref());
-    let open = retry_on_conflict(|| async move {
-        let existing = if named { workstations.session(app, &fresh.session_id).await? } else { None };
+    // The first attempt decides on the session read beside the user; a retry reads it again.
+    let reread = || workstations.session(app, &fresh.session_id);
+    let open = retry_on_conflict_from(session, reread, |existing| async move {
+        let existing = if named { existing? } else { None };
         match existing {
             None => workstations.create_session(fresh).await?,
             Some((existing, version)) => {

@@ -5,7 +5,9 @@ use crate::{AppError, AppState};
 use rp_domain::apps::AppId;
 use rp_domain::events::EventRecord;
 use rp_domain::FieldError;
+use rp_ports::StoreError;
 use rp_repo::apps::Apps;
+use rp_repo::certificates::Certificates;
 use rp_repo::events::Events;
 use serde_json::{Map, Value};
 
@@ -30,7 +32,32 @@ pub async fn report(
             return Err(FieldError::new(field, format!("no app with appId '{app}'")).into());
         }
     }
+    let app = match app {
+        Some(app) => Some(app),
+        None => app_of_certificate_request(state, name, &attributes).await?,
+    };
     let event = EventRecord::new(name, app, source, state.backend.clock.now_millis(), attributes);
     Events::new(state.backend.store.as_ref()).record(&event).await?;
     Ok(event)
 }
+
+/// The app of the certificate request an agent's event names (`attributes.requestId`), for an
+/// event that names no app: the reference agent reports a failed issuance or revocation by the
+/// request alone, and the event belongs with its app (DECISIONS §9).
+async fn app_of_certificate_request(
+    state: &AppState,
+    name: &str,
+    attributes: &Map<String, Value>,
+) -> Result<Option<AppId>, StoreError> {
+    if !CERTIFICATE_EVENTS.contains(&name) {
+        return Ok(None);
+    }
+    let Some(request_id) = attributes.get("requestId").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let request = Certificates::new(state.backend.store.as_ref()).request(request_id).await?;
+    Ok(request.map(|(request, _)| request.app_id))
+}
+
+/// The events an enrollment agent reports about a certificate request.
+const CERTIFICATE_EVENTS: [&str; 2] = ["WORKSTATION_CERTIFICATE_ISSUED", "WORKSTATION_CERTIFICATE_REVOKED"];

@@ -5,8 +5,11 @@
 use crate::{AppError, AppState};
 use rp_domain::apps::AppId;
 use rp_domain::code::{CodeError, CodeRecord, HookDecision, Trigger};
+use rp_domain::devices::DeviceRecord;
 use rp_domain::devices::UserRecord;
-use rp_domain::oob::{Extras, OobAnswer, OobDevice, OobError, OobErrorKind, OobRequest, OobStart, OobState};
+use rp_domain::oob::{
+    choose_device, Extras, OobAnswer, OobDevice, OobError, OobErrorKind, OobRequest, OobStart, OobState,
+};
 use rp_ports::metrics::{self, Metric};
 use rp_ports::{retry_on_conflict, StoreError};
 use rp_repo::apps::AppRecord;
@@ -66,7 +69,7 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     if spent? {
         return Err(OobError::NonceReused.into());
     }
-    let device = listed?.pop().ok_or(OobError::NoDevice)?;
+    let device = choose_device(listed?, start.device_id.as_deref(), start.machine_id.as_deref())?;
     let device = OobDevice {
         device_id: device.device_id,
         friendly_name: device.friendly_name,
@@ -97,6 +100,20 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     }
     tracing::info!(app_id = %request.app_id, request_id = %request.request_id, device_id = %request.device.device_id, "OOB authentication requested");
     Ok(request.request_id)
+}
+
+/// The devices of the user `name` (a registered name or an alias) of `app`, most recently
+/// registered first, with the user's registered name: none for an unknown user.
+pub async fn devices_of_user(
+    state: &AppState,
+    app: &AppId,
+    name: &str,
+) -> Result<Option<(String, Vec<DeviceRecord>)>, StoreError> {
+    let found = Devices::new(state.backend.store.as_ref()).user_and_devices(app, name).await?;
+    Ok(found.map(|(user, mut devices)| {
+        devices.reverse();
+        (user.named_user, devices)
+    }))
 }
 
 /// The event an `oob.start` customization decides on.

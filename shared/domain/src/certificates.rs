@@ -435,6 +435,9 @@ pub struct LoginCertRequest {
     pub device_id: Option<String>,
     pub device_key_agreement_public_key: Option<String>,
     pub enc_counter: Option<String>,
+    /// Added beside the seed's fields: the app the request belongs to, for the agent's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<AppId>,
 }
 
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -448,6 +451,9 @@ pub struct RevokedCertRequest {
     pub request_id: String,
     pub request_timeout_in_secs: i64,
     pub cert_serial_number: String,
+    /// Added beside the seed's fields: the app the request belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<AppId>,
 }
 
 /// The answer of `GET /rp/api/certificate/requests`: both arrays empty when nothing is pending.
@@ -470,11 +476,13 @@ impl CertificateRequestList {
                 device_id: r.device_id.clone(),
                 device_key_agreement_public_key: r.device_key_agreement_public_key.clone(),
                 enc_counter: r.enc_counter.clone(),
+                app_id: Some(r.app_id.clone()),
             }),
             RequestKind::Revocation => self.revoked_certs.push(RevokedCertRequest {
                 request_id: r.request_id.clone(),
                 request_timeout_in_secs: r.request_timeout_in_secs,
                 cert_serial_number: r.cert_serial_number.clone().unwrap_or_default(),
+                app_id: Some(r.app_id.clone()),
             }),
         }
     }

@@ -205,9 +205,11 @@ impl EnrollmentSession {
 pub struct EnrollRequest {
     #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub rp_app_id: String,
-    #[serde(rename = "machineUserNameWS")]
+    /// The user's workstation name; may be left out when `sessionId` names the user's session
+    /// (an enrollment session, or an OOB authentication of the app the user approved).
+    #[serde(rename = "machineUserNameWS", default)]
     #[schema(min_length = 1, max_length = 255)]
-    pub machine_user_name_ws: String,
+    pub machine_user_name_ws: Option<String>,
     #[serde(default)]
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub session_id: Option<String>,
@@ -224,7 +226,8 @@ pub struct EnrollRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Enroll {
     pub app_id: AppId,
-    pub machine_user_name_ws: String,
+    /// `None` when the session names the user.
+    pub machine_user_name_ws: Option<String>,
     /// `None` on the user-name-and-password path: the server issues one.
     pub session_id: Option<String>,
     pub machine_id: Option<String>,
@@ -236,8 +239,12 @@ impl TryFrom<EnrollRequest> for Enroll {
 
     fn try_from(body: EnrollRequest) -> Result<Self, FieldError> {
         let app_id = AppId::parse("rpAppId", &body.rp_app_id)?;
-        validate::text("machineUserNameWS", &body.machine_user_name_ws, 1, 255)?;
         let session_id = body.session_id.map(|id| devices::identifier("sessionId", &id)).transpose()?;
+        match &body.machine_user_name_ws {
+            Some(name) => validate::text("machineUserNameWS", name, 1, 255)?,
+            None if session_id.is_none() => return Err(unnamed_user()),
+            None => {}
+        }
         let machine_id = body.machine_id.map(|id| devices::identifier("machineId", &id)).transpose()?;
         if let Some(v) = &body.machine_version {
             validate::text("machineVersion", v, 1, 128)?;
@@ -250,6 +257,15 @@ impl TryFrom<EnrollRequest> for Enroll {
             machine_version: body.machine_version,
         })
     }
+}
+
+/// The enroll request named no user: no `machineUserNameWS`, and no `sessionId` that names a
+/// session of a user.
+pub fn unnamed_user() -> FieldError {
+    FieldError::new(
+        "machineUserNameWS",
+        "is required unless sessionId names the user's enrollment session or an OOB authentication they approved",
+    )
 }
 
 /// The body of `POST /rp/wasapi/client/enroll/complete`.

@@ -10,6 +10,7 @@
 //! big-endian length and its UTF-8 bytes.
 
 use super::apps::AppId;
+use super::devices::{self, DeviceRecord};
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
@@ -133,6 +134,8 @@ pub enum OobError {
     UnknownUser,
     #[error("namedUser: the user has no registered device")]
     NoDevice,
+    #[error("deviceId: names none of the user's registered devices")]
+    UnknownDevice,
     #[error("sessionNonce: this nonce was used before")]
     NonceReused,
     #[error("requestId: the request was answered already")]
@@ -180,6 +183,11 @@ pub struct OobStartRequest {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 128)]
     pub machine_id: Option<String>,
+    /// Added beside the seed's fields: the device to ask, one of the user's (see
+    /// [`choose_device`]).
+    #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
+    pub device_id: Option<String>,
     #[serde(default)]
     #[schema(min_length = 1, max_length = 1000)]
     pub transaction_text: Option<String>,
@@ -212,11 +220,37 @@ pub struct OobStart {
     pub nonces: Nonces,
     pub machine: Option<String>,
     pub machine_id: Option<String>,
+    pub device_id: Option<String>,
     pub transaction_text: Option<String>,
     pub transaction_type: Option<String>,
     pub extras: Option<Extras>,
     pub additional_details: BTreeMap<String, String>,
 }
+
+/// The device a start goes to, of the user's `devices` (most recently registered last): the one
+/// `device_id` names (an error when it names none of them); else the one `machine_id` names,
+/// since the device list gives each device's id as its `machineId`; else, as a `machineId` that
+/// names no device (a workstation's, or a caller's own) does, the most recently registered.
+pub fn choose_device(
+    mut devices: Vec<DeviceRecord>,
+    device_id: Option<&str>,
+    machine_id: Option<&str>,
+) -> Result<DeviceRecord, OobError> {
+    let position = |id: &str| devices.iter().position(|d| d.device_id == id);
+    let chosen = match (device_id, machine_id) {
+        (Some(id), _) => Some(position(id).ok_or(OobError::UnknownDevice)?),
+        (None, Some(id)) => position(id),
+        (None, None) => None,
+    };
+    match chosen {
+        Some(at) => Ok(devices.swap_remove(at)),
+        None => devices.pop().ok_or(OobError::NoDevice),
+    }
+}
+
+/// The version of the answer protocol (the signed message of [`answer_message`]) a device
+/// speaks: the device list's `protocolVersion`.
+pub const PROTOCOL_VERSION: &str = "1";
 
 /// Exactly 64 hexadecimal characters, kept lowercase.
 fn nonce(field: &str, value: &str) -> Result<String, FieldError> {
@@ -252,6 +286,7 @@ impl TryFrom<OobStartRequest> for OobStart {
         if let Some(amount) = body.extras.as_ref().and_then(|e| e.amount.as_ref()) {
             validate::text("extras.amount", amount, 1, 64)?;
         }
+        let device_id = body.device_id.map(|id| devices::identifier("deviceId", &id)).transpose()?;
         let additional_details = body.additional_details.unwrap_or_default();
         if additional_details.len() > MAX_ADDITIONAL_DETAILS {
             return Err(FieldError::new(
@@ -270,6 +305,7 @@ impl TryFrom<OobStartRequest> for OobStart {
             nonces,
             machine: body.machine,
             machine_id: body.machine_id,
+            device_id,
             transaction_text: body.transaction_text,
             transaction_type: body.transaction_type,
             extras: body.extras.filter(|e| e.amount.is_some()),
@@ -547,6 +583,7 @@ mod tests {
             },
             machine: Some("WS-1".into()),
             machine_id: None,
+            device_id: None,
             transaction_text: Some("Log in to WS-1?".into()),
             transaction_type: None,
             extras: amount.map(|a| Extras { amount: Some(a.into()) }),

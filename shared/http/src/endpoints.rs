@@ -6,7 +6,8 @@
 //! checked-in file differs from what it writes.
 
 use crate::{
-    cc, certificates, code, content, events, health, offline, oob, registration, workstation, AppState,
+    cc, certificates, code, content, events, health, offline, oob, problems, registration, workstation,
+    AppState,
 };
 use axum::Router;
 use rp_ports::Services;
@@ -83,6 +84,7 @@ macro_rules! endpoint {
 #[rustfmt::skip]
 pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("health", "/health", health::router, Grants { table: &[], ..Grants::NONE }),
+    endpoint!("problems", "/problems/{slug}", problems::router, Grants { table: &[], ..Grants::NONE }),
     endpoint!("cc-apps", "/cc/api/apps", cc::apps_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
     endpoint!("cc-app", "/cc/api/apps/{appId}", cc::app_router, Grants { table: &[GET], ..Grants::NONE }),
     endpoint!("cc-app-workstation", "/cc/api/apps/{appId}/workstation", cc::workstation_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
@@ -103,6 +105,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("cc-certificate-revoke", "/cc/api/certificates/{certSerialNumber}/revoke", certificates::admin_revoke_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
     endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
     endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt"], signing: &["kms:Sign"], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
+    endpoint!("rp-oob-devices", "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", oob::devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),
     endpoint!("rp-oob-request", "/rp/api/oob/client/authentication/requests/{sessionId}", oob::status_router, Grants { table: &[GET], ..Grants::NONE }),
     endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: &[GET, QUERY, PUT], indexes: true, envelope: &["kms:Decrypt"], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
     endpoint!("rp-device-oob-request", "/rp/versioned/device/oob/requests/{requestId}", oob::device_answer_router, Grants { table: &[GET, PUT], ..Grants::NONE }),

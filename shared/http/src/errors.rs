@@ -180,6 +180,13 @@ pub const OOB_NO_DEVICE: ProblemType = row(
     "No registered device",
     "The user (`namedUser`) has no registered device",
 );
+pub const OOB_UNKNOWN_DEVICE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::OOB_UNKNOWN_DEVICE,
+    "unknown-device",
+    "Unknown device",
+    "The start's `deviceId` names none of the user's registered devices",
+);
 pub const NONCE_REUSED: ProblemType = row(
     StatusCode::CONFLICT,
     codes::NONCE_REUSED,
@@ -227,6 +234,7 @@ pub const OOB: &[&ProblemType] = &[
     &OOB_HOOK_FAILED,
     &OOB_UNKNOWN_USER,
     &OOB_NO_DEVICE,
+    &OOB_UNKNOWN_DEVICE,
     &NONCE_REUSED,
     &OOB_ANSWERED,
     &BAD_SIGNATURE,
@@ -617,6 +625,7 @@ impl From<OobError> for Problem {
             OobError::HookFailed { .. } => Problem::of(&OOB_HOOK_FAILED).detail(detail),
             OobError::UnknownUser => Problem::about(&OOB_UNKNOWN_USER, "namedUser", detail),
             OobError::NoDevice => Problem::about(&OOB_NO_DEVICE, "namedUser", detail),
+            OobError::UnknownDevice => Problem::about(&OOB_UNKNOWN_DEVICE, "deviceId", detail),
             OobError::NonceReused => Problem::about(&NONCE_REUSED, "sessionNonce", detail),
             OobError::AlreadyAnswered => Problem::of(&OOB_ANSWERED).detail(detail),
             OobError::BadSignature => Problem::about(&BAD_SIGNATURE, "signature", detail),

@@ -15,6 +15,7 @@ pub mod oob;
 pub mod openapi;
 pub mod params;
 pub mod problem;
+pub mod problems;
 pub mod ratelimit;
 pub mod registration;
 mod strict_json;

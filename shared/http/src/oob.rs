@@ -12,9 +12,11 @@ use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rp_app::oob;
+use rp_domain::apps::AppId;
+use rp_domain::devices::named_user;
 use rp_domain::oob::{
     Extras, OobAnswer, OobAnswerRequest, OobError, OobRequest, OobStart, OobStartRequest, OobState,
-    StateEntry,
+    StateEntry, PROTOCOL_VERSION,
 };
 use rp_domain::time::EpochMillis;
 use rp_repo::oob::OobRequests;
@@ -24,6 +26,11 @@ use std::collections::BTreeMap;
 /// `/rp/api/oob/client/authentication/requests`
 pub fn start_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/api/oob/client/authentication/requests", post(start))
+}
+
+/// `/rp/api/oob/client/authentication/{appId}/{namedUser}/devices`
+pub fn devices_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/api/oob/client/authentication/{app_id}/{named_user}/devices", get(user_devices))
 }
 
 /// `/rp/api/oob/client/authentication/requests/{sessionId}`
@@ -69,6 +76,66 @@ async fn start(
     access.require_app(start.app_id.as_str())?;
     let request_id = oob::start(&state, start, reads).await?;
     Ok(Json(OobStarted { status: Status::ok("Success"), response: OobStartedRequest { request_id } }))
+}
+
+/// One of a user's devices, as HYPR-speaking clients (an identity server's connector, an MFA
+/// strategy) read the list before they start a request.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserDevice {
+    pub device_id: String,
+    /// The version of the answer protocol the device speaks.
+    pub protocol_version: &'static str,
+    pub model_number: String,
+    /// The registration's stable, non-secret identifier: the device's id. A start whose
+    /// `machineId` is it goes to this device.
+    pub machine_id: String,
+    /// The user's registered name (also when the path named an alias).
+    pub named_user: String,
+    pub friendly_name: String,
+    #[schema(format = DateTime)]
+    pub registered_at: String,
+}
+
+/// The user's devices, most recently registered first: a JSON array, empty for an unknown user,
+/// a user without devices, or an app other than the token's (which learns nothing of this one).
+#[utoipa::path(get, path = "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", tag = "oob", security(("access" = [])),
+    params(crate::params::AppIdPath, crate::params::NamedUserPath),
+    responses((status = 200, description = "The user's devices, newest first; `[]` for an unknown user or another app", body = Vec<UserDevice>)))]
+async fn user_devices(
+    State(state): State<AppState>,
+    mut parts: Parts,
+    path: Result<ApiPath<(String, String)>, Problem>,
+) -> Result<Json<Vec<UserDevice>>, Problem> {
+    let path = path.and_then(|ApiPath((app_id, name))| {
+        Ok((AppId::parse("appId", &app_id)?, named_user("namedUser", &name)?))
+    });
+    // The user and their devices are read beside the token.
+    let read = |(app_id, name): &(AppId, String)| {
+        let (app_id, name) = (app_id.clone(), name.clone());
+        let state = &state;
+        async move { oob::devices_of_user(state, &app_id, &name).await }
+    };
+    let (access, (app_id, _), read) = beside_input::<Access, _, _>(&mut parts, &state, path, read).await?;
+    if access.app_id != app_id {
+        return Ok(Json(Vec::new()));
+    }
+    let Some((named_user, devices)) = read? else {
+        return Ok(Json(Vec::new()));
+    };
+    let devices = devices
+        .into_iter()
+        .map(|d| UserDevice {
+            machine_id: d.device_id.clone(),
+            device_id: d.device_id,
+            protocol_version: PROTOCOL_VERSION,
+            model_number: d.model_number,
+            named_user: named_user.clone(),
+            friendly_name: d.friendly_name,
+            registered_at: d.registered_at.iso8601(),
+        })
+        .collect();
+    Ok(Json(devices))
 }
 
 /// The status response (workstation-api.md, "OOB authentication status response").

@@ -6,7 +6,9 @@
 
 use super::errors::{self, TABLES};
 use super::problem::ProblemType;
-use super::{cc, certificates, code, content, events, health, offline, oob, registration, workstation};
+use super::{
+    cc, certificates, code, content, events, health, offline, oob, problems, registration, workstation,
+};
 use axum::http::StatusCode;
 use rp_domain::apps::AppId;
 use rp_domain::validate;
@@ -36,7 +38,7 @@ use utoipa::{Modify, OpenApi};
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(
-        health::health,
+        health::health, problems::page,
         cc::list_apps, cc::create_app, cc::get_app, cc::get_workstation, cc::put_workstation,
         cc::get_rate_limit, cc::put_rate_limit, cc::list_tokens, cc::create_token, cc::revoke_token,
         registration::create_link, registration::page, registration::register, registration::refresh_token,
@@ -46,7 +48,7 @@ use utoipa::{Modify, OpenApi};
         events::list, events::report,
         certificates::poll, certificates::post_issuance, certificates::post_revocation,
         certificates::queue_revocation, certificates::device_certificates,
-        oob::start, oob::status, oob::device_requests, oob::device_answer,
+        oob::start, oob::user_devices, oob::status, oob::device_requests, oob::device_answer,
         offline::device_setup, offline::device_workstations, offline::device_used, offline::revoke_device,
         content::list, content::create, content::retrieve, content::update, content::list_versions,
         content::get_version, content::restore,
@@ -57,7 +59,7 @@ use utoipa::{Modify, OpenApi};
     components(schemas(super::problem::ProblemBody)),
     modifiers(&Security, &Texts, &Problems, &Links),
     tags(
-        (name = "health", description = "Liveness"),
+        (name = "health", description = "Liveness, and the descriptions of the problem types"),
         (name = "control", description = "The control center: apps, workstation settings, rate limits, tokens"),
         (name = "registration", description = "Registration links, device registration and device tokens"),
         (name = "enrollment", description = "Workstation enrollment and pairing (access tokens)"),

@@ -29,6 +29,7 @@ pub mod codes {
     pub const TENANT_SCOPED_TOKEN: u32 = 1_100_005;
     pub const OOB_UNKNOWN_USER: u32 = 1_200_001;
     pub const OOB_NO_DEVICE: u32 = 1_200_002;
+    pub const OOB_UNKNOWN_DEVICE: u32 = 1_200_009;
     pub const NONCE_REUSED: u32 = 1_200_003;
     pub const OOB_ANSWERED: u32 = 1_200_004;
     pub const BAD_SIGNATURE: u32 = 1_200_005;

@@ -48,7 +48,9 @@ impl TestResponse {
         assert_eq!(body["errorCode"], error_code, "{body}");
         let detail = body["detail"].as_str().unwrap_or_default();
         assert!(detail.contains("(exceptionId: "), "{body}");
-        assert!(body["type"].as_str().unwrap_or_default().starts_with("/problems/"), "{body}");
+        let slug = body["type"].as_str().unwrap_or_default().strip_prefix("/problems/");
+        let described = slug.is_some_and(|slug| !crate::http::problems::rows_of(slug).is_empty());
+        assert!(described, "`type` is a /problems/ page that describes it: {body}");
         assert!(body["title"].is_string(), "{body}");
         body
     }

@@ -236,6 +236,7 @@ pub async fn certificate_poll_and_results_contract(h: Harness) {
     assert_eq!(
         fields,
         [
+            "appId",
             "deviceId",
             "deviceKeyAgreementPublicKey",
             "encCounter",
@@ -514,7 +515,11 @@ pub async fn revocation_round_trip(h: Harness) {
         .clone();
     let mut fields: Vec<_> = revoked.as_object().unwrap().keys().cloned().collect();
     fields.sort();
-    assert_eq!(fields, ["certSerialNumber", "requestId", "requestTimeoutInSecs"]);
+    assert_eq!(
+        fields,
+        ["appId", "certSerialNumber", "requestId", "requestTimeoutInSecs"],
+        "the seed's, and the app"
+    );
     // The lease was taken by that poll; put it back so the agent gets it.
     let rec = h.request(&request_id).await;
     Dispatcher::new(h.backend.clone())
@@ -881,6 +886,42 @@ pub async fn the_poll_names_the_workstation_user_from_what_is_known(h: Harness) 
         poll["loginCerts"].as_array().unwrap().iter().all(|r| r["machineUserNameWS"].is_string()),
         "{poll}"
     );
+}
+
+/// The reference agent reports a failed issuance with the request's app, which the poll names
+/// beside the seed's fields; an agent that names only the request gets its event filed under
+/// the request's app too.
+pub async fn an_agents_failure_events_are_filed_under_the_requests_app(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "quin@example.com", None).await;
+    enroll(&h, &access, &app, "quin@example.com", "m-fail").await;
+    let id = pair(&h, &access, &dev, "m-fail").await;
+    let poll = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    let mine = poll["loginCerts"].as_array().unwrap().iter().find(|r| r["requestId"] == id.as_str()).cloned();
+    assert_eq!(mine.expect("leased")["appId"], app.as_str(), "{poll}");
+    let failed = json!({"errorCode": 17, "errorMessage": "the CA is down", "requestId": id});
+    assert_eq!(h.post_issuance(failed).await.status, 204);
+    for (name, named) in
+        [("WORKSTATION_CERTIFICATE_ISSUED", false), ("WORKSTATION_CERTIFICATE_REVOKED", true)]
+    {
+        let mut event =
+            json!({"name": name, "attributes": {"isSuccessful": false, "errorCode": 17, "requestId": id}});
+        if named {
+            event["appId"] = json!(app);
+        }
+        let r = h.admin("POST", "/rp/api/events", Some(event)).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+        let listed = h.admin("GET", &format!("/rp/api/events?appId={app}&name={name}"), None).await.json();
+        let found =
+            listed["events"].as_array().unwrap().iter().any(|e| e["attributes"]["requestId"] == id.as_str());
+        assert!(found, "{name} is filed under the app: {listed}");
+    }
+    // An event naming no request, or an unknown one, stays without an app.
+    let event =
+        json!({"name": "WORKSTATION_CERTIFICATE_ISSUED", "attributes": {"requestId": "no-such-request"}});
+    let r = h.admin("POST", "/rp/api/events", Some(event)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
 }
 
 /// Queues `request` as a pairing would (request, ready marker, open count), without the

@@ -155,6 +155,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_small_batch_skips_apps_drained_within_the_grace_period);
         $crate::router_case!($make, version_1_envelopes_are_still_served);
         $crate::router_case!($make, the_poll_names_the_workstation_user_from_what_is_known);
+        $crate::router_case!($make, an_agents_failure_events_are_filed_under_the_requests_app);
         $crate::router_case!($make, recovery_keys_reach_the_enrolled_device_in_authentication);
         $crate::router_case!($make, code_customizations_keep_versions_and_env_values_stay_secret);
         $crate::router_case!($make, the_oob_start_hook_allows_denies_and_rewrites);
@@ -171,6 +172,9 @@ macro_rules! router_tests {
         $crate::router_case!($make, oob_requests_expire_and_nonces_are_spent);
         $crate::router_case!($make, oob_input_and_tenancy_are_checked);
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
+        $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);
+        $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);
+        $crate::router_case!($make, an_enroll_named_by_its_session_needs_no_workstation_name);
         $crate::router_case!($make, offline_pins_go_to_the_owner_and_the_device_once);
         $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);
         $crate::router_case!($make, racing_pin_reports_all_land);

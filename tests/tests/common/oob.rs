@@ -381,3 +381,154 @@ pub async fn racing_oob_answers_have_one_winner(h: Harness) {
         1
     );
 }
+
+/// `GET /rp/api/oob/client/authentication/{appId}/{namedUser}/devices`, as HYPR-speaking
+/// clients read it.
+async fn user_devices(h: &Harness, access: &str, app: &str, user: &str) -> Vec<Value> {
+    let path = format!("/rp/api/oob/client/authentication/{app}/{user}/devices");
+    let r = h.client.send("GET", &path, Some(access), None).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    r.json().as_array().expect("a JSON array").clone()
+}
+
+pub async fn the_device_list_answers_what_hypr_clients_read(h: Harness) {
+    let (app, access, first) = setup(&h, "dana@example.com").await;
+    assert_eq!(
+        user_devices(&h, &access, &app, "nobody@example.com").await,
+        Vec::<Value>::new(),
+        "unknown user"
+    );
+    h.clock.advance(Duration::from_secs(1));
+    let second = device(&h, &app, "dana@example.com", Some("CORP\\dana")).await;
+    let listed = user_devices(&h, &access, &app, "dana@example.com").await;
+    let ids: Vec<_> = listed.iter().map(|d| d["deviceId"].as_str().unwrap()).collect();
+    assert_eq!(ids, [second.device_id.as_str(), first.device_id.as_str()], "newest first");
+    let entry = &listed[0];
+    assert_eq!(entry["machineId"], second.device_id.as_str(), "a device's machineId is its id");
+    assert_eq!(entry["namedUser"], "dana@example.com");
+    assert_eq!((entry["protocolVersion"].as_str(), entry["modelNumber"].as_str()), (Some("1"), Some("m1")));
+    assert_eq!(entry["friendlyName"], "phone");
+    assert!(entry["registeredAt"].as_str().unwrap().ends_with('Z'), "{entry}");
+    // An alias names the same user.
+    let by_alias = user_devices(&h, &access, &app, "CORP%5Cdana").await;
+    assert_eq!(by_alias, listed);
+    // Another app's token learns nothing: the answer of an unknown user.
+    let other = h.app().await;
+    let other_access = h.access_token(&other).await;
+    assert_eq!(user_devices(&h, &other_access, &app, "dana@example.com").await, Vec::<Value>::new());
+    // A user without devices.
+    let r =
+        h.admin("POST", &format!("/cc/api/apps/{app}/users/erin@example.com/registration-links"), None).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    assert_eq!(user_devices(&h, &access, &app, "erin@example.com").await, Vec::<Value>::new());
+    // A bad token is 401, as the connector expects; a bad app id or user name is 400.
+    let path = format!("/rp/api/oob/client/authentication/{app}/dana@example.com/devices");
+    h.client
+        .send("GET", &path, Some("rpt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), None)
+        .await
+        .problem(401, codes::INVALID_TOKEN);
+    h.client.send("GET", &path, None, None).await.problem(401, codes::MISSING_CREDENTIALS);
+    let r = h
+        .client
+        .send("GET", "/rp/api/oob/client/authentication/9bad/dana/devices", Some(&access), None)
+        .await;
+    assert_eq!((r.status.as_u16(), r.json()["field"].as_str()), (400, Some("appId")), "{}", r.json());
+    let r = h
+        .client
+        .send("GET", &format!("/rp/api/oob/client/authentication/{app}/%20x/devices"), Some(&access), None)
+        .await;
+    assert_eq!((r.status.as_u16(), r.json()["field"].as_str()), (400, Some("namedUser")), "{}", r.json());
+    // The list's admin token is not an access token.
+    let r = h.admin("GET", &path, None).await;
+    assert_eq!(r.status, 403, "{}", r.json());
+}
+
+pub async fn a_start_goes_to_the_device_the_caller_names(h: Harness) {
+    let (app, access, older) = setup(&h, "fay@example.com").await;
+    h.clock.advance(Duration::from_secs(1));
+    let newer = device(&h, &app, "fay@example.com", None).await;
+    let asked = |id: String| {
+        let (h, access) = (&h, &access);
+        async move { status(h, access, &id).await.json()["device"]["deviceId"].as_str().unwrap().to_owned() }
+    };
+    // Nothing named, or a machineId that names no device (a workstation's, a random one): the newest.
+    let id = start(&h, &access, start_body(&app, "fay@example.com")).await;
+    assert_eq!(asked(id).await, newer.device_id);
+    let mut body = start_body(&app, "fay@example.com");
+    body["machineId"] = json!("QWERTY");
+    assert_eq!(asked(start(&h, &access, body).await).await, newer.device_id);
+    // A machineId from the device list, or a deviceId: that device.
+    let mut body = start_body(&app, "fay@example.com");
+    body["machineId"] = json!(older.device_id);
+    let id = start(&h, &access, body).await;
+    assert_eq!(asked(id.clone()).await, older.device_id);
+    assert!(fetch(&h, &older).await.iter().any(|r| r["requestId"] == id.as_str()));
+    assert!(
+        fetch(&h, &newer).await.iter().all(|r| r["requestId"] != id.as_str()),
+        "only the named device sees it"
+    );
+    let mut body = start_body(&app, "fay@example.com");
+    body["deviceId"] = json!(older.device_id);
+    body["machineId"] = json!(newer.device_id);
+    assert_eq!(asked(start(&h, &access, body).await).await, older.device_id, "deviceId wins over machineId");
+    // A deviceId that names none of the user's devices is refused, even another user's.
+    let stranger = device(&h, &app, "gus@example.com", None).await;
+    for named in [stranger.device_id.as_str(), "no-such-device"] {
+        let mut body = start_body(&app, "fay@example.com");
+        body["deviceId"] = json!(named);
+        let r = h
+            .client
+            .send("POST", "/rp/api/oob/client/authentication/requests", Some(&access), Some(body))
+            .await;
+        r.problem(400, codes::OOB_UNKNOWN_DEVICE);
+    }
+    let mut body = start_body(&app, "fay@example.com");
+    body["deviceId"] = json!("bad id");
+    let r =
+        h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(&access), Some(body)).await;
+    assert_eq!((r.status.as_u16(), r.json()["field"].as_str()), (400, Some("deviceId")), "{}", r.json());
+}
+
+/// The device approves the request `id`, as a phone does: fetch, sign, answer.
+async fn approve(h: &Harness, dev: &TestDevice, id: &str) {
+    let seen = fetch(h, dev).await;
+    let mine = seen.iter().find(|r| r["requestId"] == id).expect("the device sees it").clone();
+    let r = answer(h, dev, id, signed(&dev.signing, &mine, "approve", None)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+}
+
+/// A workstation that logged in with the phone enrolls with that authentication's id as its
+/// `sessionId` and no `machineUserNameWS`: the session names the user, and the device that
+/// approved it. Without either, or with a session that names nobody, the 400 names the field.
+pub async fn an_enroll_named_by_its_session_needs_no_workstation_name(h: Harness) {
+    let (app, access, older) = setup(&h, "hal@example.com").await;
+    h.clock.advance(Duration::from_secs(1));
+    let _newer = device(&h, &app, "hal@example.com", Some("CORP\\hal")).await;
+    let enroll = |body: Value| {
+        let (h, access) = (&h, &access);
+        async move { h.client.send("POST", "/rp/wsapi/client/enroll", Some(access), Some(body)).await }
+    };
+    let refused = |r: rp_shared::testing::http::TestResponse| {
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "machineUserNameWS");
+    };
+    refused(enroll(json!({"rpAppId": app})).await);
+    refused(enroll(json!({"rpAppId": app, "sessionId": "no-such-session"})).await);
+    // A started, not yet approved, authentication names nobody yet.
+    let mut body = start_body(&app, "hal@example.com");
+    body["deviceId"] = json!(older.device_id);
+    let id = start(&h, &access, body).await;
+    refused(enroll(json!({"rpAppId": app, "sessionId": id})).await);
+    approve(&h, &older, &id).await;
+    let r = enroll(json!({"rpAppId": app, "sessionId": id})).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["response"]["device"]["deviceId"], older.device_id.as_str(), "the approving device");
+    assert_eq!(r.json()["response"]["sessionId"], id.as_str());
+    // The session it opened names the user again.
+    let r = enroll(json!({"rpAppId": app, "sessionId": id})).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    // Another app's approved authentication names nobody here.
+    let (other, other_access, other_dev) = setup(&h, "hal@example.com").await;
+    let foreign = start(&h, &other_access, start_body(&other, "hal@example.com")).await;
+    approve(&h, &other_dev, &foreign).await;
+    refused(enroll(json!({"rpAppId": app, "sessionId": foreign})).await);
+}
