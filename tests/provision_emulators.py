@@ -5,7 +5,8 @@
     RP_BACKEND=aws rp-local
 
 A queue with its dead-letter queue (the template's redrive: five receives), the envelope key
-(symmetric) and the signing key (ECC_NIST_P256), and a fresh table name; `rp-admin create-table`
+(symmetric) and the signing key (ECC_NIST_P256), the sample app's SNS platform application
+(`app/APNS/workstationDemo`, which `rp-admin seed-samples` names), and a fresh table name; `rp-admin create-table`
 then creates the table with its indexes. The endpoints come from `AWS_ENDPOINT_URL_<SERVICE>` or
 `AWS_ENDPOINT_URL` and must be on the loopback interface: this never talks to an AWS account.
 The region, dummy credentials and `AWS_EC2_METADATA_DISABLED` are set here, whatever the shell
@@ -20,7 +21,7 @@ import sys
 import time
 import urllib.parse
 
-SERVICES = ("DYNAMODB", "SQS", "KMS")
+SERVICES = ("DYNAMODB", "SQS", "KMS", "SNS")
 FIXED = {
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -71,6 +72,9 @@ def provision(urls, prefix="rp-local"):
     envelope = kms.create_key(Description=f"{name} envelope")["KeyMetadata"]["KeyId"]
     signing = kms.create_key(Description=f"{name} signing", KeySpec="ECC_NIST_P256",
                              KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+    sns = boto3.client("sns", endpoint_url=urls["SNS"])
+    sns.create_platform_application(Name="workstationDemo", Platform="APNS",
+                                    Attributes={"PlatformCredential": "emulator", "PlatformPrincipal": "emulator"})
     values = dict(FIXED)
     values.update({f"AWS_ENDPOINT_URL_{service}": url for service, url in urls.items()})
     values.update(TABLE_NAME=name, QUEUE_URL=queue, DEAD_LETTER_QUEUE_URL=dead,

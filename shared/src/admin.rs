@@ -66,6 +66,18 @@ pub enum Command {
     /// so that each answers 2xx through its function. For an empty store: the embedded data
     /// directory, or an emulator's table. Never on a real deployment: the sample tokens are public.
     SeedSamples,
+    /// The wake-ups the embedded backend recorded (what a phone would have been sent), oldest
+    /// first. It reads the data directory's `pushes.jsonl`, so it runs beside the local server.
+    /// Embedded backend only: on AWS, SNS delivers them.
+    Pushes,
+}
+
+/// The wake-ups recorded in `data_dir` (`rp-admin pushes`).
+pub fn pushes(data_dir: &std::path::Path) -> anyhow::Result<Value> {
+    let sent = crate::adapters::embedded::EmbeddedPush::sent(data_dir).with_context(|| {
+        format!("reading {}", data_dir.join(crate::adapters::embedded::PUSH_LOG).display())
+    })?;
+    Ok(json!({ "pushes": sent }))
 }
 
 /// Opens the backend the CLI was pointed at.
@@ -154,6 +166,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             Ok(json!({ "apps": all }))
         }
         Command::CreateTable => create_table_from_env().await,
+        Command::Pushes => anyhow::bail!("pushes reads the data directory: run it as `rp-admin pushes`"),
         Command::SeedSamples => {
             // The sample tokens are published in events/: never on a real deployment.
             let endpoint = crate::config::endpoint_of(crate::config::env_var, "DYNAMODB");

@@ -2,9 +2,13 @@
 //! start-up. Embedded (no AWS) or AWS; a Lambda function builds the AWS clients of the services
 //! its endpoint declares only.
 
-use crate::adapters::aws::{kms_over, sdk_config, sqs_over, AwsClients, AwsConfig, ClientSet, DynamoStore};
-use crate::adapters::embedded::{EmbeddedDb, EmbeddedQueue, EmbeddedStore, LocalKeyFile, OpenError};
-use crate::ports::{Clock, KeyService, Queue, SystemClock};
+use crate::adapters::aws::{
+    kms_over, sdk_config, sqs_over, AwsClients, AwsConfig, Built, ClientSet, DynamoStore, SnsPush,
+};
+use crate::adapters::embedded::{
+    EmbeddedDb, EmbeddedPush, EmbeddedQueue, EmbeddedStore, LocalKeyFile, OpenError,
+};
+use crate::ports::{Clock, SystemClock};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,7 +19,8 @@ pub const CERT_QUEUE: &str = "cert-timeouts";
 /// Deliveries before a message goes to the dead-letter queue (SQS `maxReceiveCount`).
 pub const MAX_RECEIVE_COUNT: u32 = 5;
 
-/// The embedded backend in `data_dir`: redb database, local queue, local key file.
+/// The embedded backend in `data_dir`: redb database, local queue, local key file, and a push
+/// recorder.
 pub fn embedded(data_dir: &Path) -> Result<Backend, OpenError> {
     embedded_with_clock(data_dir, Arc::new(SystemClock))
 }
@@ -29,6 +34,7 @@ pub fn embedded_with_clock(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Bac
         store: Arc::new(EmbeddedStore::new(db.clone(), clock.clone())),
         queue: Arc::new(EmbeddedQueue::new(db, clock.clone(), CERT_QUEUE, MAX_RECEIVE_COUNT)),
         keys: Arc::new(keys),
+        push: Arc::new(EmbeddedPush::new(data_dir)),
         clock,
     })
 }
@@ -48,25 +54,29 @@ pub fn aws_for(
     clock: Arc<dyn Clock>,
     clients: ClientSet,
 ) -> Backend {
-    let (queue, keys) = clients.build(config, sdk);
-    aws_over(config, aws_sdk_dynamodb::Client::new(sdk), queue, keys, clock)
+    aws_over(config, aws_sdk_dynamodb::Client::new(sdk), clients.build(config, sdk), clock)
 }
 
 /// The AWS backend over given clients (each may point at its own endpoint).
 pub fn aws_with_clients(config: &AwsConfig, clients: AwsClients, clock: Arc<dyn Clock>) -> Backend {
-    let AwsClients { dynamo, sqs, kms } = clients;
-    aws_over(config, dynamo, sqs_over(config, sqs.into()), kms_over(config, kms.into()), clock)
+    let AwsClients { dynamo, sqs, kms, sns } = clients;
+    let built = Built {
+        queue: sqs_over(config, sqs.into()),
+        keys: kms_over(config, kms.into()),
+        push: Arc::new(SnsPush::new(sns)),
+    };
+    aws_over(config, dynamo, built, clock)
 }
 
 fn aws_over(
     config: &AwsConfig,
     dynamo: aws_sdk_dynamodb::Client,
-    queue: Arc<dyn Queue>,
-    keys: Arc<dyn KeyService>,
+    built: Built,
     clock: Arc<dyn Clock>,
 ) -> Backend {
     let store = Arc::new(DynamoStore::new(dynamo, &config.table_name, clock.clone()));
-    Backend { store, queue, keys, clock }
+    let Built { queue, keys, push } = built;
+    Backend { store, queue, keys, push, clock }
 }
 
 /// The AWS backend over clients from the environment's SDK configuration and
@@ -98,8 +108,16 @@ mod tests {
         assert!(queue.keys.sign_es256(b"m").await.is_err(), "no key service");
         assert!(backend.keys.sign_es256(b"m").await.is_ok());
         assert_eq!(
-            [Services::STORE, Services::KEYS, Services::QUEUE, Services::ALL].map(Services::name),
-            ["STORE", "KEYS", "QUEUE", "ALL"]
+            [
+                Services::STORE,
+                Services::KEYS,
+                Services::QUEUE,
+                Services::PUSH,
+                Services::KEYS_PUSH,
+                Services::ALL
+            ]
+            .map(Services::name),
+            ["STORE", "KEYS", "QUEUE", "PUSH", "KEYS_PUSH", "ALL"]
         );
     }
 }

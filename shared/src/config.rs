@@ -59,7 +59,7 @@ pub fn is_loopback_url(url: &str) -> bool {
 }
 
 /// The services of the AWS backend, by their `AWS_ENDPOINT_URL_<SERVICE>` suffix.
-pub const AWS_SERVICES: [&str; 3] = ["DYNAMODB", "SQS", "KMS"];
+pub const AWS_SERVICES: [&str; 4] = ["DYNAMODB", "SQS", "KMS", "SNS"];
 
 /// An environment variable, `None` when unset or empty: how every reader here sees them.
 pub fn env_var(name: &str) -> Option<String> {
@@ -277,6 +277,7 @@ mod tests {
             vec![
                 "the SQS endpoint https://sqs.us-east-1.amazonaws.com is not on the loopback interface",
                 "no emulator endpoint for KMS (AWS_ENDPOINT_URL_KMS or AWS_ENDPOINT_URL)",
+                "no emulator endpoint for SNS (AWS_ENDPOINT_URL_SNS or AWS_ENDPOINT_URL)",
             ]
         );
     }

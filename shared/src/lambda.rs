@@ -17,10 +17,11 @@ pub use crate::adapters::aws::ClientSet;
 use crate::backend::{self, Backend};
 use crate::config::{BackendKind, Config};
 use crate::consumer::{process_batch, Dispatcher};
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, HttpConfig};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use axum::Router;
 use lambda_runtime::{service_fn, LambdaEvent};
+use rp_app::LAMBDA_MAX_WAIT_SECS;
 use std::sync::Arc;
 
 /// What every cold start does first: logging, and the cold-start metric.
@@ -47,7 +48,8 @@ pub async fn serve(
 ) -> Result<(), lambda_http::Error> {
     let (config, backend) = cold_start(clients).await?;
     // Without PUBLIC_BASE_URL, links point at the host the request came to.
-    lambda_http::run(http::single(router, AppState::new(backend, config.http("")))).await
+    let http = HttpConfig { max_wait_secs: LAMBDA_MAX_WAIT_SECS, ..config.http("") };
+    lambda_http::run(http::single(router, AppState::new(backend, http))).await
 }
 
 /// Serves a router that needs no backing service (`/health`): the cold start reads no AWS

@@ -86,7 +86,8 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
         json!({"appId": APP, "displayName": "Workstation demo"}),
     )
     .await?;
-    let settings = json!({"offlineAccess": {"enabled": true, "tokenCount": 30}, "requestTimeoutInSecs": 120});
+    let settings = json!({"offlineAccess": {"enabled": true, "tokenCount": 30}, "requestTimeoutInSecs": 120,
+        "push": {"apns": SAMPLE_APNS_APPLICATION}});
     api.expect(200, "PUT", &format!("/cc/api/apps/{APP}/workstation"), ADMIN_TOKEN, None, settings).await?;
 
     // The devices, registered as a phone registers: a link, then the registration.
@@ -240,6 +241,10 @@ pub fn leased(
         ..CertRequest::new(kind, app, 300, now)
     }
 }
+
+/// The SNS platform application the sample app wakes iPhones through (on an emulator, the
+/// samples create it; the embedded backend only records).
+pub const SAMPLE_APNS_APPLICATION: &str = "arn:aws:sns:us-east-1:123456789012:app/APNS/workstationDemo";
 
 /// The OOB request the status and answer samples name, sent to `alice-pixel-9`; the answer
 /// sample's signature (by key 1) is over exactly these fields.

@@ -27,7 +27,7 @@ fn read(path: &str) -> String {
 }
 
 /// Every HTTP function, with the status its sample event answers after `seed-samples`.
-const REPLAY: [(&str, u16); 47] = [
+const REPLAY: [(&str, u16); 48] = [
     ("health", 200),
     ("problems", 200),
     ("cc-apps", 201),
@@ -72,6 +72,7 @@ const REPLAY: [(&str, u16); 47] = [
     ("code-customization-test", 200),
     ("rp-app-jwks", 200),
     ("cc-app-user-devices", 200),
+    ("rp-device-push", 200),
     ("rp-device-token", 201),
     ("cc-app-device-token", 204),
     ("cc-app-device", 204),
@@ -202,6 +203,11 @@ fn routers_functions_events_and_template_agree() {
             function.contains("- sqs:"),
             services.queue,
             "the template grants {name} SQS iff it queues"
+        );
+        assert_eq!(
+            function.contains("- sns:"),
+            services.push,
+            "the template grants {name} SNS iff it wakes devices"
         );
     }
     for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {

@@ -10,7 +10,7 @@
 //! The routes' methods come from the OpenAPI document, which documents each operation of each
 //! endpoint's router.
 
-use rp_shared::http::{self, Endpoint, ENDPOINTS};
+use rp_shared::http::{self, Endpoint, ENDPOINTS, PUBLISH};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -181,6 +181,18 @@ fn policies(e: &Endpoint) -> String {
     }
     if g.queue {
         statement(&mut out, None, &["sqs:SendMessage"], &["!GetAtt CertTimeoutQueue.Arn"]);
+    }
+    if !g.push.is_empty() {
+        let endpoints = r#"!Sub "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:endpoint/*""#;
+        let applications = r#"!Sub "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:app/*""#;
+        let resources: &[&str] =
+            if g.push.iter().any(|a| *a != PUBLISH) { &[applications, endpoints] } else { &[endpoints] };
+        statement(
+            &mut out,
+            Some("Mobile push: the apps' SNS platform applications and their endpoints."),
+            g.push,
+            resources,
+        );
     }
     out
 }

@@ -8,6 +8,7 @@ use rp_domain::certificates::{
     Settlement,
 };
 use rp_domain::messages::{lease_timeouts, LeaseRef};
+use rp_domain::push::WakeKind;
 use rp_domain::time::EpochMillis;
 use rp_ports::metrics::{self, Metric};
 use rp_ports::{retry_on_conflict_from, StoreError};
@@ -187,7 +188,21 @@ pub async fn settle(
     )
     .await?;
     if let Some(request) = stored {
-        remember_names(state, &request, result, source).await?;
+        // The device is woken beside the names being kept: a new certificate waits for it.
+        let wake = async {
+            if let (Outcome::Issued(_), Some(device_id)) = (&result.outcome, &request.device_id) {
+                crate::push::wake_device(
+                    state,
+                    &request.app_id,
+                    device_id,
+                    WakeKind::Certificate,
+                    &request.request_id,
+                )
+                .await;
+            }
+        };
+        let (remembered, ()) = tokio::join!(remember_names(state, &request, result, source), wake);
+        remembered?;
         tracing::info!(request_id = %result.request_id, kind = ?result.kind(), "certificate result stored");
     }
     Ok(())

@@ -145,6 +145,7 @@ pub async fn register(
         key_agreement_public_key: registration.key_agreement_public_key,
         registered_at: now,
         token_id: token.token_id.clone(),
+        push: None,
     };
     Devices::new(state.backend.store.as_ref())
         .register(&registration.code.digest(), &link, version, &device, &token, now)

@@ -12,7 +12,7 @@ use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
 use rp_domain::FieldError;
-use rp_ports::{KeyError, QueueError, StoreError};
+use rp_ports::{KeyError, PushError, QueueError, StoreError};
 use rp_repo::ratelimit::Decision;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +43,8 @@ pub enum AppError {
     Keys(#[from] KeyError),
     #[error(transparent)]
     Queue(#[from] QueueError),
+    #[error(transparent)]
+    Push(#[from] PushError),
     /// The tenant's budget `rule` is used up (`decision`, counted at `now`, epoch seconds).
     #[error("the tenant's limit of {} requests per {} s is used up", rule.limit, rule.window_secs)]
     RateLimited { rule: RateLimit, decision: Decision, now: i64 },
@@ -64,6 +66,7 @@ impl MaybeConflict for AppError {
             | AppError::Invalid(_)
             | AppError::Keys(_)
             | AppError::Queue(_)
+            | AppError::Push(_)
             | AppError::RateLimited { .. } => false,
         }
     }

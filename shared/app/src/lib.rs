@@ -13,6 +13,7 @@ pub mod events;
 pub mod offline;
 pub mod oob;
 pub mod pairing;
+pub mod push;
 mod ratelimit;
 
 pub use error::AppError;
@@ -56,7 +57,14 @@ pub struct HttpConfig {
     pub max_open_per_app: u32,
     /// Earlier versions kept per content customization (`CONTENT_VERSIONS_KEPT`).
     pub content_versions_kept: u64,
+    /// The longest a device's OOB fetch may wait for a request (`?waitSecs=`): 25 s on the
+    /// local server, 5 s on Lambda, where the function's time is paid.
+    pub max_wait_secs: u64,
 }
+
+/// The longest long-poll of a device's OOB fetch on the local server, and on Lambda.
+pub const LOCAL_MAX_WAIT_SECS: u64 = 25;
+pub const LAMBDA_MAX_WAIT_SECS: u64 = 5;
 
 impl Default for HttpConfig {
     fn default() -> Self {
@@ -67,6 +75,7 @@ impl Default for HttpConfig {
             max_attempts: rp_domain::certificates::DEFAULT_MAX_ATTEMPTS,
             max_open_per_app: rp_domain::certificates::DEFAULT_MAX_OPEN_PER_APP,
             content_versions_kept: rp_repo::versioned::DEFAULT_VERSIONS_KEPT,
+            max_wait_secs: LOCAL_MAX_WAIT_SECS,
         }
     }
 }

@@ -10,6 +10,7 @@ use rp_domain::devices::UserRecord;
 use rp_domain::oob::{
     choose_device, Extras, OobAnswer, OobDevice, OobError, OobErrorKind, OobRequest, OobStart, OobState,
 };
+use rp_domain::push::WakeKind;
 use rp_ports::metrics::{self, Metric};
 use rp_ports::{retry_on_conflict, StoreError};
 use rp_repo::apps::AppRecord;
@@ -69,12 +70,12 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     if spent? {
         return Err(OobError::NonceReused.into());
     }
-    let device = choose_device(listed?, start.device_id.as_deref(), start.machine_id.as_deref())?;
+    let chosen = choose_device(listed?, start.device_id.as_deref(), start.machine_id.as_deref())?;
     let device = OobDevice {
-        device_id: device.device_id,
-        friendly_name: device.friendly_name,
-        model_number: device.model_number,
-        signing_public_key: device.signing_public_key,
+        device_id: chosen.device_id.clone(),
+        friendly_name: chosen.friendly_name.clone(),
+        model_number: chosen.model_number.clone(),
+        signing_public_key: chosen.signing_public_key.clone(),
     };
     // The tenant's enabled `oob.start` customizations decide before anything is stored.
     let event = serde_json::to_value(StartEvent::new(&start, &user.named_user, &device.device_id))
@@ -99,6 +100,7 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
         Err(e) => return Err(e.into()),
     }
     tracing::info!(app_id = %request.app_id, request_id = %request.request_id, device_id = %request.device.device_id, "OOB authentication requested");
+    crate::push::wake(state, &chosen, WakeKind::Oob, &request.request_id).await;
     Ok(request.request_id)
 }
 
@@ -182,6 +184,29 @@ pub async fn pending_for_device(
     }
     Ok(requests)
 }
+
+/// [`pending_for_device`], waiting up to `wait` for one to arrive when none is pending (a
+/// long-poll, for a phone without push): the store is asked again every half second, so a
+/// request started meanwhile is seen within about that.
+pub async fn pending_for_device_within(
+    state: &AppState,
+    app: &AppId,
+    device_id: &str,
+    wait: std::time::Duration,
+) -> Result<Vec<(OobRequest, Option<String>)>, OobError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let pending = pending_for_device(state, app, device_id).await?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if !pending.is_empty() || left.is_zero() {
+            return Ok(pending);
+        }
+        tokio::time::sleep(left.min(LONG_POLL_EVERY)).await;
+    }
+}
+
+/// How often a long-poll asks the store again.
+const LONG_POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The recovery keys machine `machine_id` deposited for `device_id` at enrollment, opened.
 async fn recovery_keys(

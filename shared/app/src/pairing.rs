@@ -14,6 +14,7 @@ use rp_domain::pairing::{
     known_workstation_name, NewPairing, OfflineTokens, PairedDevice, Pairing, PairingError, PairingKey,
     PairingUpdate,
 };
+use rp_domain::push::WakeKind;
 use rp_domain::time::EpochMillis;
 use rp_ports::StoreError;
 use rp_repo::apps::AppRecord;
@@ -105,9 +106,14 @@ pub async fn pair(
     if certs.open_requests(app).await? >= i64::from(cap) {
         return Err(CertError::QueueFull { cap }.into());
     }
-    let pairing = create(state, app, owner, &request, device, &enrolled, &settings, offline_set).await?;
+    let pairing = create(state, app, owner, &request, &device, &enrolled, &settings, offline_set).await?;
     match pairing {
-        Some(pairing) => Ok(Paired::Created(show(state, pairing, &settings, Some(owner), open).await?)),
+        Some(pairing) => {
+            if pairing.offline_set.is_some() {
+                crate::push::wake(state, &device, WakeKind::OfflineSetup, &pairing.machine_id).await;
+            }
+            Ok(Paired::Created(show(state, pairing, &settings, Some(owner), open).await?))
+        }
         // A concurrent POST created it first: answer with the winner's pairing. Without one,
         // the app's queue filled up in the meantime.
         None => match workstations.pairing(app, &request.machine_id, &request.device_id).await? {
@@ -157,7 +163,7 @@ async fn create(
     app: &AppId,
     owner: &str,
     request: &NewPairing,
-    device: DeviceRecord,
+    device: &DeviceRecord,
     enrolled: &Enrollment,
     settings: &AppRecord,
     offline_set: Option<OfflineSet>,
@@ -166,9 +172,9 @@ async fn create(
     let workstations = Workstations::new(store);
     let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
     let device = PairedDevice {
-        device_id: device.device_id,
-        named_user: device.named_user,
-        key_agreement_public_key: device.key_agreement_public_key,
+        device_id: device.device_id.clone(),
+        named_user: device.named_user.clone(),
+        key_agreement_public_key: device.key_agreement_public_key.clone(),
     };
     let timeout = settings.workstation.request_timeout_in_secs;
     let now = state.backend.clock.now_millis();
@@ -261,6 +267,10 @@ pub async fn update(
         }
     };
     tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
+    if new_set.is_some() {
+        crate::push::wake_device(state, app, &pairing.device_id, WakeKind::OfflineSetup, &pairing.machine_id)
+            .await;
+    }
     Ok(show(state, pairing, &settings, Some(owner), open).await?)
 }
 

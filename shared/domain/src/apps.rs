@@ -121,6 +121,9 @@ pub struct WorkstationSettings {
     #[serde(default = "default_oob_timeout")]
     #[schema(default = default_oob_timeout, minimum = 1, maximum = 3600)]
     pub oob_request_timeout_in_secs: i64,
+    /// The app's SNS platform applications, for waking its users' devices.
+    #[serde(default)]
+    pub push: super::push::PushApplications,
 }
 
 fn default_request_timeout() -> i64 {
@@ -137,6 +140,7 @@ impl Default for WorkstationSettings {
             offline_access: OfflineAccess::default(),
             request_timeout_in_secs: 300,
             oob_request_timeout_in_secs: super::oob::DEFAULT_TTL_SECS,
+            push: super::push::PushApplications::default(),
         }
     }
 }
@@ -145,7 +149,8 @@ impl WorkstationSettings {
     pub fn validate(&self) -> Result<(), FieldError> {
         self.offline_access.validate().map_err(|e| e.under("offlineAccess"))?;
         validate::range("requestTimeoutInSecs", self.request_timeout_in_secs, 1, 900)?;
-        validate::range("oobRequestTimeoutInSecs", self.oob_request_timeout_in_secs, 1, 3600)
+        validate::range("oobRequestTimeoutInSecs", self.oob_request_timeout_in_secs, 1, 3600)?;
+        self.push.validate().map_err(|e| e.under("push"))
     }
 }
 
@@ -220,7 +225,8 @@ mod tests {
                     "maxWrongAttempts": 5, "lockoutSecs": 900
                 },
                 "requestTimeoutInSecs": 300,
-                "oobRequestTimeoutInSecs": 300
+                "oobRequestTimeoutInSecs": 300,
+                "push": {}
             })
         );
     }

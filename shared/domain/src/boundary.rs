@@ -99,6 +99,28 @@ impl KeyError {
     }
 }
 
+/// A push platform's answer (SNS mobile push).
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// The endpoint is disabled or deleted: the token is no longer valid.
+    #[error("the push endpoint is disabled or gone")]
+    Gone,
+    /// The platform refused the token.
+    #[error("the push platform refused: {0}")]
+    Refused(String),
+    /// The platform application does not exist or is disabled.
+    #[error("the platform application does not exist or is disabled")]
+    NoApplication,
+    #[error("the push service is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl PushError {
+    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        PushError::Unavailable(Box::new(err))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("invalid queue request: {0}")]

@@ -160,6 +160,9 @@ pub struct DeviceRecord {
     pub key_agreement_public_key: String,
     pub registered_at: EpochMillis,
     pub token_id: String,
+    /// Where a wake-up reaches the device, once it registered a push token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<crate::push::PushRegistration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@ pub mod messages;
 pub mod offline;
 pub mod oob;
 pub mod pairing;
+pub mod push;
 pub mod time;
 pub mod tokens;
 pub mod validate;

@@ -18,6 +18,10 @@ pub const QUERY: &str = "dynamodb:Query";
 pub const PUT: &str = "dynamodb:PutItem";
 pub const UPDATE: &str = "dynamodb:UpdateItem";
 pub const DELETE: &str = "dynamodb:DeleteItem";
+/// SNS actions: waking a device, and registering its push token.
+pub const PUBLISH: &str = "sns:Publish";
+pub const CREATE_ENDPOINT: &str = "sns:CreatePlatformEndpoint";
+pub const SET_ENDPOINT: &str = "sns:SetEndpointAttributes";
 
 /// What an endpoint's function may do in AWS besides writing its logs: its IAM role, and the
 /// clients its binary builds (a function that may not call a service does not link its client).
@@ -34,6 +38,8 @@ pub struct Grants {
     pub signing: &'static [&'static str],
     /// It sends the certificate time-out messages.
     pub queue: bool,
+    /// SNS actions on the account's platform applications and endpoints (mobile push).
+    pub push: &'static [&'static str],
     /// It runs tenant code in the sandbox: a longer time-out and more memory, and why.
     pub sandbox: Option<&'static str>,
 }
@@ -46,6 +52,7 @@ impl Grants {
         envelope_why: None,
         signing: &[],
         queue: false,
+        push: &[],
         sandbox: None,
     };
 }
@@ -64,7 +71,7 @@ impl Endpoint {
     /// The services besides the store that its handlers call: those its grants allow.
     pub const fn services(&self) -> Services {
         let keys = !self.grants.envelope.is_empty() || !self.grants.signing.is_empty();
-        Services { queue: self.grants.queue, keys }
+        Services { queue: self.grants.queue, keys, push: !self.grants.push.is_empty() }
     }
 }
 
@@ -97,14 +104,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-enroll", "/rp/wsapi/client/enroll", workstation::enroll_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
     endpoint!("rp-client-registrations", "/rp/versioned/client/registrations", workstation::client_registrations_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
     endpoint!("rp-enroll-complete", "/rp/wasapi/client/enroll/complete", workstation::complete_router, Grants { table: &[GET, PUT, UPDATE], envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the recovery keys for the enrolled device."), ..Grants::NONE }),
-    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], push: &[PUBLISH], ..Grants::NONE }),
     endpoint!("rp-events", "/rp/api/events", events::router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
     endpoint!("rp-certificate-requests", "/rp/api/certificate/requests", certificates::requests_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, queue: true, ..Grants::NONE }),
-    endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, push: &[PUBLISH], ..Grants::NONE }),
     endpoint!("rp-certificate-revoke", "/rp/api/certificate/revoke", certificates::revoked_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
     endpoint!("cc-certificate-revoke", "/cc/api/certificates/{certSerialNumber}/revoke", certificates::admin_revoke_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
     endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt"], signing: &["kms:Sign"], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
+    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt"], signing: &["kms:Sign"], push: &[PUBLISH], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
     endpoint!("rp-oob-devices", "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", oob::devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),
     endpoint!("rp-oob-request", "/rp/api/oob/client/authentication/requests/{sessionId}", oob::status_router, Grants { table: &[GET], ..Grants::NONE }),
     endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: &[GET, QUERY, PUT], indexes: true, envelope: &["kms:Decrypt"], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
@@ -113,6 +120,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
     endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: &[GET, PUT], envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
     endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: &[GET, PUT], push: &[CREATE_ENDPOINT, SET_ENDPOINT], ..Grants::NONE }),
     endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: &[GET, PUT, DELETE], ..Grants::NONE }),
     endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),
     endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: &[GET, DELETE], ..Grants::NONE }),

@@ -593,6 +593,7 @@ impl From<AppError> for Problem {
             AppError::Store(e) => e.into(),
             AppError::Keys(e) => e.into(),
             AppError::Queue(e) => e.into(),
+            AppError::Push(e) => e.into(),
             AppError::RateLimited { rule, decision, now } => {
                 crate::ratelimit::over_limit(&rule, &decision, now)
             }

@@ -3,7 +3,7 @@
 //! fetches the request and answers it with a signature by its registered key. The lifecycle is
 //! [`rp_domain::oob`]; these handlers parse, call, persist and answer.
 
-use super::extract::{beside_input, Access, ApiJson, ApiPath, DeviceCaller};
+use super::extract::{beside_input, Access, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
 use crate::params::Status;
@@ -20,7 +20,7 @@ use rp_domain::oob::{
 };
 use rp_domain::time::EpochMillis;
 use rp_repo::oob::OobRequests;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `/rp/api/oob/client/authentication/requests`
@@ -252,15 +252,40 @@ pub struct DeviceOobRequests {
     pub requests: Vec<DeviceOobRequest>,
 }
 
+/// `?waitSecs=` of the device's fetch.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct WaitQuery {
+    /// When nothing is pending, wait up to this many seconds for a request to arrive (a
+    /// long-poll, for a phone without push): at most 25 on the local server, 5 on Lambda.
+    #[param(value_type = Option<u32>, minimum = 0, maximum = 25)]
+    wait_secs: Option<String>,
+}
+
 /// The device's pending requests; the first fetch of each adds INITIATED.
-#[utoipa::path(get, path = "/rp/versioned/device/oob/requests", tag = "oob", security(("device" = [])),
+#[utoipa::path(get, path = "/rp/versioned/device/oob/requests", tag = "oob", security(("device" = [])), params(WaitQuery),
     responses((status = 200, description = "The device's open requests; each is marked fetched (so HEAD is refused)", body = DeviceOobRequests)))]
 async fn device_requests(
     State(state): State<AppState>,
     device: DeviceCaller,
+    query: Result<ApiQuery<WaitQuery>, Problem>,
 ) -> Result<Json<DeviceOobRequests>, Problem> {
+    let ApiQuery(query) = query?;
+    let most = state.config.max_wait_secs;
+    let wait = match query.wait_secs.as_deref() {
+        None => 0,
+        Some(text) => text
+            .parse::<u64>()
+            .ok()
+            .filter(|secs| *secs <= most && !text.starts_with('+') && (text == "0" || !text.starts_with('0')))
+            .ok_or_else(|| {
+                Problem::invalid("waitSecs", format!("must be a whole number of seconds from 0 to {most}"))
+            })?,
+    };
+    let wait = std::time::Duration::from_secs(wait);
+    let pending = oob::pending_for_device_within(&state, &device.app_id, &device.device_id, wait).await?;
     let now = state.backend.clock.now_millis();
-    let pending = oob::pending_for_device(&state, &device.app_id, &device.device_id).await?;
     let requests = pending
         .into_iter()
         .map(|(request, recovery_keys)| DeviceOobRequest {

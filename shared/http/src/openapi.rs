@@ -42,6 +42,7 @@ use utoipa::{Modify, OpenApi};
         cc::list_apps, cc::create_app, cc::get_app, cc::get_workstation, cc::put_workstation,
         cc::get_rate_limit, cc::put_rate_limit, cc::list_tokens, cc::create_token, cc::revoke_token,
         registration::create_link, registration::page, registration::register, registration::refresh_token,
+        registration::register_push,
         registration::list_devices, registration::revoke_token,
         workstation::enroll, workstation::complete,
         workstation::pair, workstation::read_pairing, workstation::update_pairing, workstation::unpair,

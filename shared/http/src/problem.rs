@@ -7,7 +7,7 @@ use super::errors;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rp_domain::FieldError;
-use rp_ports::{Invalid, KeyError, QueueError, StoreError};
+use rp_ports::{Invalid, KeyError, PushError, QueueError, StoreError};
 use serde::Serialize;
 
 /// The project's error codes, grouped per area (listed in `docs/errors.md`).
@@ -236,6 +236,15 @@ impl From<QueueError> for Problem {
     fn from(e: QueueError) -> Self {
         match e {
             QueueError::Unavailable(_) => Problem::unavailable(e),
+            other => Problem::internal(other),
+        }
+    }
+}
+
+impl From<PushError> for Problem {
+    fn from(e: PushError) -> Self {
+        match e {
+            PushError::Unavailable(_) => Problem::unavailable(e),
             other => Problem::internal(other),
         }
     }

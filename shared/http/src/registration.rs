@@ -8,13 +8,14 @@ use super::AppState;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use rp_app::devices;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{
     identifier, named_user, Registration, RegistrationCode, RegistrationError, RegistrationRequest,
 };
+use rp_domain::push::{Platform, PushTokenRequest};
 use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +32,11 @@ pub fn page_router(_state: &AppState) -> Router<AppState> {
 /// `/rp/versioned/device/registrations`
 pub fn registrations_router(_state: &AppState) -> Router<AppState> {
     Router::new().route("/rp/versioned/device/registrations", post(register))
+}
+
+/// `/rp/versioned/device/push`
+pub fn push_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/versioned/device/push", put(register_push))
 }
 
 /// `/rp/versioned/device/token`
@@ -235,6 +241,36 @@ async fn refresh_token(
     let body =
         DeviceTokenIssued { device_token: secret.expose().to_owned(), expires_at: token.expiry().iso8601() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)))
+}
+
+/// A device's push registration, as the device sees it (the endpoint stays on the server).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushRegistered {
+    pub platform: Platform,
+    /// False once the platform reported the endpoint disabled or gone; registering again
+    /// turns it back on.
+    pub enabled: bool,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// The device registers (or replaces) its push token: from then on it is woken when there is
+/// something to fetch (docs/api/devices.md, "Wake-up").
+#[utoipa::path(put, path = "/rp/versioned/device/push", tag = "registration", security(("device" = [])),
+    request_body = PushTokenRequest, responses((status = 200, description = "Registered", body = PushRegistered)))]
+async fn register_push(
+    State(state): State<AppState>,
+    caller: super::extract::DeviceCaller,
+    ApiJson(body): ApiJson<PushTokenRequest>,
+) -> Result<Json<PushRegistered>, Problem> {
+    let (app, user, device) = (&caller.app_id, &caller.named_user, &caller.device_id);
+    let registered = rp_app::push::register_token(&state, app, user, device, body).await?;
+    Ok(Json(PushRegistered {
+        platform: registered.platform,
+        enabled: registered.enabled,
+        updated_at: registered.updated_at.iso8601(),
+    }))
 }
 
 /// A user's device as an admin sees it: never its token.

@@ -1,9 +1,10 @@
-//! The queue and key service of a function whose endpoint calls neither: it builds no client for
+//! The queue, key and push services of a function whose endpoint calls none of them: it builds no client for
 //! them, so its binary links none. A call answers [`NotBuilt`] (a 503 at the edge): it means the
 //! endpoint's [`Services`](crate::backend::Services) in `http::ENDPOINTS` leave out a service it
 //! uses, which the router suites catch, since the local server builds every endpoint this way.
 
 use crate::keys::{DataKey, EncryptionContext, KeyError, KeyService};
+use crate::push::{Platform, Push, PushError, WakeUp};
 use crate::queue::{Queue, QueueError, ReceivedMessage};
 use async_trait::async_trait;
 use std::time::Duration;
@@ -20,6 +21,11 @@ pub struct NotBuilt(pub &'static str);
 fn no_queue() -> QueueError {
     tracing::error!("an endpoint called the queue, which its declared services leave out");
     QueueError::unavailable(NotBuilt("queue"))
+}
+
+fn no_push() -> PushError {
+    tracing::error!("an endpoint called the push service, which its declared services leave out");
+    PushError::unavailable(NotBuilt("push service"))
 }
 
 fn no_keys() -> KeyError {
@@ -70,13 +76,28 @@ impl KeyService for Absent {
     }
 }
 
+#[async_trait]
+impl Push for Absent {
+    async fn register(
+        &self,
+        _application: &str,
+        _token: &str,
+        _endpoint: Option<&str>,
+    ) -> Result<String, PushError> {
+        Err(no_push())
+    }
+    async fn send(&self, _endpoint: &str, _platform: Platform, _wake: &WakeUp) -> Result<(), PushError> {
+        Err(no_push())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn every_call_to_an_absent_service_fails_naming_it() {
-        let err = Absent.send("{}", Duration::ZERO).await.unwrap_err();
+        let err = Queue::send(&Absent, "{}", Duration::ZERO).await.unwrap_err();
         assert!(matches!(&err, QueueError::Unavailable(e) if e.to_string().starts_with("the queue is not")));
         assert!(Absent.dead_letter("{}").await.is_err());
         let err = Absent.sign_es256(b"m").await.unwrap_err();
@@ -84,5 +105,10 @@ mod tests {
             matches!(&err, KeyError::Unavailable(e) if e.to_string().starts_with("the key service is not"))
         );
         assert!(Absent.generate_data_key(&EncryptionContext::new("t", "p")).await.is_err());
+        let wake = WakeUp { kind: rp_domain::push::WakeKind::Oob, id: "r".into() };
+        let err = Push::send(&Absent, "e", Platform::Apns, &wake).await.unwrap_err();
+        assert!(
+            matches!(&err, PushError::Unavailable(e) if e.to_string().starts_with("the push service is not"))
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! `backend`).
 
 use crate::absent::Absent;
-use crate::{Clock, ItemStore, KeyService, Queue};
+use crate::{Clock, ItemStore, KeyService, Push, Queue};
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -11,6 +11,7 @@ pub struct Backend {
     pub store: Arc<dyn ItemStore>,
     pub queue: Arc<dyn Queue>,
     pub keys: Arc<dyn KeyService>,
+    pub push: Arc<dyn Push>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -22,6 +23,7 @@ impl Backend {
             store: self.store.clone(),
             queue: if services.queue { self.queue.clone() } else { Arc::new(Absent) },
             keys: if services.keys { self.keys.clone() } else { Arc::new(Absent) },
+            push: if services.push { self.push.clone() } else { Arc::new(Absent) },
             clock: self.clock.clone(),
         }
     }
@@ -33,21 +35,28 @@ impl Backend {
 pub struct Services {
     pub queue: bool,
     pub keys: bool,
+    /// It wakes devices (SNS mobile push).
+    pub push: bool,
 }
 
 impl Services {
-    pub const STORE: Self = Self { queue: false, keys: false };
-    pub const KEYS: Self = Self { queue: false, keys: true };
-    pub const QUEUE: Self = Self { queue: true, keys: false };
-    pub const ALL: Self = Self { queue: true, keys: true };
+    pub const STORE: Self = Self { queue: false, keys: false, push: false };
+    pub const KEYS: Self = Self { queue: false, keys: true, push: false };
+    pub const QUEUE: Self = Self { queue: true, keys: false, push: false };
+    pub const PUSH: Self = Self { queue: false, keys: false, push: true };
+    pub const KEYS_PUSH: Self = Self { queue: false, keys: true, push: true };
+    pub const ALL: Self = Self { queue: true, keys: true, push: true };
 
     /// The constant's name, as each function's `main` spells it.
     pub fn name(self) -> &'static str {
-        match (self.queue, self.keys) {
-            (false, false) => "STORE",
-            (false, true) => "KEYS",
-            (true, false) => "QUEUE",
-            (true, true) => "ALL",
+        match (self.queue, self.keys, self.push) {
+            (false, false, false) => "STORE",
+            (false, true, false) => "KEYS",
+            (true, false, false) => "QUEUE",
+            (false, false, true) => "PUSH",
+            (false, true, true) => "KEYS_PUSH",
+            (true, true, true) => "ALL",
+            _ => "UNNAMED",
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod held;
 pub mod keys;
 pub mod metrics;
+pub mod push;
 pub mod queue;
 pub mod store;
 /// A backend that records its round trips: for tests and benchmarks only.
@@ -17,6 +18,7 @@ pub mod trips;
 pub use backend::{Backend, Services};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
+pub use push::{Push, PushError};
 pub use queue::{Queue, QueueError, ReceivedMessage};
 pub use store::{
     retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Increment, Index, Invalid, Item, ItemKey,

@@ -49,6 +49,8 @@ pub enum Metric {
     OobOutcome,
     /// A code-customization run hit its wall-clock limit.
     SandboxTimeouts,
+    /// A wake-up was sent, failed, or found its endpoint gone (dimension `Outcome`).
+    PushOutcome,
 }
 
 impl Metric {
@@ -61,6 +63,7 @@ impl Metric {
             Metric::TooManyRequests => "TooManyRequests",
             Metric::OobOutcome => "OobOutcome",
             Metric::SandboxTimeouts => "SandboxTimeouts",
+            Metric::PushOutcome => "PushOutcome",
         }
     }
 }

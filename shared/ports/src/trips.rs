@@ -10,6 +10,7 @@
 
 use crate::backend::Backend;
 use crate::keys::DataKey;
+use crate::push::{Platform, Push, PushError, WakeUp};
 use crate::store::{Increment, Page, Query, WriteOp};
 use crate::{
     Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, Queue, QueueError,
@@ -100,6 +101,7 @@ pub fn recorded(backend: &Backend, latency: Duration) -> (Backend, Arc<Trips>) {
         store: Arc::new(Recorded { inner: backend.store.clone(), trips: trips.clone() }),
         keys: Arc::new(Recorded { inner: backend.keys.clone(), trips: trips.clone() }),
         queue: Arc::new(Recorded { inner: backend.queue.clone(), trips: trips.clone() }),
+        push: Arc::new(Recorded { inner: backend.push.clone(), trips: trips.clone() }),
         clock: backend.clock.clone(),
     };
     (backend, trips)
@@ -203,5 +205,21 @@ impl Queue for Recorded<dyn Queue> {
 
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
         self.trips.around("queue.dead_letters".to_owned(), self.inner.dead_letters(max)).await
+    }
+}
+
+#[async_trait]
+impl Push for Recorded<dyn Push> {
+    async fn register(
+        &self,
+        application: &str,
+        token: &str,
+        endpoint: Option<&str>,
+    ) -> Result<String, PushError> {
+        self.trips.around("push.register".to_owned(), self.inner.register(application, token, endpoint)).await
+    }
+
+    async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
+        self.trips.around("push.send".to_owned(), self.inner.send(endpoint, platform, wake)).await
     }
 }

@@ -14,6 +14,7 @@
 
 use rp_domain::apps::AppId;
 use rp_domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
+use rp_domain::push::PushRegistration;
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::TokenHash;
 use rp_ports::{retry_on_conflict, Condition, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
@@ -289,6 +290,20 @@ impl<'a> Devices<'a> {
                 },
             ])
             .await
+    }
+
+    /// The device (at `version`) with its push registration set to `push`: a conflict when the
+    /// device changed or went since it was read.
+    pub async fn set_push(
+        &self,
+        device: &DeviceRecord,
+        version: u64,
+        push: Option<PushRegistration>,
+    ) -> Result<DeviceRecord, StoreError> {
+        let key = device_key(&device.app_id, &device.named_user, &device.device_id);
+        let updated = DeviceRecord { push, ..device.clone() };
+        self.store.put(Item::new(key, &updated)?, Condition::Version(version)).await?;
+        Ok(updated)
     }
 
     /// Stops every later token swap of the device (before its removal or the end of its token).

@@ -67,7 +67,8 @@ pub(crate) fn test_backend(dir: &std::path::Path) -> rp_ports::Backend {
     rp_ports::Backend {
         store: Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, clock.clone())),
         queue: absent.clone(),
-        keys: absent,
+        keys: absent.clone(),
+        push: absent,
         clock,
     }
 }

@@ -95,6 +95,7 @@ pub async fn clients() -> Option<AwsClients> {
         dynamo: aws_sdk_dynamodb::Client::new(&sdk_config("DYNAMODB").await?),
         sqs: aws_sdk_sqs::Client::new(&sdk_config("SQS").await?),
         kms: aws_sdk_kms::Client::new(&sdk_config("KMS").await?),
+        sns: aws_sdk_sns::Client::new(&sdk_config("SNS").await?),
     })
 }
 

@@ -6,4 +6,5 @@ pub mod contract;
 pub mod events;
 pub mod fixtures;
 pub mod http;
+pub mod push;
 pub use rp_ports::trips;

@@ -285,8 +285,14 @@ pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
                 "offlineAccessDays": 30, "offlinePINPromptSecs": 5, "tokenLowWarningThresholdPercentage": 20,
                 "maxWrongAttempts": 5, "lockoutSecs": 900},
             "requestTimeoutInSecs": 300,
-            "oobRequestTimeoutInSecs": 300
+            "oobRequestTimeoutInSecs": 300,
+            "push": {}
         })
+    );
+    let bad = json!({"push": {"fcm": "arn:aws:sns:us-east-1:123456789012:app/APNS/wrong-platform"}});
+    assert_eq!(
+        h.admin("PUT", &path, Some(bad)).await.problem(400, codes::INVALID_FIELD)["field"],
+        "push.fcm"
     );
     let r = h
         .admin(

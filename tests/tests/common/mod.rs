@@ -9,6 +9,7 @@ pub mod code;
 pub mod content;
 pub mod offline;
 pub mod oob;
+pub mod push;
 pub mod workstation;
 
 pub use cases::*;
@@ -17,6 +18,7 @@ pub use code::*;
 pub use content::*;
 pub use offline::*;
 pub use oob::*;
+pub use push::*;
 pub use workstation::*;
 
 use rp_shared::backend::Backend;
@@ -25,13 +27,17 @@ use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Clock, ManualClock};
 use rp_shared::repo::certificates::Certificates;
 use rp_shared::testing::http::{TestClient, TestResponse};
+use rp_shared::testing::push::RecordingPush;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 pub struct Harness {
     pub client: TestClient,
     pub admin: String,
     pub backend: Backend,
     pub clock: ManualClock,
+    /// What the routers asked the push service to send.
+    pub pushes: Arc<RecordingPush>,
 }
 
 impl Harness {
@@ -43,8 +49,10 @@ impl Harness {
     pub async fn with_config(backend: Backend, clock: ManualClock, config: HttpConfig) -> Self {
         let admin =
             rp_shared::testing::fixtures::admin_token(backend.store.as_ref(), clock.now_millis()).await;
+        let pushes = Arc::new(RecordingPush::new(backend.push.clone()));
+        let backend = Backend { push: pushes.clone(), ..backend };
         let state = AppState::new(backend.clone(), config);
-        Self { client: TestClient::new(http::app(state)), admin, backend, clock }
+        Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes }
     }
 
     /// One poll of the certificate queue, as the agent makes it.
@@ -174,6 +182,8 @@ macro_rules! router_tests {
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
         $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);
         $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);
+        $crate::router_case!($make, devices_are_woken_when_there_is_something_to_fetch);
+        $crate::router_case!($make, a_device_fetch_waits_for_a_request_to_arrive);
         $crate::router_case!($make, an_enroll_named_by_its_session_needs_no_workstation_name);
         $crate::router_case!($make, offline_pins_go_to_the_owner_and_the_device_once);
         $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);

@@ -532,3 +532,40 @@ pub async fn an_enroll_named_by_its_session_needs_no_workstation_name(h: Harness
     approve(&h, &other_dev, &foreign).await;
     refused(enroll(json!({"rpAppId": app, "sessionId": foreign})).await);
 }
+
+/// A phone without push long-polls: `?waitSecs=` holds its fetch until a request arrives (seen
+/// within about half a second), or the wait ends with an empty list; the bound is checked.
+pub async fn a_device_fetch_waits_for_a_request_to_arrive(h: Harness) {
+    let (app, access, dev) = setup(&h, "kim@example.com").await;
+    let fetch_waiting = |secs: &str| {
+        let path = format!("/rp/versioned/device/oob/requests?waitSecs={secs}");
+        let (h, token) = (&h, dev.token.clone());
+        async move { h.client.send("GET", &path, Some(&token), None).await }
+    };
+    for bad in ["26", "-1", "abc", "+3", "03", ""] {
+        let r = fetch_waiting(bad).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "waitSecs", "{bad}");
+    }
+    let began = std::time::Instant::now();
+    let r = fetch_waiting("1").await;
+    assert_eq!((r.status.as_u16(), r.json()["requests"].as_array().map(Vec::len)), (200, Some(0)));
+    assert!(began.elapsed() >= Duration::from_millis(900), "it waited: {:?}", began.elapsed());
+
+    let began = std::time::Instant::now();
+    let waiting = fetch_waiting("20");
+    let starting = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        start(&h, &access, start_body(&app, "kim@example.com")).await
+    };
+    let (r, id) = tokio::join!(waiting, starting);
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["requests"][0]["requestId"], id.as_str());
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "seen at once, not at the end of the wait: {:?}",
+        began.elapsed()
+    );
+    // A pending request answers at once, whatever the wait.
+    let r = fetch_waiting("20").await;
+    assert_eq!(r.json()["requests"][0]["requestId"], id.as_str());
+}

@@ -1,20 +1,22 @@
-//! AWS adapters: DynamoDB (store), SQS (queue), KMS (keys). Clients are built once per process
+//! AWS adapters: DynamoDB (store), SQS (queue), KMS (keys), SNS (push). Clients are built once per process
 //! (per Lambda cold start) from one `SdkConfig`: the store's at the cold start, since every
 //! request reads the store; the queue's and the keys' at their first call ([`LazyClient`]), so a
 //! function whose requests never queue or sign builds neither.
 
 mod dynamo;
 mod kms;
+mod sns;
 mod sqs;
 mod tls;
 
 pub use dynamo::{create_table, DynamoStore};
 pub use kms::KmsKeys;
+pub use sns::SnsPush;
 pub use sqs::SqsQueue;
 pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
 use rp_ports::absent::Absent;
-use rp_ports::{KeyService, Queue};
+use rp_ports::{KeyService, Push, Queue};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
@@ -24,6 +26,7 @@ pub struct AwsClients {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub kms: aws_sdk_kms::Client,
+    pub sns: aws_sdk_sns::Client,
 }
 
 /// A service client built at its first use, then shared by every clone. Building one parses the
@@ -118,26 +121,43 @@ pub struct AwsConfigError(pub Vec<String>);
 pub struct ClientSet {
     queue: fn(&AwsConfig, &aws_config::SdkConfig) -> Arc<dyn Queue>,
     keys: fn(&AwsConfig, &aws_config::SdkConfig) -> Arc<dyn KeyService>,
+    push: fn(&aws_config::SdkConfig) -> Arc<dyn Push>,
+}
+
+/// What a [`ClientSet`] builds.
+pub struct Built {
+    pub queue: Arc<dyn Queue>,
+    pub keys: Arc<dyn KeyService>,
+    pub push: Arc<dyn Push>,
 }
 
 impl ClientSet {
-    /// The queue and the key service this set names, over `sdk`: built at their first call.
-    pub fn build(
-        &self,
-        config: &AwsConfig,
-        sdk: &aws_config::SdkConfig,
-    ) -> (Arc<dyn Queue>, Arc<dyn KeyService>) {
-        ((self.queue)(config, sdk), (self.keys)(config, sdk))
+    /// The queue, key and push services this set names, over `sdk`: built at their first call.
+    pub fn build(&self, config: &AwsConfig, sdk: &aws_config::SdkConfig) -> Built {
+        Built { queue: (self.queue)(config, sdk), keys: (self.keys)(config, sdk), push: (self.push)(sdk) }
     }
 
-    /// Neither SQS nor KMS.
-    pub const STORE: Self = Self { queue: absent_queue, keys: absent_keys };
+    /// Neither SQS, KMS nor SNS.
+    pub const STORE: Self = Self { queue: absent_queue, keys: absent_keys, push: absent_push };
     /// KMS.
-    pub const KEYS: Self = Self { queue: absent_queue, keys: kms_keys };
+    pub const KEYS: Self = Self { queue: absent_queue, keys: kms_keys, push: absent_push };
     /// SQS.
-    pub const QUEUE: Self = Self { queue: sqs_queue, keys: absent_keys };
-    /// SQS and KMS.
-    pub const ALL: Self = Self { queue: sqs_queue, keys: kms_keys };
+    pub const QUEUE: Self = Self { queue: sqs_queue, keys: absent_keys, push: absent_push };
+    /// SNS.
+    pub const PUSH: Self = Self { queue: absent_queue, keys: absent_keys, push: sns_push };
+    /// KMS and SNS.
+    pub const KEYS_PUSH: Self = Self { queue: absent_queue, keys: kms_keys, push: sns_push };
+    /// SQS, KMS and SNS.
+    pub const ALL: Self = Self { queue: sqs_queue, keys: kms_keys, push: sns_push };
+}
+
+fn absent_push(_: &aws_config::SdkConfig) -> Arc<dyn Push> {
+    Arc::new(Absent)
+}
+
+fn sns_push(sdk: &aws_config::SdkConfig) -> Arc<dyn Push> {
+    let sdk = sdk.clone();
+    Arc::new(SnsPush::new(LazyClient::new(move || aws_sdk_sns::Client::new(&sdk))))
 }
 
 fn absent_queue(_: &AwsConfig, _: &aws_config::SdkConfig) -> Arc<dyn Queue> {

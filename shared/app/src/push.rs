@@ -1,0 +1,140 @@
+//! Waking devices: a device registers its push token (kept with the device as the platform
+//! endpoint of the app's platform application), and the use cases that leave something for a
+//! device to fetch wake it: an OOB start, a workstation's offline PINs ready for setup, a login
+//! certificate issued. A wake-up says only what to fetch; a failed one never fails the use case
+//! that sent it, and an endpoint the platform reports disabled or gone is marked so on the
+//! device (it registers its token again to turn it back on).
+
+use crate::{AppError, AppState};
+use rp_domain::apps::AppId;
+use rp_domain::devices::{DeviceRecord, RegistrationError};
+use rp_domain::push::{PushRegistration, PushTokenRequest, WakeKind, WakeUp};
+use rp_domain::FieldError;
+use rp_ports::metrics::{self, Metric};
+use rp_ports::{retry_on_conflict, PushError, StoreError};
+use rp_repo::devices::Devices;
+use std::time::Duration;
+
+/// The longest a wake-up may hold up the use case that sends it.
+const SEND_WITHIN: Duration = Duration::from_secs(2);
+
+/// Registers (or replaces) the push token of the device `device_id` of `named_user` in `app`:
+/// the registration kept with the device.
+pub async fn register_token(
+    state: &AppState,
+    app: &AppId,
+    named_user: &str,
+    device_id: &str,
+    request: PushTokenRequest,
+) -> Result<PushRegistration, AppError> {
+    request.validate()?;
+    let devices = Devices::new(state.backend.store.as_ref());
+    let (found, device) = tokio::join!(
+        crate::apps::load_app(state, app.as_str()),
+        devices.device_of(app, named_user, device_id)
+    );
+    let (found, _) = found?;
+    let application = found.workstation.push.for_platform(request.platform).ok_or_else(|| {
+        FieldError::new(
+            "platform",
+            "the app has no push application for this platform (its workstation settings' push)",
+        )
+    })?;
+    let mut first = Some(device);
+    let request = &request;
+    let registered = retry_on_conflict(|| {
+        let read = first.take();
+        async move {
+            let read = match read {
+                Some(read) => read,
+                None => devices.device_of(app, named_user, device_id).await,
+            };
+            let (device, version) =
+                read?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
+            let current =
+                device.push.as_ref().filter(|p| p.platform == request.platform).map(|p| p.endpoint.as_str());
+            let endpoint = state.backend.push.register(application, &request.token, current).await.map_err(
+                |e| match e {
+                    PushError::Refused(why) => AppError::Invalid(FieldError::new(
+                        "token",
+                        format!("refused by the push platform: {why}"),
+                    )),
+                    PushError::NoApplication => AppError::Invalid(FieldError::new(
+                        "platform",
+                        "the app's push application for this platform does not exist or is disabled",
+                    )),
+                    other => AppError::Push(other),
+                },
+            )?;
+            let registration = PushRegistration {
+                platform: request.platform,
+                endpoint,
+                enabled: true,
+                updated_at: state.backend.clock.now_millis(),
+            };
+            devices.set_push(&device, version, Some(registration.clone())).await?;
+            Ok::<_, AppError>(registration)
+        }
+    })
+    .await?;
+    tracing::info!(app_id = %app, device_id, platform = ?registered.platform, "push token registered");
+    Ok(registered)
+}
+
+/// Wakes `device` (as read) about `kind` `id`, if it registered for push: never an error. An
+/// endpoint the platform reports disabled or gone is marked disabled on the device.
+pub async fn wake(state: &AppState, device: &DeviceRecord, kind: WakeKind, id: &str) {
+    let Some(push) = device.push.as_ref().filter(|p| p.enabled) else { return };
+    let wake = WakeUp { kind, id: id.to_owned() };
+    let sent =
+        tokio::time::timeout(SEND_WITHIN, state.backend.push.send(&push.endpoint, push.platform, &wake))
+            .await;
+    let outcome = match sent {
+        Ok(Ok(())) => "SENT",
+        Ok(Err(PushError::Gone)) => {
+            if let Err(e) = disable(state, device, &push.endpoint).await {
+                tracing::warn!(device_id = %device.device_id, error = %e, "could not mark a gone push endpoint");
+            }
+            "ENDPOINT_GONE"
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(device_id = %device.device_id, error = %e, "a wake-up failed");
+            "FAILED"
+        }
+        Err(_) => {
+            tracing::warn!(device_id = %device.device_id, "a wake-up timed out");
+            "FAILED"
+        }
+    };
+    metrics::count(Metric::PushOutcome, 1, Some(("Outcome", outcome)));
+    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, kind = ?kind, outcome, "device woken");
+}
+
+/// Wakes the device `device_id` of `app` (read first), as [`wake`].
+pub async fn wake_device(state: &AppState, app: &AppId, device_id: &str, kind: WakeKind, id: &str) {
+    match Devices::new(state.backend.store.as_ref()).device(app, device_id).await {
+        Ok(Some((device, _))) => wake(state, &device, kind, id).await,
+        Ok(None) => {}
+        Err(e) => tracing::warn!(device_id, error = %e, "could not read the device to wake"),
+    }
+}
+
+/// Marks the push endpoint `endpoint` of `device` disabled, unless the device registered
+/// another since.
+async fn disable(state: &AppState, device: &DeviceRecord, endpoint: &str) -> Result<(), StoreError> {
+    let devices = Devices::new(state.backend.store.as_ref());
+    retry_on_conflict(|| async move {
+        let Some((device, version)) =
+            devices.device_of(&device.app_id, &device.named_user, &device.device_id).await?
+        else {
+            return Ok(());
+        };
+        let Some(push) = device.push.clone().filter(|p| p.endpoint == endpoint && p.enabled) else {
+            return Ok(());
+        };
+        let push = PushRegistration { enabled: false, updated_at: state.backend.clock.now_millis(), ..push };
+        devices.set_push(&device, version, Some(push)).await?;
+        Ok(())
+    })
+    .await
+}

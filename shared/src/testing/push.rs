@@ -1,0 +1,53 @@
+//! A push service that records what it is asked to send, then passes it on to the backend's own
+//! (the embedded recorder, or SNS on an emulator): the router suite reads what each device was
+//! told, on every backend.
+
+use crate::ports::push::{Platform, Push, PushError, WakeUp};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+
+/// One wake-up, as asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    pub endpoint: String,
+    pub platform: Platform,
+    pub wake: WakeUp,
+    /// Whether the backend's push service took it.
+    pub delivered: bool,
+}
+
+pub struct RecordingPush {
+    inner: Arc<dyn Push>,
+    asked: Mutex<Vec<Asked>>,
+}
+
+impl RecordingPush {
+    pub fn new(inner: Arc<dyn Push>) -> Self {
+        Self { inner, asked: Mutex::new(Vec::new()) }
+    }
+
+    /// Every wake-up asked for so far, oldest first.
+    pub fn asked(&self) -> Vec<Asked> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Push for RecordingPush {
+    async fn register(
+        &self,
+        application: &str,
+        token: &str,
+        endpoint: Option<&str>,
+    ) -> Result<String, PushError> {
+        self.inner.register(application, token, endpoint).await
+    }
+
+    async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
+        let sent = self.inner.send(endpoint, platform, wake).await;
+        let asked =
+            Asked { endpoint: endpoint.to_owned(), platform, wake: wake.clone(), delivered: sent.is_ok() };
+        self.asked.lock().unwrap().push(asked);
+        sent
+    }
+}

@@ -1,0 +1,189 @@
+//! Waking devices: a device registers its push token, and an OOB start, a workstation's offline
+//! PINs and an issued certificate each wake it with only a kind and an id; a device without a
+//! registration is not woken, and a failed wake-up never fails the call. On the AWS backend the
+//! wake-ups go through SNS on the emulator (moto), whose own record is checked too.
+
+use super::certificates::{agent_for, device, TestDevice};
+use super::oob::start_body;
+use super::Harness;
+use rp_shared::domain::push::{Platform, WakeKind};
+use serde_json::{json, Value};
+
+/// An SNS platform application for the case's app: on the AWS backend, made on the emulator's
+/// SNS; on the embedded backend, any well-formed ARN (it only records).
+async fn apns_application(h: &Harness, name: &str) -> String {
+    if h.backend.store.kind() != "dynamodb" {
+        return format!("arn:aws:sns:us-east-1:123456789012:app/APNS/{name}");
+    }
+    let clients = rp_shared::testing::aws::clients().await.expect("the AWS suite runs on emulators");
+    let created = clients
+        .sns
+        .create_platform_application()
+        .name(name)
+        .platform("APNS")
+        .attributes("PlatformCredential", "test-credential")
+        .attributes("PlatformPrincipal", "test-principal")
+        .send()
+        .await
+        .expect("moto creates the platform application");
+    created.platform_application_arn.expect("an ARN")
+}
+
+async fn register_push(h: &Harness, dev: &TestDevice, body: Value) -> rp_shared::testing::http::TestResponse {
+    h.client.send("PUT", "/rp/versioned/device/push", Some(&dev.token), Some(body)).await
+}
+
+/// The wake-ups asked for the device's endpoint, as (kind, id, delivered).
+fn woken(h: &Harness, endpoint: &str) -> Vec<(WakeKind, String, bool)> {
+    h.pushes
+        .asked()
+        .into_iter()
+        .filter(|a| a.endpoint == endpoint)
+        .map(|a| (a.wake.kind, a.wake.id, a.delivered))
+        .collect()
+}
+
+/// The device's push endpoint, as stored with it.
+async fn endpoint_of(h: &Harness, dev: &TestDevice) -> (String, bool) {
+    let app = rp_shared::domain::apps::AppId::parse("appId", &dev.app).unwrap();
+    let devices = rp_shared::repo::devices::Devices::new(h.backend.store.as_ref());
+    let (record, _) = devices.device(&app, &dev.device_id).await.unwrap().expect("the device");
+    let push = record.push.expect("a push registration");
+    assert_eq!(push.platform, Platform::Apns);
+    (push.endpoint, push.enabled)
+}
+
+pub async fn devices_are_woken_when_there_is_something_to_fetch(h: Harness) {
+    let app = h.app().await;
+    let arn = apns_application(&h, &app).await;
+    let settings = json!({"offlineAccess": {"enabled": true, "tokenCount": 10}, "push": {"apns": arn}});
+    let r = h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["push"]["apns"], arn.as_str());
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "ivy@example.com", None).await;
+    let quiet = device(&h, &app, "jon@example.com", None).await;
+
+    // Registering: a platform the app has no application for, and a malformed token, are 400s.
+    let r = register_push(&h, &dev, json!({"platform": "APNS_SANDBOX", "token": "ab12"})).await;
+    assert_eq!(r.problem(400, rp_shared::http::problem::codes::INVALID_FIELD)["field"], "platform");
+    let r = register_push(&h, &dev, json!({"platform": "APNS", "token": "not a token"})).await;
+    assert_eq!(r.problem(400, rp_shared::http::problem::codes::INVALID_FIELD)["field"], "token");
+    let r = h
+        .client
+        .send("PUT", "/rp/versioned/device/push", None, Some(json!({"platform": "APNS", "token": "ab12"})))
+        .await;
+    assert_eq!(r.status, 401);
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    let r = register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!((r.json()["platform"].as_str(), r.json()["enabled"].as_bool()), (Some("APNS"), Some(true)));
+    let (endpoint, _) = endpoint_of(&h, &dev).await;
+    // The same token again keeps the endpoint: a retry changes nothing.
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    assert_eq!(endpoint_of(&h, &dev).await.0, endpoint);
+
+    // An OOB start wakes the device with the request's id alone.
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/oob/client/authentication/requests",
+            Some(&access),
+            Some(start_body(&app, "ivy@example.com")),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let request_id = r.json()["response"]["requestId"].as_str().unwrap().to_owned();
+    assert_eq!(woken(&h, &endpoint), [(WakeKind::Oob, request_id.clone(), true)]);
+    // A user whose device never registered a token is not woken; the start succeeds.
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/oob/client/authentication/requests",
+            Some(&access),
+            Some(start_body(&app, "jon@example.com")),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert!(
+        h.pushes.asked().iter().all(|a| a.endpoint == endpoint),
+        "{quiet:?} has no endpoint",
+        quiet = quiet.device_id
+    );
+
+    // A pairing with offline PINs wakes it for their setup; the issued certificate, for its fetch.
+    let machine = Harness::unique("m");
+    super::certificates::enroll(&h, &access, &app, "ivy@example.com", &machine).await;
+    let body = json!({"machineId": machine, "deviceId": dev.device_id,
+        "offline": {"tokens": "pin-01:40007919,pin-02:40015838", "tokensAuth": "YXV0aA=="}});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    let cert_request = r.json()["certificateRequestId"].as_str().unwrap().to_owned();
+    assert_eq!(woken(&h, &endpoint)[1], (WakeKind::OfflineSetup, machine.clone(), true));
+    let (agent, _ca, _server) = agent_for(&h).await;
+    assert!(agent.run_once().await.unwrap().issued.contains(&cert_request));
+    assert_eq!(woken(&h, &endpoint)[2], (WakeKind::Certificate, cert_request, true));
+
+    if h.backend.store.kind() == "dynamodb" {
+        sns_received_and_gone_endpoints_are_handled(&h, &app, &access, &dev, &endpoint, &request_id, &token)
+            .await;
+    }
+}
+
+/// On the emulator: SNS holds the published wake-up (moto's record of the endpoint's messages),
+/// with nothing but the kind and id; an endpoint disabled at SNS fails the wake-up, not the
+/// start, and is marked disabled until the device registers its token again.
+async fn sns_received_and_gone_endpoints_are_handled(
+    h: &Harness,
+    app: &str,
+    access: &str,
+    dev: &TestDevice,
+    endpoint: &str,
+    request_id: &str,
+    token: &str,
+) {
+    let base = rp_shared::testing::aws::endpoint("SNS").expect("an SNS endpoint");
+    let data: Value = match reqwest::get(format!("{base}/moto-api/data.json")).await {
+        Ok(r) if r.status().is_success() => r.json().await.unwrap(),
+        _ => {
+            eprintln!("the SNS emulator has no moto-api: its record of the wake-up is not checked");
+            return;
+        }
+    };
+    let endpoints = data["sns"]["PlatformEndpoint"].as_array().cloned().unwrap_or_default();
+    let mine = endpoints.iter().find(|e| e["arn"] == endpoint).expect("moto holds the endpoint");
+    let messages: Vec<String> =
+        mine["messages"].as_object().unwrap().values().map(|m| m.as_str().unwrap().to_owned()).collect();
+    let oob = messages.iter().find(|m| m.contains(request_id)).expect("the OOB wake-up reached SNS");
+    let apns: Value =
+        serde_json::from_str(serde_json::from_str::<Value>(oob).unwrap()["APNS"].as_str().unwrap()).unwrap();
+    assert_eq!(apns, json!({"aps": {"content-available": 1}, "kind": "oob", "id": request_id}));
+    assert!(messages.iter().all(|m| !m.contains("Sign in to")), "no transaction text leaves: {messages:?}");
+
+    let clients = rp_shared::testing::aws::clients().await.unwrap();
+    clients
+        .sns
+        .set_endpoint_attributes()
+        .endpoint_arn(endpoint)
+        .attributes("Enabled", "false")
+        .send()
+        .await
+        .unwrap();
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/api/oob/client/authentication/requests",
+            Some(access),
+            Some(start_body(app, &dev.user)),
+        )
+        .await;
+    assert_eq!(r.status, 200, "a failed wake-up never fails the start: {}", r.json());
+    assert!(!woken(h, endpoint).last().unwrap().2, "the disabled endpoint refused it");
+    assert_eq!(endpoint_of(h, dev).await, (endpoint.to_owned(), false), "and is marked disabled");
+    let r = register_push(h, dev, json!({"platform": "APNS", "token": token})).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(endpoint_of(h, dev).await, (endpoint.to_owned(), true), "registering again enables it");
+}
