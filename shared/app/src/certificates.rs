@@ -233,7 +233,10 @@ async fn remember_names(
 }
 
 /// What a settled result writes besides the request: the new certificate (whose serial, found
-/// as `cert`, must be new), or the revoked one (`cert`, if it exists).
+/// as `cert`, must be new), or the revoked one (`cert`, if it exists). A certificate of this
+/// very request under the serial was stored by a racing result after the request was read
+/// (the two reads are not one snapshot): a conflict, so the request is read again and the
+/// result is judged against what was stored (the same result is then a repeat).
 fn effect_of(
     request: &CertRequest,
     result: &CertResult,
@@ -242,6 +245,9 @@ fn effect_of(
 ) -> Result<Effect, CertError> {
     Ok(match (&result.outcome, cert) {
         (Outcome::Failed { .. }, _) => Effect::None,
+        (Outcome::Issued(_), Some((cert, _))) if cert.request_id == request.request_id => {
+            return Err(StoreError::Conflict.into())
+        }
         (Outcome::Issued(_), Some(_)) => return Err(CertError::SerialTaken),
         (Outcome::Issued(issued), None) => Effect::Issue(IssuedCert::new(request, issued, now)),
         (Outcome::Revoked { .. }, Some((cert, version))) => Effect::Revoke(cert.revoked(now), version),

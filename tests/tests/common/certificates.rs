@@ -987,6 +987,73 @@ pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
     assert_eq!((kept, refused), (1, 49), "{outcomes:?}");
 }
 
+/// The same result posted twice at once (DECISIONS §3: stored once, both 204), in the
+/// interleaving that made the second a 409: it read the request before the first result was
+/// stored and the certificate after, so it saw its own serial taken. Replayed exactly here, then
+/// raced for real: 60 identical results, 20 at a time.
+pub async fn identical_results_racing_are_each_answered_204(h: Harness) {
+    use rp_shared::app::certificates::{settle, settle_reads};
+    use rp_shared::domain::certificates::{CertResult, IssuanceResult};
+    let app = AppId::parse("appId", &h.app().await).unwrap();
+    let request = CertRequest {
+        machine_user_name: Some("lee@example.com".into()),
+        device_id: Some("device-lee".into()),
+        ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000))
+    };
+    queue(&h, &request).await;
+    let leased = h.poll().await.login_certs;
+    let mine = leased.iter().find(|r| r.request_id == request.request_id).expect("leased");
+    let body = |serial: &str| {
+        json!({
+            "errorCode": 0, "errorMessage": "", "requestId": mine.request_id,
+            "issuerKeyAgreementPublicKey": "a2V5", "issuerKeyAgreementPublicKeyAuth": "YXV0aA==",
+            "loginCert": "c2VhbGVk", "loginCertAuth": "YXV0aA==", "loginCertSerialNumber": serial,
+            "loginCertExpiryDate": 1_900_000_000_000_i64, "ivLoginCert": "aXY=", "signingCert": "Y2E=",
+            "machineUserNameWS": "", "machineUserNames": [],
+        })
+    };
+    let serial = format!("5e{}", uuid::Uuid::new_v4().simple());
+    let parsed: IssuanceResult = serde_json::from_value(body(&serial)).unwrap();
+    let result = CertResult::try_from(parsed).unwrap();
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    let (stale_request, _) = settle_reads(&state, &result).await;
+    settle(&state, "agent-a", &result, settle_reads(&state, &result).await)
+        .await
+        .expect("the first is stored");
+    let (_, fresh_cert) = settle_reads(&state, &result).await;
+    assert!(fresh_cert.as_ref().unwrap().is_some(), "the certificate is stored");
+    let second = settle(&state, "agent-b", &result, (stale_request, fresh_cert)).await;
+    assert!(second.is_ok(), "the same result again is stored once and answered as stored: {second:?}");
+
+    // For real: a second request, its identical result posted 60 times, 20 at once.
+    let request = CertRequest {
+        machine_user_name: Some("lee@example.com".into()),
+        device_id: Some("device-lee".into()),
+        ..CertRequest::new(RequestKind::LoginCert, app, 300, EpochMillis(2_000))
+    };
+    queue(&h, &request).await;
+    let leased = h.poll().await.login_certs;
+    let again = leased.iter().find(|r| r.request_id == request.request_id).expect("leased").clone();
+    let serial = format!("5e{}", uuid::Uuid::new_v4().simple());
+    let mut body = body(&serial);
+    body["requestId"] = json!(again.request_id);
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let racers: Vec<_> = (0..20)
+            .map(|_| {
+                let (client, admin, body) = (h.client.clone(), h.admin.clone(), body.clone());
+                tokio::spawn(async move {
+                    client.send("POST", "/rp/api/certificate", Some(&admin), Some(body)).await.status.as_u16()
+                })
+            })
+            .collect();
+        for racer in racers {
+            statuses.push(racer.await.unwrap());
+        }
+    }
+    assert!(statuses.iter().all(|s| *s == 204), "{statuses:?}");
+}
+
 /// Two agents, one request: A's lease ends, B leases it again, and A's late result still comes
 /// first. The server keeps the first valid result, whichever lease it came under, and refuses
 /// B's (409), whose certificate B's agent must then revoke (see the next test).

@@ -171,6 +171,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_replayed_oob_start_is_refused_before_the_hook_runs);
         $crate::router_case!($make, a_tenants_jwks_verifies_the_tokens_it_mints);
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
+        $crate::router_case!($make, identical_results_racing_are_each_answered_204);
         $crate::router_case!($make, the_first_valid_result_wins_whichever_lease);
         $crate::router_case!($make, the_agent_revokes_a_refused_certificate);
         $crate::router_case!($make, directory_names_join_their_user_unless_taken);
