@@ -78,6 +78,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Problem::malformed_body("a JSON object is required"));
     }
+    if let Some(path) = crate::strict_json::duplicate_member(bytes) {
+        return Err(Problem::invalid(path, "appears twice in its object"));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = match serde_path_to_error::deserialize::<_, T>(Strict(&mut de)) {
         Ok(value) => value,

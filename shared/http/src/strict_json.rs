@@ -298,3 +298,112 @@ mod tests {
         }
     }
 }
+
+/// The path (`contentMap.login`, `items[2].name`) of the first member an object of the JSON
+/// document `bytes` names twice, if any. serde keeps the last of two equal keys in a map (and a
+/// `Value`) without a word, where a derived struct refuses them: this refuses them everywhere,
+/// at any depth. A document that is not valid JSON yields `None` (the typed parse reports it).
+pub fn duplicate_member(bytes: &[u8]) -> Option<String> {
+    let found = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let _ = Unique { path: String::new(), found: &found }.deserialize(&mut de);
+    found.into_inner()
+}
+
+struct Unique<'a> {
+    path: String,
+    found: &'a std::cell::RefCell<Option<String>>,
+}
+
+impl Unique<'_> {
+    fn at(&self, member: &str) -> String {
+        if self.path.is_empty() {
+            member.to_owned()
+        } else {
+            format!("{}.{member}", self.path)
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Unique<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Unique<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(Unique { path: format!("{}[{i}]", self.path), found: self.found })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = self.at(&key);
+            if !seen.insert(key) {
+                *self.found.borrow_mut() = Some(path);
+                return Err(de::Error::custom("a member appears twice"));
+            }
+            map.next_value_seed(Unique { path, found: self.found })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod unique_tests {
+    use super::duplicate_member;
+
+    #[test]
+    fn a_member_named_twice_is_found_at_any_depth() {
+        assert_eq!(duplicate_member(br#"{"a": 1, "b": {"c": 2}}"#), None);
+        assert_eq!(duplicate_member(br#"{"a": 1, "a": 2}"#).as_deref(), Some("a"));
+        assert_eq!(
+            duplicate_member(br#"{"m": {"x": {}, "y": [{"k": 1, "k": 2}]}}"#).as_deref(),
+            Some("m.y[0].k")
+        );
+        assert_eq!(
+            duplicate_member(br#"{"a\u0062": 1, "ab": 2}"#).as_deref(),
+            Some("ab"),
+            "escapes are read"
+        );
+        assert_eq!(duplicate_member(b"{not json"), None);
+    }
+}

@@ -112,6 +112,26 @@ impl TestClient {
     }
 
     /// A request with a raw body and content type, for malformed-input tests.
+    /// A JSON body sent as given (it may say what a `Value` cannot), with extra headers.
+    pub async fn send_with_raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> TestResponse {
+        let mut builder =
+            Request::builder().method(method).uri(path).header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        self.request(builder.body(Body::from(body.to_owned())).expect("a valid request")).await
+    }
+
     pub async fn send_raw(
         &self,
         method: &str,

@@ -213,6 +213,17 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
     r.problem(400, codes::MALFORMED_BODY);
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, vec![0xffu8, 0xfe, 0x00]).await;
     r.problem(400, codes::MALFORMED_BODY);
+    // A member named twice is refused wherever it is, in a typed body as in a free-form map.
+    let twice = "{\"appId\":\"a1\",\"displayName\":\"x\",\"appId\":\"a2\"}";
+    let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, twice).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId");
+    let app = h.app().await;
+    let content = r#"{"displayName":"x","contentMap":{"login":{"title":"a"},"login":{"title":"b"}}}"#;
+    let r = h
+        .client
+        .send_with_raw("POST", "/content-customization", admin, &[("x-tenant-id", app.as_str())], content)
+        .await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "contentMap.login");
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, Some("text/plain"), "{}").await;
     assert_eq!(r.problem(415, codes::UNSUPPORTED_MEDIA_TYPE)["field"], "Content-Type");
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, None, "{}").await;
