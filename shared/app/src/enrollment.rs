@@ -159,32 +159,65 @@ pub async fn complete(
     let source = format!("workstation:{token_id}");
     let now = state.backend.clock.now_millis();
     // The user the workstation names, by name or alias, cross-checked against the session's;
-    // the session is read beside it.
-    let reread = || workstations.session(app, &session_id);
+    // the session and the machine's enrollment are read beside it.
+    let machine_id = completion.machine_id.clone();
+    let reread = || async {
+        tokio::join!(
+            workstations.session(app, &session_id),
+            workstations.enrollment_versioned(app, &machine_id)
+        )
+    };
     let devices = Devices::new(store);
     let (user, read) = tokio::join!(devices.resolve_user(app, &completion.machine_user_name), reread());
     let user = user?.map(|u| u.named_user);
     let (completion, source, user) = (&completion, source.as_str(), user.as_deref());
     let recovery_keys = recovery_keys.as_deref();
-    retry_on_conflict_from(read, reread, |read| async move {
+    retry_on_conflict_from(read, reread, |(read, enrolled)| async move {
         let (session, version) = read?.ok_or(EnrollError::SessionNotFound)?;
         match session.complete(completion.clone(), user, source, now)? {
             Completed::Repeated => Ok::<_, EnrollError>("Enrollment already completed"),
             Completed::Closed(closing) => {
                 let Closing { session, mut enrollment, event, message } = *closing;
-                // Recovery keys are sealed for this machine and the session's device, and stored
-                // with the enrollment in the same transaction.
-                if let (Some(enrollment), Some(keys)) = (enrollment.as_mut(), recovery_keys) {
-                    let context = recovery_context(app, &enrollment.machine_id, &enrollment.device_id);
-                    enrollment.recovery_keys =
-                        Some(seal(state.backend.keys.as_ref(), &context, keys.as_bytes()).await?);
+                // The enrollment is the workstation's: another may not replace it (and the
+                // recovery keys deposited with it) while the owner's token is valid.
+                let replaces = match (&enrollment, enrolled?) {
+                    (Some(_), Some((existing, existing_version))) => {
+                        let owner_valid = match existing.owner.as_deref().filter(|owner| *owner != token_id) {
+                            Some(owner) => token_is_valid(state, owner, now).await?,
+                            None => false,
+                        };
+                        existing.may_be_replaced_by(token_id, owner_valid)?;
+                        Some(existing_version)
+                    }
+                    _ => None,
+                };
+                if let Some(enrollment) = enrollment.as_mut() {
+                    enrollment.owner = Some(token_id.to_owned());
+                    // Recovery keys are sealed for this machine and the session's device, and
+                    // stored with the enrollment in the same transaction.
+                    if let Some(keys) = recovery_keys {
+                        let context = recovery_context(app, &enrollment.machine_id, &enrollment.device_id);
+                        enrollment.recovery_keys =
+                            Some(seal(state.backend.keys.as_ref(), &context, keys.as_bytes()).await?);
+                    }
                 }
-                workstations.close_session(&session, version, enrollment.as_ref(), &event).await?;
+                let enrollment = enrollment.as_ref().map(|e| (e, replaces));
+                workstations.close_session(&session, version, enrollment, &event).await?;
                 Ok(message)
             }
         }
     })
     .await
+}
+
+/// Whether the token `token_id` still admits its holder at `now` (not revoked, not expired).
+async fn token_is_valid(
+    state: &AppState,
+    token_id: &str,
+    now: rp_domain::EpochMillis,
+) -> Result<bool, StoreError> {
+    let token = rp_repo::tokens::Tokens::new(state.backend.store.as_ref()).get(token_id).await?;
+    Ok(token.is_some_and(|t| t.revoked_at.is_none() && t.expires_at.is_none_or(|at| at > now)))
 }
 
 /// The context recovery keys are sealed under: they open for that app, machine and device only.

@@ -81,10 +81,30 @@ pub struct EnrollmentRecord {
     /// enrollments stored before it was kept.
     #[serde(default)]
     pub machine_user_name_ws: String,
+    /// The id of the access token of the workstation that enrolled the machine: only it may
+    /// enroll the machine again while that token is valid. `None` for enrollments stored before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+impl EnrollmentRecord {
+    /// Whether the workstation whose token is `token_id` may replace this enrollment (and the
+    /// recovery keys deposited with it): its own workstation may; another only once the owner's
+    /// token is no longer valid (`owner_valid`: an admin revoked it, or it expired), which is how
+    /// an admin hands a machine to a new workstation.
+    pub fn may_be_replaced_by(&self, token_id: &str, owner_valid: bool) -> Result<(), EnrollError> {
+        match &self.owner {
+            Some(owner) if owner != token_id && owner_valid => Err(EnrollError::MachineTaken),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnrollError {
+    #[error("machineId: the machine is enrolled by another workstation (its access token is still valid)")]
+    MachineTaken,
     #[error("machineUserNameWS: no registered user has this name")]
     UnknownUser,
     #[error("machineUserNameWS: the user has no registered device")]
@@ -178,6 +198,7 @@ impl EnrollmentSession {
                 enrolled_at: now,
                 recovery_keys: None,
                 machine_user_name_ws: self.machine_user_name_ws.clone(),
+                owner: None,
             };
             let attrs =
                 attributes(&[("machineId", &enrollment.machine_id), ("deviceId", &enrollment.device_id)]);

@@ -392,8 +392,15 @@ pub const SESSION_CONFLICT: ProblemType = row(
     "Enrollment session conflict",
     "The enrollment session belongs to another enrollment, or was completed with other data",
 );
+pub const MACHINE_TAKEN: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::MACHINE_TAKEN,
+    "machine-enrolled-by-another",
+    "Machine enrolled by another workstation",
+    "The `machineId` is enrolled by another workstation whose access token is still valid; revoking that token frees it",
+);
 pub const ENROLLMENT: &[&ProblemType] =
-    &[&UNKNOWN_USER, &NO_DEVICE, &SESSION_NOT_FOUND, &CROSS_CHECK_FAILED, &SESSION_CONFLICT];
+    &[&UNKNOWN_USER, &NO_DEVICE, &SESSION_NOT_FOUND, &CROSS_CHECK_FAILED, &SESSION_CONFLICT, &MACHINE_TAKEN];
 
 // Pairing and offline access.
 pub const UNKNOWN_DEVICE: ProblemType = row(
@@ -694,6 +701,7 @@ impl From<EnrollError> for Problem {
             EnrollError::UnknownUser => Problem::about(&UNKNOWN_USER, "machineUserNameWS", detail),
             EnrollError::NoDevice => Problem::about(&NO_DEVICE, "machineUserNameWS", detail),
             EnrollError::SessionNotFound => Problem::about(&SESSION_NOT_FOUND, "sessionId", detail),
+            EnrollError::MachineTaken => Problem::about(&MACHINE_TAKEN, "machineId", detail),
             EnrollError::CrossCheck { field, .. } => Problem::about(&CROSS_CHECK_FAILED, field, detail),
             EnrollError::SessionInUse | EnrollError::SessionClosed => {
                 Problem::about(&SESSION_CONFLICT, "sessionId", detail)

@@ -60,6 +60,7 @@ pub mod codes {
     pub const NAME_OF_ANOTHER_USER: u32 = 1_400_014;
     pub const ALIAS_TAKEN: u32 = 1_400_015;
     pub const NO_DEVICE_TOKEN: u32 = 1_400_016;
+    pub const MACHINE_TAKEN: u32 = 1_400_017;
     pub const OFFLINE_DISABLED: u32 = 1_500_001;
     pub const NOT_PAIRING_OWNER: u32 = 1_500_002;
     pub const OFFLINE_DELIVERED: u32 = 1_500_003;

@@ -92,17 +92,18 @@ impl<'a> Workstations<'a> {
         &self,
         session: &EnrollmentSession,
         version: u64,
-        enrollment: Option<&EnrollmentRecord>,
+        enrollment: Option<(&EnrollmentRecord, Option<u64>)>,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
         let mut ops = vec![
             WriteOp::Put { item: session_item(session)?, condition: Condition::Version(version) },
             WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent },
         ];
-        if let Some(enrollment) = enrollment {
+        // The enrollment replaces the one read (at its version), or none.
+        if let Some((enrollment, replaces)) = enrollment {
             ops.push(WriteOp::Put {
                 item: Item::new(enrollment_key(&enrollment.app_id, &enrollment.machine_id), enrollment)?,
-                condition: Condition::Any,
+                condition: replaces.map_or(Condition::Absent, Condition::Version),
             });
         }
         self.store.transact(ops).await?;
@@ -116,6 +117,15 @@ impl<'a> Workstations<'a> {
         machine_id: &str,
     ) -> Result<Option<EnrollmentRecord>, StoreError> {
         self.store.get(&enrollment_key(app, machine_id)).await?.map(|i| i.data()).transpose()
+    }
+
+    /// The machine's enrollment with its version.
+    pub async fn enrollment_versioned(
+        &self,
+        app: &AppId,
+        machine_id: &str,
+    ) -> Result<Option<(EnrollmentRecord, u64)>, StoreError> {
+        super::get_versioned(self.store, &enrollment_key(app, machine_id)).await
     }
 
     /// The device's next encryption counter value.

@@ -187,6 +187,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, devices_are_woken_when_there_is_something_to_fetch);
         $crate::router_case!($make, a_device_fetch_waits_for_a_request_to_arrive);
         $crate::router_case!($make, an_enroll_named_by_its_session_needs_no_workstation_name);
+        $crate::router_case!($make, a_machine_stays_with_the_workstation_that_enrolled_it);
         $crate::router_case!($make, offline_pins_go_to_the_owner_and_the_device_once);
         $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);
         $crate::router_case!($make, racing_pin_reports_all_land);

@@ -569,3 +569,60 @@ pub async fn a_device_fetch_waits_for_a_request_to_arrive(h: Harness) {
     let r = fetch_waiting("20").await;
     assert_eq!(r.json()["requests"][0]["requestId"], id.as_str());
 }
+
+/// Another workstation of the app cannot re-enroll a machine and replace the recovery keys its
+/// own workstation deposited, while that workstation's token is valid; the owner can; once an
+/// admin revokes the owner's token, the new workstation may take the machine over.
+pub async fn a_machine_stays_with_the_workstation_that_enrolled_it(h: Harness) {
+    use base64::Engine as _;
+    let (app, owner, dev) = setup(&h, "tia@example.com").await;
+    let created = h.admin("POST", "/cc/api/tokens", Some(json!({"kind": "access", "appId": app}))).await;
+    let (intruder, intruder_id) = (
+        created.json()["token"].as_str().unwrap().to_owned(),
+        created.json()["tokenId"].as_str().unwrap().to_owned(),
+    );
+    let blob =
+        |who: &str| base64::engine::general_purpose::STANDARD.encode(format!("recovery keys of {who}"));
+    let complete = |access: String, keys: String| {
+        let (h, app) = (&h, &app);
+        async move {
+            let extra = json!({"recoveryKeys": keys, "machineName": "WS-T"});
+            enroll_as(h, &access, app, "tia@example.com", "tia@example.com", "m-owned", extra).await
+        }
+    };
+    let shown_keys = || {
+        let (h, access, app, dev) = (&h, &owner, &app, &dev);
+        async move {
+            let mut body = start_body(app, "tia@example.com");
+            body["machineId"] = json!("m-owned");
+            let id = start(h, access, body).await;
+            let seen = fetch(h, dev).await;
+            seen.iter().find(|r| r["requestId"] == id.as_str()).unwrap()["recoveryKeys"]
+                .as_str()
+                .map(str::to_owned)
+        }
+    };
+    assert_eq!(complete(owner.clone(), blob("the owner")).await.status, 200);
+    let r = complete(intruder.clone(), blob("an intruder")).await;
+    assert_eq!(r.problem(409, codes::MACHINE_TAKEN)["field"], "machineId");
+    assert_eq!(shown_keys().await, Some(blob("the owner")), "the deposited keys stay");
+    // The owner may enroll its machine again.
+    assert_eq!(complete(owner.clone(), blob("the owner, again")).await.status, 200);
+    assert_eq!(shown_keys().await, Some(blob("the owner, again")));
+    // The admin hands the machine over by revoking the owner's token.
+    let owner_id = h.admin("GET", "/cc/api/tokens?limit=200", None).await.json()["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["appId"] == app.as_str() && t["tokenId"] != intruder_id.as_str())
+        .map(|t| t["tokenId"].as_str().unwrap().to_owned())
+        .expect("the owner's token");
+    assert_eq!(h.admin("DELETE", &format!("/cc/api/tokens/{owner_id}"), None).await.status, 204);
+    assert_eq!(complete(intruder.clone(), blob("the new workstation")).await.status, 200);
+    let stored = rp_shared::repo::workstations::Workstations::new(h.backend.store.as_ref())
+        .enrollment(&rp_shared::domain::apps::AppId::parse("appId", &app).unwrap(), "m-owned")
+        .await
+        .unwrap()
+        .expect("the enrollment");
+    assert_eq!(stored.owner.as_deref(), Some(intruder_id.as_str()));
+}
