@@ -25,8 +25,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long issued login certificates are valid.
-const CERT_VALIDITY_DAYS: i64 = 365;
+/// How long issued login certificates are valid when the poll does not say (the app's
+/// `certificateValidityDays` does).
+const DEFAULT_VALIDITY_DAYS: i64 = crate::domain::apps::DEFAULT_CERTIFICATE_VALIDITY_DAYS;
+
+/// Extended key usage Smart Card Logon (Microsoft), which Windows certificate logon requires
+/// beside Client Authentication.
+pub const SMART_CARD_LOGON: &[u64] = &[1, 3, 6, 1, 4, 1, 311, 20, 2, 2];
+/// The otherName of a user principal name (UPN) in a subject alternative name.
+pub const UPN: &[u64] = &[1, 3, 6, 1, 4, 1, 311, 20, 2, 3];
+
+/// What a login certificate is issued for.
+pub struct LoginProfile<'a> {
+    /// The user's principal name (`machineUserName`: the user name in e-mail form).
+    pub upn: &'a str,
+    pub validity_days: i64,
+    /// The public base URL its CRL distribution point and CA issuers URL point under.
+    pub public_base_url: &'a str,
+}
 /// The agent's own error codes in posted error payloads.
 pub const ERROR_ISSUANCE: i64 = 2001;
 pub const ERROR_REVOCATION: i64 = 2002;
@@ -52,6 +68,33 @@ fn ca_params() -> CertificateParams {
     params.key_usages =
         vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     params
+}
+
+/// An e-mail address in the form a certificate's rfc822Name takes: ASCII `local@domain`.
+fn is_email(name: &str) -> bool {
+    let Some((local, domain)) = name.split_once('@') else { return false };
+    name.is_ascii()
+        && !local.is_empty()
+        && domain.contains('.')
+        && !domain.contains('@')
+        && !name.contains(' ')
+}
+
+/// The authority information access extension naming the CA certificate's URL (caIssuers),
+/// encoded by x509-cert.
+fn ca_issuers(url: &str) -> anyhow::Result<rcgen::CustomExtension> {
+    use x509_cert::der::asn1::Ia5String;
+    use x509_cert::der::Encode as _;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{AccessDescription, AuthorityInfoAccessSyntax};
+    const CA_ISSUERS: x509_cert::der::asn1::ObjectIdentifier =
+        x509_cert::der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.48.2");
+    const AUTHORITY_INFO_ACCESS: &[u64] = &[1, 3, 6, 1, 5, 5, 7, 1, 1];
+    let access = AuthorityInfoAccessSyntax(vec![AccessDescription {
+        access_method: CA_ISSUERS,
+        access_location: GeneralName::UniformResourceIdentifier(Ia5String::new(url)?),
+    }]);
+    Ok(rcgen::CustomExtension::from_oid_content(AUTHORITY_INFO_ACCESS, access.to_der()?))
 }
 
 fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -96,9 +139,25 @@ impl LocalCa {
         &self.cert_der
     }
 
-    /// Issues a client-authentication certificate for `user`; returns (PEM bundle of certificate
-    /// and private key, lowercase hex serial, expiry in epoch ms).
-    pub fn issue(&self, user: &str) -> anyhow::Result<(String, String, i64)> {
+    /// A short, stable id of this CA: the first 16 hex digits of the SHA-256 of its certificate.
+    /// Its CRL and certificate are published under `/rp/pki/<id>/`.
+    pub fn id(&self) -> String {
+        use sha2::Digest as _;
+        hex::encode(&sha2::Sha256::digest(&self.cert_der)[..8])
+    }
+
+    /// Where this CA's CRL and certificate are published under `base`.
+    pub fn urls(&self, base: &str) -> (String, String) {
+        let base = format!("{}/rp/pki/{}", base.trim_end_matches('/'), self.id());
+        (format!("{base}/crl"), format!("{base}/ca.crt"))
+    }
+
+    /// Issues a login certificate for `profile`: Client Authentication and Smart Card Logon
+    /// usages, the UPN as an otherName (and as an rfc822Name where it is an e-mail address),
+    /// digitalSignature only (a P-256 key needs no keyEncipherment), a CRL distribution point
+    /// and a CA issuers URL under the public base URL. Returns (PEM bundle of certificate and
+    /// private key, lowercase hex serial, expiry in epoch ms).
+    pub fn issue(&self, profile: &LoginProfile) -> anyhow::Result<(String, String, i64)> {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
         let mut serial = [0u8; 16];
         rand::rngs::OsRng.fill_bytes(&mut serial);
@@ -106,14 +165,29 @@ impl LocalCa {
         serial[0] |= 0x01;
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
-        name.push(DnType::CommonName, user);
+        name.push(DnType::CommonName, profile.upn);
         params.distinguished_name = name;
         let now = time::OffsetDateTime::now_utc();
         params.not_before = now - time::Duration::minutes(5);
-        params.not_after = now + time::Duration::days(CERT_VALIDITY_DAYS);
+        params.not_after = now + time::Duration::days(profile.validity_days);
         params.serial_number = Some(SerialNumber::from(serial.to_vec()));
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ClientAuth,
+            ExtendedKeyUsagePurpose::Other(SMART_CARD_LOGON.to_vec()),
+        ];
+        params.subject_alt_names = vec![rcgen::SanType::OtherName((
+            UPN.to_vec(),
+            rcgen::OtherNameValue::Utf8String(profile.upn.to_owned()),
+        ))];
+        if is_email(profile.upn) {
+            let email = rcgen::string::Ia5String::try_from(profile.upn)?;
+            params.subject_alt_names.push(rcgen::SanType::Rfc822Name(email));
+        }
+        let (crl, ca_cert) = self.urls(profile.public_base_url);
+        params.crl_distribution_points = vec![rcgen::CrlDistributionPoint { uris: vec![crl] }];
+        params.custom_extensions = vec![ca_issuers(&ca_cert)?];
+        params.use_authority_key_identifier_extension = true;
         let issuer = Issuer::new(ca_params(), &self.key);
         let cert = params.signed_by(&key, &issuer)?;
         let bundle = format!("{}{}", cert.pem(), key.serialize_pem());
@@ -168,6 +242,8 @@ pub struct PassReport {
 pub struct Agent {
     http: reqwest::Client,
     base_url: String,
+    /// Where the certificates' CRL and CA issuers URLs point (the API's public address).
+    public_base_url: String,
     token: String,
     ca: std::sync::Arc<LocalCa>,
 }
@@ -178,7 +254,15 @@ impl Agent {
     pub fn new(base_url: &str, token: &str, ca: std::sync::Arc<LocalCa>) -> anyhow::Result<Self> {
         check_base_url(base_url)?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
-        Ok(Self { http, base_url: base_url.trim_end_matches('/').to_owned(), token: token.to_owned(), ca })
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        Ok(Self { http, public_base_url: base_url.clone(), base_url, token: token.to_owned(), ca })
+    }
+
+    /// The agent, with the certificates' CRL and CA issuers URLs under `url` (when the API's
+    /// public address is not the one the agent calls).
+    pub fn with_public_base_url(mut self, url: &str) -> Self {
+        self.public_base_url = url.trim_end_matches('/').to_owned();
+        self
     }
 
     async fn post(&self, path: &str, body: &impl Serialize) -> anyhow::Result<reqwest::StatusCode> {
@@ -280,7 +364,12 @@ impl Agent {
         let device_key =
             request.device_key_agreement_public_key.as_deref().context("the request has no device key")?;
         let counter = request.enc_counter.as_deref().unwrap_or("0");
-        let (bundle, serial, expiry) = self.ca.issue(user)?;
+        let profile = LoginProfile {
+            upn: user,
+            validity_days: request.certificate_validity_days.unwrap_or(DEFAULT_VALIDITY_DAYS),
+            public_base_url: &self.public_base_url,
+        };
+        let (bundle, serial, expiry) = self.ca.issue(&profile)?;
         let binding = envelope::Binding {
             request_id: &request.request_id,
             enc_counter: counter,

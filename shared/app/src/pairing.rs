@@ -181,6 +181,7 @@ async fn create(
     let (mut pairing, mut cert_request) =
         Pairing::create(app.clone(), request, &device, owner, enc_counter, timeout, now);
     pairing.offline_set = offline_set;
+    cert_request.certificate_validity_days = Some(settings.workstation.certificate_validity_days);
     // The agent gets the workstation name of the user from whatever mapping the server knows.
     // The user's aliases are read only when neither the pairing nor the enrollment names one
     // (enrollments stored before the name was kept).

@@ -124,6 +124,18 @@ pub struct WorkstationSettings {
     /// The app's SNS platform applications, for waking its users' devices.
     #[serde(default)]
     pub push: super::push::PushApplications,
+    /// How long the login certificates issued for the app's pairings are valid, in days.
+    #[serde(default = "default_certificate_validity")]
+    #[schema(default = default_certificate_validity, minimum = 1, maximum = 365)]
+    pub certificate_validity_days: i64,
+}
+
+/// The default validity of a login certificate: 90 days, as public CAs and Vault's PKI examples
+/// go for short-lived leaf certificates (renewal is automatic), well under a year.
+pub const DEFAULT_CERTIFICATE_VALIDITY_DAYS: i64 = 90;
+
+fn default_certificate_validity() -> i64 {
+    DEFAULT_CERTIFICATE_VALIDITY_DAYS
 }
 
 fn default_request_timeout() -> i64 {
@@ -141,6 +153,7 @@ impl Default for WorkstationSettings {
             request_timeout_in_secs: 300,
             oob_request_timeout_in_secs: super::oob::DEFAULT_TTL_SECS,
             push: super::push::PushApplications::default(),
+            certificate_validity_days: DEFAULT_CERTIFICATE_VALIDITY_DAYS,
         }
     }
 }
@@ -150,6 +163,7 @@ impl WorkstationSettings {
         self.offline_access.validate().map_err(|e| e.under("offlineAccess"))?;
         validate::range("requestTimeoutInSecs", self.request_timeout_in_secs, 1, 900)?;
         validate::range("oobRequestTimeoutInSecs", self.oob_request_timeout_in_secs, 1, 3600)?;
+        validate::range("certificateValidityDays", self.certificate_validity_days, 1, 365)?;
         self.push.validate().map_err(|e| e.under("push"))
     }
 }
@@ -226,7 +240,8 @@ mod tests {
                 },
                 "requestTimeoutInSecs": 300,
                 "oobRequestTimeoutInSecs": 300,
-                "push": {}
+                "push": {},
+                "certificateValidityDays": 90
             })
         );
     }

@@ -71,6 +71,9 @@ pub struct CertRequest {
     pub enc_counter: Option<String>,
     #[serde(default)]
     pub cert_serial_number: Option<String>,
+    /// How long the certificate is to be valid (the app's setting when it was queued).
+    #[serde(default)]
+    pub certificate_validity_days: Option<i64>,
     pub created_at: EpochMillis,
     /// How many times it was leased.
     #[serde(default)]
@@ -201,6 +204,7 @@ impl CertRequest {
             device_key_agreement_public_key: None,
             enc_counter: None,
             cert_serial_number: None,
+            certificate_validity_days: None,
             created_at,
             attempts: 0,
             lease_id: None,
@@ -438,6 +442,10 @@ pub struct LoginCertRequest {
     /// Added beside the seed's fields: the app the request belongs to, for the agent's events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_id: Option<AppId>,
+    /// Added beside the seed's fields: how long the certificate is to be valid, in days (the
+    /// app's `certificateValidityDays`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_validity_days: Option<i64>,
 }
 
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -477,6 +485,7 @@ impl CertificateRequestList {
                 device_key_agreement_public_key: r.device_key_agreement_public_key.clone(),
                 enc_counter: r.enc_counter.clone(),
                 app_id: Some(r.app_id.clone()),
+                certificate_validity_days: r.certificate_validity_days,
             }),
             RequestKind::Revocation => self.revoked_certs.push(RevokedCertRequest {
                 request_id: r.request_id.clone(),

@@ -29,6 +29,10 @@ struct Cli {
     /// Poll once and exit.
     #[arg(long)]
     once: bool,
+    /// The API's public address, which the certificates' CRL distribution point and CA issuers
+    /// URL point under (default: the base URL).
+    #[arg(long, env = "RP_PUBLIC_BASE_URL")]
+    public_base_url: Option<String>,
 }
 
 #[tokio::main]
@@ -48,7 +52,10 @@ async fn main() -> anyhow::Result<()> {
     .map(|text| text.trim().to_owned())
     .filter(|token| !token.is_empty())
     .ok_or_else(|| anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token"))?;
-    let agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
+    let mut agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
+    if let Some(url) = &cli.public_base_url {
+        agent = agent.with_public_base_url(url);
+    }
     if cli.once {
         let report = agent.run_once().await?;
         println!(

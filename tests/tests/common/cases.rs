@@ -297,8 +297,14 @@ pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
                 "maxWrongAttempts": 5, "lockoutSecs": 900},
             "requestTimeoutInSecs": 300,
             "oobRequestTimeoutInSecs": 300,
-            "push": {}
+            "push": {},
+            "certificateValidityDays": 90
         })
+    );
+    let long = json!({"certificateValidityDays": 366});
+    assert_eq!(
+        h.admin("PUT", &path, Some(long)).await.problem(400, codes::INVALID_FIELD)["field"],
+        "certificateValidityDays"
     );
     let bad = json!({"push": {"fcm": "arn:aws:sns:us-east-1:123456789012:app/APNS/wrong-platform"}});
     assert_eq!(

@@ -237,6 +237,7 @@ pub async fn certificate_poll_and_results_contract(h: Harness) {
         fields,
         [
             "appId",
+            "certificateValidityDays",
             "deviceId",
             "deviceKeyAgreementPublicKey",
             "encCounter",
@@ -358,6 +359,10 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
         c["certSerialNumber"].as_str().unwrap()
     );
     assert!(parsed.tbs_certificate.subject.to_string().contains("erin@example.com"));
+    // Valid for the app's certificateValidityDays (90 by default), from five minutes back.
+    let validity = &parsed.tbs_certificate.validity;
+    let lived = validity.not_after.to_unix_duration() - validity.not_before.to_unix_duration();
+    assert_eq!(lived.as_secs(), 90 * 86_400 + 300, "the app's validity reached the agent");
     // Another device cannot open it; a wrong device token gets nothing.
     assert!(envelope::open(&p256::SecretKey::random(&mut rand::rngs::OsRng), &envelope, &binding, &issuer)
         .is_err());
@@ -899,7 +904,8 @@ pub async fn an_agents_failure_events_are_filed_under_the_requests_app(h: Harnes
     let id = pair(&h, &access, &dev, "m-fail").await;
     let poll = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
     let mine = poll["loginCerts"].as_array().unwrap().iter().find(|r| r["requestId"] == id.as_str()).cloned();
-    assert_eq!(mine.expect("leased")["appId"], app.as_str(), "{poll}");
+    assert_eq!(mine.as_ref().expect("leased")["appId"], app.as_str(), "{poll}");
+    assert_eq!(mine.expect("leased")["certificateValidityDays"], 90, "the app's default validity");
     let failed = json!({"errorCode": 17, "errorMessage": "the CA is down", "requestId": id});
     assert_eq!(h.post_issuance(failed).await.status, 204);
     for (name, named) in

@@ -1,0 +1,78 @@
+"""Checks a login certificate against the profile Windows certificate logon needs, with an
+independent parser (Python's `cryptography`), field by field.
+
+    pip install 'cryptography>=42'
+    python3 tests/cert_profile.py CERT.pem CA.pem UPN CRL_URL CA_ISSUERS_URL VALIDITY_DAYS
+
+`shared/tests/agent_profile.rs` issues a certificate with the reference agent's CA and runs this
+on it (it skips, saying so, where `cryptography` is not installed; `.ci/run` installs it). Exit
+status 0 when every field is as the profile says."""
+
+import datetime
+import sys
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import AuthorityInformationAccessOID, ExtendedKeyUsageOID, ExtensionOID
+
+SMART_CARD_LOGON = x509.ObjectIdentifier("1.3.6.1.4.1.311.20.2.2")
+UPN = x509.ObjectIdentifier("1.3.6.1.4.1.311.20.2.3")
+
+cert_path, ca_path, upn, crl_url, ca_issuers_url, validity_days = sys.argv[1:7]
+cert = x509.load_pem_x509_certificate(open(cert_path, "rb").read())
+ca = x509.load_pem_x509_certificate(open(ca_path, "rb").read())
+problems = []
+
+
+def check(what, ok, seen):
+    if not ok:
+        problems.append(f"{what}: {seen}")
+    else:
+        print(f"ok   {what}")
+
+
+ext = lambda oid: cert.extensions.get_extension_for_oid(oid).value  # noqa: E731
+
+eku = ext(ExtensionOID.EXTENDED_KEY_USAGE)
+check("EKU Client Authentication", ExtendedKeyUsageOID.CLIENT_AUTH in eku, list(eku))
+check("EKU Smart Card Logon (1.3.6.1.4.1.311.20.2.2)", SMART_CARD_LOGON in eku, list(eku))
+
+san = ext(ExtensionOID.SUBJECT_ALTERNATIVE_NAME)
+others = [n for n in san.get_values_for_type(x509.OtherName) if n.type_id == UPN]
+encoded = upn.encode()
+utf8 = bytes([0x0C, len(encoded)]) + encoded  # DER UTF8String (short form: the UPNs here are < 128 bytes)
+check("SAN otherName UPN (1.3.6.1.4.1.311.20.2.3) as a UTF8String", [o.value for o in others] == [utf8],
+      [o.value for o in others])
+check("SAN rfc822Name", san.get_values_for_type(x509.RFC822Name) == ([upn] if "@" in upn else []),
+      san.get_values_for_type(x509.RFC822Name))
+
+ku = ext(ExtensionOID.KEY_USAGE)
+check("key usage digitalSignature", ku.digital_signature, ku)
+check("no keyEncipherment for a P-256 key", not ku.key_encipherment and isinstance(cert.public_key(), ec.EllipticCurvePublicKey), ku)
+
+cdp = ext(ExtensionOID.CRL_DISTRIBUTION_POINTS)
+uris = [n.value for point in cdp for n in (point.full_name or [])]
+check("CRL distribution point", uris == [crl_url], uris)
+
+aia = ext(ExtensionOID.AUTHORITY_INFORMATION_ACCESS)
+issuers = [d.access_location.value for d in aia if d.access_method == AuthorityInformationAccessOID.CA_ISSUERS]
+check("AIA caIssuers", issuers == [ca_issuers_url], issuers)
+
+lived = cert.not_valid_after_utc - cert.not_valid_before_utc
+want = datetime.timedelta(days=int(validity_days), minutes=5)
+check(f"validity {validity_days} days (from 5 minutes back)", abs(lived - want) < datetime.timedelta(seconds=5), lived)
+
+check("subject CN is the UPN", cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == upn, cert.subject)
+check("issued by the CA", cert.issuer == ca.subject, cert.issuer)
+try:
+    cert.verify_directly_issued_by(ca)
+    check("signed by the CA's key", True, "")
+except Exception as e:  # noqa: BLE001
+    check("signed by the CA's key", False, e)
+check("not a CA", not ext(ExtensionOID.BASIC_CONSTRAINTS).ca if any(
+    e.oid == ExtensionOID.BASIC_CONSTRAINTS for e in cert.extensions) else True, "CA")
+
+if problems:
+    print("FAIL " + "\nFAIL ".join(problems))
+    sys.exit(1)
+print("the login certificate has the Windows logon profile")
