@@ -7,6 +7,7 @@ use crate::offline::{self, OpenPins, PairingEdit};
 use crate::{AppError, AppState};
 use rp_domain::apps::{AppId, OfflineAccess};
 use rp_domain::certificates::CertError;
+use rp_domain::certificates::{certificate_status, CertificateStatus};
 use rp_domain::devices::DeviceRecord;
 use rp_domain::enrollment::EnrollmentRecord as Enrollment;
 use rp_domain::offline::{render_pins, require_enabled, OfflineSet};
@@ -34,6 +35,8 @@ pub struct Shown {
     pub hidden: Option<&'static str>,
     /// When it was shown.
     pub now: EpochMillis,
+    /// Its login certificate, to its own workstation when it reads the pairing.
+    pub certificate: Option<CertificateStatus>,
 }
 
 /// `pairing` (of the app `app`) as the access token `viewer` may see it. `open` is its set in
@@ -59,7 +62,7 @@ pub async fn show(
         }
         _ => OfflineTokens::default(),
     };
-    Ok(Shown { pairing, settings, offline, hidden, now })
+    Ok(Shown { pairing, settings, offline, hidden, now, certificate: None })
 }
 
 /// What [`pair`] did: paired anew (a login certificate is requested), or found the pairing
@@ -204,16 +207,27 @@ async fn create(
     }
 }
 
-/// The pairing at `key` in `app`, as the access token `viewer` may see it.
+/// The pairing at `key` in `app`, as the access token `viewer` may see it; with its login
+/// certificate's status for its own workstation (the device's certificates are read beside).
 pub async fn read(state: &AppState, app: &AppId, viewer: &str, key: &PairingKey) -> Result<Shown, AppError> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
-    let (pairing, settings) = tokio::join!(
+    let store = state.backend.store.as_ref();
+    let (workstations, certs) = (Workstations::new(store), Certificates::new(store));
+    let (pairing, settings, issued) = tokio::join!(
         workstations.pairing(app, &key.machine_id, &key.device_id),
         crate::apps::load_app(state, app.as_str()),
+        certs.all_of_device(app, &key.device_id),
     );
     let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
     let (settings, _) = settings?;
-    Ok(show(state, pairing, &settings, Some(viewer), None).await?)
+    let certificate = if pairing.is_owned_by(viewer) {
+        let request = certs.request(&pairing.certificate_request_id).await?;
+        let request = request.as_ref().map(|(r, _)| r);
+        Some(certificate_status(request, &pairing.certificate_request_id, &issued?))
+    } else {
+        None
+    };
+    let shown = show(state, pairing, &settings, Some(viewer), None).await?;
+    Ok(Shown { certificate, ..shown })
 }
 
 /// Updates the pairing `update` names, for the workstation whose token is `owner`: its name, a

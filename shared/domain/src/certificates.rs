@@ -1025,3 +1025,48 @@ mod tests {
         }
     }
 }
+
+/// Where a pairing's login certificate stands, as its workstation sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CertificateState {
+    /// Queued or with the agent.
+    Pending,
+    Issued,
+    Revoked,
+    /// The agent reported a failure, or the request ran out of attempts.
+    Failed,
+}
+
+/// The pairing's certificate: its state and, once issued, its serial, expiry and the issuing CA
+/// certificate; never key material.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CertificateStatus {
+    pub state: CertificateState,
+    pub serial: Option<String>,
+    pub expires_at: Option<EpochMillis>,
+    /// The issuing CA's certificate, as the agent posted it (base64 DER).
+    pub issuer_certificate: Option<String>,
+}
+
+/// The status of the certificate requested as `request` (if still stored), from the device's
+/// issued certificates `issued`.
+pub fn certificate_status(
+    request: Option<&CertRequest>,
+    request_id: &str,
+    issued: &[IssuedCert],
+) -> CertificateStatus {
+    let cert = issued.iter().find(|c| c.request_id == request_id);
+    let state = match (cert, request.map(|r| r.state)) {
+        (Some(cert), _) if cert.revoked_at.is_some() => CertificateState::Revoked,
+        (Some(_), _) => CertificateState::Issued,
+        (None, Some(RequestState::Failed | RequestState::Dead)) => CertificateState::Failed,
+        (None, _) => CertificateState::Pending,
+    };
+    CertificateStatus {
+        state,
+        serial: cert.map(|c| c.cert_serial_number.clone()),
+        expires_at: cert.map(|c| c.login_cert_expiry_date),
+        issuer_certificate: cert.map(|c| c.signing_cert.clone()),
+    }
+}

@@ -21,6 +21,7 @@ use axum::{Json, Router};
 use rp_app::enrollment::{self, Opened};
 use rp_app::pairing::{self, Paired, Shown};
 use rp_domain::apps::{AppId, OfflineAccess};
+use rp_domain::certificates::CertificateState;
 use rp_domain::devices::{fingerprint, DeviceRecord};
 use rp_domain::enrollment::{Complete, CompleteRequest, Enroll, EnrollRequest};
 use rp_domain::pairing::{
@@ -168,6 +169,23 @@ pub struct PairingView {
     pub rp_config: RpConfig,
     pub workstation: WorkstationOffline,
     pub offline_status: OfflineStatus,
+    /// Added beside the seed's fields, when the pairing's own workstation reads it: its login
+    /// certificate (never key material).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<PairingCertificate>,
+}
+
+/// The pairing's login certificate, as its workstation sees it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PairingCertificate {
+    pub certificate_request_id: String,
+    pub state: CertificateState,
+    pub cert_serial_number: Option<String>,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    /// The issuing CA's certificate (base64 DER).
+    pub issuer_certificate: Option<String>,
 }
 
 /// `rpConfig.workstation.offlineAccess`.
@@ -207,7 +225,14 @@ pub struct OfflineStatus {
 
 impl From<Shown> for PairingView {
     fn from(shown: Shown) -> Self {
-        let Shown { pairing, settings, offline, hidden, now } = shown;
+        let Shown { pairing, settings, offline, hidden, now, certificate } = shown;
+        let certificate = certificate.map(|c| PairingCertificate {
+            certificate_request_id: pairing.certificate_request_id.clone(),
+            state: c.state,
+            cert_serial_number: c.serial,
+            expires_at: c.expires_at.map(|at| at.iso8601()),
+            issuer_certificate: c.issuer_certificate,
+        });
         let set = pairing.offline_set.as_ref();
         let offline_status = OfflineStatus {
             tokens_visible: hidden.is_none(),
@@ -232,6 +257,7 @@ impl From<Shown> for PairingView {
             rp_config: RpConfig { workstation: RpWorkstation { offline_access: settings } },
             workstation: WorkstationOffline { offline },
             offline_status,
+            certificate,
         }
     }
 }

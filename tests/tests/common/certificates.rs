@@ -1115,3 +1115,42 @@ pub async fn the_agent_revokes_a_refused_certificate(_h: Harness) {
     assert_eq!(revoked.len(), 1, "the orphaned certificate is revoked at the CA");
     assert!(ca.is_revoked(&revoked[0]));
 }
+
+/// The workstation sees its pairing's login certificate: pending, then issued (serial, expiry,
+/// the issuing CA's certificate), then revoked; another workstation of the app sees none of it.
+pub async fn the_workstation_sees_its_pairings_certificate(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "uma@example.com", None).await;
+    let id = pair(&h, &access, &dev, "m-view").await;
+    let path = format!("/rp/api/client/reg?machineId=m-view&deviceId={}", dev.device_id);
+    let view = |token: String| {
+        let (h, path) = (&h, path.clone());
+        async move {
+            let r = h.client.send("GET", &path, Some(&token), None).await;
+            assert_eq!(r.status, 200, "{}", r.json());
+            r.json()
+        }
+    };
+    let seen = view(access.clone()).await;
+    assert_eq!(seen["certificate"]["state"], "pending", "{seen}");
+    assert_eq!(seen["certificate"]["certificateRequestId"], id.as_str());
+    assert!(seen["certificate"]["certSerialNumber"].is_null());
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert!(agent.run_once().await.unwrap().issued.contains(&id));
+    let seen = view(access.clone()).await["certificate"].clone();
+    assert_eq!(seen["state"], "issued", "{seen}");
+    let serial = seen["certSerialNumber"].as_str().expect("its serial").to_owned();
+    assert!(seen["expiresAt"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(seen["issuerCertificate"], STANDARD.encode(ca.certificate_der()));
+    let text = seen.to_string();
+    assert!(!text.contains("PRIVATE") && !text.contains("loginCert\""), "no key material: {text}");
+    // Another workstation of the app reads the pairing without it.
+    let other = h.access_token(&app).await;
+    assert!(view(other).await.get("certificate").is_none());
+    // Revoked by an admin, through the agent.
+    let r = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
+    assert_eq!(r.status, 202, "{}", r.json());
+    assert_eq!(agent.run_once().await.unwrap().revoked.len(), 1);
+    assert_eq!(view(access).await["certificate"]["state"], "revoked");
+}

@@ -165,6 +165,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, version_1_envelopes_are_still_served);
         $crate::router_case!($make, the_poll_names_the_workstation_user_from_what_is_known);
         $crate::router_case!($make, an_agents_failure_events_are_filed_under_the_requests_app);
+        $crate::router_case!($make, the_workstation_sees_its_pairings_certificate);
         $crate::router_case!($make, recovery_keys_reach_the_enrolled_device_in_authentication);
         $crate::router_case!($make, code_customizations_keep_versions_and_env_values_stay_secret);
         $crate::router_case!($make, the_oob_start_hook_allows_denies_and_rewrites);
