@@ -60,7 +60,8 @@ use utoipa::{Modify, OpenApi};
     components(schemas(super::problem::ProblemBody)),
     modifiers(&Security, &Texts, &Problems, &Links),
     tags(
-        (name = "health", description = "Liveness, and the descriptions of the problem types"),
+        (name = "health", description = "Liveness"),
+        (name = "problems", description = "What each problem `type` means, for a person"),
         (name = "control", description = "The control center: apps, workstation settings, rate limits, tokens"),
         (name = "registration", description = "Registration links, device registration and device tokens"),
         (name = "enrollment", description = "Workstation enrollment and pairing (access tokens)"),
@@ -391,6 +392,11 @@ fn tenant_header() -> utoipa::openapi::path::Parameter {
 fn problems_of(tag: &str, body: bool, authenticated: bool, tenant: bool) -> Vec<&'static ProblemType> {
     let mut kinds: Vec<&'static ProblemType> = vec![&errors::INTERNAL];
     if tag == "health" {
+        return kinds;
+    }
+    if tag == "problems" {
+        // A slug no problem type has.
+        kinds.push(&errors::ROUTE_NOT_FOUND);
         return kinds;
     }
     kinds.extend([

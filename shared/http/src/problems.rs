@@ -24,7 +24,7 @@ pub fn rows_of(slug: &str) -> Vec<&'static ProblemType> {
     rows
 }
 
-#[utoipa::path(get, path = "/problems/{slug}", tag = "health",
+#[utoipa::path(get, path = "/problems/{slug}", tag = "problems",
     params(("slug" = String, Path, description = "The part of a problem's `type` after `/problems/`", pattern = "^[a-z0-9-]{1,64}$")),
     responses((status = 200, description = "A short description of the problem type, for a person", content_type = "text/html")))]
 async fn page(Path(slug): Path<String>) -> Response {
