@@ -217,7 +217,7 @@ async fn token_is_valid(
     now: rp_domain::EpochMillis,
 ) -> Result<bool, StoreError> {
     let token = rp_repo::tokens::Tokens::new(state.backend.store.as_ref()).get(token_id).await?;
-    Ok(token.is_some_and(|t| t.revoked_at.is_none() && t.expires_at.is_none_or(|at| at > now)))
+    Ok(token.is_some_and(|t| t.live_at(now).is_ok()))
 }
 
 /// The context recovery keys are sealed under: they open for that app, machine and device only.

@@ -132,6 +132,11 @@ impl TokenRecord {
         if !stored.matches(presented) {
             return Err(TokenRefusal::Unknown);
         }
+        self.live_at(now)
+    }
+
+    /// Whether the token still admits its holder at `now`: not revoked, not expired.
+    pub fn live_at(&self, now: EpochMillis) -> Result<(), TokenRefusal> {
         if self.revoked_at.is_some() {
             return Err(TokenRefusal::Revoked);
         }

@@ -30,7 +30,7 @@ async fn setup(h: &Harness, user: &str) -> (String, String, TestDevice) {
     (app, access, dev)
 }
 
-async fn start(h: &Harness, access: &str, body: Value) -> String {
+pub(super) async fn start(h: &Harness, access: &str, body: Value) -> String {
     let r =
         h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(access), Some(body)).await;
     assert_eq!(r.status, 200, "{}", r.json());

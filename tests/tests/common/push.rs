@@ -4,7 +4,7 @@
 //! wake-ups go through SNS on the emulator (moto), whose own record is checked too.
 
 use super::certificates::{agent_for, device, TestDevice};
-use super::oob::start_body;
+use super::oob::{start, start_body};
 use super::Harness;
 use rp_shared::domain::push::{Platform, WakeKind};
 use serde_json::{json, Value};
@@ -84,29 +84,10 @@ pub async fn devices_are_woken_when_there_is_something_to_fetch(h: Harness) {
     assert_eq!(endpoint_of(&h, &dev).await.0, endpoint);
 
     // An OOB start wakes the device with the request's id alone.
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/api/oob/client/authentication/requests",
-            Some(&access),
-            Some(start_body(&app, "ivy@example.com")),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.json());
-    let request_id = r.json()["response"]["requestId"].as_str().unwrap().to_owned();
+    let request_id = start(&h, &access, start_body(&app, "ivy@example.com")).await;
     assert_eq!(woken(&h, &endpoint), [(WakeKind::Oob, request_id.clone(), true)]);
     // A user whose device never registered a token is not woken; the start succeeds.
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/api/oob/client/authentication/requests",
-            Some(&access),
-            Some(start_body(&app, "jon@example.com")),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.json());
+    start(&h, &access, start_body(&app, "jon@example.com")).await;
     assert!(
         h.pushes.asked().iter().all(|a| a.endpoint == endpoint),
         "{quiet:?} has no endpoint",
@@ -171,16 +152,8 @@ async fn sns_received_and_gone_endpoints_are_handled(
         .send()
         .await
         .unwrap();
-    let r = h
-        .client
-        .send(
-            "POST",
-            "/rp/api/oob/client/authentication/requests",
-            Some(access),
-            Some(start_body(app, &dev.user)),
-        )
-        .await;
-    assert_eq!(r.status, 200, "a failed wake-up never fails the start: {}", r.json());
+    // A failed wake-up never fails the start (`start` holds it to 200).
+    start(h, access, start_body(app, &dev.user)).await;
     assert!(!woken(h, endpoint).last().unwrap().2, "the disabled endpoint refused it");
     assert_eq!(endpoint_of(h, dev).await, (endpoint.to_owned(), false), "and is marked disabled");
     let r = register_push(h, dev, json!({"platform": "APNS", "token": token})).await;
