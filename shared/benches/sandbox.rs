@@ -45,6 +45,7 @@ async fn main() {
     )
     .unwrap();
     let job = Job {
+        tenant: "bench".into(),
         source: SOURCE.into(),
         event: json!({"namedUser": "alice@example.com", "token": token}),
         env: BTreeMap::from([

@@ -16,8 +16,11 @@ fn keys() -> Arc<dyn KeyService> {
     Arc::new(LocalKeyFile::open_or_create(&dir.join("keys.json")).unwrap())
 }
 
+/// A job of a tenant of its own: runs are scheduled per tenant, and these tests run at once.
 fn job(source: &str, timeout_ms: u64) -> Job {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     Job {
+        tenant: format!("tenant-{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
         source: source.to_owned(),
         event: json!({"namedUser": "alice@example.com", "machineId": "m-1"}),
         env: BTreeMap::from([
@@ -208,4 +211,108 @@ async fn hostile_scripts_are_contained() {
     assert!(faults.is_empty(), "{faults:#?}");
     println!("hostile scripts contained: {}", hostile.len());
     assert!(hostile.len() >= 20);
+}
+
+/// A key service whose signing takes `delay`: a run that signs is stuck in a host call, where
+/// no interrupt reaches it, for that long.
+struct SlowSigning {
+    inner: Arc<dyn KeyService>,
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl KeyService for SlowSigning {
+    async fn generate_data_key(
+        &self,
+        context: &rp_shared::ports::EncryptionContext,
+    ) -> Result<rp_shared::ports::keys::DataKey, rp_shared::ports::KeyError> {
+        self.inner.generate_data_key(context).await
+    }
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &rp_shared::ports::EncryptionContext,
+    ) -> Result<[u8; 32], rp_shared::ports::KeyError> {
+        self.inner.decrypt_data_key(wrapped, context).await
+    }
+    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, rp_shared::ports::KeyError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.sign_es256(message).await
+    }
+    async fn signing_public_key(&self) -> Result<p256::PublicKey, rp_shared::ports::KeyError> {
+        self.inner.signing_public_key().await
+    }
+    fn signing_key_id(&self) -> String {
+        self.inner.signing_key_id()
+    }
+}
+
+fn tenant_job(tenant: &str, source: &str, timeout_ms: u64) -> Job {
+    Job { tenant: tenant.into(), ..job(source, timeout_ms) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_tenants_overrunning_runs_make_only_that_tenant_wait_or_fail() {
+    let slow: Arc<dyn KeyService> = Arc::new(SlowSigning { inner: keys(), delay: Duration::from_secs(3) });
+    let stuck = "function handler() { return jwtCreateSignedJwt({sub: 'x'}); }";
+    // Six runs of the hostile tenant at once, each stuck 3 s where no interrupt reaches it,
+    // with a 100 ms limit: they are answered, abandoned, or refused, never left waiting.
+    let hostile: Vec<_> =
+        (0..6).map(|_| tokio::spawn(sandbox::run(slow.clone(), tenant_job("hostile", stuck, 100)))).collect();
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    // The other tenant runs as if alone, before and after the hostile runs are abandoned.
+    let keys = keys();
+    for i in 0..20 {
+        let started = Instant::now();
+        let r = sandbox::run(
+            keys.clone(),
+            tenant_job("quiet", "function handler() { return sha256('abc'); }", 1_000),
+        )
+        .await;
+        assert_eq!(r.error, None, "run {i} of the quiet tenant: {r:?}");
+        assert!(started.elapsed() < Duration::from_millis(800), "run {i} waited {:?}", started.elapsed());
+    }
+    for run in hostile {
+        let r = run.await.unwrap();
+        let error = r.error.unwrap_or_default();
+        assert!(
+            ["timed out after 100 ms", "overran its limits", "busy with this tenant's other runs"]
+                .iter()
+                .any(|e| error.contains(e)),
+            "{error}"
+        );
+    }
+    // While its abandoned run still runs, the hostile tenant is refused at once...
+    let r =
+        sandbox::run(keys.clone(), tenant_job("hostile", "function handler() { return 1; }", 1_000)).await;
+    assert!(r.error.as_deref().unwrap_or_default().contains("overran its limits"), "{r:?}");
+    // ...and once it has ended, that tenant runs again.
+    let mut recovered = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = sandbox::run(keys.clone(), tenant_job("hostile", "function handler() { return 1; }", 1_000))
+            .await;
+        if r.error.is_none() {
+            recovered = true;
+            break;
+        }
+    }
+    assert!(recovered, "the hostile tenant runs again once its abandoned run ended");
+}
+
+#[tokio::test]
+async fn a_loop_catching_its_own_out_of_memory_errors_stops_at_its_deadline() {
+    // Before large allocations failed past the deadline, this ran 25 s past a 1 ms limit and
+    // was answered only by the watchdog, a second late.
+    let source = "function handler() { let a = []; while (true) { try { a.push('x'.repeat(1 << 20)); } catch (e) { a = []; } } }";
+    for timeout_ms in [1, 50, 200] {
+        let started = Instant::now();
+        let r = sandbox::run(keys(), tenant_job("oom", source, timeout_ms)).await;
+        let took = started.elapsed();
+        assert_eq!(r.error.as_deref(), Some(format!("timed out after {timeout_ms} ms").as_str()));
+        assert!(
+            took < Duration::from_millis(timeout_ms) + sandbox::BACKSTOP / 2,
+            "{timeout_ms} ms: the run itself stopped, not the watchdog: {took:?}"
+        );
+    }
 }

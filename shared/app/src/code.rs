@@ -36,6 +36,7 @@ pub fn job(
     env: std::collections::BTreeMap<String, String>,
 ) -> Job {
     Job {
+        tenant: tenant.to_string(),
         source: record.source.clone(),
         event,
         env,

@@ -7,30 +7,42 @@
 //!   and this host adds none: the globals are the language's own and the ones below.
 //! - Limits: a memory limit (64 MiB by default), a stack limit, and an interrupt handler that
 //!   ends the run at its wall-clock deadline.
-//! - QuickJS polls the interrupt only now and then. A hostile loop that keeps catching its own
-//!   out-of-memory errors was seen to run 6–8 s past a 200 ms deadline. So each run also
-//!   gets its own OS thread and a watchdog: the caller gets its answer (a time-out error) at the
-//!   deadline plus [`BACKSTOP`] whatever the thread is doing. A thread still running then is
-//!   abandoned (its memory stays capped, and the interrupt ends it once polled); while
-//!   [`MAX_ABANDONED`] of them run, new runs fail closed at once ("the sandbox is busy").
+//! - QuickJS asks the interrupt handler only every 10,000 operations, and one operation can be
+//!   costly. Past the deadline, large allocations fail ([`LATE_ALLOCATION_BYTES`]): a loop that
+//!   catches its own out-of-memory errors, which ran 25 s past a 1 ms deadline, now stops
+//!   within milliseconds. Operations that allocate nothing (filling or searching a large array
+//!   10,000 times) can still run long.
+//! - So each run also gets its own OS thread and a watchdog: the caller gets its answer (a
+//!   time-out error) at the deadline plus [`BACKSTOP`] whatever the thread is doing. A thread
+//!   still running then is abandoned: its memory stays capped, the interrupt ends it once
+//!   polled, and it is lowered to the least CPU priority (Linux), so that it takes CPU only
+//!   when nothing else wants it. A tenant whose last run ran out of time runs its next one at a
+//!   lower priority too ([`OVERRUNNING_NICE`]), so code that keeps hitting its limit yields the
+//!   cores to other tenants' runs.
+//! - Tenants are kept apart: each tenant has its own run slots ([`runs_per_tenant`], waited for
+//!   up to the run's own time limit) and its own count of abandoned runs; while one of its runs
+//!   is abandoned, that tenant's new runs fail at once ("overran its limits"). No count is
+//!   shared, so one tenant's hostile code makes only that tenant's runs wait or fail.
 //!   A thread cannot be killed, but a process could be. A worker process per run was weighed:
 //!   it would cost a process start per run and a signing channel back to the host, against
-//!   a per-run budget of 1 ms. So this backstop bounds the answer time and the damage, not
-//!   the abandoned thread's CPU.
-//! - Values of `env` are scrubbed from `logs`, `error` and `result`.
+//!   a per-run budget of 1 ms.
+//! - Values of `env` are scrubbed from `logs`, `error`, `result` and what the hook asks for.
 
 pub mod helpers;
 
 use rp_domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
 use rp_ports::KeyService;
+use rquickjs::allocator::RustAllocator;
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime, Value};
 use serde_json::Value as Json;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
 /// The memory limit of one run.
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
@@ -39,8 +51,6 @@ pub const STACK_BYTES: usize = 1024 * 1024;
 const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;
 /// How long past its deadline a run may take before the watchdog answers for it.
 pub const BACKSTOP: Duration = Duration::from_secs(1);
-/// Abandoned runs (past the backstop, still running) beyond which new runs fail at once.
-pub const MAX_ABANDONED: usize = 4;
 /// `console.log` bounds: lines, characters per line, characters in all.
 pub const MAX_LOG_LINES: usize = 100;
 pub const MAX_LOG_LINE: usize = 2_000;
@@ -51,9 +61,11 @@ pub const MAX_HELPER_INPUT: usize = 1024 * 1024;
 /// request quota every tenant shares.
 pub const MAX_SIGNATURES_PER_RUN: usize = 10;
 
-/// One run: the source, the event, the tenant's environment and issuer.
+/// One run: the tenant, the source, the event, the tenant's environment and issuer.
 #[derive(Clone)]
 pub struct Job {
+    /// Whose run this is: runs are scheduled and limited per tenant.
+    pub tenant: String,
     pub source: String,
     pub event: Json,
     pub env: BTreeMap<String, String>,
@@ -63,31 +75,82 @@ pub struct Job {
     pub memory_bytes: usize,
 }
 
-/// Runs currently past their backstop.
-static ABANDONED: AtomicUsize = AtomicUsize::new(0);
-const RUNNING: u8 = 0;
-const FINISHED: u8 = 1;
-const GAVE_UP: u8 = 2;
+/// How many runs of one tenant may run at once: half the cores, at least one, so that one
+/// tenant's runs can never take every core.
+pub fn runs_per_tenant() -> usize {
+    static RUNS: OnceLock<usize> = OnceLock::new();
+    *RUNS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)))
+}
 
-/// Runs `job` on a thread of its own and answers within its timeout plus [`BACKSTOP`].
+/// One tenant's share of the sandbox: its run slots and its runs past their backstop.
+struct Share {
+    slots: Arc<Semaphore>,
+    abandoned: AtomicUsize,
+    /// Whether the tenant's last run ran out of time: its next run starts at a lower CPU
+    /// priority ([`OVERRUNNING_NICE`]), so code that keeps hitting its limit yields to others.
+    overran: AtomicBool,
+}
+
+fn share(tenant: &str) -> Arc<Share> {
+    static SHARES: OnceLock<Mutex<HashMap<String, Arc<Share>>>> = OnceLock::new();
+    let mut shares = SHARES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    shares
+        .entry(tenant.to_owned())
+        .or_insert_with(|| {
+            Arc::new(Share {
+                slots: Arc::new(Semaphore::new(runs_per_tenant())),
+                abandoned: AtomicUsize::new(0),
+                overran: AtomicBool::new(false),
+            })
+        })
+        .clone()
+}
+
+/// Where a run's thread is: the watchdog and the thread settle it under one lock, so that the
+/// thread cannot end (and its id be reused) while the watchdog lowers its priority.
+enum Phase {
+    Running { thread: Option<i32> },
+    Finished,
+    Abandoned,
+}
+
+/// Runs `job` on a thread of its own and answers within its timeout plus [`BACKSTOP`], after
+/// waiting at most as long for one of its tenant's run slots.
 pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
     let started = Instant::now();
-    if ABANDONED.load(Ordering::SeqCst) >= MAX_ABANDONED {
-        return failed("the sandbox is busy with runs that overran their limits; try again later", started);
+    let share = share(&job.tenant);
+    if share.abandoned.load(Ordering::SeqCst) > 0 {
+        return failed(
+            "an earlier run of this tenant overran its limits and still runs; try again later",
+            started,
+        );
     }
+    let deadline = job.timeout + BACKSTOP;
+    let slot = match tokio::time::timeout(deadline, share.slots.clone().acquire_owned()).await {
+        Ok(Ok(slot)) => slot,
+        _ => return failed("the sandbox is busy with this tenant's other runs; try again later", started),
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let handle = tokio::runtime::Handle::current();
-    let deadline = job.timeout + BACKSTOP;
-    // RUNNING → FINISHED (the thread) or GAVE_UP (the watchdog), whichever comes first; the
-    // abandoned count is raised before GAVE_UP can be seen, so it never goes below zero.
-    let state = Arc::new(std::sync::atomic::AtomicU8::new(RUNNING));
-    let seen = state.clone();
+    let phase = Arc::new(Mutex::new(Phase::Running { thread: None }));
+    let (seen, mine) = (phase.clone(), share.clone());
     let spawned =
         std::thread::Builder::new().name("sandbox".into()).stack_size(THREAD_STACK_BYTES).spawn(move || {
-            let report = run_blocking(&job, &Signer { keys, handle });
-            if seen.swap(FINISHED, Ordering::SeqCst) == GAVE_UP {
-                ABANDONED.fetch_sub(1, Ordering::SeqCst);
+            let thread = current_thread();
+            if let (Some(id), true) = (thread, mine.overran.load(Ordering::SeqCst)) {
+                lower_priority(id, OVERRUNNING_NICE);
             }
+            *lock(&seen) = Phase::Running { thread };
+            let report = run_blocking(&job, &Signer { keys, handle });
+            let timed_out = report.error.as_deref().is_some_and(|e| e.starts_with("timed out"));
+            mine.overran.store(timed_out, Ordering::SeqCst);
+            let mut phase = lock(&seen);
+            if matches!(*phase, Phase::Abandoned) {
+                mine.abandoned.fetch_sub(1, Ordering::SeqCst);
+            }
+            *phase = Phase::Finished;
+            drop(phase);
+            drop(slot);
             let _ = tx.send(report);
         });
     if let Err(e) = spawned {
@@ -96,16 +159,57 @@ pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
     match tokio::time::timeout(deadline, rx).await {
         Ok(Ok(report)) => report,
         _ => {
-            ABANDONED.fetch_add(1, Ordering::SeqCst);
-            if state.swap(GAVE_UP, Ordering::SeqCst) != RUNNING {
-                ABANDONED.fetch_sub(1, Ordering::SeqCst);
+            let mut current = lock(&phase);
+            if let Phase::Running { thread } = *current {
+                share.abandoned.fetch_add(1, Ordering::SeqCst);
+                *current = Phase::Abandoned;
+                share.overran.store(true, Ordering::SeqCst);
+                if let Some(thread) = thread {
+                    lower_priority(thread, ABANDONED_NICE);
+                }
             }
+            drop(current);
             tracing::warn!(timeout_ms = job_ms(deadline), "sandbox run abandoned past its backstop");
             rp_ports::metrics::count(rp_ports::metrics::Metric::SandboxTimeouts, 1, None);
             failed(&format!("timed out after {} ms", job_ms(deadline - BACKSTOP)), started)
         }
     }
 }
+
+fn lock(phase: &Mutex<Phase>) -> std::sync::MutexGuard<'_, Phase> {
+    phase.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The calling thread's id, for [`lower_priority`].
+#[cfg(target_os = "linux")]
+fn current_thread() -> Option<i32> {
+    // SAFETY: gettid has no preconditions.
+    Some(unsafe { libc::gettid() })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn current_thread() -> Option<i32> {
+    None
+}
+
+/// The nice value of a run whose tenant's last run ran out of time.
+pub const OVERRUNNING_NICE: i32 = 10;
+/// The nice value of an abandoned run: the least priority.
+pub const ABANDONED_NICE: i32 = 19;
+
+/// Sets the nice value of thread `id` of this process: Linux keeps one per thread, and raising
+/// one's own needs no privilege.
+#[cfg(target_os = "linux")]
+pub(crate) fn lower_priority(id: i32, nice: i32) {
+    // SAFETY: setpriority only reads its arguments; an id that is no thread fails with ESRCH.
+    let done = unsafe { libc::setpriority(libc::PRIO_PROCESS, id as libc::id_t, nice) };
+    if done != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "could not lower a sandbox run's priority");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn lower_priority(_id: i32, _nice: i32) {}
 
 fn job_ms(d: Duration) -> u64 {
     d.as_millis() as u64
@@ -200,16 +304,70 @@ fn scrub(mut text: String, env: &BTreeMap<String, String>) -> String {
     text
 }
 
+/// Past the run's deadline, allocations of more than this many bytes fail.
+pub const LATE_ALLOCATION_BYTES: usize = 16 * 1024;
+
+/// The run's allocator: Rust's, except that past the deadline a large allocation fails.
+///
+/// QuickJS asks the interrupt handler only every 10,000 operations, and a script can make each
+/// of them costly: a loop that builds megabyte strings until it runs out of memory, catches the
+/// error and starts again ran 25 s past a 1 ms deadline. Refusing large allocations once the
+/// deadline has passed makes each such operation fail at once, so the next poll comes quickly
+/// and ends the run with an error the script cannot catch; small allocations still succeed, so
+/// that error can be built.
+struct LateAllocations {
+    deadline: Instant,
+}
+
+impl LateAllocations {
+    fn refuses(&self, size: usize) -> bool {
+        size > LATE_ALLOCATION_BYTES && Instant::now() >= self.deadline
+    }
+}
+
+// SAFETY: every allocation is made, sized and freed by `RustAllocator`; this only refuses some.
+unsafe impl rquickjs::allocator::Allocator for LateAllocations {
+    fn alloc(&mut self, size: usize) -> *mut u8 {
+        if self.refuses(size) {
+            return std::ptr::null_mut();
+        }
+        RustAllocator.alloc(size)
+    }
+
+    fn calloc(&mut self, count: usize, size: usize) -> *mut u8 {
+        if self.refuses(count.saturating_mul(size)) {
+            return std::ptr::null_mut();
+        }
+        RustAllocator.calloc(count, size)
+    }
+
+    unsafe fn dealloc(&mut self, ptr: *mut u8) {
+        RustAllocator.dealloc(ptr)
+    }
+
+    unsafe fn realloc(&mut self, ptr: *mut u8, new_size: usize) -> *mut u8 {
+        if new_size > RustAllocator::usable_size(ptr) && self.refuses(new_size) {
+            return std::ptr::null_mut();
+        }
+        RustAllocator.realloc(ptr, new_size)
+    }
+
+    unsafe fn usable_size(ptr: *mut u8) -> usize {
+        RustAllocator::usable_size(ptr)
+    }
+}
+
 fn evaluate(
     job: &Job,
     signer: &Signer,
     captured: &Rc<RefCell<Captured>>,
     started: Instant,
 ) -> Result<Json, String> {
-    let runtime = Runtime::new().map_err(|e| format!("the sandbox could not start: {e}"))?;
+    let deadline = started + job.timeout;
+    let runtime = Runtime::new_with_alloc(LateAllocations { deadline })
+        .map_err(|e| format!("the sandbox could not start: {e}"))?;
     runtime.set_memory_limit(job.memory_bytes);
     runtime.set_max_stack_size(STACK_BYTES);
-    let deadline = started + job.timeout;
     runtime.set_interrupt_handler(Some(Box::new(move || Instant::now() >= deadline)));
     let context = Context::full(&runtime).map_err(|e| format!("the sandbox could not start: {e}"))?;
     let timed_out = || Instant::now() >= deadline;
@@ -506,6 +664,29 @@ mod tests {
             scrub_json(result, &env),
             serde_json::json!({"k": "[env.KEY]!", "[env.KEY]": ["x [env.KEY]"]})
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_abandoned_runs_thread_gets_the_least_priority() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            tx.send(current_thread().unwrap()).unwrap();
+            let _ = wait.recv();
+        });
+        let id = rx.recv().unwrap();
+        let nice = || {
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{id}/stat")).unwrap();
+            // Field 19 is the nice value; the command name (field 2) ends with ')'.
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(16).unwrap().to_owned()
+        };
+        assert_eq!(nice(), "0");
+        lower_priority(id, ABANDONED_NICE);
+        assert_eq!(nice(), "19");
+        drop(done);
+        thread.join().unwrap();
     }
 
     #[test]
