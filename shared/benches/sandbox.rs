@@ -6,11 +6,9 @@
 //! `GET /health` through the in-process router on the embedded backend, in the same run; prints
 //! the medians and their ratio. The target is at most 1 ms per run.
 
-use rp_shared::adapters::embedded::LocalKeyFile;
 use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::ports::KeyService;
-use rp_shared::sandbox::{self, Job};
+use rp_shared::sandbox::{self, Job, JwtSigner, OneKey};
 use rp_shared::testing::http::TestClient;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -35,8 +33,9 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let keys: Arc<dyn KeyService> =
-        Arc::new(LocalKeyFile::open_or_create(&dir.path().join("keys.json")).unwrap());
+    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let kid = rp_shared::domain::signing::key_id(&key.verifying_key().into());
+    let keys: Arc<dyn JwtSigner> = Arc::new(OneKey { kid, key });
     let exp = jsonwebtoken::get_current_timestamp() + 3600;
     let token = jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),

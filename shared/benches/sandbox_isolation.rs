@@ -11,9 +11,7 @@
 //! Prints, for each: the quiet tenant's failures (target 0) and its p50/p99 run time against the
 //! quiet run alone (target p99 ≤ 3×), and what the hostile tenant's runs were answered.
 
-use rp_shared::adapters::embedded::LocalKeyFile;
-use rp_shared::ports::KeyService;
-use rp_shared::sandbox::{self, Job};
+use rp_shared::sandbox::{self, Job, JwtSigner, OneKey};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +63,7 @@ fn quiet_job() -> Job {
 }
 
 /// Runs the quiet job `RUNS` times, one every `pace`; the run times and the failures.
-async fn quiet_runs(keys: &Arc<dyn KeyService>, pace: Duration) -> (Vec<Duration>, Vec<String>) {
+async fn quiet_runs(keys: &Arc<dyn JwtSigner>, pace: Duration) -> (Vec<Duration>, Vec<String>) {
     let job = quiet_job();
     let (mut times, mut failures) = (Vec::with_capacity(RUNS), Vec::new());
     let mut next = Instant::now();
@@ -91,9 +89,9 @@ fn percentile(times: &[Duration], p: f64) -> Duration {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let secs: u64 = std::env::var("ISOLATION_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let dir = tempfile::tempdir().unwrap();
-    let keys: Arc<dyn KeyService> =
-        Arc::new(LocalKeyFile::open_or_create(&dir.path().join("keys.json")).unwrap());
+    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let kid = rp_shared::domain::signing::key_id(&key.verifying_key().into());
+    let keys: Arc<dyn JwtSigner> = Arc::new(OneKey { kid, key });
     println!("cores: {}; runs per tenant at once: {}", num_cpus(), sandbox::runs_per_tenant());
 
     let _ = quiet_runs(&keys, Duration::ZERO).await;

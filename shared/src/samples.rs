@@ -21,6 +21,7 @@ use crate::ports::Condition;
 use crate::repo::certificates::{issued_items, request_item};
 use crate::repo::devices::Devices;
 use crate::repo::oob::OobRequests;
+use crate::repo::signing_keys::SigningKeys;
 use crate::repo::tokens;
 use anyhow::{ensure, Context as _};
 use axum::body::Body;
@@ -56,6 +57,12 @@ pub const SIGNING_KEY: &str =
 /// 2·G: the sample devices' key-agreement key.
 pub const AGREEMENT_KEY: &str =
     "BHzyexiNA09+ilI4AwS1GsPAiWnid/IbNaYLSPxHZpl4B3dVENuO0EApPZrGn3Qw27p9reY86YIpngS3nSJ4c9E=";
+
+/// The tenant's first token-signing key, the private scalar 3 (for local invoke only): the
+/// `code-customization-signing-key` sample retires it, by the id [`SAMPLE_SIGNING_KID`].
+pub const SAMPLE_SIGNING_SCALAR: u8 = 3;
+/// The RFC 7638 thumbprint of 3·G.
+pub const SAMPLE_SIGNING_KID: &str = "B3zQUJfL8WPQJT3fRc_9F85aNjqoqRkk-HMzwyAp7WU";
 
 /// The devices the samples name: the main one, one the `cc-app-device` sample removes, one
 /// whose token the `cc-app-device-token` sample ends, and one whose token `rp-device-token`
@@ -151,6 +158,13 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
     api.expect(201, "POST", "/code-customization", ADMIN_TOKEN, Some(APP), retired).await?;
     let old = json!({"value": "https://hooks.example.com/old"});
     api.expect(200, "PUT", "/code-customization/env/OLD_WEBHOOK_URL", ADMIN_TOKEN, Some(APP), old).await?;
+    // Two signing keys: the fixed one the `code-customization-signing-key` sample retires, and
+    // the active one after it.
+    let mut scalar = [0u8; 32];
+    scalar[31] = SAMPLE_SIGNING_SCALAR;
+    let fixed = p256::ecdsa::SigningKey::from_slice(&scalar)?;
+    SigningKeys::new(store, backend.keys.as_ref(), &app).add(fixed, now).await?;
+    api.expect(201, "POST", "/code-customization/signing-keys", ADMIN_TOKEN, Some(APP), Value::Null).await?;
     Ok(json!({"seeded": APP, "devices": DEVICES, "adminToken": ADMIN_TOKEN, "accessToken": ACCESS_TOKEN}))
 }
 

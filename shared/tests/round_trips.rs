@@ -136,7 +136,7 @@ async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
         ("cc-apps.get", "store.query APP"),
         ("cc-tokens.get", "store.query TOKEN"),
         ("rp-events.get", "store.query EVENTAPP"),
-        ("rp-app-jwks", "keys.signing_public_key"),
+        ("rp-app-jwks", "store.get SIGNKEYS"),
     ] {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");

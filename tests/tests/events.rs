@@ -27,7 +27,7 @@ fn read(path: &str) -> String {
 }
 
 /// Every HTTP function, with the status its sample event answers after `seed-samples`.
-const REPLAY: [(&str, u16); 48] = [
+const REPLAY: [(&str, u16); 50] = [
     ("health", 200),
     ("problems", 200),
     ("cc-apps", 201),
@@ -70,6 +70,8 @@ const REPLAY: [(&str, u16); 48] = [
     ("code-customization-version", 200),
     ("code-customization-restore", 200),
     ("code-customization-test", 200),
+    ("code-customization-signing-keys", 201),
+    ("code-customization-signing-key", 204),
     ("rp-app-jwks", 200),
     ("cc-app-user-devices", 200),
     ("rp-device-push", 200),
@@ -79,7 +81,7 @@ const REPLAY: [(&str, u16); 48] = [
 ];
 
 /// The samples of a function's other methods and query strings: (file, function, status).
-const MORE: [(&str, &str, u16); 14] = [
+const MORE: [(&str, &str, u16); 15] = [
     ("cc-apps.get", "cc-apps", 200),
     ("cc-app-workstation.get", "cc-app-workstation", 200),
     ("cc-tokens.get", "cc-tokens", 200),
@@ -90,6 +92,7 @@ const MORE: [(&str, &str, u16); 14] = [
     ("code-customization.get", "code-customization", 200),
     ("code-customization.delete", "code-customization", 204),
     ("code-customization-env-var.delete", "code-customization-env-var", 204),
+    ("code-customization-signing-keys.get", "code-customization-signing-keys", 200),
     ("rp-client-reg.get", "rp-client-reg", 200),
     ("rp-client-reg.patch", "rp-client-reg", 200),
     ("rp-client-reg.delete", "rp-client-reg", 204),

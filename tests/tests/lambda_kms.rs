@@ -86,7 +86,7 @@ async fn a_customization_signs_through_kms_on_the_functions_runtime() {
     validation.set_audience(&["crm"]);
     let claims =
         jsonwebtoken::decode::<Value>(token, &jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap(), &validation)
-            .expect("KMS's signature verifies against the tenant's JWKS")
+            .expect("the tenant's key, sealed under KMS, signed it: it verifies against the tenant's JWKS")
             .claims;
     assert_eq!(claims["sub"], "bob");
     assert!(claims["iss"].as_str().unwrap().ends_with(&format!("/rp/api/apps/{APP}")), "{claims}");

@@ -2,18 +2,18 @@
 //! checked by an independent library against our JWKS, and the hostile-script suite: each one
 //! contained with a clear error, and the next run unaffected.
 
-use rp_shared::adapters::embedded::LocalKeyFile;
 use rp_shared::domain::code::RunReport;
-use rp_shared::ports::KeyService;
-use rp_shared::sandbox::{self, helpers, Job};
+use rp_shared::sandbox::{self, helpers, Job, JwtSigner, OneKey};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn keys() -> Arc<dyn KeyService> {
-    let dir = tempfile::tempdir().unwrap().keep();
-    Arc::new(LocalKeyFile::open_or_create(&dir.join("keys.json")).unwrap())
+/// A signer with one fresh key, its `kid` the key's thumbprint.
+fn keys() -> Arc<OneKey> {
+    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let kid = rp_shared::domain::signing::key_id(&key.verifying_key().into());
+    Arc::new(OneKey { kid, key })
 }
 
 /// A job of a tenant of its own: runs are scheduled per tenant, and these tests run at once.
@@ -107,8 +107,7 @@ async fn a_minted_token_verifies_against_our_jwks() {
     .await;
     assert_eq!(r.error, None, "{r:?}");
     let token = r.result.as_str().unwrap();
-    let jwks =
-        json!({"keys": [helpers::jwk(&keys.signing_public_key().await.unwrap(), &keys.signing_key_id())]});
+    let jwks = json!({"keys": [helpers::jwk(&keys.key.verifying_key().into(), &keys.kid)]});
     // Independent check: the JWK's x and y as a P-256 point, the signature as r || s.
     let jwk = &jwks["keys"][0];
     let coordinate = |c: &str| URL_SAFE_NO_PAD.decode(jwk[c].as_str().unwrap()).unwrap();
@@ -213,37 +212,18 @@ async fn hostile_scripts_are_contained() {
     assert!(hostile.len() >= 20);
 }
 
-/// A key service whose signing takes `delay`: a run that signs is stuck in a host call, where
+/// A signer whose key takes `delay` to fetch: a run that signs is stuck in a host call, where
 /// no interrupt reaches it, for that long.
 struct SlowSigning {
-    inner: Arc<dyn KeyService>,
+    inner: Arc<OneKey>,
     delay: Duration,
 }
 
 #[async_trait::async_trait]
-impl KeyService for SlowSigning {
-    async fn generate_data_key(
-        &self,
-        context: &rp_shared::ports::EncryptionContext,
-    ) -> Result<rp_shared::ports::keys::DataKey, rp_shared::ports::KeyError> {
-        self.inner.generate_data_key(context).await
-    }
-    async fn decrypt_data_key(
-        &self,
-        wrapped: &[u8],
-        context: &rp_shared::ports::EncryptionContext,
-    ) -> Result<[u8; 32], rp_shared::ports::KeyError> {
-        self.inner.decrypt_data_key(wrapped, context).await
-    }
-    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, rp_shared::ports::KeyError> {
+impl JwtSigner for SlowSigning {
+    async fn signing_key(&self) -> Result<(String, p256::ecdsa::SigningKey), String> {
         tokio::time::sleep(self.delay).await;
-        self.inner.sign_es256(message).await
-    }
-    async fn signing_public_key(&self) -> Result<p256::PublicKey, rp_shared::ports::KeyError> {
-        self.inner.signing_public_key().await
-    }
-    fn signing_key_id(&self) -> String {
-        self.inner.signing_key_id()
+        self.inner.signing_key().await
     }
 }
 
@@ -253,7 +233,7 @@ fn tenant_job(tenant: &str, source: &str, timeout_ms: u64) -> Job {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_tenants_overrunning_runs_make_only_that_tenant_wait_or_fail() {
-    let slow: Arc<dyn KeyService> = Arc::new(SlowSigning { inner: keys(), delay: Duration::from_secs(3) });
+    let slow: Arc<dyn JwtSigner> = Arc::new(SlowSigning { inner: keys(), delay: Duration::from_secs(3) });
     let stuck = "function handler() { return jwtCreateSignedJwt({sub: 'x'}); }";
     // Six runs of the hostile tenant at once, each stuck 3 s where no interrupt reaches it,
     // with a 100 ms limit: they are answered, abandoned, or refused, never left waiting.

@@ -69,7 +69,7 @@ pub async fn run_hook(
     let mut runs = Vec::with_capacity(enabled.len());
     for record in &enabled {
         let report = sandbox::run(
-            state.backend.keys.clone(),
+            crate::signing::TenantSigner::new(state, tenant),
             job(state, tenant, record, event.clone(), vars.values.clone()),
         )
         .await;

@@ -15,6 +15,7 @@ pub mod oob;
 pub mod pairing;
 pub mod push;
 mod ratelimit;
+pub mod signing;
 
 pub use error::AppError;
 pub use ratelimit::within_rate_limit;

@@ -15,6 +15,7 @@ pub mod offline;
 pub mod oob;
 pub mod pairing;
 pub mod push;
+pub mod signing;
 pub mod time;
 pub mod tokens;
 pub mod validate;

@@ -12,16 +12,19 @@ use crate::ratelimit::Counted;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use rp_app::code::{env, job, records};
+use rp_app::signing::TenantSigner;
 use rp_domain::apps::AppId;
 use rp_domain::code::{
     self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, NewCode, RunReport, Trigger,
     UpdateCode,
 };
+use rp_domain::signing;
 use rp_domain::{validate, FieldError};
 use rp_ports::retry_on_conflict;
+use rp_repo::signing_keys::PublishedKey;
 use rp_sandbox::{self as sandbox, helpers};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -75,6 +78,20 @@ pub fn env_router(state: &AppState) -> Router<AppState> {
 /// `/code-customization/env/{name}`
 pub fn env_var_router(state: &AppState) -> Router<AppState> {
     gated(Router::new().route("/code-customization/env/{name}", put(put_env).delete(delete_env)), state)
+}
+
+/// `/code-customization/signing-keys`
+pub fn signing_keys_router(state: &AppState) -> Router<AppState> {
+    gated(
+        Router::new()
+            .route("/code-customization/signing-keys", get(list_signing_keys).post(rotate_signing_key)),
+        state,
+    )
+}
+
+/// `/code-customization/signing-keys/{kid}`
+pub fn signing_key_router(state: &AppState) -> Router<AppState> {
+    gated(Router::new().route("/code-customization/signing-keys/{kid}", delete(retire_signing_key)), state)
 }
 
 /// `/rp/api/apps/{appId}/jwks.json` (no authentication: it is public by design)
@@ -323,8 +340,11 @@ async fn test_run(
     let (vars, _) = vars.map_err(CodeError::from)?;
     // The run is the costly part: it waits for the count, as the key service does.
     pass.go_ahead().await?;
-    let report =
-        sandbox::run(state.backend.keys.clone(), job(&state, tenant.id(), &record, event, vars.values)).await;
+    let report = sandbox::run(
+        TenantSigner::new(&state, tenant.id()),
+        job(&state, tenant.id(), &record, event, vars.values),
+    )
+    .await;
     tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
     Ok(Json(report))
 }
@@ -412,23 +432,103 @@ async fn delete_env(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A JWK set (RFC 7517 §5): the app's token-signing key.
+/// A JWK set (RFC 7517 §5): the app's token-signing keys.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Jwks {
     pub keys: Vec<helpers::Jwk>,
 }
 
-/// The public key our customizations' tokens are signed with, as a JWK set; 404 for an
-/// unknown app, so the set only exists where tokens can be minted.
+/// The public keys our customizations' tokens are signed with, as a JWK set: the app's own keys,
+/// each under its own `kid`, the active one last. Empty until the app's first token (or first
+/// rotation). 404 for an unknown app, so the set only exists where tokens can be minted.
 #[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(crate::params::AppIdPath),
     responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Jwks)))]
 async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
-    // The public key (fetched once per instance) is read beside the app; the app is judged first.
-    let keys = &state.backend.keys;
-    let (app, public) = tokio::join!(rp_app::apps::load_app(&state, &app_id), keys.signing_public_key());
+    // The keys are read beside the app (when the id is one); the app is judged first.
+    let keys = async {
+        match AppId::parse("appId", &app_id) {
+            Ok(tenant) => Some(rp_app::signing::published(&state, &tenant).await),
+            Err(_) => None,
+        }
+    };
+    let (app, keys) = tokio::join!(rp_app::apps::load_app(&state, &app_id), keys);
     let (app, _) = app?;
-    let public = public?;
-    let body = Jwks { keys: vec![helpers::jwk(&public, &keys.signing_key_id())] };
-    tracing::debug!(app_id = %app.app_id, "jwks served");
+    let keys = keys.expect("a loaded app has a valid id")?;
+    let body = Jwks { keys: keys.iter().map(|k| helpers::jwk(&k.public, &k.kid)).collect() };
+    tracing::debug!(app_id = %app.app_id, keys = body.keys.len(), "jwks served");
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], Json(body)).into_response())
+}
+
+/// One of the tenant's token-signing keys, as the control center shows it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SigningKeyView {
+    /// The key's id: the `kid` of the tokens it signs and of its entry in the JWKS.
+    pub kid: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// Whether new tokens are signed with it (the newest key).
+    pub active: bool,
+    /// Its public half.
+    pub jwk: helpers::Jwk,
+}
+
+impl From<&PublishedKey> for SigningKeyView {
+    fn from(k: &PublishedKey) -> Self {
+        Self {
+            kid: k.kid.clone(),
+            created_at: k.created_at.iso8601(),
+            active: k.active,
+            jwk: helpers::jwk(&k.public, &k.kid),
+        }
+    }
+}
+
+/// The tenant's published signing keys, oldest first.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SigningKeyList {
+    pub keys: Vec<SigningKeyView>,
+}
+
+#[utoipa::path(get, path = "/code-customization/signing-keys", tag = "code", security(("tenantAdmin" = [])),
+    responses((status = 200, description = "The tenant's published signing keys, oldest first; the last is active", body = SigningKeyList)))]
+async fn list_signing_keys(
+    Counted(state, _): Counted,
+    tenant: Tenant,
+) -> Result<Json<SigningKeyList>, Problem> {
+    let keys = rp_app::signing::published(&state, tenant.id()).await?;
+    Ok(Json(SigningKeyList { keys: keys.iter().map(SigningKeyView::from).collect() }))
+}
+
+/// Rotates: a new key becomes the active one; the earlier ones stay in the JWKS until retired.
+#[utoipa::path(post, path = "/code-customization/signing-keys", tag = "code", security(("tenantAdmin" = [])),
+    responses((status = 201, description = "The new active key", body = SigningKeyView)))]
+async fn rotate_signing_key(Counted(state, _): Counted, tenant: Tenant) -> Result<Response, Problem> {
+    let key = rp_app::signing::rotate(&state, tenant.id()).await?;
+    let location = format!("/code-customization/signing-keys/{}", key.kid);
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(SigningKeyView::from(&key)))
+        .into_response())
+}
+
+/// `{kid}` of a signing key in a path: an RFC 7638 thumbprint, base64url of 32 bytes.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+struct KidPath {
+    #[param(pattern = "^[A-Za-z0-9_-]{43}$")]
+    kid: String,
+}
+
+/// Retires a key: it leaves the JWKS and its private half is destroyed; tokens it signed no
+/// longer verify. The active key cannot be retired (rotate first).
+#[utoipa::path(delete, path = "/code-customization/signing-keys/{kid}", tag = "code", security(("tenantAdmin" = [])), params(KidPath),
+    responses((status = 204, description = "Retired")))]
+async fn retire_signing_key(
+    Counted(state, _): Counted,
+    tenant: Tenant,
+    ApiPath(kid): ApiPath<String>,
+) -> Result<StatusCode, Problem> {
+    let kid = signing::kid(&kid)?;
+    rp_app::signing::retire(&state, tenant.id(), kid).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

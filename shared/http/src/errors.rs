@@ -15,6 +15,7 @@ use rp_domain::enrollment::EnrollError;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
+use rp_domain::signing::SigningKeyError;
 use rp_domain::time::EpochMillis;
 
 const fn row(
@@ -555,8 +556,36 @@ pub const TOO_MANY_ENV_VARS: ProblemType = row(
     "Too many environment variables",
     "The tenant has 50 environment variables, the most it may have; nothing is written",
 );
-pub const CODE: &[&ProblemType] =
-    &[&CODE_NOT_FOUND, &CODE_VERSION_NOT_FOUND, &ENV_NOT_FOUND, &TOO_MANY_ENV_VARS];
+pub const SIGNING_KEY_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::SIGNING_KEY_NOT_FOUND,
+    "signing-key-not-found",
+    "Signing key not found",
+    "The tenant publishes no signing key of this id",
+);
+pub const SIGNING_KEY_ACTIVE: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::SIGNING_KEY_ACTIVE,
+    "signing-key-active",
+    "Signing key is active",
+    "The key is the tenant's active signing key: rotate to a new key before retiring it",
+);
+pub const TOO_MANY_SIGNING_KEYS: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::TOO_MANY_SIGNING_KEYS,
+    "too-many-signing-keys",
+    "Too many signing keys",
+    "The tenant publishes 5 signing keys, the most it may; retire one before rotating",
+);
+pub const CODE: &[&ProblemType] = &[
+    &CODE_NOT_FOUND,
+    &CODE_VERSION_NOT_FOUND,
+    &ENV_NOT_FOUND,
+    &TOO_MANY_ENV_VARS,
+    &SIGNING_KEY_NOT_FOUND,
+    &SIGNING_KEY_ACTIVE,
+    &TOO_MANY_SIGNING_KEYS,
+];
 
 /// Every area's table.
 pub const TABLES: &[&[&ProblemType]] =
@@ -604,6 +633,20 @@ impl From<AppError> for Problem {
             AppError::RateLimited { rule, decision, now } => {
                 crate::ratelimit::over_limit(&rule, &decision, now)
             }
+        }
+    }
+}
+
+impl From<SigningKeyError> for Problem {
+    fn from(e: SigningKeyError) -> Self {
+        let detail = e.to_string();
+        match e {
+            SigningKeyError::NotFound(_) => Problem::about(&SIGNING_KEY_NOT_FOUND, "kid", detail),
+            SigningKeyError::Active(_) => Problem::about(&SIGNING_KEY_ACTIVE, "kid", detail),
+            SigningKeyError::TooMany => Problem::about(&TOO_MANY_SIGNING_KEYS, "kid", detail),
+            SigningKeyError::Invalid(e) => e.into(),
+            SigningKeyError::Store(e) => e.into(),
+            SigningKeyError::Keys(e) => e.into(),
         }
     }
 }

@@ -55,7 +55,7 @@ use utoipa::{Modify, OpenApi};
         content::get_version, content::restore,
         code::list, code::create, code::retrieve, code::update, code::remove, code::list_versions,
         code::get_version, code::restore, code::test_run, code::list_env, code::put_env, code::delete_env,
-        code::jwks,
+        code::list_signing_keys, code::rotate_signing_key, code::retire_signing_key, code::jwks,
     ),
     components(schemas(super::problem::ProblemBody)),
     modifiers(&Security, &Texts, &Problems, &Links),
@@ -244,6 +244,13 @@ pub const LINKS: &[OperationLink] = &[
             "code_jwks",
         ],
         parameter: "appId",
+    },
+    OperationLink {
+        from: "code_rotate_signing_key",
+        status: "201",
+        value: "$response.body#/kid",
+        to: &["code_retire_signing_key"],
+        parameter: "kid",
     },
     OperationLink {
         from: "control_create_token",

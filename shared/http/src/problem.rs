@@ -74,6 +74,9 @@ pub mod codes {
     pub const CODE_VERSION_NOT_FOUND: u32 = 1_700_002;
     pub const ENV_NOT_FOUND: u32 = 1_700_003;
     pub const TOO_MANY_ENV_VARS: u32 = 1_700_004;
+    pub const SIGNING_KEY_NOT_FOUND: u32 = 1_700_005;
+    pub const SIGNING_KEY_ACTIVE: u32 = 1_700_006;
+    pub const TOO_MANY_SIGNING_KEYS: u32 = 1_700_007;
     pub const OOB_DENIED: u32 = 1_200_007;
     pub const OOB_HOOK_FAILED: u32 = 1_200_008;
     pub const RATE_LIMITED: u32 = 1_900_001;

@@ -8,6 +8,7 @@ pub mod devices;
 pub mod events;
 pub mod oob;
 pub mod ratelimit;
+pub mod signing_keys;
 pub mod tokens;
 pub mod versioned;
 pub mod workstations;

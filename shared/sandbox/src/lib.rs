@@ -17,8 +17,9 @@
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
 //!   polled, and it is lowered to the least CPU priority (Linux), so that it takes CPU only
 //!   when nothing else wants it. A tenant whose last run ran out of time runs its next one at a
-//!   lower priority too ([`OVERRUNNING_NICE`]), so code that keeps hitting its limit yields the
-//!   cores to other tenants' runs.
+//!   lower priority too ([`OVERRUNNING_NICE`]), and a run that ran out of time holds its
+//!   tenant's slot as long again after answering, so code that keeps hitting its limit gets at
+//!   most half of its slots' time and yields the cores to other tenants' runs.
 //! - Tenants are kept apart: each tenant has its own run slots ([`runs_per_tenant`], waited for
 //!   up to the run's own time limit) and its own count of abandoned runs; while one of its runs
 //!   is abandoned, that tenant's new runs fail at once ("overran its limits"). No count is
@@ -30,8 +31,9 @@
 
 pub mod helpers;
 
+use p256::ecdsa::signature::Signer as _;
+use p256::ecdsa::SigningKey;
 use rp_domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
-use rp_ports::KeyService;
 use rquickjs::allocator::RustAllocator;
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime, Value};
 use serde_json::Value as Json;
@@ -116,7 +118,7 @@ enum Phase {
 
 /// Runs `job` on a thread of its own and answers within its timeout plus [`BACKSTOP`], after
 /// waiting at most as long for one of its tenant's run slots.
-pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
+pub async fn run(signer: Arc<dyn JwtSigner>, job: Job) -> RunReport {
     let started = Instant::now();
     let share = share(&job.tenant);
     if share.abandoned.load(Ordering::SeqCst) > 0 {
@@ -141,7 +143,7 @@ pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
                 lower_priority(id, OVERRUNNING_NICE);
             }
             *lock(&seen) = Phase::Running { thread };
-            let report = run_blocking(&job, &Signer { keys, handle });
+            let report = run_blocking(&job, &Rc::new(Signer { signer, handle, key: RefCell::new(None) }));
             let timed_out = report.error.as_deref().is_some_and(|e| e.starts_with("timed out"));
             mine.overran.store(timed_out, Ordering::SeqCst);
             let mut phase = lock(&seen);
@@ -150,8 +152,14 @@ pub async fn run(keys: Arc<dyn KeyService>, job: Job) -> RunReport {
             }
             *phase = Phase::Finished;
             drop(phase);
-            drop(slot);
+            let took = Duration::from_millis(report.duration_ms);
             let _ = tx.send(report);
+            // A run that ran out of time keeps its tenant's slot as long again: a tenant whose
+            // code keeps hitting its limit gets at most half of its slots' time.
+            if timed_out {
+                std::thread::sleep(took);
+            }
+            drop(slot);
         });
     if let Err(e) = spawned {
         return failed(&format!("the sandbox could not start: {e}"), started);
@@ -227,8 +235,51 @@ fn failed(error: &str, started: Instant) -> RunReport {
 
 /// Signs for `jwtCreateSignedJwt` from the run's thread, through the async key port.
 struct Signer {
-    keys: Arc<dyn KeyService>,
+    signer: Arc<dyn JwtSigner>,
     handle: tokio::runtime::Handle,
+    /// The tenant's key and its id, fetched on the run's first signature.
+    key: RefCell<Option<(String, SigningKey)>>,
+}
+
+impl Signer {
+    /// The id of the tenant's active key (it goes into the token's header), fetching the key
+    /// on the run's first signature.
+    fn kid(&self) -> Result<String, String> {
+        if let Some((kid, _)) = self.key.borrow().as_ref() {
+            return Ok(kid.clone());
+        }
+        let (kid, key) = self.handle.block_on(self.signer.signing_key())?;
+        *self.key.borrow_mut() = Some((kid.clone(), key));
+        Ok(kid)
+    }
+
+    /// Signs `message` with the key [`Self::kid`] fetched, as ES256 (`r || s`).
+    fn sign(&self, message: &[u8]) -> Vec<u8> {
+        let key = self.key.borrow();
+        let (_, key) = key.as_ref().expect("kid() fetched the key");
+        let signature: p256::ecdsa::Signature = key.sign(message);
+        signature.to_bytes().to_vec()
+    }
+}
+
+/// The tenant's token-signing key, as `jwtCreateSignedJwt` needs it.
+#[async_trait::async_trait]
+pub trait JwtSigner: Send + Sync {
+    /// The tenant's active key and its `kid`: asked once per run, on its first signature.
+    async fn signing_key(&self) -> Result<(String, SigningKey), String>;
+}
+
+/// One key, always: for a caller with a key of its own (a benchmark, a test of the sandbox).
+pub struct OneKey {
+    pub kid: String,
+    pub key: SigningKey,
+}
+
+#[async_trait::async_trait]
+impl JwtSigner for OneKey {
+    async fn signing_key(&self) -> Result<(String, SigningKey), String> {
+        Ok((self.kid.clone(), self.key.clone()))
+    }
 }
 
 /// What the script's calls left behind.
@@ -255,7 +306,7 @@ impl Captured {
 
 /// Runs the job on this thread: a fresh runtime and context, so nothing of one run reaches
 /// the next.
-fn run_blocking(job: &Job, signer: &Signer) -> RunReport {
+fn run_blocking(job: &Job, signer: &Rc<Signer>) -> RunReport {
     let started = Instant::now();
     let captured = Rc::new(RefCell::new(Captured::default()));
     let outcome = evaluate(job, signer, &captured, started);
@@ -359,7 +410,7 @@ unsafe impl rquickjs::allocator::Allocator for LateAllocations {
 
 fn evaluate(
     job: &Job,
-    signer: &Signer,
+    signer: &Rc<Signer>,
     captured: &Rc<RefCell<Captured>>,
     started: Instant,
 ) -> Result<Json, String> {
@@ -513,7 +564,7 @@ fn options<'js, T: serde::de::DeserializeOwned + Default>(
 fn install<'js>(
     ctx: &Ctx<'js>,
     job: &Job,
-    signer: &Signer,
+    signer: &Rc<Signer>,
     captured: &Rc<RefCell<Captured>>,
 ) -> rquickjs::Result<()> {
     use rquickjs::function::{Opt, Rest};
@@ -581,7 +632,7 @@ fn install<'js>(
             Ok::<_, rquickjs::Error>(helpers::decode_verify(&token, &opts).is_ok())
         })?,
     )?;
-    let (keys, handle, issuer) = (signer.keys.clone(), signer.handle.clone(), job.issuer.clone());
+    let (issuer, signer) = (job.issuer.clone(), signer.clone());
     let signed = std::cell::Cell::new(0usize);
     globals.set(
         "jwtCreateSignedJwt",
@@ -594,12 +645,11 @@ fn install<'js>(
             let payload = json_of(&ctx, payload)?;
             let opts: helpers::SignOptions = options(&ctx, opts, "jwtCreateSignedJwt options")?;
             let now = jsonwebtoken::get_current_timestamp();
-            let input = helpers::signing_input(&payload, &opts, &issuer, &keys.signing_key_id(), now)
-                .map_err(|e| throw(&ctx, &e.0))?;
-            let signature = handle
-                .block_on(keys.sign_es256(input.as_bytes()))
-                .map_err(|e| throw(&ctx, &format!("jwtCreateSignedJwt: signing failed: {e}")))?;
-            Ok::<_, rquickjs::Error>(helpers::signed_token(&input, &signature))
+            let kid =
+                signer.kid().map_err(|e| throw(&ctx, &format!("jwtCreateSignedJwt: no signing key: {e}")))?;
+            let input =
+                helpers::signing_input(&payload, &opts, &issuer, &kid, now).map_err(|e| throw(&ctx, &e.0))?;
+            Ok::<_, rquickjs::Error>(helpers::signed_token(&input, &signer.sign(input.as_bytes())))
         })?,
     )?;
 

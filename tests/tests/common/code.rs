@@ -284,43 +284,152 @@ pub async fn a_replayed_oob_start_is_refused_before_the_hook_runs(h: Harness) {
     oob_start(&h, &access, fresh).await.problem(403, codes::OOB_DENIED);
 }
 
-/// The tenant's JWKS is public, 404 for an unknown app, and verifies a token a test run mints
-/// (checked with `jsonwebtoken`, not our helper).
-pub async fn a_tenants_jwks_verifies_the_tokens_it_mints(h: Harness) {
-    let app = h.app().await;
-    let jwks = h.client.send("GET", &format!("/rp/api/apps/{app}/jwks.json"), None, None).await;
-    assert_eq!(jwks.status, 200, "{}", jwks.text());
-    h.client
-        .send("GET", "/rp/api/apps/no-such-app/jwks.json", None, None)
-        .await
-        .problem(404, codes::APP_NOT_FOUND);
+/// A token a test run of `app` mints for `user`.
+async fn mint(h: &Harness, app: &str, user: &str) -> String {
     let code = create(
-        &h,
-        &app,
+        h,
+        app,
         json!({"displayName": "mint", "trigger": "oob.start",
         "source": "function handler(e) { return jwtCreateSignedJwt({sub: e.user}, {audience: 'crm'}); }"}),
     )
     .await;
-    let run = h
-        .as_tenant(
-            &app,
-            "POST",
-            &format!("/code-customization/{}/test", code["id"]),
-            Some(json!({"event": {"user": "bob"}})),
-        )
-        .await;
-    let token = run.json()["result"].as_str().unwrap_or_else(|| panic!("{}", run.json())).to_owned();
+    let path = format!("/code-customization/{}/test", code["id"]);
+    let run = h.as_tenant(app, "POST", &path, Some(json!({"event": {"user": user}}))).await;
+    run.json()["result"].as_str().unwrap_or_else(|| panic!("{}", run.json())).to_owned()
+}
+
+/// `token`'s claims if it verifies (ES256, audience `crm`, issued for `app`) against the JWKS
+/// `app_jwks` serves, checked with `jsonwebtoken`, not our helper.
+async fn verified(h: &Harness, token: &str, issuer_app: &str, jwks_app: &str) -> Option<Value> {
+    let jwks = h.client.send("GET", &format!("/rp/api/apps/{jwks_app}/jwks.json"), None, None).await;
+    assert_eq!(jwks.status, 200, "{}", jwks.text());
     let set: jsonwebtoken::jwk::JwkSet = serde_json::from_value(jwks.json()).unwrap();
-    let header = jsonwebtoken::decode_header(&token).unwrap();
-    let jwk = set.find(header.kid.as_deref().unwrap()).expect("the token's kid is in the set");
     let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
     validation.set_audience(&["crm"]);
-    validation.set_issuer(&[format!("http://127.0.0.1:8080/rp/api/apps/{app}")]);
-    let data = jsonwebtoken::decode::<Value>(
-        &token,
-        &jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap(),
-        &validation,
-    )
-    .expect("our token verifies against our JWKS");
-    assert_eq!(data.claims["sub"], "bob");
+    validation.set_issuer(&[format!("http://127.0.0.1:8080/rp/api/apps/{issuer_app}")]);
+    // Every key of the set is tried, not only the one the header names: a token of another
+    // tenant must fail on the signature, whatever `kid` it claims.
+    set.keys.iter().find_map(|jwk| {
+        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap();
+        jsonwebtoken::decode::<Value>(token, &key, &validation).ok().map(|data| data.claims)
+    })
+}
+
+/// The tenant's JWKS is public, 404 for an unknown app, empty until the tenant's first token,
+/// and verifies a token a test run mints.
+pub async fn a_tenants_jwks_verifies_the_tokens_it_mints(h: Harness) {
+    let app = h.app().await;
+    let jwks = h.client.send("GET", &format!("/rp/api/apps/{app}/jwks.json"), None, None).await;
+    assert_eq!(jwks.json(), json!({"keys": []}));
+    h.client
+        .send("GET", "/rp/api/apps/no-such-app/jwks.json", None, None)
+        .await
+        .problem(404, codes::APP_NOT_FOUND);
+    let token = mint(&h, &app, "bob").await;
+    let header = jsonwebtoken::decode_header(&token).unwrap();
+    let jwks = h.client.send("GET", &format!("/rp/api/apps/{app}/jwks.json"), None, None).await.json();
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 1);
+    assert_eq!(jwks["keys"][0]["kid"], header.kid.unwrap().as_str());
+    let claims = verified(&h, &token, &app, &app).await.expect("our token verifies against our JWKS");
+    assert_eq!(claims["sub"], "bob");
+    // The next token is signed with the same key.
+    let again = jsonwebtoken::decode_header(&mint(&h, &app, "carol").await).unwrap();
+    assert_eq!(again.kid.as_deref(), jwks["keys"][0]["kid"].as_str());
+}
+
+/// Each tenant signs with a key of its own: a token of one does not verify with another's JWKS,
+/// even when the verifier forgets to check `iss`.
+pub async fn each_tenant_signs_with_a_key_of_its_own(h: Harness) {
+    let (a, b) = (h.app().await, h.app().await);
+    let (token_a, token_b) = (mint(&h, &a, "bob").await, mint(&h, &b, "bob").await);
+    let kid = |t: &str| jsonwebtoken::decode_header(t).unwrap().kid.unwrap();
+    assert_ne!(kid(&token_a), kid(&token_b));
+    assert!(verified(&h, &token_a, &a, &a).await.is_some());
+    assert!(verified(&h, &token_a, &a, &b).await.is_none(), "A's token verifies with B's JWKS");
+    assert!(verified(&h, &token_b, &b, &a).await.is_none(), "B's token verifies with A's JWKS");
+}
+
+/// Rotation adds a key and keeps the old one published until it is retired; the active key
+/// cannot be retired; a tenant publishes at most five; another tenant's key is not found.
+pub async fn a_tenant_rotates_and_retires_its_signing_keys(h: Harness) {
+    let (app, other) = (h.app().await, h.app().await);
+    let keys = |app: &str| {
+        let h = &h;
+        let app = app.to_owned();
+        async move {
+            let r = h.as_tenant(&app, "GET", "/code-customization/signing-keys", None).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.json()["keys"].as_array().unwrap().clone()
+        }
+    };
+    assert!(keys(&app).await.is_empty());
+    let old = mint(&h, &app, "bob").await;
+    let first = keys(&app).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["active"], true);
+    let old_kid = first[0]["kid"].as_str().unwrap().to_owned();
+
+    let rotated = h.as_tenant(&app, "POST", "/code-customization/signing-keys", None).await;
+    assert_eq!(rotated.status, 201, "{}", rotated.text());
+    let new_kid = rotated.json()["kid"].as_str().unwrap().to_owned();
+    assert_eq!(
+        rotated.header("location"),
+        Some(format!("/code-customization/signing-keys/{new_kid}").as_str())
+    );
+    assert_eq!(rotated.json()["jwk"]["kid"], new_kid.as_str());
+    let listed = keys(&app).await;
+    assert_eq!(
+        listed
+            .iter()
+            .map(|k| (k["kid"].as_str().unwrap(), k["active"].as_bool().unwrap()))
+            .collect::<Vec<_>>(),
+        vec![(old_kid.as_str(), false), (new_kid.as_str(), true)]
+    );
+    // New tokens carry the new key; the old token still verifies while its key is published.
+    let new = mint(&h, &app, "carol").await;
+    assert_eq!(jsonwebtoken::decode_header(&new).unwrap().kid.as_deref(), Some(new_kid.as_str()));
+    assert!(verified(&h, &old, &app, &app).await.is_some());
+
+    let retire = |app: &str, kid: &str| {
+        let (h, app, path) = (&h, app.to_owned(), format!("/code-customization/signing-keys/{kid}"));
+        async move { h.as_tenant(&app, "DELETE", &path, None).await }
+    };
+    retire(&app, &new_kid).await.problem(409, codes::SIGNING_KEY_ACTIVE);
+    retire(&other, &old_kid).await.problem(404, codes::SIGNING_KEY_NOT_FOUND);
+    assert_eq!(retire(&app, "not-a-kid").await.problem(400, codes::INVALID_FIELD)["field"], "kid");
+    assert_eq!(retire(&app, &old_kid).await.status, 204);
+    retire(&app, &old_kid).await.problem(404, codes::SIGNING_KEY_NOT_FOUND);
+    assert!(verified(&h, &old, &app, &app).await.is_none(), "a retired key's token no longer verifies");
+    assert!(verified(&h, &new, &app, &app).await.is_some());
+
+    for _ in 0..4 {
+        assert_eq!(h.as_tenant(&app, "POST", "/code-customization/signing-keys", None).await.status, 201);
+    }
+    h.as_tenant(&app, "POST", "/code-customization/signing-keys", None)
+        .await
+        .problem(409, codes::TOO_MANY_SIGNING_KEYS);
+    assert_eq!(keys(&app).await.len(), 5);
+}
+
+/// Concurrent rotations each add a key or are refused at the cap; none is lost.
+pub async fn racing_rotations_lose_no_key(h: Harness) {
+    let app = h.app().await;
+    let rotations = (0..8).map(|_| h.as_tenant(&app, "POST", "/code-customization/signing-keys", None));
+    let answers = futures_util::future::join_all(rotations).await;
+    let created: Vec<String> = answers
+        .iter()
+        .filter(|r| r.status == 201)
+        .map(|r| r.json()["kid"].as_str().unwrap().to_owned())
+        .collect();
+    for r in answers.iter().filter(|r| r.status != 201) {
+        r.problem(409, codes::TOO_MANY_SIGNING_KEYS);
+    }
+    assert_eq!(created.len(), 5, "five rotations win, the rest meet the cap");
+    let r = h.as_tenant(&app, "GET", "/code-customization/signing-keys", None).await;
+    let mut listed: Vec<String> =
+        r.json()["keys"].as_array().unwrap().iter().map(|k| k["kid"].as_str().unwrap().to_owned()).collect();
+    let mut created = created;
+    listed.sort();
+    created.sort();
+    assert_eq!(listed, created, "every key a rotation answered with is published");
 }

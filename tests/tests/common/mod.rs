@@ -172,6 +172,9 @@ macro_rules! router_tests {
         $crate::router_case!($make, the_oob_start_hook_follows_enable_restore_and_delete);
         $crate::router_case!($make, a_replayed_oob_start_is_refused_before_the_hook_runs);
         $crate::router_case!($make, a_tenants_jwks_verifies_the_tokens_it_mints);
+        $crate::router_case!($make, each_tenant_signs_with_a_key_of_its_own);
+        $crate::router_case!($make, a_tenant_rotates_and_retires_its_signing_keys);
+        $crate::router_case!($make, racing_rotations_lose_no_key);
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
         $crate::router_case!($make, identical_results_racing_are_each_answered_204);
         $crate::router_case!($make, the_first_valid_result_wins_whichever_lease);
