@@ -19,7 +19,7 @@ use rcgen::{
 };
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -47,15 +47,30 @@ pub struct LoginProfile<'a> {
 pub const ERROR_ISSUANCE: i64 = 2001;
 pub const ERROR_REVOCATION: i64 = 2002;
 
+/// How often the agent publishes its CRL when nothing was revoked; each CRL's `nextUpdate` is
+/// twice this after its `thisUpdate`, so a verifier holding the last one never sees it lapse
+/// while the agent runs.
+pub const DEFAULT_CRL_REFRESH: Duration = Duration::from_secs(3600);
+
 /// The agent's certificate authority: a P-256 key and self-signed certificate in a directory,
-/// created on first use (the key with mode 0600), and the list of serials it revoked.
+/// created on first use (the key with mode 0600), and the serials it revoked with when.
 pub struct LocalCa {
     dir: PathBuf,
     key: KeyPair,
     /// The same key, for signing version-2 envelopes.
     signer: p256::ecdsa::SigningKey,
     cert_der: Vec<u8>,
-    revoked: Mutex<BTreeSet<String>>,
+    state: Mutex<Revocations>,
+}
+
+/// `revoked.json`: each revoked serial with its revocation time (epoch seconds), and the number
+/// of the last CRL built.
+#[derive(Debug, Default, serde::Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Revocations {
+    revoked: BTreeMap<String, i64>,
+    #[serde(default)]
+    crl_number: u64,
 }
 
 fn ca_params() -> CertificateParams {
@@ -127,11 +142,11 @@ impl LocalCa {
         let signer = p256::ecdsa::SigningKey::from_pkcs8_der(&key.serialize_der())
             .context("the CA key is not a P-256 key")?;
         let cert_der = std::fs::read(&cert_path)?;
-        let revoked = match std::fs::read(dir.join("revoked.json")) {
-            Ok(bytes) => serde_json::from_slice(&bytes).context("revoked.json does not parse")?,
-            Err(_) => BTreeSet::new(),
+        let state = match std::fs::read(dir.join("revoked.json")) {
+            Ok(bytes) => Revocations::parse(&bytes)?,
+            Err(_) => Revocations::default(),
         };
-        Ok(Self { dir: dir.to_owned(), key, signer, cert_der, revoked: Mutex::new(revoked) })
+        Ok(Self { dir: dir.to_owned(), key, signer, cert_der, state: Mutex::new(state) })
     }
 
     /// The CA certificate, DER.
@@ -142,8 +157,7 @@ impl LocalCa {
     /// A short, stable id of this CA: the first 16 hex digits of the SHA-256 of its certificate.
     /// Its CRL and certificate are published under `/rp/pki/<id>/`.
     pub fn id(&self) -> String {
-        use sha2::Digest as _;
-        hex::encode(&sha2::Sha256::digest(&self.cert_der)[..8])
+        crate::domain::pki::ca_id(&self.cert_der)
     }
 
     /// Where this CA's CRL and certificate are published under `base`.
@@ -195,18 +209,74 @@ impl LocalCa {
         Ok((bundle, hex::encode(serial), expiry))
     }
 
-    /// Adds `serial` to the revocation list (kept in `revoked.json`).
+    /// Adds `serial` to the revocation list (kept in `revoked.json`), revoked now unless it was
+    /// already.
     pub fn revoke(&self, serial: &str) -> anyhow::Result<()> {
-        let mut revoked = self.revoked.lock().expect("the list lock is never poisoned");
-        revoked.insert(serial.to_owned());
+        let mut state = self.state.lock().expect("the list lock is never poisoned");
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        state.revoked.entry(serial.to_owned()).or_insert(now);
+        self.save(&state)
+    }
+
+    pub fn is_revoked(&self, serial: &str) -> bool {
+        self.state.lock().expect("the list lock is never poisoned").revoked.contains_key(serial)
+    }
+
+    fn save(&self, state: &Revocations) -> anyhow::Result<()> {
         let tmp = self.dir.join(format!("revoked.json.{}", uuid::Uuid::new_v4()));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&*revoked)?)?;
+        std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
         std::fs::rename(tmp, self.dir.join("revoked.json"))?;
         Ok(())
     }
 
-    pub fn is_revoked(&self, serial: &str) -> bool {
-        self.revoked.lock().expect("the list lock is never poisoned").contains(serial)
+    /// A CRL (DER) of every serial revoked so far, signed by the CA: `thisUpdate` now,
+    /// `nextUpdate` `valid_for` later, and a CRL number above every earlier one (kept in
+    /// `revoked.json`, and never below the time in seconds, so a CA directory restored from an
+    /// older backup still numbers upwards).
+    pub fn crl(&self, valid_for: Duration) -> anyhow::Result<(Vec<u8>, u64)> {
+        let mut state = self.state.lock().expect("the list lock is never poisoned");
+        let now = time::OffsetDateTime::now_utc();
+        let number = (state.crl_number + 1).max(now.unix_timestamp() as u64);
+        let revoked_certs = state
+            .revoked
+            .iter()
+            .map(|(serial, at)| {
+                Ok(rcgen::RevokedCertParams {
+                    serial_number: SerialNumber::from(
+                        hex::decode(serial).context("a revoked serial is not hex")?,
+                    ),
+                    revocation_time: time::OffsetDateTime::from_unix_timestamp(*at)?,
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now + valid_for,
+            crl_number: SerialNumber::from(number.to_be_bytes().to_vec()),
+            issuing_distribution_point: None,
+            revoked_certs,
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&Issuer::new(ca_params(), &self.key))?;
+        state.crl_number = number;
+        self.save(&state)?;
+        Ok((crl.der().to_vec(), number))
+    }
+}
+
+impl Revocations {
+    /// `revoked.json` as this agent writes it, or as earlier agents did (a list of serials,
+    /// taken as revoked now).
+    fn parse(bytes: &[u8]) -> anyhow::Result<Self> {
+        if let Ok(state) = serde_json::from_slice::<Self>(bytes) {
+            return Ok(state);
+        }
+        let serials: BTreeSet<String> =
+            serde_json::from_slice(bytes).context("revoked.json does not parse")?;
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        Ok(Self { revoked: serials.into_iter().map(|s| (s, now)).collect(), crl_number: 0 })
     }
 }
 
@@ -234,6 +304,9 @@ pub struct PassReport {
     pub failed: Vec<String>,
     /// Requests dropped for being outside their timeout window.
     pub dropped: Vec<String>,
+    /// The number of the CRL this pass published: after a revocation, on the first pass, and
+    /// once the last one is older than the refresh interval.
+    pub crl: Option<u64>,
     /// Results the server refused (409: the lease had ended or another result was kept; 410: the
     /// request is dead). A refused issuance is revoked in the agent's own CA.
     pub refused: Vec<String>,
@@ -246,6 +319,9 @@ pub struct Agent {
     public_base_url: String,
     token: String,
     ca: std::sync::Arc<LocalCa>,
+    crl_refresh: Duration,
+    /// When the last CRL was published (none yet: the first pass publishes one).
+    crl_published: Mutex<Option<Instant>>,
 }
 
 impl Agent {
@@ -255,7 +331,48 @@ impl Agent {
         check_base_url(base_url)?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         let base_url = base_url.trim_end_matches('/').to_owned();
-        Ok(Self { http, public_base_url: base_url.clone(), base_url, token: token.to_owned(), ca })
+        Ok(Self {
+            http,
+            public_base_url: base_url.clone(),
+            base_url,
+            token: token.to_owned(),
+            ca,
+            crl_refresh: DEFAULT_CRL_REFRESH,
+            crl_published: Mutex::new(None),
+        })
+    }
+
+    /// The agent, publishing its CRL every `every` when nothing is revoked (and after every
+    /// revocation).
+    pub fn with_crl_refresh(mut self, every: Duration) -> Self {
+        self.crl_refresh = every;
+        self
+    }
+
+    /// Builds the CA's CRL and publishes it at `PUT /rp/pki/<CA id>/crl`, with the CA
+    /// certificate; the CRL number it published.
+    pub async fn publish_crl(&self) -> anyhow::Result<u64> {
+        let (crl, number) = self.ca.crl(self.crl_refresh * 2)?;
+        let body = json!({"crl": STANDARD.encode(&crl), "caCertificate": STANDARD.encode(self.ca.certificate_der())});
+        let response = self
+            .http
+            .put(format!("{}/rp/pki/{}/crl", self.base_url, self.ca.id()))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        // 409: a CRL with a higher number is published already (another pass of this agent got
+        // there first); it was built later, so it lists every serial this one does.
+        if status != reqwest::StatusCode::CONFLICT {
+            anyhow::ensure!(
+                status.is_success(),
+                "publishing the CRL answered {status}: {}",
+                response.text().await?
+            );
+        }
+        *self.crl_published.lock().expect("never poisoned") = Some(Instant::now());
+        Ok(number)
     }
 
     /// The agent, with the certificates' CRL and CA issuers URLs under `url` (when the API's
@@ -356,6 +473,21 @@ impl Agent {
                 }
             }
         }
+        let due = self
+            .crl_published
+            .lock()
+            .expect("never poisoned")
+            .is_none_or(|at| at.elapsed() >= self.crl_refresh);
+        if due || !report.revoked.is_empty() || !report.refused.is_empty() {
+            match self.publish_crl().await {
+                Ok(number) => report.crl = Some(number),
+                Err(e) => {
+                    // The next pass publishes again, whatever the interval.
+                    *self.crl_published.lock().expect("never poisoned") = None;
+                    return Err(e.context("the pass's results are posted, its CRL is not"));
+                }
+            }
+        }
         Ok(report)
     }
 
@@ -438,6 +570,7 @@ impl Agent {
                     failed = report.failed.len(),
                     dropped = report.dropped.len(),
                     refused = report.refused.len(),
+                    crl = report.crl,
                     "agent pass"
                 ),
                 Err(e) => tracing::warn!(error = %e, "agent pass failed"),
@@ -452,6 +585,26 @@ impl Agent {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_earlier_agents_list_of_serials_still_opens() {
+        let state = super::Revocations::parse(br#"["0a1b", "0c2d"]"#).unwrap();
+        assert_eq!(state.revoked.keys().collect::<Vec<_>>(), ["0a1b", "0c2d"]);
+        assert_eq!(state.crl_number, 0);
+        let state = super::Revocations::parse(br#"{"revoked": {"0a1b": 1700000000}, "crlNumber": 7}"#).unwrap();
+        assert_eq!((state.revoked["0a1b"], state.crl_number), (1_700_000_000, 7));
+    }
+
+    #[test]
+    fn crl_numbers_only_go_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = super::LocalCa::open_or_create(dir.path()).unwrap();
+        let (_, first) = ca.crl(std::time::Duration::from_secs(60)).unwrap();
+        let (_, second) = ca.crl(std::time::Duration::from_secs(60)).unwrap();
+        assert!(second > first);
+        let reopened = super::LocalCa::open_or_create(dir.path()).unwrap();
+        assert!(reopened.crl(std::time::Duration::from_secs(60)).unwrap().1 > second, "kept across restarts");
+    }
+
     #[test]
     fn plain_http_is_for_loopback_only() {
         for ok in [

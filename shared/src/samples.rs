@@ -64,6 +64,13 @@ pub const SAMPLE_SIGNING_SCALAR: u8 = 3;
 /// The RFC 7638 thumbprint of 3·G.
 pub const SAMPLE_SIGNING_KID: &str = "B3zQUJfL8WPQJT3fRc_9F85aNjqoqRkk-HMzwyAp7WU";
 
+/// A CA the samples publish (made once by `LocalCa`, for local invoke only): its id, its
+/// certificate and a CRL of it revoking [`SERIAL`], DER, base64. `seed` publishes them, so the
+/// `rp-pki-*` samples find them.
+pub const SAMPLE_CA_ID: &str = "1c9e1822c296cd09";
+pub const SAMPLE_CA_CERTIFICATE: &str = "MIIB0DCCAXegAwIBAgIUdBxmyfgCdtUa5MIhllFT5wTjKKEwCgYIKoZIzj0EAwIwRTEfMB0GA1UEAwwWUlAgRW5yb2xsbWVudCBBZ2VudCBDQTEiMCAGA1UECgwZV29ya3N0YXRpb24gcmVseWluZyBwYXJ0eTAeFw0yNjExMjYwMTEzMTZaFw0zNjExMjQwMTEzMTZaMEUxHzAdBgNVBAMMFlJQIEVucm9sbG1lbnQgQWdlbnQgQ0ExIjAgBgNVBAoMGVdvcmtzdGF0aW9uIHJlbHlpbmcgcGFydHkwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAT2+1XwqAcZ4HhukFSf1MuwIX4zM5Z3/xtNsRQ99egIah5Ql10xoTtFgA2JNbDbbB/718zE6wwXZh8G2BjMyyWno0UwQzAOBgNVHQ8BAf8EBAMCAYYwHQYDVR0OBBYEFJ16l0HWCdMgmOhHIiAOdSNGwuDZMBIGA1UdEwEB/wQIMAYBAf8CAQAwCgYIKoZIzj0EAwIDRwAwRAIgWuUylfZFErxtQXqsxK0ZeYQ24VLv3tSuHJGIwtpFQG8CIGTVIX8xDBOoPmmQyyICPeX5VqBGBTMDaHpYHEurm68K";
+pub const SAMPLE_CRL: &str = "MIIBJTCBzQIBATAKBggqhkjOPQQDAjBFMR8wHQYDVQQDDBZSUCBFbnJvbGxtZW50IEFnZW50IENBMSIwIAYDVQQKDBlXb3Jrc3RhdGlvbiByZWx5aW5nIHBhcnR5Fw0yNjExMjcwMTEzMTZaFw0zNjExMjQwMTEzMTZaMCMwIQIQChssPU5fYHGCk6S1xtfo+RcNMjYxMTI3MDExMzE2WqAyMDAwHwYDVR0jBBgwFoAUnXqXQdYJ0yCY6EciIA51I0bC4NkwDQYDVR0UBAYCBGsI2SwwCgYIKoZIzj0EAwIDRwAwRAIgU+aMABBDbUguVd1siNEIPbcNER5dhKivulDDx8VWtf8CICbILCtU8Ltzt4u1rRe8JwSmibuk4XQMvV3/7rzWOC3e";
+
 /// The devices the samples name: the main one, one the `cc-app-device` sample removes, one
 /// whose token the `cc-app-device-token` sample ends, and one whose token `rp-device-token`
 /// refreshes.
@@ -165,6 +172,8 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
     let fixed = p256::ecdsa::SigningKey::from_slice(&scalar)?;
     SigningKeys::new(store, backend.keys.as_ref(), &app).add(fixed, now).await?;
     api.expect(201, "POST", "/code-customization/signing-keys", ADMIN_TOKEN, Some(APP), Value::Null).await?;
+    let crl = json!({"crl": SAMPLE_CRL, "caCertificate": SAMPLE_CA_CERTIFICATE});
+    api.expect(200, "PUT", &format!("/rp/pki/{SAMPLE_CA_ID}/crl"), ADMIN_TOKEN, None, crl).await?;
     Ok(json!({"seeded": APP, "devices": DEVICES, "adminToken": ADMIN_TOKEN, "accessToken": ACCESS_TOKEN}))
 }
 

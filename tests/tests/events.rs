@@ -27,7 +27,7 @@ fn read(path: &str) -> String {
 }
 
 /// Every HTTP function, with the status its sample event answers after `seed-samples`.
-const REPLAY: [(&str, u16); 50] = [
+const REPLAY: [(&str, u16); 52] = [
     ("health", 200),
     ("problems", 200),
     ("cc-apps", 201),
@@ -47,6 +47,8 @@ const REPLAY: [(&str, u16); 50] = [
     ("rp-certificate", 204),
     ("rp-certificate-revoke", 204),
     ("cc-certificate-revoke", 202),
+    ("rp-pki-crl", 200),
+    ("rp-pki-ca", 200),
     ("rp-device-certificates", 200),
     ("rp-oob-requests", 200),
     ("rp-oob-devices", 200),
@@ -81,7 +83,7 @@ const REPLAY: [(&str, u16); 50] = [
 ];
 
 /// The samples of a function's other methods and query strings: (file, function, status).
-const MORE: [(&str, &str, u16); 15] = [
+const MORE: [(&str, &str, u16); 16] = [
     ("cc-apps.get", "cc-apps", 200),
     ("cc-app-workstation.get", "cc-app-workstation", 200),
     ("cc-tokens.get", "cc-tokens", 200),
@@ -97,6 +99,7 @@ const MORE: [(&str, &str, u16); 15] = [
     ("rp-client-reg.patch", "rp-client-reg", 200),
     ("rp-client-reg.delete", "rp-client-reg", 204),
     ("rp-events.get", "rp-events", 200),
+    ("rp-pki-crl.get", "rp-pki-crl", 200),
 ];
 
 /// Every sample: (file, function, status).

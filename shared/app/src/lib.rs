@@ -13,6 +13,7 @@ pub mod events;
 pub mod offline;
 pub mod oob;
 pub mod pairing;
+pub mod pki;
 pub mod push;
 mod ratelimit;
 pub mod signing;

@@ -14,6 +14,7 @@ pub mod messages;
 pub mod offline;
 pub mod oob;
 pub mod pairing;
+pub mod pki;
 pub mod push;
 pub mod signing;
 pub mod time;

@@ -6,7 +6,7 @@
 //! checked-in file differs from what it writes.
 
 use crate::{
-    cc, certificates, code, content, events, health, offline, oob, problems, registration, workstation,
+    cc, certificates, code, content, events, health, offline, oob, pki, problems, registration, workstation,
     AppState,
 };
 use axum::Router;
@@ -110,6 +110,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, push: &[PUBLISH], ..Grants::NONE }),
     endpoint!("rp-certificate-revoke", "/rp/api/certificate/revoke", certificates::revoked_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
     endpoint!("cc-certificate-revoke", "/cc/api/certificates/{certSerialNumber}/revoke", certificates::admin_revoke_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
+    endpoint!("rp-pki-crl", "/rp/pki/{caId}/crl", pki::crl_router, Grants { table: &[GET, QUERY, PUT], ..Grants::NONE }),
+    endpoint!("rp-pki-ca", "/rp/pki/{caId}/ca.crt", pki::ca_router, Grants { table: &[GET], ..Grants::NONE }),
     endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
     endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), push: &[PUBLISH], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
     endpoint!("rp-oob-devices", "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", oob::devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),

@@ -15,6 +15,7 @@ use rp_domain::enrollment::EnrollError;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
+use rp_domain::pki::PkiError;
 use rp_domain::signing::SigningKeyError;
 use rp_domain::time::EpochMillis;
 
@@ -300,6 +301,20 @@ pub const CERT_QUEUE_FULL: ProblemType = row(
     "Too many open certificate requests",
     "The app has `CERT_MAX_OPEN_PER_APP` login-certificate requests pending or leased; nothing is written",
 );
+pub const CA_NOT_PUBLISHED: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::CA_NOT_PUBLISHED,
+    "ca-not-published",
+    "Nothing published for this CA",
+    "The agent has published no CRL (and so no certificate) for this CA id",
+);
+pub const CRL_OUTDATED: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::CRL_OUTDATED,
+    "crl-outdated",
+    "CRL older than the published one",
+    "The CRL's number is not above the published CRL's; nothing is written",
+);
 pub const CERTIFICATES: &[&ProblemType] = &[
     &CERT_QUEUE_FULL,
     &CERT_REQUEST_NOT_FOUND,
@@ -309,6 +324,8 @@ pub const CERTIFICATES: &[&ProblemType] = &[
     &SERIAL_TAKEN,
     &CERT_REVOKED,
     &REQUEST_DEAD,
+    &CA_NOT_PUBLISHED,
+    &CRL_OUTDATED,
 ];
 
 // Registration.
@@ -633,6 +650,18 @@ impl From<AppError> for Problem {
             AppError::RateLimited { rule, decision, now } => {
                 crate::ratelimit::over_limit(&rule, &decision, now)
             }
+        }
+    }
+}
+
+impl From<PkiError> for Problem {
+    fn from(e: PkiError) -> Self {
+        let detail = e.to_string();
+        match e {
+            PkiError::NotFound(_) => Problem::about(&CA_NOT_PUBLISHED, "caId", detail),
+            PkiError::Outdated { .. } => Problem::about(&CRL_OUTDATED, "crl", detail),
+            PkiError::Invalid(e) => e.into(),
+            PkiError::Store(e) => e.into(),
         }
     }
 }

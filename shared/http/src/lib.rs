@@ -14,6 +14,7 @@ pub mod offline;
 pub mod oob;
 pub mod openapi;
 pub mod params;
+pub mod pki;
 pub mod problem;
 pub mod problems;
 pub mod ratelimit;

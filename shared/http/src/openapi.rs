@@ -7,7 +7,7 @@
 use super::errors::{self, TABLES};
 use super::problem::ProblemType;
 use super::{
-    cc, certificates, code, content, events, health, offline, oob, problems, registration, workstation,
+    cc, certificates, code, content, events, health, offline, oob, pki, problems, registration, workstation,
 };
 use axum::http::StatusCode;
 use rp_domain::apps::AppId;
@@ -48,7 +48,7 @@ use utoipa::{Modify, OpenApi};
         workstation::pair, workstation::read_pairing, workstation::update_pairing, workstation::unpair,
         events::list, events::report,
         certificates::poll, certificates::post_issuance, certificates::post_revocation,
-        certificates::queue_revocation, certificates::device_certificates,
+        certificates::queue_revocation, certificates::device_certificates, pki::put_crl, pki::get_crl, pki::get_ca,
         oob::start, oob::user_devices, oob::status, oob::device_requests, oob::device_answer,
         offline::device_setup, offline::device_workstations, offline::device_used, offline::revoke_device,
         content::list, content::create, content::retrieve, content::update, content::list_versions,

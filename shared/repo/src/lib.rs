@@ -7,6 +7,7 @@ pub mod code_env;
 pub mod devices;
 pub mod events;
 pub mod oob;
+pub mod pki;
 pub mod ratelimit;
 pub mod signing_keys;
 pub mod tokens;

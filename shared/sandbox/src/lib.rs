@@ -17,9 +17,8 @@
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
 //!   polled, and it is lowered to the least CPU priority (Linux), so that it takes CPU only
 //!   when nothing else wants it. A tenant whose last run ran out of time runs its next one at a
-//!   lower priority too ([`OVERRUNNING_NICE`]), and a run that ran out of time holds its
-//!   tenant's slot as long again after answering, so code that keeps hitting its limit gets at
-//!   most half of its slots' time and yields the cores to other tenants' runs.
+//!   lower priority too ([`OVERRUNNING_NICE`]), so code that keeps hitting its limit yields the
+//!   cores to other tenants' runs.
 //! - Tenants are kept apart: each tenant has its own run slots ([`runs_per_tenant`], waited for
 //!   up to the run's own time limit) and its own count of abandoned runs; while one of its runs
 //!   is abandoned, that tenant's new runs fail at once ("overran its limits"). No count is
@@ -152,14 +151,8 @@ pub async fn run(signer: Arc<dyn JwtSigner>, job: Job) -> RunReport {
             }
             *phase = Phase::Finished;
             drop(phase);
-            let took = Duration::from_millis(report.duration_ms);
-            let _ = tx.send(report);
-            // A run that ran out of time keeps its tenant's slot as long again: a tenant whose
-            // code keeps hitting its limit gets at most half of its slots' time.
-            if timed_out {
-                std::thread::sleep(took);
-            }
             drop(slot);
+            let _ = tx.send(report);
         });
     if let Err(e) = spawned {
         return failed(&format!("the sandbox could not start: {e}"), started);

@@ -33,6 +33,10 @@ struct Cli {
     /// URL point under (default: the base URL).
     #[arg(long, env = "RP_PUBLIC_BASE_URL")]
     public_base_url: Option<String>,
+    /// Seconds between CRL publications when nothing is revoked (a revocation publishes at
+    /// once); each CRL's nextUpdate is twice this.
+    #[arg(long, env = "RP_AGENT_CRL_REFRESH_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    crl_refresh_secs: u64,
 }
 
 #[tokio::main]
@@ -52,19 +56,21 @@ async fn main() -> anyhow::Result<()> {
     .map(|text| text.trim().to_owned())
     .filter(|token| !token.is_empty())
     .ok_or_else(|| anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token"))?;
-    let mut agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?;
+    let mut agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?
+        .with_crl_refresh(Duration::from_secs(cli.crl_refresh_secs));
     if let Some(url) = &cli.public_base_url {
         agent = agent.with_public_base_url(url);
     }
     if cli.once {
         let report = agent.run_once().await?;
         println!(
-            "issued {} revoked {} failed {} dropped {} refused {}",
+            "issued {} revoked {} failed {} dropped {} refused {} crl {}",
             report.issued.len(),
             report.revoked.len(),
             report.failed.len(),
             report.dropped.len(),
-            report.refused.len()
+            report.refused.len(),
+            report.crl.map_or("-".into(), |n| n.to_string())
         );
         return Ok(());
     }

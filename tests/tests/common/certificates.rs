@@ -1100,20 +1100,42 @@ pub async fn the_agent_revokes_a_refused_certificate(_h: Harness) {
     let list = json!({"loginCerts": [{"requestId": "r-1", "requestTimeoutInSecs": 300, "machineUserNameWS": null,
         "machineUserName": "vera@example.com", "deviceId": "d-1", "deviceKeyAgreementPublicKey": key, "encCounter": "1"}],
         "revokedCerts": []});
-    // A server that hands out one request and keeps another agent's result for it.
+    // A server that hands out one request and keeps another agent's result for it; the CRLs the
+    // agent publishes are kept.
+    let published = Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
+    let kept = published.clone();
     let refusing = axum::Router::new()
         .route("/rp/api/certificate/requests", get(move || async move { axum::Json(list.clone()) }))
-        .route("/rp/api/certificate", post(|| async { axum::http::StatusCode::CONFLICT }));
+        .route("/rp/api/certificate", post(|| async { axum::http::StatusCode::CONFLICT }))
+        .route(
+            "/rp/pki/{ca_id}/crl",
+            axum::routing::put(move |axum::Json(body): axum::Json<serde_json::Value>| async move {
+                kept.lock().unwrap().push(STANDARD.decode(body["crl"].as_str().unwrap()).unwrap());
+                axum::http::StatusCode::OK
+            }),
+        );
     let (base, _server) = serve(refusing).await;
     let dir = tempfile::tempdir().unwrap();
     let ca = Arc::new(LocalCa::open_or_create(dir.path()).unwrap());
     let agent = Agent::new(&base, "rpt_any-admin-token-the-stub-ignores", ca.clone()).unwrap();
     let report = agent.run_once().await.unwrap();
     assert_eq!(report.refused, vec!["r-1".to_owned()], "{report:?}");
-    let revoked: Vec<String> =
+    let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("revoked.json")).unwrap()).unwrap();
+    let revoked: Vec<&String> = state["revoked"].as_object().unwrap().keys().collect();
     assert_eq!(revoked.len(), 1, "the orphaned certificate is revoked at the CA");
-    assert!(ca.is_revoked(&revoked[0]));
+    assert!(ca.is_revoked(revoked[0]));
+    // ...and the CRL the pass published lists it.
+    let crls = published.lock().unwrap().clone();
+    let crl = x509_cert::crl::CertificateList::from_der(crls.last().expect("a CRL was published")).unwrap();
+    let listed: Vec<String> = crl
+        .tbs_cert_list
+        .revoked_certificates
+        .iter()
+        .flatten()
+        .map(|r| hex::encode(r.serial_number.as_bytes()))
+        .collect();
+    assert_eq!(listed, vec![revoked[0].clone()]);
 }
 
 /// The workstation sees its pairing's login certificate: pending, then issued (serial, expiry,
@@ -1153,4 +1175,127 @@ pub async fn the_workstation_sees_its_pairings_certificate(h: Harness) {
     assert_eq!(r.status, 202, "{}", r.json());
     assert_eq!(agent.run_once().await.unwrap().revoked.len(), 1);
     assert_eq!(view(access).await["certificate"]["state"], "revoked");
+}
+
+/// The login certificate (PEM) a device's `GET /rp/versioned/device/certificates` holds for it,
+/// opened as the device opens it.
+async fn issued_pem(h: &Harness, dev: &TestDevice) -> (String, String) {
+    let r = h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    let c = &r["certificates"][0];
+    let signing_cert = STANDARD.decode(c["signingCert"].as_str().unwrap()).unwrap();
+    let bundle =
+        envelope::open(&dev.agreement, &envelope_of(c), &binding_of(c), &issuer_key(&signing_cert)).unwrap();
+    let bundle = String::from_utf8(bundle).unwrap();
+    let end = bundle.find("-----END CERTIFICATE-----").unwrap() + "-----END CERTIFICATE-----".len();
+    (bundle[..end].to_owned() + "\n", c["certSerialNumber"].as_str().unwrap().to_owned())
+}
+
+fn pem(label: &str, der: &[u8]) -> String {
+    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", STANDARD.encode(der))
+}
+
+/// The agent publishes its CA's CRL at the URL its certificates name, on its first pass and after
+/// every revocation; the server keeps only newer CRLs signed by that CA. `openssl verify
+/// -crl_check` (no code of this project) then refuses the revoked certificate and accepts the
+/// other.
+pub async fn a_revoked_certificate_fails_against_the_published_crl(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let (gina, hank) =
+        (device(&h, &app, "gina@example.com", None).await, device(&h, &app, "hank@example.com", None).await);
+    pair(&h, &access, &gina, "m-crl-1").await;
+    pair(&h, &access, &hank, "m-crl-2").await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    let first = agent.run_once().await.unwrap();
+    assert_eq!(first.issued.len(), 2, "{first:?}");
+    let first_number = first.crl.expect("the first pass publishes a CRL");
+    let (crl_path, ca_path) = (format!("/rp/pki/{}/crl", ca.id()), format!("/rp/pki/{}/ca.crt", ca.id()));
+    let empty = h.client.send("GET", &crl_path, None, None).await;
+    assert_eq!(empty.status, 200);
+    let (revoked_pem, serial) = issued_pem(&h, &gina).await;
+    let (good_pem, _) = issued_pem(&h, &hank).await;
+
+    let r = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
+    assert_eq!(r.status, 202, "{}", r.json());
+    let second = agent.run_once().await.unwrap();
+    assert_eq!(second.revoked.len(), 1, "{second:?}");
+    assert!(second.crl.expect("a revocation publishes the CRL") > first_number);
+    // Nothing revoked and within the refresh interval: no new CRL.
+    assert_eq!(agent.run_once().await.unwrap().crl, None);
+
+    let crl = h.client.send("GET", &crl_path, None, None).await;
+    assert_eq!(crl.status, 200);
+    assert_eq!(crl.header("content-type"), Some("application/pkix-crl"));
+    let cache = crl.header("cache-control").unwrap().to_owned();
+    assert!(cache.starts_with("public, max-age=") && cache != "public, max-age=0", "{cache}");
+    let ca_cert = h.client.send("GET", &ca_path, None, None).await;
+    assert_eq!(
+        (ca_cert.status.as_u16(), ca_cert.header("content-type")),
+        (200, Some("application/pkix-cert"))
+    );
+    assert_eq!(ca_cert.body, ca.certificate_der());
+
+    // What the server refuses: an older CRL, a tampered one, another CA's certificate, a bad
+    // id, a caller that is not a global admin; the same CRL again is fine.
+    let upload = |crl: &[u8], ca_der: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(ca_der)});
+    h.admin("PUT", &crl_path, Some(upload(&empty.body, ca.certificate_der())))
+        .await
+        .problem(409, codes::CRL_OUTDATED);
+    assert_eq!(h.admin("PUT", &crl_path, Some(upload(&crl.body, ca.certificate_der()))).await.status, 200);
+    let mut tampered = crl.body.to_vec();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    let r = h.admin("PUT", &crl_path, Some(upload(&tampered, ca.certificate_der()))).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "crl");
+    let other = LocalCa::open_or_create(&tempfile::tempdir().unwrap().keep()).unwrap();
+    let r = h.admin("PUT", &crl_path, Some(upload(&crl.body, other.certificate_der()))).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "caCertificate");
+    let r = h.admin("PUT", "/rp/pki/NOT-AN-ID/crl", Some(upload(&crl.body, ca.certificate_der()))).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "caId");
+    let r =
+        h.client.send("PUT", &crl_path, Some(&access), Some(upload(&crl.body, ca.certificate_der()))).await;
+    assert!(matches!(r.status.as_u16(), 401 | 403), "{}", r.text());
+    h.client
+        .send("GET", "/rp/pki/0123456789abcdef/crl", None, None)
+        .await
+        .problem(404, codes::CA_NOT_PUBLISHED);
+    h.client
+        .send("GET", "/rp/pki/0123456789abcdef/ca.crt", None, None)
+        .await
+        .problem(404, codes::CA_NOT_PUBLISHED);
+
+    if std::process::Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("skipped the openssl check: no openssl on PATH");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (ca_file, crl_file) =
+        (write("ca.pem", &pem("CERTIFICATE", &ca_cert.body)), write("crl.pem", &pem("X509 CRL", &crl.body)));
+    let verify = |cert: &str| {
+        let out = std::process::Command::new("openssl")
+            .args([
+                "verify",
+                "-crl_check",
+                "-CAfile",
+                &ca_file,
+                "-CRLfile",
+                &crl_file,
+                &write("cert.pem", cert),
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let (ok, text) = verify(&good_pem);
+    assert!(ok && text.contains("OK"), "the good certificate verifies with the CRL: {text}");
+    let (ok, text) = verify(&revoked_pem);
+    assert!(!ok && text.contains("certificate revoked"), "the revoked certificate fails: {text}");
 }

@@ -156,6 +156,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, certificate_poll_and_results_contract);
         $crate::router_case!($make, agent_issues_and_the_device_decrypts);
         $crate::router_case!($make, revocation_round_trip);
+        $crate::router_case!($make, a_revoked_certificate_fails_against_the_published_crl);
         $crate::router_case!($make, leases_time_out_requeue_and_die);
         $crate::router_case!($make, a_poll_sends_one_time_out_message_per_time_out);
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);

@@ -1,0 +1,182 @@
+//! The enrollment agent's CA as verifiers see it: its certificate and its latest CRL, published
+//! under `/rp/pki/<CA id>/`. What an upload must be to replace the published CRL is decided
+//! here: the CA id must be the certificate's, the CRL must be that CA's and signed by it, and its
+//! number must be above the published one's.
+
+use crate::boundary::StoreError;
+use crate::time::EpochMillis;
+use crate::validate::FieldError;
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+use x509_cert::crl::CertificateList;
+use x509_cert::der::{Decode, Encode};
+use x509_cert::ext::pkix::CrlNumber;
+use x509_cert::Certificate;
+
+/// ecdsa-with-SHA256, the agent's CA's signature algorithm.
+const ECDSA_WITH_SHA256: x509_cert::der::asn1::ObjectIdentifier =
+    x509_cert::der::asn1::ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("caId: nothing is published for CA {0}")]
+    NotFound(String),
+    #[error("crl: its number {sent} is below the published CRL's {published}; nothing is written")]
+    Outdated { sent: String, published: String },
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+crate::conflict_when_store_conflicts!(PkiError);
+
+/// A CA's id: the first 16 hex digits of the SHA-256 of its certificate (DER).
+pub fn ca_id(certificate_der: &[u8]) -> String {
+    hex::encode(&Sha256::digest(certificate_der)[..8])
+}
+
+/// A `{caId}` as a path names it: 16 lowercase hex digits.
+pub fn check_ca_id(value: &str) -> Result<&str, FieldError> {
+    if value.len() != 16 || !value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(FieldError::new("caId", "must be a CA id: 16 lowercase hex digits"));
+    }
+    Ok(value)
+}
+
+/// A CRL checked against its CA: what is published, and what decides which CRL is newer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedCrl {
+    pub ca_id: String,
+    pub ca_certificate: Vec<u8>,
+    pub crl: Vec<u8>,
+    /// The CRL number, big-endian without leading zeros.
+    pub number: Vec<u8>,
+    pub this_update: EpochMillis,
+    pub next_update: Option<EpochMillis>,
+}
+
+impl PublishedCrl {
+    /// The CRL number as lowercase hex.
+    pub fn number_hex(&self) -> String {
+        if self.number.is_empty() {
+            "0".into()
+        } else {
+            hex::encode(&self.number)
+        }
+    }
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> FieldError {
+    FieldError::new(field, message)
+}
+
+/// Checks an upload for CA `ca_id`: the certificate parses and is that CA's; the CRL parses,
+/// names that CA as its issuer, carries a CRL number, and its ECDSA P-256 signature verifies
+/// under the CA's key.
+pub fn check_upload(
+    ca_id_in_path: &str,
+    ca_certificate: Vec<u8>,
+    crl: Vec<u8>,
+) -> Result<PublishedCrl, FieldError> {
+    use p256::ecdsa::signature::Verifier as _;
+    let ca = Certificate::from_der(&ca_certificate)
+        .map_err(|e| invalid("caCertificate", format!("is not a DER certificate: {e}")))?;
+    if ca_id(&ca_certificate) != ca_id_in_path {
+        return Err(invalid("caCertificate", format!("is not the certificate of CA {ca_id_in_path}")));
+    }
+    let list =
+        CertificateList::from_der(&crl).map_err(|e| invalid("crl", format!("is not a DER CRL: {e}")))?;
+    let tbs = &list.tbs_cert_list;
+    if tbs.issuer != ca.tbs_certificate.subject {
+        return Err(invalid("crl", "is not issued by this CA (its issuer is another name)"));
+    }
+    if list.signature_algorithm.oid != ECDSA_WITH_SHA256 {
+        return Err(invalid("crl", "must be signed with ecdsa-with-SHA256, as the agent's CA signs"));
+    }
+    let spki = &ca.tbs_certificate.subject_public_key_info.subject_public_key;
+    let key = p256::ecdsa::VerifyingKey::from_sec1_bytes(spki.raw_bytes())
+        .map_err(|_| invalid("caCertificate", "its key is not a P-256 key"))?;
+    let signature = list
+        .signature
+        .as_bytes()
+        .and_then(|bytes| p256::ecdsa::Signature::from_der(bytes).ok())
+        .ok_or_else(|| invalid("crl", "its signature is not an ECDSA signature"))?;
+    let signed = tbs.to_der().map_err(|e| invalid("crl", e.to_string()))?;
+    key.verify(&signed, &signature)
+        .map_err(|_| invalid("crl", "its signature does not verify under the CA's key"))?;
+    let number = tbs
+        .crl_extensions
+        .iter()
+        .flatten()
+        .find(|e| e.extn_id == x509_cert::der::oid::db::rfc5280::ID_CE_CRL_NUMBER)
+        .ok_or_else(|| invalid("crl", "has no CRL number"))?;
+    let number = CrlNumber::from_der(number.extn_value.as_bytes())
+        .map_err(|e| invalid("crl", format!("its CRL number does not parse: {e}")))?;
+    let millis = |t: x509_cert::time::Time| EpochMillis(t.to_unix_duration().as_millis() as i64);
+    Ok(PublishedCrl {
+        ca_id: ca_id_in_path.to_owned(),
+        number: number.0.as_bytes().iter().copied().skip_while(|b| *b == 0).collect(),
+        this_update: millis(tbs.this_update),
+        next_update: tbs.next_update.map(millis),
+        ca_certificate,
+        crl,
+    })
+}
+
+/// Whether `sent` may replace `published`: a higher CRL number replaces, the same CRL again is
+/// already there, and anything else is older (or a different CRL under a number in use).
+pub fn replaces(published: Option<&PublishedCrl>, sent: &PublishedCrl) -> Result<bool, PkiError> {
+    let Some(published) = published else { return Ok(true) };
+    let order = (sent.number.len(), &sent.number).cmp(&(published.number.len(), &published.number));
+    match order {
+        Ordering::Greater => Ok(true),
+        Ordering::Equal if sent.crl == published.crl && sent.ca_certificate == published.ca_certificate => {
+            Ok(false)
+        }
+        _ => Err(PkiError::Outdated { sent: sent.number_hex(), published: published.number_hex() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crl(number: &[u8], bytes: &[u8]) -> PublishedCrl {
+        PublishedCrl {
+            ca_id: "0123456789abcdef".into(),
+            ca_certificate: vec![1],
+            crl: bytes.to_vec(),
+            number: number.to_vec(),
+            this_update: EpochMillis(0),
+            next_update: None,
+        }
+    }
+
+    #[test]
+    fn a_higher_number_replaces_the_same_crl_is_kept_and_a_lower_one_is_refused() {
+        let published = crl(&[0x01, 0x00], b"a");
+        assert!(replaces(None, &published).unwrap());
+        assert!(replaces(Some(&published), &crl(&[0x01, 0x01], b"b")).unwrap());
+        assert!(replaces(Some(&published), &crl(&[0x01, 0x00, 0x00], b"b")).unwrap(), "longer is larger");
+        assert!(!replaces(Some(&published), &crl(&[0x01, 0x00], b"a")).unwrap(), "the same CRL again");
+        assert!(matches!(replaces(Some(&published), &crl(&[0xff], b"c")), Err(PkiError::Outdated { .. })));
+        assert!(matches!(
+            replaces(Some(&published), &crl(&[0x01, 0x00], b"other")),
+            Err(PkiError::Outdated { .. })
+        ));
+    }
+
+    #[test]
+    fn a_ca_id_is_16_lowercase_hex_digits() {
+        assert!(check_ca_id("0123456789abcdef").is_ok());
+        for bad in ["", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdefa", "0123456789abcdeg"] {
+            assert_eq!(check_ca_id(bad).unwrap_err().field, "caId", "{bad}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_naming_the_field() {
+        assert_eq!(check_upload("0123456789abcdef", vec![1, 2], vec![3]).unwrap_err().field, "caCertificate");
+    }
+}

@@ -1,0 +1,132 @@
+//! `/rp/pki/{caId}/...`: the enrollment agent's CA certificate and CRL, public so that a domain
+//! controller, a VPN or any verifier can check revocation at the URLs the login certificates
+//! name; the agent publishes the CRL with its admin token.
+
+use super::extract::{Admin, ApiJson, ApiPath};
+use super::problem::Problem;
+use super::AppState;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use rp_domain::pki::{self, PublishedCrl};
+use rp_domain::FieldError;
+use serde::{Deserialize, Serialize};
+
+/// The largest CRL upload: about 100,000 revoked serials.
+pub const CRL_BODY_LIMIT: usize = 5 * 1024 * 1024;
+
+/// `/rp/pki/{caId}/crl`
+pub fn crl_router(_state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/rp/pki/{ca_id}/crl", get(get_crl).put(put_crl))
+        .layer(axum::extract::DefaultBodyLimit::max(CRL_BODY_LIMIT))
+        .layer(axum::Extension(super::extract::BodyLimit(CRL_BODY_LIMIT)))
+}
+
+/// `/rp/pki/{caId}/ca.crt`
+pub fn ca_router(_state: &AppState) -> Router<AppState> {
+    Router::new().route("/rp/pki/{ca_id}/ca.crt", get(get_ca))
+}
+
+/// `{caId}` in a path, as [`pki::check_ca_id`] checks it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read only by the params derive.
+pub struct CaIdPath {
+    #[param(rename = "caId", pattern = "^[0-9a-f]{16}$")]
+    ca_id: String,
+}
+
+/// A CRL the agent publishes, with the certificate of the CA that signed it.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PublishCrl {
+    /// The CRL, DER, base64: signed by the CA, with a CRL number above the published one's.
+    #[schema(format = Byte, max_length = 7_000_000)]
+    pub crl: String,
+    /// The CA's certificate, DER, base64: the one whose id is in the path.
+    #[schema(format = Byte, max_length = 16_384)]
+    pub ca_certificate: String,
+}
+
+/// What is published for a CA.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CrlView {
+    pub ca_id: String,
+    /// The CRL number, hex.
+    pub crl_number: String,
+    #[schema(format = DateTime)]
+    pub this_update: String,
+    #[schema(format = DateTime)]
+    pub next_update: Option<String>,
+}
+
+impl From<&PublishedCrl> for CrlView {
+    fn from(c: &PublishedCrl) -> Self {
+        Self {
+            ca_id: c.ca_id.clone(),
+            crl_number: c.number_hex(),
+            this_update: c.this_update.iso8601(),
+            next_update: c.next_update.map(|t| t.iso8601()),
+        }
+    }
+}
+
+fn decoded(field: &str, text: &str) -> Result<Vec<u8>, FieldError> {
+    STANDARD.decode(text).map_err(|_| FieldError::new(field, "must be base64 (DER)"))
+}
+
+/// Publishes a CRL: global admins only (the agent's token). A CRL numbered at or below the
+/// published one is refused (409), unless it is the same CRL again (200).
+#[utoipa::path(put, path = "/rp/pki/{caId}/crl", tag = "certificates", security(("admin" = [])), params(CaIdPath),
+    request_body = PublishCrl, responses((status = 200, description = "Published (or the same CRL was already)", body = CrlView)))]
+async fn put_crl(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    _admin: Admin,
+    ApiPath(ca_id): ApiPath<String>,
+    ApiJson(body): ApiJson<PublishCrl>,
+) -> Result<Json<CrlView>, Problem> {
+    let ca_id = pki::check_ca_id(&ca_id)?;
+    let crl = pki::check_upload(
+        ca_id,
+        decoded("caCertificate", &body.ca_certificate)?,
+        decoded("crl", &body.crl)?,
+    )?;
+    rp_app::pki::publish(&state, crl.clone()).await?;
+    Ok(Json(CrlView::from(&crl)))
+}
+
+/// Seconds a cache may keep what is published: until the CRL's `nextUpdate`, at most an hour.
+fn max_age(crl: &PublishedCrl, now: rp_domain::time::EpochMillis) -> i64 {
+    crl.next_update.map_or(0, |next| ((next.0 - now.0) / 1000).clamp(0, 3600))
+}
+
+/// The CA's latest CRL, DER, as its login certificates' CRL distribution point names it.
+#[utoipa::path(get, path = "/rp/pki/{caId}/crl", tag = "certificates", params(CaIdPath),
+    responses((status = 200, description = "The CRL, DER (RFC 5280)", content_type = "application/pkix-crl", body = Vec<u8>)))]
+async fn get_crl(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    ApiPath(ca_id): ApiPath<String>,
+) -> Result<Response, Problem> {
+    let crl = rp_app::pki::published(&state, pki::check_ca_id(&ca_id)?).await?;
+    let cache = format!("public, max-age={}", max_age(&crl, state.backend.clock.now_millis()));
+    Ok(([(header::CONTENT_TYPE, "application/pkix-crl".to_owned()), (header::CACHE_CONTROL, cache)], crl.crl)
+        .into_response())
+}
+
+/// The CA's certificate, DER, as its login certificates' CA issuers URL names it.
+#[utoipa::path(get, path = "/rp/pki/{caId}/ca.crt", tag = "certificates", params(CaIdPath),
+    responses((status = 200, description = "The CA certificate, DER", content_type = "application/pkix-cert", body = Vec<u8>)))]
+async fn get_ca(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    ApiPath(ca_id): ApiPath<String>,
+) -> Result<Response, Problem> {
+    let crl = rp_app::pki::published(&state, pki::check_ca_id(&ca_id)?).await?;
+    let headers =
+        [(header::CONTENT_TYPE, "application/pkix-cert"), (header::CACHE_CONTROL, "public, max-age=86400")];
+    Ok((headers, crl.ca_certificate).into_response())
+}
