@@ -8,22 +8,14 @@
 
 use rp_shared::backend;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::sandbox::{self, Job, JwtSigner, OneKey};
+use rp_shared::sandbox;
 use rp_shared::testing::http::TestClient;
-use serde_json::json;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod support;
 
 const ROUNDS: usize = 2_000;
 const WARM_UP: usize = 50;
-
-const SOURCE: &str = r#"
-function handler(event, api) {
-  const ok = jwtVerify(event.token, {secret: env.RISK_SECRET, issuer: env.RISK_ISSUER, audience: 'rp', algorithms: ['HS256']});
-  if (!ok) api.deny('no');
-  return {ok, digest: sha256(event.namedUser)};
-}"#;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -33,28 +25,8 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
-    let kid = rp_shared::domain::signing::key_id(&key.verifying_key().into());
-    let keys: Arc<dyn JwtSigner> = Arc::new(OneKey { kid, key });
-    let exp = jsonwebtoken::get_current_timestamp() + 3600;
-    let token = jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
-        &json!({"iss": "https://risk.example.com", "aud": "rp", "exp": exp}),
-        &jsonwebtoken::EncodingKey::from_secret(b"risk-shared-secret"),
-    )
-    .unwrap();
-    let job = Job {
-        tenant: "bench".into(),
-        source: SOURCE.into(),
-        event: json!({"namedUser": "alice@example.com", "token": token}),
-        env: BTreeMap::from([
-            ("RISK_ISSUER".into(), "https://risk.example.com".into()),
-            ("RISK_SECRET".into(), "risk-shared-secret".into()),
-        ]),
-        issuer: "https://rp.example.com/rp/api/apps/bench".into(),
-        timeout: Duration::from_secs(5),
-        memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
-    };
+    let keys = support::signer();
+    let job = support::small_job("bench");
 
     let backend = backend::embedded(dir.path()).unwrap();
     let client = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));

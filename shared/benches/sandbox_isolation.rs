@@ -11,21 +11,15 @@
 //! Prints, for each: the quiet tenant's failures (target 0) and its p50/p99 run time against the
 //! quiet run alone (target p99 ≤ 3×), and what the hostile tenant's runs were answered.
 
-use rp_shared::sandbox::{self, Job, JwtSigner, OneKey};
+use rp_shared::sandbox::{self, Job, JwtSigner};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const RUNS: usize = 1_000;
+mod support;
 
-const QUIET: &str = r#"
-function handler(event, api) {
-  const ok = jwtVerify(event.token, {secret: env.RISK_SECRET, issuer: env.RISK_ISSUER, audience: 'rp', algorithms: ['HS256']});
-  if (!ok) api.deny('no');
-  return {ok, digest: sha256(event.namedUser)};
-}"#;
+const RUNS: usize = 1_000;
 
 const HOSTILE: &[(&str, &str, u64)] = &[
     (
@@ -41,25 +35,7 @@ const HOSTILE: &[(&str, &str, u64)] = &[
 ];
 
 fn quiet_job() -> Job {
-    let exp = jsonwebtoken::get_current_timestamp() + 3600;
-    let token = jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
-        &json!({"iss": "https://risk.example.com", "aud": "rp", "exp": exp}),
-        &jsonwebtoken::EncodingKey::from_secret(b"risk-shared-secret"),
-    )
-    .unwrap();
-    Job {
-        tenant: "quiet".into(),
-        source: QUIET.into(),
-        event: json!({"namedUser": "alice@example.com", "token": token}),
-        env: BTreeMap::from([
-            ("RISK_ISSUER".into(), "https://risk.example.com".into()),
-            ("RISK_SECRET".into(), "risk-shared-secret".into()),
-        ]),
-        issuer: "https://rp.example.com/rp/api/apps/quiet".into(),
-        timeout: Duration::from_secs(5),
-        memory_bytes: sandbox::DEFAULT_MEMORY_BYTES,
-    }
+    support::small_job("quiet")
 }
 
 /// Runs the quiet job `RUNS` times, one every `pace`; the run times and the failures.
@@ -89,9 +65,7 @@ fn percentile(times: &[Duration], p: f64) -> Duration {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let secs: u64 = std::env::var("ISOLATION_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
-    let kid = rp_shared::domain::signing::key_id(&key.verifying_key().into());
-    let keys: Arc<dyn JwtSigner> = Arc::new(OneKey { kid, key });
+    let keys = support::signer();
     println!("cores: {}; runs per tenant at once: {}", num_cpus(), sandbox::runs_per_tenant());
 
     let _ = quiet_runs(&keys, Duration::ZERO).await;

@@ -590,7 +590,8 @@ mod tests {
         let state = super::Revocations::parse(br#"["0a1b", "0c2d"]"#).unwrap();
         assert_eq!(state.revoked.keys().collect::<Vec<_>>(), ["0a1b", "0c2d"]);
         assert_eq!(state.crl_number, 0);
-        let state = super::Revocations::parse(br#"{"revoked": {"0a1b": 1700000000}, "crlNumber": 7}"#).unwrap();
+        let state =
+            super::Revocations::parse(br#"{"revoked": {"0a1b": 1700000000}, "crlNumber": 7}"#).unwrap();
         assert_eq!((state.revoked["0a1b"], state.crl_number), (1_700_000_000, 7));
     }
 
