@@ -2,12 +2,14 @@
 //! the next invocation: the release profile unwinds (`panic = "unwind"`), so the catch-panic
 //! layer runs on Lambda as it does locally.
 //!
-//! Runs the release build of the `panic_probe` example under a Lambda Runtime API of our own on
-//! loopback. `.ci/run` builds it and names it in `RP_PANIC_PROBE`:
+//! Runs the `panic_probe` example, built with the release profile's settings, under a Lambda
+//! Runtime API of our own on loopback. `.ci/run` builds it with profile `probe` (the release
+//! profile without optimization, which does not change how a panic unwinds) and names it in
+//! `RP_PANIC_PROBE`; `--release` works the same, slower:
 //!
 //! ```sh
-//! cargo build --release -p rp-tests --example panic_probe
-//! RP_PANIC_PROBE=target/release/examples/panic_probe cargo test -p rp-tests --test release_panic
+//! cargo build --profile probe -p rp-tests --example panic_probe
+//! RP_PANIC_PROBE=target/probe/examples/panic_probe cargo test -p rp-tests --test release_panic
 //! ```
 //!
 //! Skips, saying so, when `RP_PANIC_PROBE` is not set.
