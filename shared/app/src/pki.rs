@@ -7,9 +7,8 @@ use rp_repo::pki::Pki;
 
 /// Publishes `crl` (checked by [`pki::check_upload`]) unless a newer one is published; `true`
 /// when it was written, `false` when the same CRL was there already.
-pub async fn publish(state: &AppState, crl: PublishedCrl) -> Result<bool, PkiError> {
+pub async fn publish(state: &AppState, crl: &PublishedCrl) -> Result<bool, PkiError> {
     let repo = &Pki::new(state.backend.store.as_ref());
-    let crl = &crl;
     let written = retry_on_conflict(|| async move {
         let (published, condition) = repo.get(&crl.ca_id).await?;
         if !pki::replaces(published.as_ref(), crl)? {

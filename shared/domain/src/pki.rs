@@ -24,8 +24,6 @@ pub enum PkiError {
     #[error("crl: its number {sent} is below the published CRL's {published}; nothing is written")]
     Outdated { sent: String, published: String },
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
     Store(#[from] StoreError),
 }
 

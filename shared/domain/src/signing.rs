@@ -22,8 +22,6 @@ pub enum SigningKeyError {
     #[error("the app publishes {MAX_SIGNING_KEYS} signing keys, the most it may; retire one first")]
     TooMany,
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Keys(#[from] KeyError),

@@ -660,7 +660,6 @@ impl From<PkiError> for Problem {
         match e {
             PkiError::NotFound(_) => Problem::about(&CA_NOT_PUBLISHED, "caId", detail),
             PkiError::Outdated { .. } => Problem::about(&CRL_OUTDATED, "crl", detail),
-            PkiError::Invalid(e) => e.into(),
             PkiError::Store(e) => e.into(),
         }
     }
@@ -673,7 +672,6 @@ impl From<SigningKeyError> for Problem {
             SigningKeyError::NotFound(_) => Problem::about(&SIGNING_KEY_NOT_FOUND, "kid", detail),
             SigningKeyError::Active(_) => Problem::about(&SIGNING_KEY_ACTIVE, "kid", detail),
             SigningKeyError::TooMany => Problem::about(&TOO_MANY_SIGNING_KEYS, "kid", detail),
-            SigningKeyError::Invalid(e) => e.into(),
             SigningKeyError::Store(e) => e.into(),
             SigningKeyError::Keys(e) => e.into(),
         }

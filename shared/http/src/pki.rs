@@ -96,7 +96,7 @@ async fn put_crl(
         decoded("caCertificate", &body.ca_certificate)?,
         decoded("crl", &body.crl)?,
     )?;
-    rp_app::pki::publish(&state, crl.clone()).await?;
+    rp_app::pki::publish(&state, &crl).await?;
     Ok(Json(CrlView::from(&crl)))
 }
 

@@ -58,8 +58,8 @@ pub const MAX_LOG_LINE: usize = 2_000;
 pub const MAX_LOG_TOTAL: usize = 32 * 1024;
 /// Largest input a helper takes, in bytes.
 pub const MAX_HELPER_INPUT: usize = 1024 * 1024;
-/// Tokens one run may sign with `jwtCreateSignedJwt`: on AWS each is a KMS `Sign`, against a
-/// request quota every tenant shares.
+/// Tokens one run may sign with `jwtCreateSignedJwt`: each is an ECDSA signature on the run's
+/// thread, CPU a run should not spend without bound.
 pub const MAX_SIGNATURES_PER_RUN: usize = 10;
 
 /// One run: the tenant, the source, the event, the tenant's environment and issuer.
@@ -143,8 +143,7 @@ pub async fn run(signer: Arc<dyn JwtSigner>, job: Job) -> RunReport {
             }
             *lock(&seen) = Phase::Running { thread };
             let report = run_blocking(&job, &Rc::new(Signer { signer, handle, key: RefCell::new(None) }));
-            let timed_out = report.error.as_deref().is_some_and(|e| e.starts_with("timed out"));
-            mine.overran.store(timed_out, Ordering::SeqCst);
+            mine.overran.store(ran_out_of_time(&report.error), Ordering::SeqCst);
             let mut phase = lock(&seen);
             if matches!(*phase, Phase::Abandoned) {
                 mine.abandoned.fetch_sub(1, Ordering::SeqCst);
@@ -212,6 +211,11 @@ pub(crate) fn lower_priority(id: i32, nice: i32) {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn lower_priority(_id: i32, _nice: i32) {}
 
+/// Whether a run's error is its time limit's.
+fn ran_out_of_time(error: &Option<String>) -> bool {
+    error.as_deref().is_some_and(|e| e.starts_with("timed out"))
+}
+
 fn job_ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
@@ -226,7 +230,8 @@ fn failed(error: &str, started: Instant) -> RunReport {
     }
 }
 
-/// Signs for `jwtCreateSignedJwt` from the run's thread, through the async key port.
+/// The tenant's key for `jwtCreateSignedJwt`, fetched through the async [`JwtSigner`] from the
+/// run's thread on its first signature.
 struct Signer {
     signer: Arc<dyn JwtSigner>,
     handle: tokio::runtime::Handle,
@@ -235,23 +240,12 @@ struct Signer {
 }
 
 impl Signer {
-    /// The id of the tenant's active key (it goes into the token's header), fetching the key
-    /// on the run's first signature.
-    fn kid(&self) -> Result<String, String> {
-        if let Some((kid, _)) = self.key.borrow().as_ref() {
-            return Ok(kid.clone());
+    /// The tenant's active key and its id, fetched on the run's first signature.
+    fn key(&self) -> Result<std::cell::Ref<'_, (String, SigningKey)>, String> {
+        if self.key.borrow().is_none() {
+            *self.key.borrow_mut() = Some(self.handle.block_on(self.signer.signing_key())?);
         }
-        let (kid, key) = self.handle.block_on(self.signer.signing_key())?;
-        *self.key.borrow_mut() = Some((kid.clone(), key));
-        Ok(kid)
-    }
-
-    /// Signs `message` with the key [`Self::kid`] fetched, as ES256 (`r || s`).
-    fn sign(&self, message: &[u8]) -> Vec<u8> {
-        let key = self.key.borrow();
-        let (_, key) = key.as_ref().expect("kid() fetched the key");
-        let signature: p256::ecdsa::Signature = key.sign(message);
-        signature.to_bytes().to_vec()
+        Ok(std::cell::Ref::map(self.key.borrow(), |key| key.as_ref().expect("fetched above")))
     }
 }
 
@@ -313,7 +307,7 @@ fn run_blocking(job: &Job, signer: &Rc<Signer>) -> RunReport {
         Ok(result) => (scrub_json(result, &job.env), None),
         Err(error) => (Json::Null, Some(scrub(error))),
     };
-    if error.as_deref().is_some_and(|e| e.starts_with("timed out")) {
+    if ran_out_of_time(&error) {
         rp_ports::metrics::count(rp_ports::metrics::Metric::SandboxTimeouts, 1, None);
     }
     // What the hook asks for leaves the sandbox too: into a 403's detail, an event, a log line,
@@ -638,11 +632,13 @@ fn install<'js>(
             let payload = json_of(&ctx, payload)?;
             let opts: helpers::SignOptions = options(&ctx, opts, "jwtCreateSignedJwt options")?;
             let now = jsonwebtoken::get_current_timestamp();
-            let kid =
-                signer.kid().map_err(|e| throw(&ctx, &format!("jwtCreateSignedJwt: no signing key: {e}")))?;
+            let key =
+                signer.key().map_err(|e| throw(&ctx, &format!("jwtCreateSignedJwt: no signing key: {e}")))?;
+            let (kid, key) = &*key;
             let input =
-                helpers::signing_input(&payload, &opts, &issuer, &kid, now).map_err(|e| throw(&ctx, &e.0))?;
-            Ok::<_, rquickjs::Error>(helpers::signed_token(&input, &signer.sign(input.as_bytes())))
+                helpers::signing_input(&payload, &opts, &issuer, kid, now).map_err(|e| throw(&ctx, &e.0))?;
+            let signature: p256::ecdsa::Signature = key.sign(input.as_bytes());
+            Ok::<_, rquickjs::Error>(helpers::signed_token(&input, &signature.to_bytes()))
         })?,
     )?;
 
