@@ -1,6 +1,6 @@
 """Opens the version-2 envelope test vector of docs/agent.md with Python's `cryptography`,
 following that page's description alone: an implementation independent of the Rust one. `.ci/run` runs it
-(`cryptography` comes with moto); exit status 0 means the page, the vector and the code agree."""
+(`cryptography`, which it installs); exit status 0 means the page, the vector and the code agree."""
 
 import base64
 import hashlib

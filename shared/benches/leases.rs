@@ -158,7 +158,7 @@ async fn main() {
         println!("batch latency on DynamoDB: skipped (no emulator endpoint set; see docs/testing.md)");
         return;
     };
-    let config = rp_shared::testing::aws::fresh_config(&clients, 5).await;
+    let config = rp_shared::testing::aws::fresh_config(&clients).await;
     let backend = backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
     let one = poll_latency(&backend, 1).await;
     let fifty = poll_latency(&backend, 50).await;

@@ -92,13 +92,16 @@ pub async fn open_backend(cli: &Cli) -> anyhow::Result<Backend> {
     })
 }
 
-/// Creates the table named by `TABLE_NAME` on the configured DynamoDB endpoint.
+/// Creates the table named by `TABLE_NAME` on the configured DynamoDB endpoint, as
+/// `infra/template.yaml` defines it.
 pub async fn create_table_from_env() -> anyhow::Result<Value> {
     // Read as every other variable is: an empty value is not set.
     let table = crate::config::env_var("TABLE_NAME").context("TABLE_NAME is not set")?;
     let roots = TrustRoots::from_lookup(&crate::config::env_var).map_err(anyhow::Error::msg)?;
     let sdk = crate::adapters::aws::sdk_config(roots).await?;
-    crate::adapters::aws::create_table(&aws_sdk_dynamodb::Client::new(&sdk), &table).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    crate::adapters::aws::provision::create_table(&client, &table, &crate::template::stateful().table)
+        .await?;
     Ok(json!({ "table": table, "status": "active" }))
 }
 

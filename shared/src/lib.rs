@@ -13,6 +13,7 @@ pub mod lambda;
 pub mod local;
 pub mod samples;
 pub mod telemetry;
+pub mod template;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod worker;

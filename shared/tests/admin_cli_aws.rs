@@ -36,7 +36,7 @@ fn on_emulators(binary: &str, config: &AwsConfig) -> Command {
 #[tokio::test]
 async fn admin_cli_bootstraps_a_dynamodb_deployment() {
     let Some(clients) = clients().await else { return };
-    let config = fresh_config(&clients, 5).await;
+    let config = fresh_config(&clients).await;
     let cli = |args: &[&str]| {
         let out = on_emulators(env!("CARGO_BIN_EXE_rp-admin"), &config).args(args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -72,7 +72,7 @@ async fn the_local_server_runs_on_the_emulators_and_nowhere_else() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let Some(clients) = clients().await else { return };
-    let config = fresh_config(&clients, 5).await;
+    let config = fresh_config(&clients).await;
     let admin = "local-server-on-emulators-admin-token-0123";
     let local = |dynamodb: String| {
         let mut command = on_emulators(env!("CARGO_BIN_EXE_rp-local"), &config);

@@ -8,7 +8,7 @@ use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
 use rp_shared::backend::{self, Backend};
 use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
 use rp_shared::testing::aws::{
-    clients, fresh_config, fresh_keys, fresh_queue, fresh_table, shared_sdk_config,
+    clients, fresh_config, fresh_keys, fresh_queue_with, fresh_table, shared_sdk_config,
 };
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ async fn store() -> Option<Arc<dyn ItemStore>> {
 
 async fn queue() -> Option<Arc<dyn Queue>> {
     let clients = clients().await?;
-    let (url, dlq) = fresh_queue(&clients, QUEUE_MAX_RECEIVE).await;
+    let (url, dlq) = fresh_queue_with(&clients, QUEUE_MAX_RECEIVE).await;
     Some(Arc::new(SqsQueue::new(clients.sqs, url, Some(dlq))))
 }
 
@@ -41,7 +41,7 @@ rp_shared::keys_contract_tests!(keys());
 
 async fn backend(clock: ManualClock) -> Option<Backend> {
     let clients = clients().await?;
-    let config = fresh_config(&clients, rp_shared::backend::MAX_RECEIVE_COUNT).await;
+    let config = fresh_config(&clients).await;
     // Built as a Lambda cold start builds it: one SDK config, each service's endpoint from the
     // environment, and the queue's and the keys' clients made at their first call.
     let sdk = shared_sdk_config().await?;

@@ -242,7 +242,7 @@ async fn both_public_clients_complete_through_the_functions_on_the_aws_adapters(
         eprintln!("skipped: no AWS emulator endpoint is set (AWS_ENDPOINT_URL)");
         return;
     };
-    let config = rp_shared::testing::aws::fresh_config(&clients, 5).await;
+    let config = rp_shared::testing::aws::fresh_config(&clients).await;
     both_clients_complete(backend::aws_with_clients(&config, clients, Arc::new(SystemClock))).await;
 }
 

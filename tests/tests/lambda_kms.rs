@@ -22,7 +22,7 @@ mod runtime_api;
 #[tokio::test]
 async fn a_customization_signs_through_kms_on_the_functions_runtime() {
     let Some(clients) = clients().await else { return };
-    let config = fresh_config(&clients, 5).await;
+    let config = fresh_config(&clients).await;
     let backend = backend::aws_with_clients(&config, clients, Arc::new(SystemClock));
     rp_shared::samples::seed(&backend).await.expect("the samples are seeded");
     let api = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));

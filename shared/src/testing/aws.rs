@@ -5,9 +5,12 @@
 //! these suites create and delete resources and must never reach a real account. The harness sets
 //! the region, dummy credentials and `AWS_EC2_METADATA_DISABLED` itself, whatever the shell has.
 
-use crate::adapters::aws::{create_table, AwsClients, AwsConfig, TrustRoots};
+use crate::adapters::aws::provision::{
+    create_key, create_queue, create_table, queue_arn, QueueSpec, RedriveSpec,
+};
+use crate::adapters::aws::{AwsClients, AwsConfig, TrustRoots};
+use crate::template::stateful;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_sqs::types::QueueAttributeName;
 use std::sync::Once;
 
 /// The services the suites use, by their `AWS_ENDPOINT_URL_<SERVICE>` suffix.
@@ -103,62 +106,47 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
-/// A fresh table (with its indexes and TTL).
+/// A fresh table, as the template defines it (indexes and TTL).
 pub async fn fresh_table(clients: &AwsClients) -> String {
     let name = unique("rp-test");
-    create_table(&clients.dynamo, &name).await.expect("the emulator creates a table");
+    create_table(&clients.dynamo, &name, &stateful().table).await.expect("the emulator creates a table");
     name
 }
 
-/// A fresh queue with a dead-letter queue after `max_receive_count` deliveries; returns
+/// A fresh time-out queue and its dead-letter queue as the template defines them; returns
 /// `(queue url, dead-letter queue url)`.
-pub async fn fresh_queue(clients: &AwsClients, max_receive_count: u32) -> (String, String) {
-    let dlq = clients.sqs.create_queue().queue_name(unique("rp-dlq")).send().await.expect("create DLQ");
-    let dlq_url = dlq.queue_url.expect("a queue url");
-    let arn = clients
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&dlq_url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .expect("DLQ attributes")
-        .attributes
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .expect("a queue ARN");
-    let policy =
-        serde_json::json!({ "deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count }).to_string();
-    let queue = clients
-        .sqs
-        .create_queue()
-        .queue_name(unique("rp-queue"))
-        .attributes(QueueAttributeName::RedrivePolicy, policy)
-        .send()
-        .await
-        .expect("create queue");
-    (queue.queue_url.expect("a queue url"), dlq_url)
+pub async fn fresh_queue(clients: &AwsClients) -> (String, String) {
+    fresh_queue_as(clients, &stateful().queue).await
 }
 
-/// A fresh symmetric envelope key and a fresh P-256 signing key; returns their ids.
+/// A fresh queue as the template defines it but dead-lettering after `max_receive_count`
+/// deliveries (the port contract suite counts to fewer).
+pub async fn fresh_queue_with(clients: &AwsClients, max_receive_count: u32) -> (String, String) {
+    let spec =
+        QueueSpec { redrive_policy: Some(RedriveSpec { max_receive_count }), ..stateful().queue.clone() };
+    fresh_queue_as(clients, &spec).await
+}
+
+async fn fresh_queue_as(clients: &AwsClients, spec: &QueueSpec) -> (String, String) {
+    let sqs = &clients.sqs;
+    let dlq_url =
+        create_queue(sqs, &unique("rp-dlq"), &stateful().dead_letter_queue, None).await.expect("create DLQ");
+    let arn = queue_arn(sqs, &dlq_url).await.expect("the DLQ's ARN");
+    let url = create_queue(sqs, &unique("rp-queue"), spec, Some(&arn)).await.expect("create queue");
+    (url, dlq_url)
+}
+
+/// A fresh envelope key and a fresh signing key as the template defines them; returns their ids.
 pub async fn fresh_keys(clients: &AwsClients) -> (String, String) {
-    use aws_sdk_kms::types::{KeySpec, KeyUsageType};
-    let envelope = clients.kms.create_key().send().await.expect("create envelope key");
-    let signing = clients
-        .kms
-        .create_key()
-        .key_spec(KeySpec::EccNistP256)
-        .key_usage(KeyUsageType::SignVerify)
-        .send()
-        .await
-        .expect("create signing key");
-    let id = |m: Option<aws_sdk_kms::types::KeyMetadata>| m.map(|m| m.key_id).expect("a key id");
-    (id(envelope.key_metadata), id(signing.key_metadata))
+    let envelope = create_key(&clients.kms, &stateful().envelope_key).await.expect("create envelope key");
+    let signing = create_key(&clients.kms, &stateful().signing_key).await.expect("create signing key");
+    (envelope, signing)
 }
 
-/// A whole fresh deployment: table, queue with DLQ, keys.
-pub async fn fresh_config(clients: &AwsClients, max_receive_count: u32) -> AwsConfig {
+/// A whole fresh deployment of the template's stateful resources: table, queue with DLQ, keys.
+pub async fn fresh_config(clients: &AwsClients) -> AwsConfig {
     let table_name = fresh_table(clients).await;
-    let (queue_url, dead_letter_queue_url) = fresh_queue(clients, max_receive_count).await;
+    let (queue_url, dead_letter_queue_url) = fresh_queue(clients).await;
     let (envelope_key_id, signing_key_id) = fresh_keys(clients).await;
     AwsConfig {
         table_name,

@@ -9,9 +9,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, GlobalSecondaryIndex,
-    KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue, ScalarAttributeType,
-    TimeToLiveSpecification, TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use rp_ports::store::*;
@@ -722,78 +720,6 @@ fn put_reasons<'a>(codes: impl Iterator<Item = &'a str>, count: usize) -> Option
         })
         .collect::<Option<_>>()?;
     (reasons.len() == count).then_some(reasons)
-}
-
-/// Creates the table with its two GSIs and TTL (for emulators and `rp-admin create-table`; on
-/// AWS the SAM template creates it). Waits until it is active. An existing table is left as is.
-pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
-    let attr = |name: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .expect("attribute definition is complete")
-    };
-    let key = |name: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .expect("key schema is complete")
-    };
-    let gsi = |index: Index| {
-        let (pk, sk) = match index {
-            Index::Gsi1 => ("gsi1pk", "gsi1sk"),
-            Index::Gsi2 => ("gsi2pk", "gsi2sk"),
-        };
-        GlobalSecondaryIndex::builder()
-            .index_name(index.name())
-            .key_schema(key(pk, KeyType::Hash))
-            .key_schema(key(sk, KeyType::Range))
-            .projection(Projection::builder().projection_type(ProjectionType::All).build())
-            .build()
-            .expect("index is complete")
-    };
-    let created = client
-        .create_table()
-        .table_name(table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .set_attribute_definitions(Some(
-            ["pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"].into_iter().map(attr).collect(),
-        ))
-        .key_schema(key("pk", KeyType::Hash))
-        .key_schema(key("sk", KeyType::Range))
-        .global_secondary_indexes(gsi(Index::Gsi1))
-        .global_secondary_indexes(gsi(Index::Gsi2))
-        .send()
-        .await;
-    match created {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => return Ok(()),
-        Err(e) => return Err(StoreError::unavailable(e)),
-    }
-    for _ in 0..120 {
-        let described =
-            client.describe_table().table_name(table).send().await.map_err(StoreError::unavailable)?;
-        let active = described
-            .table
-            .and_then(|t| t.table_status)
-            .is_some_and(|s| s == aws_sdk_dynamodb::types::TableStatus::Active);
-        if active {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
-    client
-        .update_time_to_live()
-        .table_name(table)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder().attribute_name("ttl").enabled(true).build().expect("ttl spec"),
-        )
-        .send()
-        .await
-        .map_err(StoreError::unavailable)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,11 +5,12 @@
 
 mod dynamo;
 mod kms;
+pub mod provision;
 mod sns;
 mod sqs;
 mod tls;
 
-pub use dynamo::{create_table, DynamoStore};
+pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
 pub use sns::SnsPush;
 pub use sqs::SqsQueue;
