@@ -237,6 +237,9 @@ async fn certificate_fixtures(backend: &Backend, app: &AppId, now: EpochMillis) 
         issued_at: now,
         revoked_at: None,
         revocation_request_id: None,
+        renewal_request_id: None,
+        renewal_check_at: None,
+        renewed_by: None,
     };
     for item in issued_items(&cert)? {
         backend.store.put(item, Condition::Absent).await?;

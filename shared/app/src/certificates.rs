@@ -64,7 +64,8 @@ pub async fn revocation_of(
     Ok(Revocation::Queue(request.request_id.clone(), revocation_ops(&marked, version, &request)?))
 }
 
-/// The agent's poll: leases up to a batch of pending requests, round-robin over the apps from
+/// The agent's poll: queues the renewals that are due ([`crate::renewal::sweep`]) and leases up
+/// to a batch of pending requests, round-robin over the apps from
 /// `start` (where the last round ended, read ahead beside the caller's token), each with a
 /// time-out message on the queue; the requests this poll leased.
 pub async fn poll(
@@ -73,7 +74,11 @@ pub async fn poll(
 ) -> Result<CertificateRequestList, AppError> {
     let certs = Certificates::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
-    let (pending, round) = certs.pending(state.config.poll_batch, now, start?).await?;
+    // Renewals that are due are queued beside the read of what is pending (costing the poll no
+    // wait of its own); the next poll leases them.
+    let (_, pending) =
+        tokio::join!(crate::renewal::sweep(state), certs.pending(state.config.poll_batch, now, start?));
+    let (pending, round) = pending?;
     let leases: Vec<_> = pending
         .into_iter()
         .filter_map(|(request, version)| {
@@ -144,7 +149,8 @@ pub fn settle_reads<'s>(state: &'s AppState, result: &CertResult) -> impl Future
 /// Stores an agent's result (the agent's token is `agent`): the request settled, what it
 /// produced and its event, in one transaction conditional on the request's version. The first
 /// attempt works on `first` ([`settle_reads`]); a lost race is retried, and then decides on
-/// what the winner stored (the same result again is no error).
+/// what the winner stored (the same result again is no error). A renewal's certificate then
+/// replaces the one it renews ([`crate::renewal::finish`]).
 pub async fn settle(
     state: &AppState,
     agent: &str,
@@ -163,7 +169,7 @@ pub async fn settle(
                 id: result.request_id.clone(),
             })?;
             match request.settle(result, source, now, state.config.max_attempts)? {
-                Settlement::Duplicate => Ok(None),
+                Settlement::Duplicate => Ok((request, false)),
                 Settlement::LeaseEnded(expiry) => {
                     certs.persist_expiry(&expiry, version, now).await?;
                     Err(match expiry {
@@ -181,13 +187,14 @@ pub async fn settle(
                 Settlement::Settled { request, event } => {
                     let effect = effect_of(&request, result, cert?, now)?;
                     certs.settle(&request, version, effect, &event).await?;
-                    Ok(Some(request))
+                    Ok((request, true))
                 }
             }
         },
     )
     .await?;
-    if let Some(request) = stored {
+    let (request, new) = stored;
+    if new {
         // The device is woken beside the names being kept: a new certificate waits for it.
         let wake = async {
             if let (Outcome::Issued(_), Some(device_id)) = (&result.outcome, &request.device_id) {
@@ -205,6 +212,9 @@ pub async fn settle(
         remembered?;
         tracing::info!(request_id = %result.request_id, kind = ?result.kind(), "certificate result stored");
     }
+    // A renewal's certificate replaces the old one; a repeated result finishes what a failed
+    // first one left undone.
+    crate::renewal::finish(state, &request).await?;
     Ok(())
 }
 

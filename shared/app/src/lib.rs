@@ -16,6 +16,7 @@ pub mod pairing;
 pub mod pki;
 pub mod push;
 mod ratelimit;
+pub mod renewal;
 pub mod signing;
 
 pub use error::AppError;

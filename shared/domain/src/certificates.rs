@@ -23,6 +23,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 pub const DEAD_ERROR_CODE: i64 = 1_300_010;
 /// Longest `errorMessage` (workstation-api.md, Limits).
 pub const MAX_ERROR_MESSAGE: usize = 5000;
+/// The last part of a login certificate's life, in percent, in which its renewal is queued.
+pub const RENEWAL_WINDOW_PERCENT: i64 = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -74,6 +76,13 @@ pub struct CertRequest {
     /// How long the certificate is to be valid (the app's setting when it was queued).
     #[serde(default)]
     pub certificate_validity_days: Option<i64>,
+    /// The workstation of the pairing a login-certificate request is for (absent on requests
+    /// queued before it was kept).
+    #[serde(default)]
+    pub machine_id: Option<String>,
+    /// The serial number of the certificate a renewal replaces.
+    #[serde(default)]
+    pub renews: Option<String>,
     pub created_at: EpochMillis,
     /// How many times it was leased.
     #[serde(default)]
@@ -205,6 +214,8 @@ impl CertRequest {
             enc_counter: None,
             cert_serial_number: None,
             certificate_validity_days: None,
+            machine_id: None,
+            renews: None,
             created_at,
             attempts: 0,
             lease_id: None,
@@ -364,6 +375,32 @@ pub struct IssuedCert {
     pub revoked_at: Option<EpochMillis>,
     #[serde(default)]
     pub revocation_request_id: Option<String>,
+    /// The renewal queued for it last.
+    #[serde(default)]
+    pub renewal_request_id: Option<String>,
+    /// When the renewal sweep looks at it next; until a renewal is queued, when its renewal
+    /// window opens ([`IssuedCert::renewal_window_opens`]).
+    #[serde(default)]
+    pub renewal_check_at: Option<EpochMillis>,
+    /// The serial number of the certificate that replaced it.
+    #[serde(default)]
+    pub renewed_by: Option<String>,
+}
+
+/// What the renewal sweep does with a certificate it finds due ([`IssuedCert::renewal_step`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RenewalStep {
+    /// Revoked, being revoked or replaced: nothing, ever again.
+    Done,
+    /// Not due yet (the index it was found by lagged behind a write).
+    NotDue,
+    /// Its renewal is still pending or leased: look again later ([`IssuedCert::recheck`]).
+    Wait,
+    /// Its renewal was issued, but the pairing was not moved to it or this certificate not
+    /// revoked (the result's follow-up did not finish): finish it.
+    Finish,
+    /// Queue a renewal: none was, or the last one failed or died.
+    Queue,
 }
 
 fn envelope_v1() -> u8 {
@@ -397,7 +434,81 @@ impl IssuedCert {
             issued_at: now,
             revoked_at: None,
             revocation_request_id: None,
+            renewal_request_id: None,
+            renewal_check_at: None,
+            renewed_by: None,
         }
+    }
+
+    /// When its last [`RENEWAL_WINDOW_PERCENT`] of life (from when it was stored to its expiry)
+    /// begins.
+    pub fn renewal_window_opens(&self) -> EpochMillis {
+        let life = (self.login_cert_expiry_date.as_millis() - self.issued_at.as_millis()).max(0);
+        EpochMillis(self.issued_at.as_millis() + life * (100 - RENEWAL_WINDOW_PERCENT) / 100)
+    }
+
+    /// When the renewal sweep is to look at it next; `None` once it is revoked, being revoked
+    /// or replaced.
+    pub fn renewal_check(&self) -> Option<EpochMillis> {
+        if self.revoked_at.is_some() || self.revocation_request_id.is_some() || self.renewed_by.is_some() {
+            return None;
+        }
+        Some(self.renewal_check_at.unwrap_or_else(|| self.renewal_window_opens()))
+    }
+
+    /// What the sweep does at `now`, given the renewal queued last (`renewal`, read by
+    /// [`Self::renewal_request_id`]; `None` if none was, or it is gone).
+    pub fn renewal_step(&self, renewal: Option<&CertRequest>, now: EpochMillis) -> RenewalStep {
+        match self.renewal_check() {
+            None => RenewalStep::Done,
+            Some(at) if now < at => RenewalStep::NotDue,
+            Some(_) => match renewal
+                .filter(|r| self.renewal_request_id.as_deref() == Some(&r.request_id))
+                .map(|r| r.state)
+            {
+                None | Some(RequestState::Failed | RequestState::Dead) => RenewalStep::Queue,
+                Some(RequestState::Pending | RequestState::Leased) => RenewalStep::Wait,
+                Some(RequestState::Done) => RenewalStep::Finish,
+            },
+        }
+    }
+
+    /// The same certificate, looked at again once a renewal queued at `now` has had time to
+    /// close: `timeout_secs` for each of `max_attempts` leases, and a minute more.
+    pub fn recheck(&self, timeout_secs: i64, max_attempts: u32, now: EpochMillis) -> IssuedCert {
+        let wait = timeout_secs.max(1) * i64::from(max_attempts.max(1)) + 60;
+        IssuedCert { renewal_check_at: Some(now.plus_secs(wait)), ..self.clone() }
+    }
+
+    /// A renewal of this certificate, PENDING: a login-certificate request for the same device,
+    /// user and workstation as `original` (the request it was issued for), under the device's
+    /// next encryption counter, valid `validity_days`; and this certificate pointing at it, to be
+    /// looked at again once the request has had time to close.
+    pub fn queue_renewal(
+        &self,
+        original: &CertRequest,
+        enc_counter: i64,
+        validity_days: i64,
+        timeout_secs: i64,
+        max_attempts: u32,
+        now: EpochMillis,
+    ) -> (IssuedCert, CertRequest) {
+        let request = CertRequest {
+            machine_user_name_ws: original.machine_user_name_ws.clone(),
+            machine_user_name: original.machine_user_name.clone(),
+            device_id: Some(self.device_id.clone()),
+            device_key_agreement_public_key: original.device_key_agreement_public_key.clone(),
+            enc_counter: Some(enc_counter.to_string()),
+            certificate_validity_days: Some(validity_days),
+            machine_id: original.machine_id.clone(),
+            renews: Some(self.cert_serial_number.clone()),
+            ..CertRequest::new(RequestKind::LoginCert, self.app_id.clone(), timeout_secs, now)
+        };
+        let marked = IssuedCert {
+            renewal_request_id: Some(request.request_id.clone()),
+            ..self.recheck(timeout_secs, max_attempts, now)
+        };
+        (marked, request)
     }
 
     /// The same certificate marked revoked (the first revocation's time stays).
@@ -1023,6 +1134,97 @@ mod tests {
                 prop_assert_eq!(request.lease_id.is_some(), request.state == RequestState::Leased);
             }
         }
+    }
+
+    fn issued(expires: EpochMillis) -> (CertRequest, IssuedCert) {
+        let request = CertRequest {
+            machine_user_name_ws: Some("CORP\\ada".into()),
+            machine_user_name: Some("ada@example.com".into()),
+            device_id: Some("d1".into()),
+            device_key_agreement_public_key: Some("device-key".into()),
+            enc_counter: Some("1".into()),
+            machine_id: Some("m1".into()),
+            ..pending()
+        };
+        let cert = LoginCertIssued {
+            login_cert: "c".into(),
+            iv_login_cert: "iv".into(),
+            login_cert_auth: "a".into(),
+            login_cert_serial_number: "0a".into(),
+            issuer_key_agreement_public_key: "k".into(),
+            issuer_key_agreement_public_key_auth: "ka".into(),
+            signing_cert: "s".into(),
+            login_cert_expiry_date: expires,
+            machine_user_name_ws: None,
+            machine_user_names: vec![],
+            envelope_version: 2,
+            login_cert_signature: None,
+        };
+        let stored = IssuedCert::new(&request, &cert, T0);
+        (request, stored)
+    }
+
+    #[test]
+    fn the_renewal_window_is_the_last_fifth_of_the_life_from_when_it_was_stored() {
+        let (_, cert) = issued(T0.plus_secs(100_000));
+        assert_eq!(cert.renewal_window_opens(), T0.plus_secs(80_000));
+        assert_eq!(cert.renewal_check(), Some(T0.plus_secs(80_000)));
+        assert_eq!(cert.renewal_step(None, T0.plus_secs(79_999)), RenewalStep::NotDue);
+        assert_eq!(cert.renewal_step(None, T0.plus_secs(80_000)), RenewalStep::Queue);
+        // Already expired when stored: due at once.
+        let (_, expired) = issued(EpochMillis(T0.as_millis() - 1));
+        assert_eq!(expired.renewal_window_opens(), T0);
+        // Revoked, being revoked, or replaced: never again.
+        for gone in [
+            cert.revoked(T0),
+            IssuedCert { revocation_request_id: Some("r".into()), ..cert.clone() },
+            IssuedCert { renewed_by: Some("0b".into()), ..cert.clone() },
+        ] {
+            assert_eq!(gone.renewal_check(), None);
+            assert_eq!(gone.renewal_step(None, T0.plus_secs(90_000)), RenewalStep::Done);
+        }
+    }
+
+    #[test]
+    fn a_renewal_is_the_same_pairings_request_under_a_new_counter() {
+        let (original, cert) = issued(T0.plus_secs(100_000));
+        let now = T0.plus_secs(80_000);
+        let (marked, renewal) = cert.queue_renewal(&original, 7, 30, 300, 5, now);
+        assert_eq!((renewal.kind, renewal.state), (RequestKind::LoginCert, RequestState::Pending));
+        assert_ne!(renewal.request_id, original.request_id);
+        assert_eq!(renewal.renews.as_deref(), Some("0a"));
+        assert_eq!(renewal.enc_counter.as_deref(), Some("7"));
+        assert_eq!(renewal.certificate_validity_days, Some(30));
+        for (a, b) in [
+            (&renewal.machine_user_name_ws, &original.machine_user_name_ws),
+            (&renewal.machine_user_name, &original.machine_user_name),
+            (&renewal.device_id, &original.device_id),
+            (&renewal.device_key_agreement_public_key, &original.device_key_agreement_public_key),
+            (&renewal.machine_id, &original.machine_id),
+        ] {
+            assert_eq!(a, b);
+        }
+        assert_eq!(marked.renewal_request_id.as_deref(), Some(renewal.request_id.as_str()));
+        // Looked at again once five leases of 300 s could have ended.
+        assert_eq!(marked.renewal_check(), Some(now.plus_secs(5 * 300 + 60)));
+    }
+
+    #[test]
+    fn what_the_sweep_does_follows_the_state_of_the_last_renewal() {
+        let (original, cert) = issued(T0.plus_secs(100_000));
+        let (marked, renewal) = cert.queue_renewal(&original, 2, 30, 300, 5, T0.plus_secs(80_000));
+        let later = T0.plus_secs(90_000);
+        assert_eq!(marked.renewal_step(Some(&renewal), T0.plus_secs(80_001)), RenewalStep::NotDue);
+        let in_state = |state| CertRequest { state, ..renewal.clone() };
+        assert_eq!(marked.renewal_step(Some(&in_state(RequestState::Pending)), later), RenewalStep::Wait);
+        assert_eq!(marked.renewal_step(Some(&in_state(RequestState::Leased)), later), RenewalStep::Wait);
+        assert_eq!(marked.renewal_step(Some(&in_state(RequestState::Done)), later), RenewalStep::Finish);
+        assert_eq!(marked.renewal_step(Some(&in_state(RequestState::Failed)), later), RenewalStep::Queue);
+        assert_eq!(marked.renewal_step(Some(&in_state(RequestState::Dead)), later), RenewalStep::Queue);
+        assert_eq!(marked.renewal_step(None, later), RenewalStep::Queue, "its request is gone");
+        // Another request than the one it points at says nothing about it.
+        let other = CertRequest { state: RequestState::Done, ..pending() };
+        assert_eq!(marked.renewal_step(Some(&other), later), RenewalStep::Queue);
     }
 }
 

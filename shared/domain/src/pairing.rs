@@ -134,6 +134,7 @@ impl Pairing {
             device_id: Some(device.device_id.clone()),
             device_key_agreement_public_key: Some(device.key_agreement_public_key.clone()),
             enc_counter: Some(enc_counter.to_string()),
+            machine_id: Some(request.machine_id.clone()),
             ..CertRequest::new(RequestKind::LoginCert, app_id.clone(), request_timeout_in_secs, now)
         };
         let pairing = Pairing {

@@ -24,12 +24,16 @@ use rp_domain::certificates::{fair_share, first_round_reads, CertRequest, Expiry
 use rp_domain::events::EventRecord;
 use rp_domain::time::EpochMillis;
 use rp_ports::store::COUNTER_ATTR;
-use rp_ports::{Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, StoreError, WriteOp};
+use rp_ports::{
+    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp,
+};
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_BATCH: usize = 50;
 /// The partition of the ready markers, one per app with pending requests.
 pub const READY_APPS: &str = "CERTQ#READY";
+/// The renewal index's partition: every certificate that may still need renewing.
+const RENEWALS: &str = "CERTRENEW";
 /// How long a ready marker outlives the last request that made its app ready, however empty
 /// its shard looks: DynamoDB's indexes lag their table by moments, and a marker deleted while
 /// its newest request was not yet in the shard would strand that request.
@@ -116,11 +120,21 @@ pub fn enqueue_ops(request: &CertRequest, cap: u32, now: EpochMillis) -> Result<
     Ok(ops)
 }
 
-/// An issued certificate as an item, findable by serial.
+/// An issued certificate as an item, findable by serial and, until it is revoked or replaced,
+/// in the renewal index by when the sweep is to look at it next.
 pub fn cert_item(cert: &IssuedCert) -> Result<Item, StoreError> {
     let key = cert_key(&cert.app_id, &cert.device_id, &cert.cert_serial_number);
-    Ok(Item::new(key, cert)?
-        .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", cert.cert_serial_number), "CERT")))
+    let item = Item::new(key, cert)?
+        .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", cert.cert_serial_number), "CERT"));
+    Ok(match cert.renewal_check() {
+        Some(at) => item.with_index(Index::Gsi1, renewal_index_key(at, &cert.cert_serial_number)),
+        None => item,
+    })
+}
+
+/// Where a certificate waits in the renewal index: by the time its sweep is due, then serial.
+fn renewal_index_key(at: EpochMillis, serial: &str) -> ItemKey {
+    ItemKey::new(RENEWALS, format!("{:013}#{serial}", at.as_millis().max(0)))
 }
 
 /// The writes of a queued revocation, to join another transaction: the certificate (read at
@@ -518,6 +532,39 @@ impl<'a> Certificates<'a> {
     pub async fn all_of_device(&self, app: &AppId, device_id: &str) -> Result<Vec<IssuedCert>, StoreError> {
         let items = super::query_all(self.store, Self::device_query(app, device_id).limit(100)).await?;
         items.iter().map(Item::data).collect()
+    }
+
+    /// Up to `limit` certificates whose renewal check is due at `now`, soonest first.
+    pub async fn due_for_renewal(
+        &self,
+        now: EpochMillis,
+        limit: usize,
+    ) -> Result<Vec<(IssuedCert, u64)>, StoreError> {
+        let until = format!("{:013}$", now.as_millis().max(0));
+        let query =
+            Query::index(Index::Gsi1, RENEWALS).sort(SortKey::Between("0".into(), until)).limit(limit);
+        let page = self.store.query(query).await?;
+        page.items.iter().map(|item| Ok((item.data()?, item.version))).collect()
+    }
+
+    /// Writes `cert` (read at `version`) back, conditionally: a renewal check moved on.
+    pub async fn put_cert(&self, cert: &IssuedCert, version: u64) -> Result<(), StoreError> {
+        self.store.put(cert_item(cert)?, Condition::Version(version)).await.map(drop)
+    }
+
+    /// Queues the renewal `request` of the certificate `marked` (read at `version`), in one
+    /// transaction: a conflict when the certificate changed or the app's queue is full (`cap`).
+    pub async fn queue_renewal(
+        &self,
+        marked: &IssuedCert,
+        version: u64,
+        request: &CertRequest,
+        cap: u32,
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        let mut ops = vec![WriteOp::Put { item: cert_item(marked)?, condition: Condition::Version(version) }];
+        ops.extend(enqueue_ops(request, cap, now)?);
+        self.store.transact(ops).await
     }
 
     /// Stores a queued revocation: the certificate (read at `version`) pointing at it, and the

@@ -1299,3 +1299,76 @@ pub async fn a_revoked_certificate_fails_against_the_published_crl(h: Harness) {
     let (ok, text) = verify(&revoked_pem);
     assert!(!ok && text.contains("certificate revoked"), "the revoked certificate fails: {text}");
 }
+
+/// A certificate in the last fifth of its life gets a renewal for its pairing, one at a time,
+/// however many sweeps run; once the new one is stored the workstation sees it and the old one
+/// is revoked. A pairing ended while its renewal is under way takes the new certificate along.
+pub async fn a_certificate_near_its_end_is_renewed_and_replaces_the_old_one(h: Harness) {
+    use rp_shared::app::renewal::sweep;
+    use rp_shared::repo::certificates::Certificates;
+    let app = h.app().await;
+    let settings = json!({"certificateValidityDays": 1});
+    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let access = h.access_token(&app).await;
+    let (ada, bo) =
+        (device(&h, &app, "ada@example.com", None).await, device(&h, &app, "bo@example.com", None).await);
+    let first = pair(&h, &access, &ada, "m-renew-1").await;
+    pair(&h, &access, &bo, "m-renew-2").await;
+    let (agent, _ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 2);
+    let view_path = format!("/rp/api/client/reg?machineId=m-renew-1&deviceId={}", ada.device_id);
+    let view = || async {
+        h.client.send("GET", &view_path, Some(&access), None).await.json()["certificate"].clone()
+    };
+    let old = view().await;
+    assert_eq!(
+        (old["state"].as_str(), old["certificateRequestId"].as_str()),
+        (Some("issued"), Some(first.as_str()))
+    );
+    let old_serial = old["certSerialNumber"].as_str().unwrap().to_owned();
+    let bo_old = Certificates::new(h.backend.store.as_ref())
+        .all_of_device(&AppId::parse("appId", &app).unwrap(), &bo.device_id)
+        .await
+        .unwrap();
+    let bo_old_serial = bo_old[0].cert_serial_number.clone();
+
+    // A day's certificate is due after about 19.2 hours.
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    h.clock.advance(Duration::from_secs(18 * 3600));
+    assert_eq!(sweep(&state).await, 0, "not due yet");
+    h.clock.advance(Duration::from_secs(2 * 3600));
+    let (a, b) = tokio::join!(sweep(&state), sweep(&state));
+    assert_eq!(a + b, 2, "one renewal for each certificate, whichever sweep queued it");
+    assert_eq!(sweep(&state).await, 0, "one open renewal at a time");
+
+    // Bo's workstation unpairs while its renewal waits for the agent.
+    let bo_path = format!("/rp/api/client/reg?machineId=m-renew-2&deviceId={}", bo.device_id);
+    assert_eq!(h.client.send("DELETE", &bo_path, Some(&access), None).await.status, 204);
+    let pass = agent.run_once().await.unwrap();
+    assert_eq!((pass.issued.len(), pass.revoked.len()), (2, 1), "{pass:?}");
+    let renewed = view().await;
+    assert_eq!(renewed["state"], "issued", "{renewed}");
+    assert_ne!(renewed["certificateRequestId"], first.as_str());
+    let new_serial = renewed["certSerialNumber"].as_str().unwrap().to_owned();
+    assert_ne!(new_serial, old_serial);
+    let renewal = h.request(renewed["certificateRequestId"].as_str().unwrap()).await;
+    assert_eq!(renewal.renews.as_deref(), Some(old_serial.as_str()));
+    assert_ne!(renewal.enc_counter, h.request(&first).await.enc_counter, "a fresh encryption counter");
+
+    // The next pass revokes Ada's old certificate, and Bo's new one.
+    let pass = agent.run_once().await.unwrap();
+    assert_eq!(pass.revoked.len(), 2, "{pass:?}");
+    let certs = Certificates::new(h.backend.store.as_ref());
+    let (old, _) = certs.by_serial(&old_serial).await.unwrap().unwrap();
+    assert!(old.revoked_at.is_some());
+    assert_eq!(old.renewed_by.as_deref(), Some(new_serial.as_str()));
+    let (new, _) = certs.by_serial(&new_serial).await.unwrap().unwrap();
+    assert!(new.revoked_at.is_none() && new.renewal_request_id.is_none());
+    let bo_certs = certs.all_of_device(&AppId::parse("appId", &app).unwrap(), &bo.device_id).await.unwrap();
+    assert_eq!(bo_certs.len(), 2);
+    assert!(bo_certs.iter().all(|c| c.revoked_at.is_some()), "{bo_certs:?}");
+    assert!(bo_certs.iter().any(|c| c.cert_serial_number == bo_old_serial));
+    // Nothing more to renew until the new certificate's own window.
+    assert_eq!(sweep(&state).await, 0);
+    assert_eq!(view().await["state"], "issued");
+}

@@ -1,0 +1,188 @@
+//! Renewal of login certificates: a certificate in the last [`RENEWAL_WINDOW_PERCENT`] of its
+//! life gets a new login-certificate request for the same pairing (one open at a time); once
+//! the new certificate is stored, the pairing moves to it and the old one is revoked.
+//!
+//! The sweep runs in each agent poll, beside its read of the pending requests, over the
+//! certificates whose renewal check is due (an index ordered by that time); the next poll leases
+//! what it queued. Every step is a conditional write: two polls sweeping at once queue one renewal, and a
+//! revocation (an unpairing, a removed device, an admin) that reaches the old certificate first
+//! takes the new one with it.
+
+use crate::certificates::{request_timeout, revocation_of, revoke_serial, serial_read, Revocation};
+use crate::AppState;
+use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, RequestState};
+use rp_domain::time::EpochMillis;
+use rp_ports::{retry_on_conflict, MaybeConflict, StoreError};
+use rp_repo::apps::Apps;
+use rp_repo::certificates::Certificates;
+use rp_repo::workstations::Workstations;
+
+pub use rp_domain::certificates::RENEWAL_WINDOW_PERCENT;
+
+/// Certificates one sweep looks at, at most.
+pub const SWEEP_BATCH: usize = 10;
+
+/// How long a certificate whose renewal cannot be queued (its request or app is gone) waits
+/// before the sweep looks at it again.
+const CANNOT_RENEW_RECHECK_SECS: i64 = 86_400;
+
+/// Queues the renewals that are due; how many it queued. Best effort: what fails is logged and
+/// looked at again by a later sweep; the poll goes on.
+pub async fn sweep(state: &AppState) -> usize {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let now = state.backend.clock.now_millis();
+    let due = match certs.due_for_renewal(now, SWEEP_BATCH).await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the certificates due for renewal");
+            return 0;
+        }
+    };
+    let mut queued = 0;
+    for (cert, version) in due {
+        match renew(state, &cert, version, now).await {
+            Ok(true) => queued += 1,
+            Ok(false) => {}
+            // Another poll, or a change to the certificate, came first: the next sweep decides
+            // on what it wrote. A full queue is also a conflict.
+            Err(e) if e.is_conflict() => {}
+            Err(e) => {
+                tracing::warn!(serial = %cert.cert_serial_number, error = %e, "certificate renewal failed")
+            }
+        }
+    }
+    queued
+}
+
+/// One due certificate's step; whether a renewal was queued.
+async fn renew(
+    state: &AppState,
+    cert: &IssuedCert,
+    version: u64,
+    now: EpochMillis,
+) -> Result<bool, CertError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let renewal = match &cert.renewal_request_id {
+        Some(id) => certs.request(id).await?.map(|(r, _)| r),
+        None => None,
+    };
+    let max_attempts = state.config.max_attempts;
+    match cert.renewal_step(renewal.as_ref(), now) {
+        RenewalStep::Done | RenewalStep::NotDue => Ok(false),
+        RenewalStep::Wait => {
+            let timeout = request_timeout(state, &cert.app_id).await?;
+            certs.put_cert(&cert.recheck(timeout, max_attempts, now), version).await?;
+            Ok(false)
+        }
+        RenewalStep::Finish => {
+            finish(state, renewal.as_ref().expect("a finished renewal was read")).await?;
+            Ok(false)
+        }
+        RenewalStep::Queue => {
+            let store = state.backend.store.as_ref();
+            let apps = Apps::new(store);
+            let (original, app) = tokio::join!(certs.request(&cert.request_id), apps.get(&cert.app_id));
+            let (Some((original, _)), Some((app, _))) = (original?, app?) else {
+                tracing::warn!(serial = %cert.cert_serial_number, "cannot renew: its request or its app is gone");
+                let later = IssuedCert {
+                    renewal_check_at: Some(now.plus_secs(CANNOT_RENEW_RECHECK_SECS)),
+                    ..cert.clone()
+                };
+                certs.put_cert(&later, version).await?;
+                return Ok(false);
+            };
+            let counter = Workstations::new(store).next_enc_counter(&cert.app_id, &cert.device_id).await?;
+            let settings = &app.workstation;
+            let (marked, request) = cert.queue_renewal(
+                &original,
+                counter,
+                settings.certificate_validity_days,
+                settings.request_timeout_in_secs,
+                max_attempts,
+                now,
+            );
+            certs.queue_renewal(&marked, version, &request, state.config.max_open_per_app, now).await?;
+            tracing::info!(app_id = %cert.app_id, serial = %cert.cert_serial_number, request_id = %request.request_id, "login certificate renewal queued");
+            Ok(true)
+        }
+    }
+}
+
+/// What follows a renewal's issued certificate (`renewal`, DONE): the pairing moves to the new
+/// certificate and the old one is revoked. If the pairing is gone, or the old certificate was
+/// revoked some other way first, the new certificate is revoked too. Each step is idempotent,
+/// so a repeated result finishes what a failed one left.
+pub async fn finish(state: &AppState, renewal: &CertRequest) -> Result<(), CertError> {
+    let (Some(old_serial), Some(new_serial), RequestState::Done) =
+        (renewal.renews.as_deref(), renewal.cert_serial_number.as_deref(), renewal.state)
+    else {
+        return Ok(());
+    };
+    let certs = Certificates::new(state.backend.store.as_ref());
+    let Some((old, _)) = certs.by_serial(old_serial).await? else {
+        return Ok(());
+    };
+    let paired = move_pairing(state, renewal, &old.request_id).await?;
+    let replaced = replace(state, old_serial, new_serial).await?;
+    if !(paired && replaced) {
+        match revoke_serial(state, new_serial, serial_read(state, new_serial).await).await {
+            Ok(_) | Err(CertError::AlreadyRevoked(_)) => {}
+            Err(e) => return Err(e),
+        }
+        tracing::info!(serial = %new_serial, "renewed certificate revoked: its pairing or the certificate it replaced was ended first");
+    }
+    Ok(())
+}
+
+/// Points the renewal's pairing at it, if the pairing still points at the request of the old
+/// certificate (`old_request`); whether the pairing now holds the renewal. A request from
+/// before pairings were recorded on requests has no pairing to move.
+async fn move_pairing(
+    state: &AppState,
+    renewal: &CertRequest,
+    old_request: &str,
+) -> Result<bool, StoreError> {
+    let (Some(machine_id), Some(device_id)) = (&renewal.machine_id, &renewal.device_id) else {
+        return Ok(true);
+    };
+    let workstations = Workstations::new(state.backend.store.as_ref());
+    retry_on_conflict(|| async {
+        let Some((mut pairing, version)) =
+            workstations.pairing(&renewal.app_id, machine_id, device_id).await?
+        else {
+            return Ok(false);
+        };
+        if pairing.certificate_request_id == old_request {
+            pairing.certificate_request_id = renewal.request_id.clone();
+            workstations.replace_pairing(&pairing, version).await?;
+        }
+        Ok(pairing.certificate_request_id == renewal.request_id)
+    })
+    .await
+}
+
+/// Revokes the old certificate as replaced by `new_serial`; false if something else revoked
+/// it (or queued its revocation) first.
+async fn replace(state: &AppState, old_serial: &str, new_serial: &str) -> Result<bool, CertError> {
+    let certs = Certificates::new(state.backend.store.as_ref());
+    retry_on_conflict(|| async {
+        let Some((old, version)) = certs.by_serial(old_serial).await? else {
+            return Ok(true);
+        };
+        if old.renewed_by.as_deref() == Some(new_serial) {
+            return Ok(true);
+        }
+        if old.revoked_at.is_some() || old.revocation_request_id.is_some() || old.renewed_by.is_some() {
+            return Ok(false);
+        }
+        let marked = IssuedCert { renewed_by: Some(new_serial.to_owned()), ..old };
+        let timeout = request_timeout(state, &marked.app_id).await;
+        let now = state.backend.clock.now_millis();
+        if let Revocation::Queue(request, ops) = revocation_of(certs, &marked, version, timeout, now).await? {
+            state.backend.store.transact(ops).await?;
+            tracing::info!(serial = %old_serial, request_id = %request, renewed_by = %new_serial, "renewed certificate's revocation queued");
+        }
+        Ok(true)
+    })
+    .await
+}
