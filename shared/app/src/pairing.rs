@@ -299,10 +299,17 @@ pub async fn unpair(
     source: &str,
 ) -> Result<(), PairingError> {
     let workstations = Workstations::new(state.backend.store.as_ref());
-    let (pairing, version) =
-        workstations.pairing(app, &key.machine_id, &key.device_id).await?.ok_or(PairingError::NotFound)?;
-    if let Some(owner) = owner {
-        pairing.require_owner(owner).map_err(PairingError::from)?;
-    }
-    offline::unpair(state, pairing, version, source).await
+    // A pairing changed meanwhile (new PINs, a renewed certificate) is read again: the unpairing
+    // then revokes what it holds now.
+    rp_ports::retry_on_conflict(|| async {
+        let (pairing, version) = workstations
+            .pairing(app, &key.machine_id, &key.device_id)
+            .await?
+            .ok_or(PairingError::NotFound)?;
+        if let Some(owner) = owner {
+            pairing.require_owner(owner).map_err(PairingError::from)?;
+        }
+        offline::unpair(state, pairing, version, source).await
+    })
+    .await
 }

@@ -1372,3 +1372,43 @@ pub async fn a_certificate_near_its_end_is_renewed_and_replaces_the_old_one(h: H
     assert_eq!(sweep(&state).await, 0);
     assert_eq!(view().await["state"], "issued");
 }
+
+/// Workstations unpairing while the agent delivers their renewals: every unpairing answers 204,
+/// and afterwards no certificate of those pairings is left unrevoked, whichever came first.
+pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
+    use rp_shared::app::renewal::sweep;
+    use rp_shared::repo::certificates::Certificates;
+    let app = h.app().await;
+    let settings = json!({"certificateValidityDays": 1});
+    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let access = h.access_token(&app).await;
+    let mut devices = Vec::new();
+    for i in 0..6 {
+        let dev = device(&h, &app, &format!("racer{i}@example.com"), None).await;
+        pair(&h, &access, &dev, &format!("m-race-{i}")).await;
+        devices.push(dev);
+    }
+    let (agent, _ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 6);
+    h.clock.advance(Duration::from_secs(20 * 3600));
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    assert_eq!(sweep(&state).await, 6);
+
+    let unpairs = futures_util::future::join_all(devices.iter().enumerate().map(|(i, dev)| {
+        let path = format!("/rp/api/client/reg?machineId=m-race-{i}&deviceId={}", dev.device_id);
+        let (h, access) = (&h, access.clone());
+        async move { h.client.send("DELETE", &path, Some(&access), None).await.status.as_u16() }
+    }));
+    let (pass, statuses) = tokio::join!(agent.run_once(), unpairs);
+    pass.unwrap();
+    assert_eq!(statuses, [204; 6]);
+    for _ in 0..3 {
+        agent.run_once().await.unwrap();
+    }
+    let certs = Certificates::new(h.backend.store.as_ref());
+    let app_id = AppId::parse("appId", &app).unwrap();
+    for dev in &devices {
+        let held = certs.all_of_device(&app_id, &dev.device_id).await.unwrap();
+        assert!(held.iter().all(|c| c.revoked_at.is_some()), "{}: {held:?}", dev.user);
+    }
+}
