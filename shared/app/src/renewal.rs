@@ -12,7 +12,7 @@ use crate::certificates::{request_timeout, revocation_of, revoke_serial, serial_
 use crate::AppState;
 use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, RequestState};
 use rp_domain::time::EpochMillis;
-use rp_ports::{retry_on_conflict, MaybeConflict, StoreError};
+use rp_ports::{retry_on_conflict, retry_on_conflict_from, MaybeConflict, StoreError};
 use rp_repo::apps::Apps;
 use rp_repo::certificates::Certificates;
 use rp_repo::workstations::Workstations;
@@ -38,9 +38,11 @@ pub async fn sweep(state: &AppState) -> usize {
             return 0;
         }
     };
+    // Each certificate on its own, all at once: the poll waits for the slowest, not the sum.
+    let steps = due.iter().map(|(cert, version)| renew(state, cert, *version, now));
     let mut queued = 0;
-    for (cert, version) in due {
-        match renew(state, &cert, version, now).await {
+    for ((cert, _), step) in due.iter().zip(futures_util::future::join_all(steps).await) {
+        match step {
             Ok(true) => queued += 1,
             Ok(false) => {}
             // Another poll, or a change to the certificate, came first: the next sweep decides
@@ -119,11 +121,12 @@ pub async fn finish(state: &AppState, renewal: &CertRequest) -> Result<(), CertE
         return Ok(());
     };
     let certs = Certificates::new(state.backend.store.as_ref());
-    let Some((old, _)) = certs.by_serial(old_serial).await? else {
+    let first = certs.by_serial(old_serial).await?;
+    let Some((old, _)) = &first else {
         return Ok(());
     };
     let paired = move_pairing(state, renewal, &old.request_id).await?;
-    let replaced = replace(state, old_serial, new_serial).await?;
+    let replaced = replace(state, old_serial, new_serial, Ok(first)).await?;
     if !(paired && replaced) {
         match revoke_serial(state, new_serial, serial_read(state, new_serial).await).await {
             Ok(_) | Err(CertError::AlreadyRevoked(_)) => {}
@@ -161,12 +164,17 @@ async fn move_pairing(
     .await
 }
 
-/// Revokes the old certificate as replaced by `new_serial`; false if something else revoked
-/// it (or queued its revocation) first.
-async fn replace(state: &AppState, old_serial: &str, new_serial: &str) -> Result<bool, CertError> {
+/// Revokes the old certificate (read first as `first`) as replaced by `new_serial`; false if
+/// something else revoked it (or queued its revocation) first.
+async fn replace(
+    state: &AppState,
+    old_serial: &str,
+    new_serial: &str,
+    first: Result<Option<(IssuedCert, u64)>, StoreError>,
+) -> Result<bool, CertError> {
     let certs = Certificates::new(state.backend.store.as_ref());
-    retry_on_conflict(|| async {
-        let Some((old, version)) = certs.by_serial(old_serial).await? else {
+    retry_on_conflict_from(first, || certs.by_serial(old_serial), |read| async move {
+        let Some((old, version)) = read? else {
             return Ok(true);
         };
         if old.renewed_by.as_deref() == Some(new_serial) {
