@@ -86,10 +86,7 @@ async fn renew(
             let (original, app) = tokio::join!(certs.request(&cert.request_id), apps.get(&cert.app_id));
             let (Some((original, _)), Some((app, _))) = (original?, app?) else {
                 tracing::warn!(serial = %cert.cert_serial_number, "cannot renew: its request or its app is gone");
-                let later = IssuedCert {
-                    renewal_check_at: Some(now.plus_secs(CANNOT_RENEW_RECHECK_SECS)),
-                    ..cert.clone()
-                };
+                let later = cert.check_again_at(now.plus_secs(CANNOT_RENEW_RECHECK_SECS));
                 certs.put_cert(&later, version).await?;
                 return Ok(false);
             };

@@ -477,7 +477,12 @@ impl IssuedCert {
     /// close: `timeout_secs` for each of `max_attempts` leases, and a minute more.
     pub fn recheck(&self, timeout_secs: i64, max_attempts: u32, now: EpochMillis) -> IssuedCert {
         let wait = timeout_secs.max(1) * i64::from(max_attempts.max(1)) + 60;
-        IssuedCert { renewal_check_at: Some(now.plus_secs(wait)), ..self.clone() }
+        self.check_again_at(now.plus_secs(wait))
+    }
+
+    /// The same certificate, looked at again by the renewal sweep at `at`.
+    pub fn check_again_at(&self, at: EpochMillis) -> IssuedCert {
+        IssuedCert { renewal_check_at: Some(at), ..self.clone() }
     }
 
     /// A renewal of this certificate, PENDING: a login-certificate request for the same device,
