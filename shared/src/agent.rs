@@ -4,10 +4,10 @@
 //! drops requests it could not finish inside their timeout window: the server re-queues those.
 
 use crate::domain::apps::AppId;
-use crate::domain::certificates::{
+use crate::domain::envelope;
+use crate::http::wire::certificates::{
     CertificateRequestList, IssuanceResult, LoginCertRequest, RevocationResult,
 };
-use crate::domain::envelope;
 use anyhow::Context as _;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;

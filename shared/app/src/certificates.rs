@@ -4,8 +4,7 @@
 use crate::{AppError, AppState};
 use rp_domain::apps::{AppId, WorkstationSettings};
 use rp_domain::certificates::{
-    CertError, CertRequest, CertResult, CertificateRequestList, Expiry, IssuedCert, Outcome, RequestState,
-    Settlement,
+    CertError, CertRequest, CertResult, Expiry, IssuedCert, Outcome, RequestKind, RequestState, Settlement,
 };
 use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::push::WakeKind;
@@ -67,11 +66,11 @@ pub async fn revocation_of(
 /// The agent's poll: queues the renewals that are due ([`crate::renewal::sweep`]) and leases up
 /// to a batch of pending requests, round-robin over the apps from
 /// `start` (where the last round ended, read ahead beside the caller's token), each with a
-/// time-out message on the queue; the requests this poll leased.
+/// time-out message on the queue; the requests this poll leased, in the order they were read.
 pub async fn poll(
     state: &AppState,
     start: Result<RoundStart, StoreError>,
-) -> Result<CertificateRequestList, AppError> {
+) -> Result<Vec<CertRequest>, AppError> {
     let certs = Certificates::new(state.backend.store.as_ref());
     let now = state.backend.clock.now_millis();
     // Renewals that are due are queued beside the read of what is pending (costing the poll no
@@ -107,23 +106,15 @@ pub async fn poll(
     let (sent, ended) = tokio::join!(send, certs.end_round(round, now));
     sent?;
     ended?;
-    let mut list = CertificateRequestList::default();
     let taken = certs.persist_leases(&leases).await?;
-    for ((leased, _), taken) in leases.iter().zip(taken) {
-        if taken {
-            list.push(leased);
-        }
+    let leased: Vec<CertRequest> =
+        leases.into_iter().zip(taken).filter(|(_, taken)| *taken).map(|((leased, _), _)| leased).collect();
+    if !leased.is_empty() {
+        metrics::count(Metric::Leases, leased.len() as u64, None);
     }
-    let leased = list.login_certs.len() + list.revoked_certs.len();
-    if leased > 0 {
-        metrics::count(Metric::Leases, leased as u64, None);
-    }
-    tracing::info!(
-        login = list.login_certs.len(),
-        revoked = list.revoked_certs.len(),
-        "certificate requests leased"
-    );
-    Ok(list)
+    let login = leased.iter().filter(|r| r.kind == RequestKind::LoginCert).count();
+    tracing::info!(login, revoked = leased.len() - login, "certificate requests leased");
+    Ok(leased)
 }
 
 /// What [`settle`] reads: the request a result names and the certificate of its serial.

@@ -8,7 +8,7 @@
 use crate::{AppError, AppState};
 use rp_domain::apps::AppId;
 use rp_domain::devices::{DeviceRecord, RegistrationError};
-use rp_domain::push::{PushRegistration, PushTokenRequest, WakeKind, WakeUp};
+use rp_domain::push::{PushRegistration, PushToken, WakeKind, WakeUp};
 use rp_domain::FieldError;
 use rp_ports::metrics::{self, Metric};
 use rp_ports::{retry_on_conflict, PushError, StoreError};
@@ -25,9 +25,8 @@ pub async fn register_token(
     app: &AppId,
     named_user: &str,
     device_id: &str,
-    request: PushTokenRequest,
+    request: PushToken,
 ) -> Result<PushRegistration, AppError> {
-    request.validate()?;
     let devices = Devices::new(state.backend.store.as_ref());
     let (found, device) = tokio::join!(
         crate::apps::load_app(state, app.as_str()),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// An RP application id, camel-case as in the control center (`workstationDemo`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct AppId(String);
 
@@ -45,28 +45,20 @@ impl fmt::Display for AppId {
 }
 
 /// Offline access configuration (DECISIONS §5): defaults and bounds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct OfflineAccess {
     pub enabled: bool,
-    #[schema(minimum = 6, maximum = 13)]
     pub token_length: i64,
-    #[schema(minimum = 10, maximum = 100)]
     pub token_count: i64,
-    #[schema(minimum = 30, maximum = 3600)]
     pub token_entry_timeout_secs: i64,
-    #[schema(minimum = 7, maximum = 90)]
     pub offline_access_days: i64,
     #[serde(rename = "offlinePINPromptSecs")]
-    #[schema(minimum = 0, maximum = 300)]
     pub offline_pin_prompt_secs: i64,
-    #[schema(minimum = 0, maximum = 100)]
     pub token_low_warning_threshold_percentage: i64,
     /// Wrong offline attempts, reported by the workstation, before offline access is locked.
-    #[schema(minimum = 1, maximum = 20)]
     pub max_wrong_attempts: i64,
     /// How long such a lock lasts.
-    #[schema(minimum = 60, maximum = 86400)]
     pub lockout_secs: i64,
 }
 
@@ -105,7 +97,7 @@ impl OfflineAccess {
 }
 
 /// An app's workstation settings. Omitted fields take their defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkstationSettings {
     // Field by field rather than the container's `default`: the OpenAPI document then gives no
@@ -115,18 +107,15 @@ pub struct WorkstationSettings {
     /// How long an agent's lease on a certificate request lasts. At most 900 s, the longest
     /// delay of the re-queue message (SQS `DelaySeconds`).
     #[serde(default = "default_request_timeout")]
-    #[schema(default = default_request_timeout, minimum = 1, maximum = 900)]
     pub request_timeout_in_secs: i64,
     /// How long an OOB authentication request can be answered and read.
     #[serde(default = "default_oob_timeout")]
-    #[schema(default = default_oob_timeout, minimum = 1, maximum = 3600)]
     pub oob_request_timeout_in_secs: i64,
     /// The app's SNS platform applications, for waking its users' devices.
     #[serde(default)]
     pub push: super::push::PushApplications,
     /// How long the login certificates issued for the app's pairings are valid, in days.
     #[serde(default = "default_certificate_validity")]
-    #[schema(default = default_certificate_validity, minimum = 1, maximum = 365)]
     pub certificate_validity_days: i64,
 }
 
@@ -170,12 +159,10 @@ impl WorkstationSettings {
 
 /// A tenant's request budget on the customization APIs: `limit` requests per fixed window of
 /// `windowSecs`, counted in the backend so it holds across Lambda instances.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RateLimit {
-    #[schema(minimum = 1, maximum = 100000)]
     pub limit: i64,
-    #[schema(minimum = 1, maximum = 86400)]
     pub window_secs: i64,
 }
 

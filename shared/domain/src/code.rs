@@ -27,7 +27,7 @@ pub const MAX_ENV_VALUE: usize = 4 * 1024;
 pub const MAX_HOOK_TEXT: usize = 1_000;
 
 /// Where a customization runs. Only `oob.start` exists so far; the list is open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Trigger {
     /// Every OOB start of the tenant, before anything is stored or sent to the phone.
     #[serde(rename = "oob.start")]
@@ -66,57 +66,6 @@ pub struct CodeRecord {
     /// Set from the store's item version when read; not stored.
     #[serde(skip)]
     pub version: u64,
-}
-
-/// The body of `POST /code-customization`.
-// The fields are read as options so that a missing one is a 400 naming it; the schema says
-// what `NewCode` requires. Its bounds are MAX_DISPLAY_NAME, MAX_SOURCE_BYTES and
-// MAX_TIMEOUT_MS, which a test holds the document to.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CreateCode {
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(required = true, nullable = false, min_length = 1, max_length = 255)]
-    pub display_name: Option<String>,
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(required = true, nullable = false, value_type = Trigger)]
-    pub trigger: Option<String>,
-    /// JavaScript defining `handler(event, api)`: at most 102,400 bytes of UTF-8, which
-    /// `maxLength` (a count of characters) can only bound from above.
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(required = true, nullable = false, pattern = "\\S", max_length = 102400)]
-    pub source: Option<String>,
-    /// Milliseconds the run may take (default 5000).
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(nullable = false, minimum = 1, maximum = 20000)]
-    pub timeout_ms: Option<i64>,
-    /// Whether it runs on its trigger (default false).
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(nullable = false)]
-    pub enabled: Option<bool>,
-}
-
-/// The body of `POST /code-customization/{id}`: at least one of the fields; omitted ones stay.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schema(min_properties = 1)]
-pub struct UpdateCode {
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(nullable = false, min_length = 1, max_length = 255)]
-    pub display_name: Option<String>,
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(required = false, nullable = false, value_type = Trigger)]
-    pub trigger: Option<String>,
-    /// As at creation: at most 102,400 bytes of UTF-8.
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(nullable = false, pattern = "\\S", max_length = 102400)]
-    pub source: Option<String>,
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(nullable = false, minimum = 1, maximum = 20000)]
-    pub timeout_ms: Option<i64>,
-    #[serde(default, deserialize_with = "validate::present")]
-    #[schema(nullable = false)]
-    pub enabled: Option<bool>,
 }
 
 /// A validated create body.
@@ -159,32 +108,43 @@ fn timeout_ms(ms: i64) -> Result<u32, FieldError> {
     Ok(ms as u32)
 }
 
-impl TryFrom<CreateCode> for NewCode {
-    type Error = FieldError;
-
-    fn try_from(body: CreateCode) -> Result<Self, FieldError> {
+impl NewCode {
+    /// A create body's fields, checked. Each is read as an option so that a missing one is
+    /// refused naming it.
+    pub fn parse(
+        display_name: Option<String>,
+        trigger: Option<String>,
+        source: Option<String>,
+        timeout_ms: Option<i64>,
+        enabled: Option<bool>,
+    ) -> Result<Self, FieldError> {
         let required =
             |field: &str, value: Option<String>| value.ok_or_else(|| FieldError::new(field, "is required"));
         Ok(NewCode {
-            display_name: display_name(&required("displayName", body.display_name)?)?,
-            trigger: Trigger::parse(&required("trigger", body.trigger)?)?,
-            source: source(&required("source", body.source)?)?,
-            timeout_ms: body.timeout_ms.map(timeout_ms).transpose()?.unwrap_or(DEFAULT_TIMEOUT_MS),
-            enabled: body.enabled.unwrap_or(false),
+            display_name: self::display_name(&required("displayName", display_name)?)?,
+            trigger: Trigger::parse(&required("trigger", trigger)?)?,
+            source: self::source(&required("source", source)?)?,
+            timeout_ms: timeout_ms.map(self::timeout_ms).transpose()?.unwrap_or(DEFAULT_TIMEOUT_MS),
+            enabled: enabled.unwrap_or(false),
         })
     }
 }
 
-impl TryFrom<UpdateCode> for CodePatch {
-    type Error = FieldError;
-
-    fn try_from(body: UpdateCode) -> Result<Self, FieldError> {
+impl CodePatch {
+    /// An update body's fields, checked: at least one is given; the others stay.
+    pub fn parse(
+        display_name: Option<String>,
+        trigger: Option<String>,
+        source: Option<String>,
+        timeout_ms: Option<i64>,
+        enabled: Option<bool>,
+    ) -> Result<Self, FieldError> {
         let patch = CodePatch {
-            display_name: body.display_name.as_deref().map(display_name).transpose()?,
-            trigger: body.trigger.as_deref().map(Trigger::parse).transpose()?,
-            source: body.source.as_deref().map(source).transpose()?,
-            timeout_ms: body.timeout_ms.map(timeout_ms).transpose()?,
-            enabled: body.enabled,
+            display_name: display_name.as_deref().map(self::display_name).transpose()?,
+            trigger: trigger.as_deref().map(Trigger::parse).transpose()?,
+            source: source.as_deref().map(self::source).transpose()?,
+            timeout_ms: timeout_ms.map(self::timeout_ms).transpose()?,
+            enabled,
         };
         if patch == CodePatch::default() {
             return Err(FieldError::new(
@@ -250,22 +210,12 @@ pub fn env_name(name: &str) -> Result<&str, FieldError> {
     Ok(name)
 }
 
-/// The body of `PUT /code-customization/env/{name}`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EnvValue {
-    /// At most 4096 bytes of UTF-8.
-    #[schema(max_length = 4096)]
-    pub value: String,
-}
-
-impl EnvValue {
-    pub fn checked(self) -> Result<String, FieldError> {
-        if self.value.len() > MAX_ENV_VALUE {
-            return Err(FieldError::new("value", format!("must be at most {MAX_ENV_VALUE} bytes")));
-        }
-        Ok(self.value)
+/// An environment variable's value: at most 4096 bytes of UTF-8.
+pub fn env_value(value: String) -> Result<String, FieldError> {
+    if value.len() > MAX_ENV_VALUE {
+        return Err(FieldError::new("value", format!("must be at most {MAX_ENV_VALUE} bytes")));
     }
+    Ok(value)
 }
 
 /// A variable as listed: never its value.
@@ -315,8 +265,7 @@ impl EnvVars {
 }
 
 /// What one run produced (the answer of `POST /code-customization/{id}/test`).
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
     /// The handler's return value as JSON; `null` when it failed.
     pub result: Value,
@@ -330,8 +279,7 @@ pub struct RunReport {
 }
 
 /// What a handler asked through `api`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HookActions {
     /// `api.deny(reason)`.
     pub denied: Option<String>,
@@ -394,47 +342,6 @@ crate::conflict_when_store_conflicts!(CodeError);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn create(body: Value) -> Result<NewCode, FieldError> {
-        NewCode::try_from(serde_json::from_value::<CreateCode>(body).unwrap())
-    }
-
-    #[test]
-    fn a_create_names_the_field_at_fault() {
-        let ok =
-            create(json!({"displayName": "risk", "trigger": "oob.start", "source": "function handler(){}"}));
-        let ok = ok.unwrap();
-        assert_eq!((ok.timeout_ms, ok.enabled), (DEFAULT_TIMEOUT_MS, false));
-        let field = |body| create(body).unwrap_err().field;
-        assert_eq!(field(json!({"trigger": "oob.start", "source": "x"})), "displayName");
-        assert_eq!(field(json!({"displayName": "a", "trigger": "login", "source": "x"})), "trigger");
-        assert_eq!(field(json!({"displayName": "a", "trigger": "oob.start", "source": " "})), "source");
-        // Blank means blank to JavaScript, as the schema's `\S` pattern says: U+FEFF and the
-        // line separator are whitespace there, U+0085 (NEL) is not (schemathesis, seed 23).
-        for blank in ["", "\u{FEFF}", " \u{2028}\t\u{3000}\r\n"] {
-            let body = json!({"displayName": "a", "trigger": "oob.start", "source": blank});
-            assert_eq!(field(body), "source", "{blank:?} is blank");
-        }
-        let nel = create(json!({"displayName": "a", "trigger": "oob.start", "source": "\u{85}"}));
-        assert_eq!(nel.unwrap().source, "\u{85}");
-        let big = "x".repeat(MAX_SOURCE_BYTES + 1);
-        assert_eq!(field(json!({"displayName": "a", "trigger": "oob.start", "source": big})), "source");
-        let slow = json!({"displayName": "a", "trigger": "oob.start", "source": "x", "timeoutMs": 20_001});
-        assert_eq!(field(slow), "timeoutMs");
-    }
-
-    #[test]
-    fn an_empty_update_is_refused_and_a_patch_keeps_the_rest() {
-        assert_eq!(CodePatch::try_from(UpdateCode::default()).unwrap_err().field, "body");
-        let record = create(json!({"displayName": "a", "trigger": "oob.start", "source": "s"}))
-            .unwrap()
-            .record(1, EpochMillis(5));
-        let patch = CodePatch { enabled: Some(true), ..CodePatch::default() };
-        let next = record.patched(&patch);
-        assert!(next.enabled);
-        assert_eq!((next.source.as_str(), next.display_name.as_str()), ("s", "a"));
-    }
 
     #[test]
     fn env_names_are_identifiers() {

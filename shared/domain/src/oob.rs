@@ -10,7 +10,7 @@
 //! big-endian length and its UTF-8 bytes.
 
 use super::apps::AppId;
-use super::devices::{self, DeviceRecord};
+use super::devices::DeviceRecord;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
@@ -29,7 +29,7 @@ pub const MAX_ADDITIONAL_DETAILS: usize = 20;
 /// The tag that starts the signed byte string.
 pub const SIGNATURE_TAG: &[u8] = b"rp-oob-v1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OobState {
     RequestSent,
@@ -47,7 +47,7 @@ impl OobState {
 }
 
 /// One entry of the status response's `state` array.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateEntry {
     pub value: OobState,
     pub message: String,
@@ -55,16 +55,15 @@ pub struct StateEntry {
 }
 
 /// `extras`: a confirmation code the user must type on the phone (number matching).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Extras {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 64)]
     pub amount: Option<String>,
 }
 
 /// The device a request goes to, as it was when the request started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OobDevice {
     pub device_id: String,
@@ -109,7 +108,7 @@ pub struct OobRequest {
     pub state: Vec<StateEntry>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Decision {
     Approve,
@@ -161,56 +160,9 @@ pub enum OobError {
 
 crate::conflict_when_store_conflicts!(OobError);
 
-/// The body of `POST /rp/api/oob/client/authentication/requests` (DECISIONS §6).
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OobStartRequest {
-    #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
-    pub app_id: String,
-    #[schema(min_length = 1, max_length = 255)]
-    pub named_user: String,
-    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
-    pub session_nonce: String,
-    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
-    pub device_nonce: String,
-    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
-    pub service_nonce: String,
-    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
-    pub service_hmac: String,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 255)]
-    pub machine: Option<String>,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 128)]
-    pub machine_id: Option<String>,
-    /// Added beside the seed's fields: the device to ask, one of the user's (see
-    /// [`choose_device`]).
-    #[serde(default)]
-    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub device_id: Option<String>,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 1000)]
-    pub transaction_text: Option<String>,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 64)]
-    pub transaction_type: Option<String>,
-    #[serde(default)]
-    pub extras: Option<Extras>,
-    #[serde(default)]
-    #[schema(schema_with = additional_details_schema)]
-    pub additional_details: Option<BTreeMap<String, String>>,
-}
-
 /// Longest key and value of an OOB start's `additionalDetails`.
-const MAX_DETAIL_KEY: usize = 64;
-const MAX_DETAIL_VALUE: usize = 500;
-
-/// The document's schema of an OOB start's `additionalDetails`.
-fn additional_details_schema() -> utoipa::openapi::Object {
-    let value = validate::text_schema(0, MAX_DETAIL_VALUE);
-    let kind = validate::or_null(utoipa::openapi::Type::Object);
-    validate::map_schema(MAX_ADDITIONAL_DETAILS, MAX_DETAIL_KEY, value).schema_type(kind).build()
-}
+pub const MAX_DETAIL_KEY: usize = 64;
+pub const MAX_DETAIL_VALUE: usize = 500;
 
 /// A start request, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -253,78 +205,12 @@ pub fn choose_device(
 pub const PROTOCOL_VERSION: &str = "1";
 
 /// Exactly 64 hexadecimal characters, kept lowercase.
-fn nonce(field: &str, value: &str) -> Result<String, FieldError> {
+pub fn nonce(field: &str, value: &str) -> Result<String, FieldError> {
     if value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(value.to_ascii_lowercase())
     } else {
         Err(FieldError::new(field, "must be exactly 64 hexadecimal characters"))
     }
-}
-
-impl TryFrom<OobStartRequest> for OobStart {
-    type Error = FieldError;
-
-    fn try_from(body: OobStartRequest) -> Result<Self, FieldError> {
-        let app_id = AppId::parse("appId", &body.app_id)?;
-        validate::text("namedUser", &body.named_user, 1, 255)?;
-        let nonces = Nonces {
-            session_nonce: nonce("sessionNonce", &body.session_nonce)?,
-            device_nonce: nonce("deviceNonce", &body.device_nonce)?,
-            service_nonce: nonce("serviceNonce", &body.service_nonce)?,
-            service_hmac: nonce("serviceHmac", &body.service_hmac)?,
-        };
-        for (field, value, max) in [
-            ("machine", &body.machine, 255),
-            ("machineId", &body.machine_id, 128),
-            ("transactionText", &body.transaction_text, MAX_TRANSACTION_TEXT),
-            ("transactionType", &body.transaction_type, 64),
-        ] {
-            if let Some(text) = value {
-                validate::text(field, text, 1, max)?;
-            }
-        }
-        if let Some(amount) = body.extras.as_ref().and_then(|e| e.amount.as_ref()) {
-            validate::text("extras.amount", amount, 1, 64)?;
-        }
-        let device_id = body.device_id.map(|id| devices::identifier("deviceId", &id)).transpose()?;
-        let additional_details = body.additional_details.unwrap_or_default();
-        if additional_details.len() > MAX_ADDITIONAL_DETAILS {
-            return Err(FieldError::new(
-                "additionalDetails",
-                format!("at most {MAX_ADDITIONAL_DETAILS} entries"),
-            ));
-        }
-        for (key, value) in &additional_details {
-            let path = format!("additionalDetails.{key}");
-            validate::text(&path, key, 1, MAX_DETAIL_KEY)?;
-            validate::text(&path, value, 0, MAX_DETAIL_VALUE)?;
-        }
-        Ok(Self {
-            app_id,
-            named_user: body.named_user,
-            nonces,
-            machine: body.machine,
-            machine_id: body.machine_id,
-            device_id,
-            transaction_text: body.transaction_text,
-            transaction_type: body.transaction_type,
-            extras: body.extras.filter(|e| e.amount.is_some()),
-            additional_details,
-        })
-    }
-}
-
-/// The body of `POST /rp/versioned/device/oob/requests/{requestId}`.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OobAnswerRequest {
-    pub decision: Decision,
-    /// DER (at most 72 bytes) or r ‖ s (64 bytes), base64 or base64url.
-    #[schema(min_length = 1, max_length = 96)]
-    pub signature: String,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 64)]
-    pub amount: Option<String>,
 }
 
 /// A device's answer, checked: the signature decodes (DER or raw r‖s, base64 or base64url).
@@ -335,25 +221,22 @@ pub struct OobAnswer {
     pub amount: Option<String>,
 }
 
-impl TryFrom<OobAnswerRequest> for OobAnswer {
-    type Error = FieldError;
-
-    fn try_from(body: OobAnswerRequest) -> Result<Self, FieldError> {
+impl OobAnswer {
+    /// A device's answer, checked: the signature decodes (DER or raw r‖s, base64 or base64url).
+    pub fn parse(decision: Decision, signature: &str, amount: Option<String>) -> Result<Self, FieldError> {
         let bad = || FieldError::new("signature", "must be an ECDSA P-256 signature (DER or r||s), base64");
-        let trimmed = body.signature.trim_end_matches('=');
-        let bytes = STANDARD
-            .decode(&body.signature)
-            .or_else(|_| URL_SAFE_NO_PAD.decode(trimmed))
-            .map_err(|_| bad())?;
+        let trimmed = signature.trim_end_matches('=');
+        let bytes =
+            STANDARD.decode(signature).or_else(|_| URL_SAFE_NO_PAD.decode(trimmed)).map_err(|_| bad())?;
         let signature = match bytes.len() {
             64 => Signature::from_slice(&bytes),
             _ => Signature::from_der(&bytes),
         }
         .map_err(|_| bad())?;
-        if let Some(amount) = &body.amount {
+        if let Some(amount) = &amount {
             validate::text("amount", amount, 1, 64)?;
         }
-        Ok(Self { decision: body.decision, signature, amount: body.amount })
+        Ok(Self { decision, signature, amount })
     }
 }
 
@@ -665,25 +548,6 @@ mod tests {
     }
 
     #[test]
-    fn start_requests_name_the_field_at_fault() {
-        let body = |f: &dyn Fn(&mut serde_json::Value)| {
-            let mut v = json!({"appId": "demo", "namedUser": "alice", "sessionNonce": "a".repeat(64),
-                "deviceNonce": "b".repeat(64), "serviceNonce": "c".repeat(64), "serviceHmac": "D".repeat(64)});
-            f(&mut v);
-            let parsed: OobStartRequest = serde_json::from_value(v).unwrap();
-            OobStart::try_from(parsed)
-        };
-        assert_eq!(body(&|_| {}).unwrap().nonces.service_hmac, "d".repeat(64), "kept lowercase");
-        assert_eq!(body(&|v| v["sessionNonce"] = json!("a".repeat(63))).unwrap_err().field, "sessionNonce");
-        assert_eq!(body(&|v| v["deviceNonce"] = json!("g".repeat(64))).unwrap_err().field, "deviceNonce");
-        assert_eq!(
-            body(&|v| v["transactionText"] = json!("x".repeat(1001))).unwrap_err().field,
-            "transactionText"
-        );
-        assert_eq!(body(&|v| v["extras"] = json!({"amount": ""})).unwrap_err().field, "extras.amount");
-    }
-
-    #[test]
     fn signatures_decode_from_der_or_raw() {
         let k = key();
         let sig: Signature = k.sign(b"x");
@@ -692,16 +556,11 @@ mod tests {
             STANDARD.encode(sig.to_der().as_bytes()),
             URL_SAFE_NO_PAD.encode(sig.to_bytes()),
         ] {
-            let a = OobAnswer::try_from(OobAnswerRequest {
-                decision: Decision::Approve,
-                signature: text,
-                amount: None,
-            });
+            let a = OobAnswer::parse(Decision::Approve, &text, None);
             assert_eq!(a.unwrap().signature, sig);
         }
-        let bad =
-            OobAnswerRequest { decision: Decision::Approve, signature: "bm90IGEgc2ln".into(), amount: None };
-        assert_eq!(OobAnswer::try_from(bad).unwrap_err().field, "signature");
+        let bad = OobAnswer::parse(Decision::Approve, "bm90IGEgc2ln", None);
+        assert_eq!(bad.unwrap_err().field, "signature");
     }
 
     proptest! {

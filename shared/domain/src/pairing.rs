@@ -4,7 +4,6 @@
 
 use super::apps::{AppId, OfflineAccess};
 use super::certificates::{CertRequest, RequestKind};
-use super::devices;
 use super::events::EventRecord;
 use super::offline::{OfflineError, OfflineLock, OfflineSet};
 use super::time::EpochMillis;
@@ -37,27 +36,11 @@ pub struct Pairing {
     pub lock: OfflineLock,
 }
 
-/// The workstation's offline PINs (`workstation.offline`) as a request sends them, in the clear
-/// only in memory. (An answer's schema is `OfflineTokensView`.)
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// The workstation's offline PINs (`workstation.offline`), in the clear only in memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OfflineTokens {
-    #[schema(min_length = 1, max_length = 16384)]
     pub tokens: String,
-    #[schema(min_length = 1, max_length = 1024)]
     pub tokens_auth: String,
-}
-
-/// The workstation's offline PINs as an answer carries them: empty strings when the pairing
-/// holds no PINs or they are not the caller's to see.
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "camelCase")]
-#[allow(dead_code)] // Read only by the schema derive.
-pub struct OfflineTokensView {
-    #[schema(max_length = 16384)]
-    tokens: String,
-    #[schema(max_length = 1024)]
-    tokens_auth: String,
 }
 
 impl OfflineTokens {
@@ -242,25 +225,6 @@ pub const DEVICE_REVOKED_EVENT: &str = "DEVICE_REVOKED";
 /// A name claimed for a user while it belongs to another (or to nobody the claim may create).
 pub const NAME_CLAIM_REFUSED_EVENT: &str = "NAME_CLAIM_REFUSED";
 
-/// The body of `POST /rp/api/client/reg`.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PairRequest {
-    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub machine_id: String,
-    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub device_id: String,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 255)]
-    pub machine_name: Option<String>,
-    #[serde(default, rename = "machineUserNameWS")]
-    #[schema(min_length = 1, max_length = 255)]
-    pub machine_user_name_ws: Option<String>,
-    /// The workstation's first offline PINs, stored with the pairing (seed step 2).
-    #[serde(default)]
-    pub offline: Option<OfflineTokens>,
-}
-
 /// A pairing request, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewPairing {
@@ -269,55 +233,6 @@ pub struct NewPairing {
     pub machine_name: Option<String>,
     pub machine_user_name_ws: Option<String>,
     pub offline: Option<OfflineTokens>,
-}
-
-impl TryFrom<PairRequest> for NewPairing {
-    type Error = FieldError;
-
-    fn try_from(body: PairRequest) -> Result<Self, FieldError> {
-        let machine_id = devices::identifier("machineId", &body.machine_id)?;
-        let device_id = devices::identifier("deviceId", &body.device_id)?;
-        if let Some(name) = &body.machine_name {
-            validate::text("machineName", name, 1, 255)?;
-        }
-        if let Some(name) = &body.machine_user_name_ws {
-            validate::text("machineUserNameWS", name, 1, 255)?;
-        }
-        if let Some(tokens) = &body.offline {
-            tokens.validate()?;
-        }
-        Ok(Self {
-            machine_id,
-            device_id,
-            machine_name: body.machine_name,
-            machine_user_name_ws: body.machine_user_name_ws,
-            offline: body.offline,
-        })
-    }
-}
-
-/// The body of `PATCH /rp/api/client/reg`: at least one of `machineName`, `offline`,
-/// `usedTokenIds` and `failedAttempts`, not `null`.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PairingUpdateRequest {
-    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub machine_id: String,
-    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub device_id: String,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 255)]
-    pub machine_name: Option<String>,
-    #[serde(default)]
-    pub offline: Option<OfflineTokens>,
-    /// Ids of offline PINs used on the workstation: each is deleted from the set.
-    #[serde(default)]
-    #[schema(schema_with = optional_pin_ids_schema)]
-    pub used_token_ids: Option<Vec<String>>,
-    /// Wrong offline PIN entries since the last report; enough of them lock offline access.
-    #[serde(default)]
-    #[schema(minimum = 1, maximum = 100)]
-    pub failed_attempts: Option<i64>,
 }
 
 /// A pairing update, checked: at least one change.
@@ -339,8 +254,8 @@ impl PairingUpdate {
 }
 
 /// How many PIN ids one request may name, and how long each may be.
-const MAX_PIN_IDS: usize = 100;
-const MAX_PIN_ID_LEN: usize = 64;
+pub const MAX_PIN_IDS: usize = 100;
+pub const MAX_PIN_ID_LEN: usize = 64;
 
 /// Checks a list of PIN ids named at `field`.
 pub fn pin_ids(field: &str, ids: &[String]) -> Result<(), FieldError> {
@@ -353,94 +268,11 @@ pub fn pin_ids(field: &str, ids: &[String]) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// The document's schema of what [`pin_ids`] accepts.
-pub fn pin_ids_schema() -> utoipa::openapi::schema::Array {
-    validate::texts_schema(1, MAX_PIN_IDS, MAX_PIN_ID_LEN).build()
-}
-
-/// The same, for an optional field (absent or `null`: none).
-fn optional_pin_ids_schema() -> utoipa::openapi::schema::Array {
-    let mut list = pin_ids_schema();
-    list.schema_type = validate::or_null(utoipa::openapi::Type::Array);
-    list
-}
-
-impl TryFrom<PairingUpdateRequest> for PairingUpdate {
-    type Error = FieldError;
-
-    fn try_from(body: PairingUpdateRequest) -> Result<Self, FieldError> {
-        let machine_id = devices::identifier("machineId", &body.machine_id)?;
-        let device_id = devices::identifier("deviceId", &body.device_id)?;
-        if body.machine_name.is_none()
-            && body.offline.is_none()
-            && body.used_token_ids.is_none()
-            && body.failed_attempts.is_none()
-        {
-            return Err(FieldError::new(
-                "body",
-                "an update must give machineName, offline, usedTokenIds or failedAttempts",
-            ));
-        }
-        if let Some(name) = &body.machine_name {
-            validate::text("machineName", name, 1, 255)?;
-        }
-        if let Some(tokens) = &body.offline {
-            tokens.validate()?;
-        }
-        if let Some(ids) = &body.used_token_ids {
-            pin_ids("usedTokenIds", ids)?;
-        }
-        if let Some(n) = body.failed_attempts {
-            validate::range("failedAttempts", n, 1, 100)?;
-        }
-        Ok(Self {
-            machine_id,
-            device_id,
-            machine_name: body.machine_name,
-            offline: body.offline,
-            used_token_ids: body.used_token_ids.unwrap_or_default(),
-            failed_attempts: body.failed_attempts.unwrap_or(0),
-        })
-    }
-}
-
-/// `?machineId=&deviceId=` of `GET` and `DELETE /rp/api/client/reg` (`appId` for an admin's
-/// DELETE).
-#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct PairingQuery {
-    // Read as options so that a missing one is a 400 naming it (`PairingKey`).
-    #[param(required = true, value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub machine_id: Option<String>,
-    #[param(required = true, value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
-    pub device_id: Option<String>,
-    #[serde(default)]
-    #[param(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
-    pub app_id: Option<String>,
-}
-
 /// Which pairing: machine and device.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PairingKey {
     pub machine_id: String,
     pub device_id: String,
-}
-
-impl TryFrom<PairingQuery> for PairingKey {
-    type Error = FieldError;
-
-    fn try_from(query: PairingQuery) -> Result<Self, FieldError> {
-        let required = |field: &str, value: Option<String>| {
-            value
-                .ok_or_else(|| FieldError::new(field, "is required"))
-                .and_then(|v| devices::identifier(field, &v))
-        };
-        Ok(Self {
-            machine_id: required("machineId", query.machine_id)?,
-            device_id: required("deviceId", query.device_id)?,
-        })
-    }
 }
 
 #[cfg(test)]
@@ -486,28 +318,5 @@ mod tests {
         );
         let later = pairing.update(Some("ws-2"), None, EpochMillis(5));
         assert_eq!((later.machine_name.as_deref(), later.updated_at), (Some("ws-2"), EpochMillis(10)));
-    }
-
-    #[test]
-    fn requests_name_the_field_at_fault() {
-        let update = PairingUpdateRequest {
-            machine_id: "m".into(),
-            device_id: "d".into(),
-            machine_name: None,
-            offline: None,
-            used_token_ids: None,
-            failed_attempts: None,
-        };
-        assert_eq!(PairingUpdate::try_from(update).unwrap_err().field, "body");
-        let query = PairingQuery { machine_id: Some("m".into()), device_id: None, app_id: None };
-        assert_eq!(PairingKey::try_from(query).unwrap_err().field, "deviceId");
-        let pair = PairRequest {
-            machine_id: "bad id".into(),
-            device_id: "d".into(),
-            machine_name: None,
-            machine_user_name_ws: None,
-            offline: None,
-        };
-        assert_eq!(NewPairing::try_from(pair).unwrap_err().field, "machineId");
     }
 }

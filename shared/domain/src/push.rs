@@ -7,7 +7,7 @@ use super::validate::FieldError;
 use serde::{Deserialize, Serialize};
 
 /// A push platform, as SNS names its platform applications.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Platform {
     /// Apple Push Notification service.
@@ -32,26 +32,14 @@ impl Platform {
 /// The app's SNS platform applications (ARNs), one per platform it serves; in the app's
 /// workstation settings as `push`. A device of a platform the app has none for cannot register
 /// for push, and is reached by its long-poll alone.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PushApplications {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        max_length = 1024,
-        pattern = "^arn:[A-Za-z0-9-]+:sns:[a-z0-9-]+:[0-9]{12}:app/APNS/[A-Za-z0-9._-]{1,256}$"
-    )]
     pub apns: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        max_length = 1024,
-        pattern = "^arn:[A-Za-z0-9-]+:sns:[a-z0-9-]+:[0-9]{12}:app/APNS_SANDBOX/[A-Za-z0-9._-]{1,256}$"
-    )]
     pub apns_sandbox: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        max_length = 1024,
-        pattern = "^arn:[A-Za-z0-9-]+:sns:[a-z0-9-]+:[0-9]{12}:app/GCM/[A-Za-z0-9._-]{1,256}$"
-    )]
     pub fcm: Option<String>,
 }
 
@@ -115,21 +103,18 @@ fn application_arn(field: &str, arn: &str, platform: Platform) -> Result<(), Fie
     }
 }
 
-/// The body of `PUT /rp/versioned/device/push`: the device's push token on its platform.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PushTokenRequest {
+/// A device's push token on its platform, checked: 1 to 4096 printable ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushToken {
     pub platform: Platform,
-    /// The token APNs or FCM gave the app on the phone.
-    #[schema(min_length = 1, max_length = 4096, pattern = "^[\\x21-\\x7E]+$")]
     pub token: String,
 }
 
-impl PushTokenRequest {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        let ok = (1..=4096).contains(&self.token.len()) && self.token.bytes().all(|b| b.is_ascii_graphic());
+impl PushToken {
+    pub fn parse(platform: Platform, token: String) -> Result<Self, FieldError> {
+        let ok = (1..=4096).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_graphic());
         if ok {
-            Ok(())
+            Ok(Self { platform, token })
         } else {
             Err(FieldError::new("token", "must be 1 to 4096 printable ASCII characters"))
         }
@@ -205,11 +190,9 @@ mod tests {
 
     #[test]
     fn push_tokens_are_printable() {
-        let ok = PushTokenRequest { platform: Platform::Apns, token: "a1b2".into() };
-        assert!(ok.validate().is_ok());
+        assert!(PushToken::parse(Platform::Apns, "a1b2".into()).is_ok());
         for bad in ["", "with space", "é"] {
-            let request = PushTokenRequest { platform: Platform::Apns, token: bad.into() };
-            assert_eq!(request.validate().unwrap_err().field, "token");
+            assert_eq!(PushToken::parse(Platform::Apns, bad.into()).unwrap_err().field, "token");
         }
     }
 }

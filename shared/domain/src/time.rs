@@ -8,20 +8,7 @@ use time::macros::format_description;
 use time::OffsetDateTime;
 
 /// Milliseconds since 1970-01-01T00:00:00Z. Stored and sent as a plain integer.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct EpochMillis(pub i64);
 

@@ -19,18 +19,6 @@ impl FieldError {
     }
 }
 
-/// Reads an optional member that may be left out but not sent as `null`:
-/// `#[serde(default, deserialize_with = "validate::present")]`. Left out it is `None`; `null`
-/// is refused as the type's own value would be (a 400 naming the member), where a plain
-/// `Option` would take it for left out.
-pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
-}
-
 /// Whether `c` is whitespace or a line terminator to JavaScript (ECMA-262's `WhiteSpace` and
 /// `LineTerminator`): what `\s` matches there, and so in a JSON Schema pattern. Not Rust's
 /// `char::is_whitespace`, which also counts U+0085 (NEL) and leaves out U+FEFF.
@@ -124,45 +112,6 @@ pub fn identifier(field: &str, value: &str, max: usize) -> Result<(), FieldError
         ));
     }
     Ok(())
-}
-
-/// The document's schema of what [`text`] accepts with `min..=max`: a string of that length.
-pub fn text_schema(min: usize, max: usize) -> utoipa::openapi::ObjectBuilder {
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::Type::String)
-        .min_length((min > 0).then_some(min))
-        .max_length(Some(max))
-}
-
-/// The document's schema of a list of `min_items..=max_items` texts of `1..=max_len` characters.
-pub fn texts_schema(
-    min_items: usize,
-    max_items: usize,
-    max_len: usize,
-) -> utoipa::openapi::schema::ArrayBuilder {
-    utoipa::openapi::schema::ArrayBuilder::new()
-        .items(text_schema(1, max_len))
-        .min_items((min_items > 0).then_some(min_items))
-        .max_items(Some(max_items))
-}
-
-/// `kind` or null: the type of an optional field that may also be sent as `null`.
-pub fn or_null(kind: utoipa::openapi::Type) -> utoipa::openapi::schema::SchemaType {
-    utoipa::openapi::schema::SchemaType::from_iter([kind, utoipa::openapi::Type::Null])
-}
-
-/// The document's schema of a map of at most `max_entries` entries whose keys are texts of
-/// `1..=max_key` characters, and whose values are `values`.
-pub fn map_schema(
-    max_entries: usize,
-    max_key: usize,
-    values: impl Into<utoipa::openapi::Schema>,
-) -> utoipa::openapi::ObjectBuilder {
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::Type::Object)
-        .property_names(Some(text_schema(1, max_key)))
-        .additional_properties(Some(values.into()))
-        .max_properties(Some(max_entries))
 }
 
 #[cfg(test)]

@@ -4,13 +4,14 @@ use super::extract::{beside_input, Admin, AdminOfApp, ApiJson, ApiPath, ApiQuery
 use super::problem::Problem;
 use super::AppState;
 use crate::params::{AppIdPath, ListParams};
+use crate::wire::apps::{RateLimit, TokenKind, WorkstationSettings};
 use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
-use rp_domain::apps::{self, AppId, ControlError, RateLimit, WorkstationSettings};
-use rp_domain::tokens::{TokenKind, TokenRecord};
+use rp_domain::apps::{self, AppId, ControlError};
+use rp_domain::tokens::TokenRecord;
 use rp_ports::{retry_on_conflict_from, Cursor, Query, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::Tokens;
@@ -50,6 +51,7 @@ pub fn token_router(_state: &AppState) -> Router<AppState> {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppView {
+    #[schema(value_type = String)]
     pub app_id: AppId,
     pub display_name: String,
     #[schema(format = DateTime)]
@@ -67,8 +69,8 @@ impl From<AppRecord> for AppView {
             display_name: app.display_name,
             created_at: app.created_at.iso8601(),
             updated_at: app.updated_at.iso8601(),
-            workstation: app.workstation,
-            rate_limit: app.rate_limit,
+            workstation: app.workstation.into(),
+            rate_limit: app.rate_limit.into(),
         }
     }
 }
@@ -151,7 +153,7 @@ async fn get_app(admin: AdminOfApp) -> Result<Json<AppView>, Problem> {
     responses((status = 200, description = "The app's workstation settings", body = WorkstationSettings)))]
 async fn get_workstation(admin: AdminOfApp) -> Result<Json<WorkstationSettings>, Problem> {
     let (app, _) = admin.app?;
-    Ok(Json(app.workstation))
+    Ok(Json(app.workstation.into()))
 }
 
 #[utoipa::path(put, path = "/cc/api/apps/{appId}/workstation", tag = "control", security(("admin" = [])), params(AppIdPath),
@@ -162,17 +164,18 @@ async fn put_workstation(
     ApiPath(app_id): ApiPath<String>,
     ApiJson(settings): ApiJson<WorkstationSettings>,
 ) -> Result<Json<WorkstationSettings>, Problem> {
+    let settings = apps::WorkstationSettings::from(settings);
     settings.validate()?;
     update_app(&state, &app_id, admin.app, |app| app.workstation = settings.clone()).await?;
     tracing::info!(%app_id, "workstation settings replaced");
-    Ok(Json(settings))
+    Ok(Json(settings.into()))
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
     responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
 async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, Problem> {
     let (app, _) = admin.app?;
-    Ok(Json(app.rate_limit))
+    Ok(Json(app.rate_limit.into()))
 }
 
 #[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
@@ -183,10 +186,11 @@ async fn put_rate_limit(
     ApiPath(app_id): ApiPath<String>,
     ApiJson(rule): ApiJson<RateLimit>,
 ) -> Result<Json<RateLimit>, Problem> {
+    let rule = apps::RateLimit::from(rule);
     rule.validate()?;
     update_app(&state, &app_id, admin.app, |app| app.rate_limit = rule.clone()).await?;
     tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
-    Ok(Json(rule))
+    Ok(Json(rule.into()))
 }
 
 /// Changes one part of an app's record, retrying on a concurrent change so that the other parts
@@ -234,6 +238,7 @@ pub struct TokenView {
     pub token_id: String,
     pub kind: TokenKind,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub app_id: Option<AppId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -251,7 +256,7 @@ impl From<TokenRecord> for TokenView {
     fn from(t: TokenRecord) -> Self {
         TokenView {
             token_id: t.token_id,
-            kind: t.kind,
+            kind: t.kind.into(),
             app_id: t.app_id,
             description: t.description,
             created_at: t.created_at.iso8601(),
@@ -292,7 +297,7 @@ async fn create_token(
     let named = |(_, app_id): &(CreateToken, Option<AppId>)| apps.named(app_id.clone());
     let (_admin, (body, app_id), named) =
         beside_input::<Admin, _, _>(&mut parts, &state, body, named).await?;
-    let (kind, description, expires) = (body.kind, body.description, body.expires_in_secs);
+    let (kind, description, expires) = (body.kind.into(), body.description, body.expires_in_secs);
     let (secret, record) =
         rp_app::apps::create_token(&state, kind, app_id, named, description, expires).await?;
     let body = TokenCreated { view: TokenView::from(record), token: secret.expose().to_owned() };

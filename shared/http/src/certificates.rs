@@ -9,14 +9,13 @@ use super::extract::{beside, beside_input, Admin, ApiJson, ApiPath, ApiQuery, De
 use super::problem::Problem;
 use super::AppState;
 use crate::params::ListParams;
+use crate::wire::certificates::{CertificateRequestList, IssuanceResult, RevocationResult};
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rp_app::certificates;
-use rp_domain::certificates::{
-    CertResult, CertificateRequestList, IssuanceResult, IssuedCert, RevocationResult, MAX_SERIAL_NUMBER,
-};
+use rp_domain::certificates::{CertResult, IssuedCert, MAX_SERIAL_NUMBER};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
 use rp_repo::certificates::Certificates;
@@ -61,7 +60,7 @@ async fn poll(
     let certs = Certificates::new(state.backend.store.as_ref());
     // Where the round starts is read beside the token.
     let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certs.round_start()).await?;
-    Ok(Json(certificates::poll(&state, start).await?))
+    Ok(Json(certificates::poll(&state, start).await?.into()))
 }
 
 #[utoipa::path(post, path = "/rp/api/certificate", tag = "certificates", security(("admin" = [])), request_body = IssuanceResult,
@@ -137,6 +136,7 @@ pub struct DeviceCertificate {
     pub login_cert_auth: String,
     pub issuer_key_agreement_public_key: String,
     pub issuer_key_agreement_public_key_auth: String,
+    #[schema(value_type = i64)]
     pub login_cert_expiry_date: EpochMillis,
     pub signing_cert: String,
     /// 1 or 2: how to open the envelope (docs/agent.md, "The envelope").

@@ -9,6 +9,7 @@ use super::problem::Problem;
 use super::AppState;
 use crate::params::ListParams;
 use crate::ratelimit::Counted;
+use crate::wire::code::{CreateCode, EnvValue, RunReport, Trigger, UpdateCode};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -17,10 +18,7 @@ use axum::{Json, Router};
 use rp_app::code::{env, job, records};
 use rp_app::signing::TenantSigner;
 use rp_domain::apps::AppId;
-use rp_domain::code::{
-    self, CodeError, CodePatch, CodeRecord, CreateCode, EnvEntry, EnvValue, NewCode, RunReport, Trigger,
-    UpdateCode,
-};
+use rp_domain::code::{self, CodeError, CodePatch, CodeRecord, EnvEntry, NewCode};
 use rp_domain::signing;
 use rp_domain::{validate, FieldError};
 use rp_ports::retry_on_conflict;
@@ -128,7 +126,7 @@ impl From<CodeRecord> for CodeView {
         Self {
             id: r.id,
             display_name: r.display_name,
-            trigger: r.trigger,
+            trigger: r.trigger.into(),
             source: Some(r.source),
             timeout_ms: r.timeout_ms,
             enabled: r.enabled,
@@ -346,7 +344,7 @@ async fn test_run(
     )
     .await;
     tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
-    Ok(Json(report))
+    Ok(Json(report.into()))
 }
 
 /// The names of the tenant's variables, with their update times: never a value.

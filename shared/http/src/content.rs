@@ -98,9 +98,9 @@ pub struct ContentMapPatch;
 /// `removable` (an update's merge).
 fn content_map_schema(removable: bool) -> RefOr<Schema> {
     let text = || {
-        let text = validate::text_schema(0, content::MAX_TEXT);
+        let text = crate::wire::text_schema(0, content::MAX_TEXT);
         if removable {
-            text.schema_type(validate::or_null(Type::String))
+            text.schema_type(crate::wire::or_null(Type::String))
         } else {
             text
         }
@@ -120,7 +120,7 @@ fn content_map_schema(removable: bool) -> RefOr<Schema> {
     };
     let labels = ObjectBuilder::new()
         .schema_type(Type::Object)
-        .property_names(Some(validate::text_schema(1, content::MAX_BUTTON_KEY)))
+        .property_names(Some(crate::wire::text_schema(1, content::MAX_BUTTON_KEY)))
         .additional_properties(Some(text()));
     let mut screen = closed().property("buttonLabels", or_null(labels));
     for (part, fields) in content::PARTS {

@@ -49,10 +49,10 @@ const MAX_ATTRIBUTE_TEXT: usize = 5000;
 fn attributes_schema() -> utoipa::openapi::Object {
     use utoipa::openapi::{ObjectBuilder, OneOfBuilder, Type};
     let value = OneOfBuilder::new()
-        .item(validate::text_schema(0, MAX_ATTRIBUTE_TEXT))
+        .item(crate::wire::text_schema(0, MAX_ATTRIBUTE_TEXT))
         .item(ObjectBuilder::new().schema_type(Type::Number))
         .item(ObjectBuilder::new().schema_type(Type::Boolean));
-    validate::map_schema(MAX_ATTRIBUTES, MAX_ATTRIBUTE_NAME, value).build()
+    crate::wire::map_schema(MAX_ATTRIBUTES, MAX_ATTRIBUTE_NAME, value).build()
 }
 
 /// A stored event's id and time.
@@ -70,6 +70,7 @@ pub struct EventStored {
 pub struct EventView {
     pub event_id: String,
     pub name: String,
+    #[schema(value_type = Option<String>)]
     pub app_id: Option<AppId>,
     pub source: String,
     #[schema(format = DateTime)]

@@ -20,6 +20,7 @@ pub mod problems;
 pub mod ratelimit;
 pub mod registration;
 mod strict_json;
+pub mod wire;
 pub mod workstation;
 
 pub use endpoints::*;

@@ -7,12 +7,12 @@
 use super::extract::{AdminOfApp, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
 use super::AppState;
+use crate::wire::apps::OfflineAccess;
 use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use rp_app::offline::{self, app_and_pairing, edit_pairing, Delivered, PairingEdit};
-use rp_domain::apps::OfflineAccess;
 use rp_domain::devices;
 use rp_domain::offline::{render_pins, require_enabled};
 use rp_domain::pairing::{pin_ids, PairingError, PairingKey};
@@ -57,6 +57,7 @@ pub struct DeviceSetup {
     pub tokens: String,
     pub tokens_auth: String,
     pub offline_access: OfflineAccess,
+    #[schema(value_type = i64)]
     pub valid_until: EpochMillis,
     pub tokens_remaining: u32,
 }
@@ -77,7 +78,7 @@ async fn device_setup(
         machine_name: pairing.machine_name,
         tokens: render_pins(&pins),
         tokens_auth,
-        offline_access: settings,
+        offline_access: settings.into(),
         valid_until: set.valid_until,
         tokens_remaining: set.remaining.len() as u32,
     };
@@ -90,12 +91,15 @@ async fn device_setup(
 pub struct DeviceWorkstation {
     pub machine_id: String,
     pub machine_name: Option<String>,
+    #[schema(value_type = i64)]
     pub paired_at: EpochMillis,
     /// The device holds this pairing's PINs.
     pub active: bool,
     pub tokens_remaining: u32,
     pub low_token_warning: bool,
+    #[schema(value_type = Option<i64>)]
     pub valid_until: Option<EpochMillis>,
+    #[schema(value_type = Option<i64>)]
     pub locked_until: Option<EpochMillis>,
 }
 
@@ -144,7 +148,7 @@ async fn device_workstations(
 pub struct DeviceUsedRequest {
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: String,
-    #[schema(schema_with = rp_domain::pairing::pin_ids_schema)]
+    #[schema(schema_with = crate::wire::pairing::pin_ids_schema)]
     pub token_ids: Vec<String>,
 }
 

@@ -7,6 +7,7 @@ use super::extract::{beside_input, Access, ApiJson, ApiPath, ApiQuery, DeviceCal
 use super::problem::Problem;
 use super::AppState;
 use crate::params::Status;
+use crate::wire::oob::{Extras, OobAnswerRequest, OobStartRequest, OobState, StateEntry};
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
@@ -14,10 +15,7 @@ use axum::{Json, Router};
 use rp_app::oob;
 use rp_domain::apps::AppId;
 use rp_domain::devices::named_user;
-use rp_domain::oob::{
-    Extras, OobAnswer, OobAnswerRequest, OobError, OobRequest, OobStart, OobStartRequest, OobState,
-    StateEntry, PROTOCOL_VERSION,
-};
+use rp_domain::oob::{OobAnswer, OobError, OobRequest, OobStart, PROTOCOL_VERSION};
 use rp_domain::time::EpochMillis;
 use rp_repo::oob::OobRequests;
 use serde::{Deserialize, Serialize};
@@ -169,7 +167,7 @@ impl From<OobRequest> for OobStatus {
                 friendly_name: r.device.friendly_name,
                 model_number: r.device.model_number,
             },
-            state: r.state,
+            state: r.state.into_iter().map(StateEntry::from).collect(),
         }
     }
 }
@@ -212,7 +210,9 @@ pub struct DeviceOobRequest {
     pub device_nonce: String,
     pub service_nonce: String,
     pub service_hmac: String,
+    #[schema(value_type = i64)]
     pub created_at: EpochMillis,
+    #[schema(value_type = i64)]
     pub expires_at: EpochMillis,
     /// Seconds left to answer.
     pub expires_in_secs: u64,
@@ -227,14 +227,14 @@ impl DeviceOobRequest {
     fn new(r: OobRequest, now: EpochMillis) -> Self {
         Self {
             expires_in_secs: now.until(r.expires_at).as_secs(),
-            state: r.current(),
+            state: r.current().into(),
             request_id: r.request_id,
             named_user: r.named_user,
             machine: r.machine,
             machine_id: r.machine_id,
             transaction_text: r.transaction_text,
             transaction_type: r.transaction_type,
-            extras: r.extras,
+            extras: r.extras.map(Extras::from),
             additional_details: r.additional_details,
             session_nonce: r.nonces.session_nonce,
             device_nonce: r.nonces.device_nonce,
@@ -315,5 +315,5 @@ async fn device_answer(
 ) -> Result<Json<DeviceOobAnswered>, Problem> {
     let answer = OobAnswer::try_from(body)?;
     let answered = oob::answer(&state, &device.device_id, &request_id, &answer).await?;
-    Ok(Json(DeviceOobAnswered { state: answered.current(), request_id: answered.request_id }))
+    Ok(Json(DeviceOobAnswered { state: answered.current().into(), request_id: answered.request_id }))
 }

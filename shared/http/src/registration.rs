@@ -5,6 +5,8 @@
 use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
 use super::problem::Problem;
 use super::AppState;
+use crate::wire::apps::Platform;
+use crate::wire::devices::{PushTokenRequest, RegistrationRequest};
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -12,10 +14,8 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use rp_app::devices;
 use rp_domain::apps::AppId;
-use rp_domain::devices::{
-    identifier, named_user, Registration, RegistrationCode, RegistrationError, RegistrationRequest,
-};
-use rp_domain::push::{Platform, PushTokenRequest};
+use rp_domain::devices::{identifier, named_user, Registration, RegistrationCode, RegistrationError};
+use rp_domain::push::PushToken;
 use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +81,7 @@ pub struct LinkCreated {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRegistered {
     pub device_id: String,
+    #[schema(value_type = String)]
     pub app_id: AppId,
     pub named_user: String,
     pub device_token: String,
@@ -265,9 +266,10 @@ async fn register_push(
     ApiJson(body): ApiJson<PushTokenRequest>,
 ) -> Result<Json<PushRegistered>, Problem> {
     let (app, user, device) = (&caller.app_id, &caller.named_user, &caller.device_id);
-    let registered = rp_app::push::register_token(&state, app, user, device, body).await?;
+    let registered =
+        rp_app::push::register_token(&state, app, user, device, PushToken::try_from(body)?).await?;
     Ok(Json(PushRegistered {
-        platform: registered.platform,
+        platform: registered.platform.into(),
         enabled: registered.enabled,
         updated_at: registered.updated_at.iso8601(),
     }))

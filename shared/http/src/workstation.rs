@@ -13,6 +13,10 @@ use super::extract::{beside_input, named_app, require_own_app, Access, ApiJson, 
 use super::problem::Problem;
 use super::AppState;
 use crate::params::Status;
+use crate::wire::apps::OfflineAccess;
+use crate::wire::certificates::CertificateState;
+use crate::wire::enrollment::{CompleteRequest, EnrollRequest};
+use crate::wire::pairing::{OfflineTokensView, PairRequest, PairingQuery, PairingUpdateRequest};
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,13 +24,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use rp_app::enrollment::{self, Opened};
 use rp_app::pairing::{self, Paired, Shown};
-use rp_domain::apps::{AppId, OfflineAccess};
-use rp_domain::certificates::CertificateState;
+use rp_domain::apps::AppId;
 use rp_domain::devices::{fingerprint, DeviceRecord};
-use rp_domain::enrollment::{Complete, CompleteRequest, Enroll, EnrollRequest};
-use rp_domain::pairing::{
-    NewPairing, OfflineTokens, PairRequest, PairingKey, PairingQuery, PairingUpdate, PairingUpdateRequest,
-};
+use rp_domain::enrollment::{Complete, Enroll};
+use rp_domain::pairing::{NewPairing, PairingKey, PairingUpdate};
 use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
 use serde::Serialize;
@@ -203,8 +204,7 @@ pub struct RpWorkstation {
 /// `workstation.offline`: the PINs, to the pairing's own workstation only; empty strings else.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkstationOffline {
-    #[schema(value_type = rp_domain::pairing::OfflineTokensView)]
-    pub offline: OfflineTokens,
+    pub offline: OfflineTokensView,
 }
 
 /// What may be known of the offline PINs without seeing them, and why they are hidden.
@@ -217,9 +217,11 @@ pub struct OfflineStatus {
     pub tokens_remaining: u32,
     pub tokens_used: u32,
     pub low_token_warning: bool,
+    #[schema(value_type = Option<i64>)]
     pub valid_until: Option<EpochMillis>,
     pub delivered_to_device: bool,
     pub token_entry_timeout_secs: i64,
+    #[schema(value_type = Option<i64>)]
     pub locked_until: Option<EpochMillis>,
 }
 
@@ -228,7 +230,7 @@ impl From<Shown> for PairingView {
         let Shown { pairing, settings, offline, hidden, now, certificate } = shown;
         let certificate = certificate.map(|c| PairingCertificate {
             certificate_request_id: pairing.certificate_request_id.clone(),
-            state: c.state,
+            state: c.state.into(),
             cert_serial_number: c.serial,
             expires_at: c.expires_at.map(|at| at.iso8601()),
             issuer_certificate: c.issuer_certificate,
@@ -254,8 +256,8 @@ impl From<Shown> for PairingView {
             certificate_request_id: pairing.certificate_request_id,
             created_at: pairing.created_at.iso8601(),
             updated_at: pairing.updated_at.iso8601(),
-            rp_config: RpConfig { workstation: RpWorkstation { offline_access: settings } },
-            workstation: WorkstationOffline { offline },
+            rp_config: RpConfig { workstation: RpWorkstation { offline_access: settings.into() } },
+            workstation: WorkstationOffline { offline: offline.into() },
             offline_status,
             certificate,
         }

@@ -999,7 +999,8 @@ pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
 /// raced for real: 60 identical results, 20 at a time.
 pub async fn identical_results_racing_are_each_answered_204(h: Harness) {
     use rp_shared::app::certificates::{settle, settle_reads};
-    use rp_shared::domain::certificates::{CertResult, IssuanceResult};
+    use rp_shared::domain::certificates::CertResult;
+    use rp_shared::http::wire::certificates::IssuanceResult;
     let app = AppId::parse("appId", &h.app().await).unwrap();
     let request = CertRequest {
         machine_user_name: Some("lee@example.com".into()),

@@ -22,7 +22,8 @@ pub use push::*;
 pub use workstation::*;
 
 use rp_shared::backend::Backend;
-use rp_shared::domain::certificates::{CertRequest, CertificateRequestList};
+use rp_shared::domain::certificates::CertRequest;
+use rp_shared::http::wire::certificates::CertificateRequestList;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Clock, ManualClock};
 use rp_shared::repo::certificates::Certificates;
