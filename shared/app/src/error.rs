@@ -2,6 +2,7 @@
 //! rate limit. Each front door maps it once (rp-http to problem+json).
 
 use rp_domain::apps::{ControlError, RateLimit};
+use rp_domain::boundary::Failure;
 use rp_domain::boundary::MaybeConflict;
 use rp_domain::certificates::CertError;
 use rp_domain::code::CodeError;
@@ -11,8 +12,7 @@ use rp_domain::enrollment::EnrollError;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
-use rp_domain::FieldError;
-use rp_ports::{KeyError, PushError, QueueError, StoreError};
+use rp_ports::PushError;
 use rp_repo::ratelimit::Decision;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,20 +35,17 @@ pub enum AppError {
     Code(#[from] CodeError),
     #[error(transparent)]
     Content(#[from] ContentError),
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Keys(#[from] KeyError),
-    #[error(transparent)]
-    Queue(#[from] QueueError),
+    Failed(#[from] Failure),
     #[error(transparent)]
     Push(#[from] PushError),
     /// The tenant's budget `rule` is used up (`decision`, counted at `now`, epoch seconds).
     #[error("the tenant's limit of {} requests per {} s is used up", rule.limit, rule.window_secs)]
     RateLimited { rule: RateLimit, decision: Decision, now: i64 },
 }
+
+rp_domain::shares_failures!(@from AppError);
 
 impl MaybeConflict for AppError {
     fn is_conflict(&self) -> bool {
@@ -61,13 +58,8 @@ impl MaybeConflict for AppError {
             AppError::Registration(e) => e.is_conflict(),
             AppError::Code(e) => e.is_conflict(),
             AppError::Content(e) => e.is_conflict(),
-            AppError::Store(e) => e.is_conflict(),
-            AppError::Offline(_)
-            | AppError::Invalid(_)
-            | AppError::Keys(_)
-            | AppError::Queue(_)
-            | AppError::Push(_)
-            | AppError::RateLimited { .. } => false,
+            AppError::Failed(e) => e.is_conflict(),
+            AppError::Offline(_) | AppError::Push(_) | AppError::RateLimited { .. } => false,
         }
     }
 }

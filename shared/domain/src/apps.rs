@@ -1,7 +1,6 @@
 //! RP applications (the tenant unit) and their workstation settings.
 
 use super::validate::{self, FieldError};
-use crate::boundary::StoreError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -199,13 +198,12 @@ pub enum ControlError {
     AppExists(AppId),
     #[error("no token with tokenId '{0}'")]
     TokenNotFound(String),
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(ControlError);
+crate::shares_failures!(ControlError);
 
 #[cfg(test)]
 mod tests {

@@ -67,14 +67,63 @@ impl MaybeConflict for StoreError {
     }
 }
 
-/// An area error whose `Store` variant carries the store's failure: it is a lost race exactly
-/// when that failure is one. One line per area, so the nine area enums share one rule.
+/// A failure every area shares: a bad field, or the store's, the key service's or the queue's.
+/// Each area's error carries it as its `Failed` variant ([`shares_failures!`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Invalid(#[from] crate::validate::FieldError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl MaybeConflict for Failure {
+    fn is_conflict(&self) -> bool {
+        matches!(self, Failure::Store(e) if e.is_conflict())
+    }
+}
+
+/// An area error's `Failed(Failure)` variant, reached with `?` from a field error and each
+/// port's: the area is a lost race exactly when the store's failure is one. One line per area,
+/// so the ten area enums share one shape. `@from` gives the conversions alone (for an error
+/// that decides its lost races itself, as the application layer's does).
 #[macro_export]
-macro_rules! conflict_when_store_conflicts {
+macro_rules! shares_failures {
+    (@from $area:ident) => {
+        impl From<$crate::validate::FieldError> for $area {
+            fn from(e: $crate::validate::FieldError) -> Self {
+                $area::Failed(e.into())
+            }
+        }
+
+        impl From<$crate::boundary::StoreError> for $area {
+            fn from(e: $crate::boundary::StoreError) -> Self {
+                $area::Failed(e.into())
+            }
+        }
+
+        impl From<$crate::boundary::KeyError> for $area {
+            fn from(e: $crate::boundary::KeyError) -> Self {
+                $area::Failed(e.into())
+            }
+        }
+
+        impl From<$crate::boundary::QueueError> for $area {
+            fn from(e: $crate::boundary::QueueError) -> Self {
+                $area::Failed(e.into())
+            }
+        }
+    };
     ($($area:ident),* $(,)?) => {$(
+        $crate::shares_failures!(@from $area);
+
         impl $crate::boundary::MaybeConflict for $area {
             fn is_conflict(&self) -> bool {
-                matches!(self, $area::Store(e) if $crate::boundary::MaybeConflict::is_conflict(e))
+                matches!(self, $area::Failed(f) if $crate::boundary::MaybeConflict::is_conflict(f))
             }
         }
     )*};

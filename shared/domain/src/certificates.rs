@@ -11,7 +11,6 @@ use super::apps::AppId;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::FieldError;
-use crate::boundary::{QueueError, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map};
 use std::time::Duration;
@@ -145,15 +144,12 @@ pub enum CertError {
     AlreadyRevoked(String),
     #[error("the app has {cap} login-certificate requests open (pending or leased), its cap; retry once the agent has answered some")]
     QueueFull { cap: u32 },
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Queue(#[from] QueueError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(CertError);
+crate::shares_failures!(CertError);
 
 /// Open login-certificate requests an app may have (`CERT_MAX_OPEN_PER_APP`), unless
 /// configured otherwise.

@@ -5,7 +5,6 @@
 
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{KeyError, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -329,15 +328,12 @@ pub enum CodeError {
     TooManyEnvVars,
     #[error("source: {0}")]
     BadSource(String),
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Keys(#[from] KeyError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(CodeError);
+crate::shares_failures!(CodeError);
 
 #[cfg(test)]
 mod tests {

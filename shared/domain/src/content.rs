@@ -4,7 +4,6 @@
 
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -71,13 +70,12 @@ pub enum ContentError {
     VersionNotFound { id: i64, version: u64 },
     #[error("contentMap: the customization would take {bytes} bytes; at most {MAX_RECORD_BYTES} are kept")]
     TooLarge { bytes: usize },
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(ContentError);
+crate::shares_failures!(ContentError);
 
 /// The twelve screens a content map may hold.
 pub const SCREENS: [&str; 12] = [

@@ -3,7 +3,6 @@
 use super::apps::AppId;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::StoreError;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use rand::RngCore;
@@ -206,13 +205,12 @@ pub enum RegistrationError {
     DeviceNotFound(String),
     #[error("deviceId: device '{0}' has no device token")]
     NoDeviceToken(String),
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(RegistrationError);
+crate::shares_failures!(RegistrationError);
 
 /// A registration, checked: both keys are P-256 points, kept in canonical form.
 pub struct Registration {

@@ -8,7 +8,6 @@ use super::apps::AppId;
 use super::events::{attributes, EventRecord};
 use super::time::EpochMillis;
 use super::validate::FieldError;
-use crate::boundary::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -116,15 +115,12 @@ pub enum EnrollError {
     SessionInUse,
     #[error("sessionId: this session was completed with other data")]
     SessionClosed,
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Keys(#[from] crate::boundary::KeyError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(EnrollError);
+crate::shares_failures!(EnrollError);
 
 /// What a complete call does.
 #[derive(Debug, Clone, PartialEq)]

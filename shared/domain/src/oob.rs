@@ -14,7 +14,6 @@ use super::devices::DeviceRecord;
 use super::events::EventRecord;
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::StoreError;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use p256::ecdsa::Signature;
@@ -150,15 +149,12 @@ pub enum OobError {
     /// shown (it may describe the tenant's code); the event carries it.
     #[error("code customization {id} failed; the start is refused")]
     HookFailed { id: i64 },
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Keys(#[from] crate::boundary::KeyError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(OobError);
+crate::shares_failures!(OobError);
 
 /// Longest key and value of an OOB start's `additionalDetails`.
 pub const MAX_DETAIL_KEY: usize = 64;

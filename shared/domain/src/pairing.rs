@@ -8,7 +8,6 @@ use super::events::EventRecord;
 use super::offline::{OfflineError, OfflineLock, OfflineSet};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
-use crate::boundary::{KeyError, StoreError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,15 +65,12 @@ pub enum PairingError {
     Offline(#[from] OfflineError),
     #[error(transparent)]
     Cert(#[from] super::certificates::CertError),
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Invalid(#[from] FieldError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Keys(#[from] KeyError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(PairingError);
+crate::shares_failures!(PairingError);
 
 /// What the pairing's device is, as the login-certificate request needs it.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,6 @@
 //! here: the CA id must be the certificate's, the CRL must be that CA's and signed by it, and its
 //! number must be above the published one's.
 
-use crate::boundary::StoreError;
 use crate::time::EpochMillis;
 use crate::validate::FieldError;
 use sha2::{Digest, Sha256};
@@ -23,11 +22,12 @@ pub enum PkiError {
     NotFound(String),
     #[error("crl: its number {sent} is below the published CRL's {published}; nothing is written")]
     Outdated { sent: String, published: String },
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(PkiError);
+crate::shares_failures!(PkiError);
 
 /// A CA's id: the first 16 hex digits of the SHA-256 of its certificate (DER).
 pub fn ca_id(certificate_der: &[u8]) -> String {

@@ -3,7 +3,6 @@
 //! `kid`. The newest key is the active one; older keys stay published until an admin retires
 //! them, so that tokens signed before a rotation keep verifying until they lapse.
 
-use crate::boundary::{KeyError, StoreError};
 use crate::validate::FieldError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -21,13 +20,12 @@ pub enum SigningKeyError {
     Active(String),
     #[error("the app publishes {MAX_SIGNING_KEYS} signing keys, the most it may; retire one first")]
     TooMany,
+    /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Keys(#[from] KeyError),
+    Failed(#[from] crate::boundary::Failure),
 }
 
-crate::conflict_when_store_conflicts!(SigningKeyError);
+crate::shares_failures!(SigningKeyError);
 
 /// The key's id: its RFC 7638 JWK thumbprint (SHA-256 over the required members, in order),
 /// base64url. The same key always gets the same id, and the id names nothing but the key.

@@ -642,10 +642,7 @@ impl From<AppError> for Problem {
             AppError::Registration(e) => e.into(),
             AppError::Code(e) => e.into(),
             AppError::Content(e) => e.into(),
-            AppError::Invalid(e) => e.into(),
-            AppError::Store(e) => e.into(),
-            AppError::Keys(e) => e.into(),
-            AppError::Queue(e) => e.into(),
+            AppError::Failed(e) => e.into(),
             AppError::Push(e) => e.into(),
             AppError::RateLimited { rule, decision, now } => {
                 crate::ratelimit::over_limit(&rule, &decision, now)
@@ -660,7 +657,7 @@ impl From<PkiError> for Problem {
         match e {
             PkiError::NotFound(_) => Problem::about(&CA_NOT_PUBLISHED, "caId", detail),
             PkiError::Outdated { .. } => Problem::about(&CRL_OUTDATED, "crl", detail),
-            PkiError::Store(e) => e.into(),
+            PkiError::Failed(e) => e.into(),
         }
     }
 }
@@ -672,8 +669,7 @@ impl From<SigningKeyError> for Problem {
             SigningKeyError::NotFound(_) => Problem::about(&SIGNING_KEY_NOT_FOUND, "kid", detail),
             SigningKeyError::Active(_) => Problem::about(&SIGNING_KEY_ACTIVE, "kid", detail),
             SigningKeyError::TooMany => Problem::about(&TOO_MANY_SIGNING_KEYS, "kid", detail),
-            SigningKeyError::Store(e) => e.into(),
-            SigningKeyError::Keys(e) => e.into(),
+            SigningKeyError::Failed(e) => e.into(),
         }
     }
 }
@@ -687,9 +683,7 @@ impl From<CodeError> for Problem {
             CodeError::EnvNotFound(_) => Problem::about(&ENV_NOT_FOUND, "name", detail),
             CodeError::TooManyEnvVars => Problem::about(&TOO_MANY_ENV_VARS, "name", detail),
             CodeError::BadSource(_) => Problem::invalid("source", detail),
-            CodeError::Invalid(e) => e.into(),
-            CodeError::Store(e) => e.into(),
-            CodeError::Keys(e) => e.into(),
+            CodeError::Failed(e) => e.into(),
         }
     }
 }
@@ -708,9 +702,7 @@ impl From<OobError> for Problem {
             OobError::AlreadyAnswered => Problem::of(&OOB_ANSWERED).detail(detail),
             OobError::BadSignature => Problem::about(&BAD_SIGNATURE, "signature", detail),
             OobError::WrongAmount => Problem::about(&WRONG_AMOUNT, "amount", detail),
-            OobError::Invalid(e) => e.into(),
-            OobError::Store(e) => e.into(),
-            OobError::Keys(e) => e.into(),
+            OobError::Failed(e) => e.into(),
         }
     }
 }
@@ -722,8 +714,7 @@ impl From<ControlError> for Problem {
             ControlError::AppNotFound(_) => Problem::of(&APP_NOT_FOUND).detail(detail),
             ControlError::AppExists(_) => Problem::about(&APP_EXISTS, "appId", detail),
             ControlError::TokenNotFound(_) => Problem::of(&TOKEN_NOT_FOUND).detail(detail),
-            ControlError::Invalid(e) => e.into(),
-            ControlError::Store(e) => e.into(),
+            ControlError::Failed(e) => e.into(),
         }
     }
 }
@@ -740,9 +731,7 @@ impl From<CertError> for Problem {
             CertError::SerialTaken => Problem::about(&SERIAL_TAKEN, "loginCertSerialNumber", detail),
             CertError::AlreadyRevoked(_) => Problem::about(&CERT_REVOKED, "certSerialNumber", detail),
             CertError::QueueFull { .. } => Problem::of(&CERT_QUEUE_FULL).detail(detail).retry_after(15),
-            CertError::Invalid(e) => e.into(),
-            CertError::Store(e) => e.into(),
-            CertError::Queue(e) => e.into(),
+            CertError::Failed(e) => e.into(),
         }
     }
 }
@@ -758,8 +747,7 @@ impl From<RegistrationError> for Problem {
             RegistrationError::DeviceNotFound(_) => Problem::about(&DEVICE_NOT_FOUND, "deviceId", detail),
             RegistrationError::NoDeviceToken(_) => Problem::about(&NO_DEVICE_TOKEN, "deviceId", detail),
             RegistrationError::AliasTaken(_) => Problem::about(&ALIAS_TAKEN, "machineUserNameWS", detail),
-            RegistrationError::Invalid(e) => e.into(),
-            RegistrationError::Store(e) => e.into(),
+            RegistrationError::Failed(e) => e.into(),
         }
     }
 }
@@ -776,9 +764,7 @@ impl From<EnrollError> for Problem {
             EnrollError::SessionInUse | EnrollError::SessionClosed => {
                 Problem::about(&SESSION_CONFLICT, "sessionId", detail)
             }
-            EnrollError::Invalid(e) => e.into(),
-            EnrollError::Store(e) => e.into(),
-            EnrollError::Keys(e) => e.into(),
+            EnrollError::Failed(e) => e.into(),
         }
     }
 }
@@ -796,9 +782,7 @@ impl From<PairingError> for Problem {
             }
             PairingError::Offline(e) => e.into(),
             PairingError::Cert(e) => e.into(),
-            PairingError::Invalid(e) => e.into(),
-            PairingError::Store(e) => e.into(),
-            PairingError::Keys(e) => e.into(),
+            PairingError::Failed(e) => e.into(),
         }
     }
 }
@@ -830,8 +814,7 @@ impl From<ContentError> for Problem {
                 Problem::about(&CONTENT_VERSION_NOT_FOUND, "version", detail)
             }
             ContentError::TooLarge { .. } => Problem::about(&CONTENT_TOO_LARGE, "contentMap", detail),
-            ContentError::Invalid(e) => e.into(),
-            ContentError::Store(e) => e.into(),
+            ContentError::Failed(e) => e.into(),
         }
     }
 }

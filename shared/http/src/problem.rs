@@ -6,6 +6,7 @@
 use super::errors;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use rp_domain::boundary::Failure;
 use rp_domain::FieldError;
 use rp_ports::{Invalid, KeyError, PushError, QueueError, StoreError};
 use serde::Serialize;
@@ -211,6 +212,17 @@ impl Problem {
         Self::of(&errors::UNAVAILABLE)
             .detail("A backing service is unavailable; try again shortly.")
             .source(source)
+    }
+}
+
+impl From<Failure> for Problem {
+    fn from(e: Failure) -> Self {
+        match e {
+            Failure::Invalid(e) => e.into(),
+            Failure::Store(e) => e.into(),
+            Failure::Keys(e) => e.into(),
+            Failure::Queue(e) => e.into(),
+        }
     }
 }
 
