@@ -11,7 +11,7 @@ use rp_domain::devices::{DeviceRecord, RegistrationError};
 use rp_domain::push::{PushRegistration, PushToken, WakeKind, WakeUp};
 use rp_domain::FieldError;
 use rp_ports::metrics::{self, Metric};
-use rp_ports::{retry_on_conflict, PushError, StoreError};
+use rp_ports::{retry_on_conflict, EndpointRequest, PushError, StoreError};
 use rp_repo::devices::Devices;
 use std::time::Duration;
 
@@ -52,19 +52,22 @@ pub async fn register_token(
                 read?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
             let current =
                 device.push.as_ref().filter(|p| p.platform == request.platform).map(|p| p.endpoint.as_str());
-            let endpoint = state.backend.push.register(application, &request.token, current).await.map_err(
-                |e| match e {
-                    PushError::Refused(why) => AppError::Invalid(FieldError::new(
+            let endpoint = state
+                .backend
+                .push
+                .register(EndpointRequest { application, token: &request.token, endpoint: current })
+                .await
+                .map_err(|e| match e {
+                    PushError::Refused(why) => AppError::from(FieldError::new(
                         "token",
                         format!("refused by the push platform: {why}"),
                     )),
-                    PushError::NoApplication => AppError::Invalid(FieldError::new(
+                    PushError::NoApplication => AppError::from(FieldError::new(
                         "platform",
                         "the app's push application for this platform does not exist or is disabled",
                     )),
                     other => AppError::Push(other),
-                },
-            )?;
+                })?;
             let registration = PushRegistration {
                 platform: request.platform,
                 endpoint,

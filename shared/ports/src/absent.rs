@@ -4,7 +4,7 @@
 //! uses, which the router suites catch, since the local server builds every endpoint this way.
 
 use crate::keys::{DataKey, EncryptionContext, KeyError, KeyService};
-use crate::push::{Platform, Push, PushError, WakeUp};
+use crate::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use crate::queue::{Queue, QueueError, ReceivedMessage};
 use async_trait::async_trait;
 use std::time::Duration;
@@ -78,12 +78,7 @@ impl KeyService for Absent {
 
 #[async_trait]
 impl Push for Absent {
-    async fn register(
-        &self,
-        _application: &str,
-        _token: &str,
-        _endpoint: Option<&str>,
-    ) -> Result<String, PushError> {
+    async fn register(&self, _request: EndpointRequest<'_>) -> Result<String, PushError> {
         Err(no_push())
     }
     async fn send(&self, _endpoint: &str, _platform: Platform, _wake: &WakeUp) -> Result<(), PushError> {

@@ -18,7 +18,7 @@ pub mod trips;
 pub use backend::{Backend, Services};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
-pub use push::{Push, PushError};
+pub use push::{EndpointRequest, Push, PushError};
 pub use queue::{Queue, QueueError, ReceivedMessage};
 pub use store::{
     retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Increment, Index, Invalid, Item, ItemKey,

@@ -10,7 +10,7 @@
 
 use crate::backend::Backend;
 use crate::keys::DataKey;
-use crate::push::{Platform, Push, PushError, WakeUp};
+use crate::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use crate::store::{Increment, Page, Query, WriteOp};
 use crate::{
     Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, Queue, QueueError,
@@ -210,13 +210,8 @@ impl Queue for Recorded<dyn Queue> {
 
 #[async_trait]
 impl Push for Recorded<dyn Push> {
-    async fn register(
-        &self,
-        application: &str,
-        token: &str,
-        endpoint: Option<&str>,
-    ) -> Result<String, PushError> {
-        self.trips.around("push.register".to_owned(), self.inner.register(application, token, endpoint)).await
+    async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
+        self.trips.around("push.register".to_owned(), self.inner.register(request)).await
     }
 
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {

@@ -2,7 +2,7 @@
 //! (the embedded recorder, or SNS on an emulator): the router suite reads what each device was
 //! told, on every backend.
 
-use crate::ports::push::{Platform, Push, PushError, WakeUp};
+use crate::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 
@@ -34,13 +34,8 @@ impl RecordingPush {
 
 #[async_trait]
 impl Push for RecordingPush {
-    async fn register(
-        &self,
-        application: &str,
-        token: &str,
-        endpoint: Option<&str>,
-    ) -> Result<String, PushError> {
-        self.inner.register(application, token, endpoint).await
+    async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
+        self.inner.register(request).await
     }
 
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {

@@ -8,7 +8,7 @@ use super::LazyClient;
 use async_trait::async_trait;
 use aws_sdk_sns::error::SdkError;
 use aws_sdk_sns::Client;
-use rp_ports::push::{Platform, Push, PushError, WakeUp};
+use rp_ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use serde_json::json;
 
 #[derive(Clone)]
@@ -58,12 +58,8 @@ where
 
 #[async_trait]
 impl Push for SnsPush {
-    async fn register(
-        &self,
-        application: &str,
-        token: &str,
-        endpoint: Option<&str>,
-    ) -> Result<String, PushError> {
+    async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
+        let EndpointRequest { application, token, endpoint } = request;
         if let Some(endpoint) = endpoint {
             let updated = self
                 .client

@@ -4,7 +4,7 @@
 //! long-polls its requests instead (`?waitSecs=`).
 
 use async_trait::async_trait;
-use rp_ports::push::{Platform, Push, PushError, WakeUp};
+use rp_ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write as _;
@@ -60,12 +60,8 @@ impl EmbeddedPush {
 impl Push for EmbeddedPush {
     /// An endpoint id of the application and token (the same token gets the same id, as SNS
     /// answers a repeated `CreatePlatformEndpoint`); an existing endpoint keeps its id.
-    async fn register(
-        &self,
-        application: &str,
-        token: &str,
-        endpoint: Option<&str>,
-    ) -> Result<String, PushError> {
+    async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
+        let EndpointRequest { application, token, endpoint } = request;
         if let Some(endpoint) = endpoint {
             return Ok(endpoint.to_owned());
         }
@@ -88,10 +84,11 @@ mod tests {
     async fn wake_ups_are_recorded_and_endpoints_are_stable() {
         let dir = tempfile::tempdir().unwrap();
         let push = EmbeddedPush::new(dir.path());
-        let first = push.register("app/APNS/x", "token-1", None).await.unwrap();
-        assert_eq!(push.register("app/APNS/x", "token-1", None).await.unwrap(), first);
-        assert_ne!(push.register("app/APNS/x", "token-2", None).await.unwrap(), first);
-        assert_eq!(push.register("app/APNS/x", "token-2", Some(&first)).await.unwrap(), first);
+        let at = |token, endpoint| EndpointRequest { application: "app/APNS/x", token, endpoint };
+        let first = push.register(at("token-1", None)).await.unwrap();
+        assert_eq!(push.register(at("token-1", None)).await.unwrap(), first);
+        assert_ne!(push.register(at("token-2", None)).await.unwrap(), first);
+        assert_eq!(push.register(at("token-2", Some(&first))).await.unwrap(), first);
         let wake = WakeUp { kind: WakeKind::Oob, id: "r-1".into() };
         push.send(&first, Platform::Apns, &wake).await.unwrap();
         let sent = EmbeddedPush::sent(dir.path()).unwrap();
