@@ -1,7 +1,7 @@
 //! The control center's bodies: an app's workstation settings (offline access, push) and its
 //! rate limit, token kinds and push platforms.
 
-use super::mirror_enum;
+use super::{mirror_enum, mirror_fields};
 use rp_domain::apps::{self as domain, DEFAULT_CERTIFICATE_VALIDITY_DAYS};
 use rp_domain::push::{Platform as DomainPlatform, PushApplications as DomainPush};
 use rp_domain::tokens::TokenKind as DomainTokenKind;
@@ -63,37 +63,20 @@ impl Default for OfflineAccess {
     }
 }
 
-impl From<domain::OfflineAccess> for OfflineAccess {
-    fn from(o: domain::OfflineAccess) -> Self {
-        Self {
-            enabled: o.enabled,
-            token_length: o.token_length,
-            token_count: o.token_count,
-            token_entry_timeout_secs: o.token_entry_timeout_secs,
-            offline_access_days: o.offline_access_days,
-            offline_pin_prompt_secs: o.offline_pin_prompt_secs,
-            token_low_warning_threshold_percentage: o.token_low_warning_threshold_percentage,
-            max_wrong_attempts: o.max_wrong_attempts,
-            lockout_secs: o.lockout_secs,
-        }
+mirror_fields!(
+    OfflineAccess,
+    domain::OfflineAccess {
+        enabled,
+        token_length,
+        token_count,
+        token_entry_timeout_secs,
+        offline_access_days,
+        offline_pin_prompt_secs,
+        token_low_warning_threshold_percentage,
+        max_wrong_attempts,
+        lockout_secs,
     }
-}
-
-impl From<OfflineAccess> for domain::OfflineAccess {
-    fn from(o: OfflineAccess) -> Self {
-        Self {
-            enabled: o.enabled,
-            token_length: o.token_length,
-            token_count: o.token_count,
-            token_entry_timeout_secs: o.token_entry_timeout_secs,
-            offline_access_days: o.offline_access_days,
-            offline_pin_prompt_secs: o.offline_pin_prompt_secs,
-            token_low_warning_threshold_percentage: o.token_low_warning_threshold_percentage,
-            max_wrong_attempts: o.max_wrong_attempts,
-            lockout_secs: o.lockout_secs,
-        }
-    }
-}
+);
 
 /// The app's SNS platform applications (ARNs), one per platform it serves; in the app's
 /// workstation settings as `push`. A device of a platform the app has none for cannot register
@@ -121,17 +104,7 @@ pub struct PushApplications {
     pub fcm: Option<String>,
 }
 
-impl From<DomainPush> for PushApplications {
-    fn from(p: DomainPush) -> Self {
-        Self { apns: p.apns, apns_sandbox: p.apns_sandbox, fcm: p.fcm }
-    }
-}
-
-impl From<PushApplications> for DomainPush {
-    fn from(p: PushApplications) -> Self {
-        Self { apns: p.apns, apns_sandbox: p.apns_sandbox, fcm: p.fcm }
-    }
-}
+mirror_fields!(PushApplications, DomainPush { apns, apns_sandbox, fcm });
 
 /// An app's workstation settings. Omitted fields take their defaults.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -171,29 +144,16 @@ fn default_oob_timeout() -> i64 {
     domain::WorkstationSettings::default().oob_request_timeout_in_secs
 }
 
-impl From<domain::WorkstationSettings> for WorkstationSettings {
-    fn from(w: domain::WorkstationSettings) -> Self {
-        Self {
-            offline_access: w.offline_access.into(),
-            request_timeout_in_secs: w.request_timeout_in_secs,
-            oob_request_timeout_in_secs: w.oob_request_timeout_in_secs,
-            push: w.push.into(),
-            certificate_validity_days: w.certificate_validity_days,
-        }
+mirror_fields!(
+    WorkstationSettings,
+    domain::WorkstationSettings {
+        offline_access,
+        request_timeout_in_secs,
+        oob_request_timeout_in_secs,
+        push,
+        certificate_validity_days,
     }
-}
-
-impl From<WorkstationSettings> for domain::WorkstationSettings {
-    fn from(w: WorkstationSettings) -> Self {
-        Self {
-            offline_access: w.offline_access.into(),
-            request_timeout_in_secs: w.request_timeout_in_secs,
-            oob_request_timeout_in_secs: w.oob_request_timeout_in_secs,
-            push: w.push.into(),
-            certificate_validity_days: w.certificate_validity_days,
-        }
-    }
-}
+);
 
 /// A tenant's request budget on the customization APIs: `limit` requests per fixed window of
 /// `windowSecs`, counted in the backend so it holds across Lambda instances.
@@ -212,14 +172,4 @@ impl Default for RateLimit {
     }
 }
 
-impl From<domain::RateLimit> for RateLimit {
-    fn from(r: domain::RateLimit) -> Self {
-        Self { limit: r.limit, window_secs: r.window_secs }
-    }
-}
-
-impl From<RateLimit> for domain::RateLimit {
-    fn from(r: RateLimit) -> Self {
-        Self { limit: r.limit, window_secs: r.window_secs }
-    }
-}
+mirror_fields!(RateLimit, domain::RateLimit { limit, window_secs });

@@ -40,6 +40,27 @@ macro_rules! mirror_enum {
 }
 pub(crate) use mirror_enum;
 
+/// Conversions both ways between a wire struct and the domain struct it mirrors field for
+/// field (each field converting with `into`).
+macro_rules! mirror_fields {
+    ($wire:ty, $domain:ty { $($field:ident),+ $(,)? }) => {
+        impl From<$domain> for $wire {
+            #[allow(clippy::useless_conversion)]
+            fn from(value: $domain) -> Self {
+                Self { $($field: value.$field.into()),+ }
+            }
+        }
+
+        impl From<$wire> for $domain {
+            #[allow(clippy::useless_conversion)]
+            fn from(value: $wire) -> Self {
+                Self { $($field: value.$field.into()),+ }
+            }
+        }
+    };
+}
+pub(crate) use mirror_fields;
+
 /// Reads an optional member that may be left out but not sent as `null`:
 /// `#[serde(default, deserialize_with = "wire::present")]`. Left out it is `None`; `null`
 /// is refused as the type's own value would be (a 400 naming the member), where a plain
