@@ -214,16 +214,6 @@ pub struct ContentPatch {
     pub content_map: Option<Value>,
 }
 
-fn body_object(body: &Value) -> Result<&Map<String, Value>, FieldError> {
-    let map = body.as_object().ok_or_else(|| FieldError::new("body", "must be a JSON object"))?;
-    if let Some(unknown) =
-        map.keys().find(|k| !["displayName", "description", "contentMap"].contains(&k.as_str()))
-    {
-        return Err(FieldError::new(unknown.clone(), "is not a known field"));
-    }
-    Ok(map)
-}
-
 fn display_name(value: &Value) -> Result<String, FieldError> {
     let name = value.as_str().ok_or_else(|| FieldError::new("displayName", "must be a string"))?;
     validate::text("displayName", name, 1, MAX_DISPLAY_NAME)?;
@@ -235,18 +225,22 @@ fn description(value: &str) -> Result<String, FieldError> {
     Ok(value.to_owned())
 }
 
-pub fn parse_create(body: &Value) -> Result<NewContent, FieldError> {
-    let map = body_object(body)?;
-    let display_name = match map.get("displayName") {
+/// A create body's fields, as sent (`None` when left out, `Some(Null)` when sent as `null`).
+pub fn parse_create(
+    display_name: Option<&Value>,
+    description: Option<&Value>,
+    content_map: Option<&Value>,
+) -> Result<NewContent, FieldError> {
+    let display_name = match display_name {
         None | Some(Value::Null) => return Err(FieldError::new("displayName", "is required")),
-        Some(v) => display_name(v)?,
+        Some(v) => self::display_name(v)?,
     };
-    let description = match map.get("description") {
+    let description = match description {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(description(s)?),
+        Some(Value::String(s)) => Some(self::description(s)?),
         Some(_) => return Err(FieldError::new("description", "must be a string")),
     };
-    let content_map = match map.get("contentMap") {
+    let content_map = match content_map {
         None => Value::Object(Map::new()),
         Some(v) => {
             validate_content_map(v, Mode::Whole)?;
@@ -256,26 +250,30 @@ pub fn parse_create(body: &Value) -> Result<NewContent, FieldError> {
     Ok(NewContent { display_name, description, content_map })
 }
 
-pub fn parse_patch(body: &Value) -> Result<ContentPatch, FieldError> {
-    let map = body_object(body)?;
-    if map.is_empty() {
+/// An update body's fields, as sent: at least one given.
+pub fn parse_patch(
+    display_name: Option<&Value>,
+    description: Option<&Value>,
+    content_map: Option<&Value>,
+) -> Result<ContentPatch, FieldError> {
+    if display_name.is_none() && description.is_none() && content_map.is_none() {
         return Err(FieldError::new(
             "body",
             "an update must give at least one of displayName, description, contentMap",
         ));
     }
-    let display_name = match map.get("displayName") {
+    let display_name = match display_name {
         None => None,
         Some(Value::Null) => return Err(FieldError::new("displayName", "must not be null")),
-        Some(v) => Some(display_name(v)?),
+        Some(v) => Some(self::display_name(v)?),
     };
-    let description = match map.get("description") {
+    let description = match description {
         None => DescriptionChange::Keep,
         Some(Value::Null) => DescriptionChange::Clear,
-        Some(Value::String(s)) => DescriptionChange::Set(description(s)?),
+        Some(Value::String(s)) => DescriptionChange::Set(self::description(s)?),
         Some(_) => return Err(FieldError::new("description", "must be a string or null")),
     };
-    let content_map = match map.get("contentMap") {
+    let content_map = match content_map {
         None => None,
         Some(v) => {
             validate_content_map(v, Mode::Patch)?;
@@ -345,11 +343,18 @@ mod tests {
         assert!(validate_content_map(&patch, Mode::Whole).is_err());
     }
 
+    fn parse_create(body: &Value) -> Result<NewContent, FieldError> {
+        super::parse_create(body.get("displayName"), body.get("description"), body.get("contentMap"))
+    }
+
+    fn parse_patch(body: &Value) -> Result<ContentPatch, FieldError> {
+        super::parse_patch(body.get("displayName"), body.get("description"), body.get("contentMap"))
+    }
+
     #[test]
     fn create_and_patch_bodies() {
         assert_eq!(field(parse_create(&json!({}))), "displayName");
         assert_eq!(field(parse_create(&json!({"displayName": ""}))), "displayName");
-        assert_eq!(field(parse_create(&json!({"displayName": "x", "extra": 1}))), "extra");
         assert_eq!(
             field(parse_create(&json!({"displayName": "x", "description": "d".repeat(2001)}))),
             "description"

@@ -161,7 +161,7 @@ async fn get_workstation(admin: AdminOfApp) -> Result<Json<WorkstationSettings>,
 async fn put_workstation(
     State(state): State<AppState>,
     admin: AdminOfApp,
-    ApiPath(app_id): ApiPath<String>,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
     ApiJson(settings): ApiJson<WorkstationSettings>,
 ) -> Result<Json<WorkstationSettings>, Problem> {
     let settings = apps::WorkstationSettings::from(settings);
@@ -183,7 +183,7 @@ async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, Problem> {
 async fn put_rate_limit(
     State(state): State<AppState>,
     admin: AdminOfApp,
-    ApiPath(app_id): ApiPath<String>,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
     ApiJson(rule): ApiJson<RateLimit>,
 ) -> Result<Json<RateLimit>, Problem> {
     let rule = apps::RateLimit::from(rule);

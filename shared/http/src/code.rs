@@ -7,7 +7,7 @@
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::params::ListParams;
+use crate::params::{AppIdPath, IdPath, ListParams, VersionPath};
 use crate::ratelimit::Counted;
 use crate::wire::code::{CreateCode, EnvValue, RunReport, Trigger, UpdateCode};
 use axum::extract::State;
@@ -203,7 +203,7 @@ async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, 
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Result<Json<CodeView>, Problem> {
     Ok(Json(load(&state, tenant.id(), &id).await?.into()))
 }
@@ -213,7 +213,7 @@ async fn retrieve(
 async fn update(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
     ApiJson(body): ApiJson<UpdateCode>,
 ) -> Result<Json<CodeView>, Problem> {
     let id = validate::positive_id("id", &id)?;
@@ -232,7 +232,7 @@ async fn update(
 async fn remove(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Result<StatusCode, Problem> {
     let id = validate::positive_id("id", &id)?;
     if !records(&state, tenant.id()).delete(id).await? {
@@ -247,7 +247,7 @@ async fn remove(
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<CodeVersionList>, Problem> {
     let current = load(&state, tenant.id(), &id).await?;
@@ -281,7 +281,7 @@ async fn load_version(
 async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath((id, version)): ApiPath<(String, String)>,
+    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<CodeView>, Problem> {
     let (_, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
     Ok(Json(snapshot.into()))
@@ -292,7 +292,7 @@ async fn get_version(
 async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath((id, version)): ApiPath<(String, String)>,
+    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<CodeView>, Problem> {
     let (current, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
     let now = state.backend.clock.now_millis();
@@ -323,7 +323,7 @@ pub struct TestRun {
 async fn test_run(
     Counted(state, pass): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
     ApiJson(body): ApiJson<TestRun>,
 ) -> Result<Json<RunReport>, Problem> {
     // The environment is read (and opened) beside the customization; its errors keep their place.
@@ -376,9 +376,8 @@ async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<Env
 }
 
 /// `{name}` of an environment variable in a path, as [`code::env_name`] checks it.
-#[derive(utoipa::IntoParams)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
 struct EnvNamePath {
     #[param(pattern = "^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
     name: String,
@@ -390,7 +389,7 @@ struct EnvNamePath {
 async fn put_env(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(name): ApiPath<String>,
+    ApiPath(EnvNamePath { name }): ApiPath<EnvNamePath>,
     ApiJson(body): ApiJson<EnvValue>,
 ) -> Result<Json<EnvView>, Problem> {
     let name = code::env_name(&name)?.to_owned();
@@ -415,7 +414,7 @@ async fn put_env(
 async fn delete_env(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(name): ApiPath<String>,
+    ApiPath(EnvNamePath { name }): ApiPath<EnvNamePath>,
 ) -> Result<StatusCode, Problem> {
     let name = code::env_name(&name)?.to_owned();
     let vars = env(&state, tenant.id());
@@ -441,7 +440,10 @@ pub struct Jwks {
 /// rotation). 404 for an unknown app, so the set only exists where tokens can be minted.
 #[utoipa::path(get, path = "/rp/api/apps/{appId}/jwks.json", tag = "code", params(crate::params::AppIdPath),
     responses((status = 200, description = "The JWKS that verifies tokens the app's customizations mint", content_type = "application/json", body = Jwks)))]
-async fn jwks(State(state): State<AppState>, ApiPath(app_id): ApiPath<String>) -> Result<Response, Problem> {
+async fn jwks(
+    State(state): State<AppState>,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
+) -> Result<Response, Problem> {
     // The keys are read beside the app (when the id is one); the app is judged first.
     let keys = async {
         match AppId::parse("appId", &app_id) {
@@ -509,9 +511,8 @@ async fn rotate_signing_key(Counted(state, _): Counted, tenant: Tenant) -> Resul
 }
 
 /// `{kid}` of a signing key in a path: an RFC 7638 thumbprint, base64url of 32 bytes.
-#[derive(utoipa::IntoParams)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
 struct KidPath {
     #[param(pattern = "^[A-Za-z0-9_-]{43}$")]
     kid: String,
@@ -524,7 +525,7 @@ struct KidPath {
 async fn retire_signing_key(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(kid): ApiPath<String>,
+    ApiPath(KidPath { kid }): ApiPath<KidPath>,
 ) -> Result<StatusCode, Problem> {
     let kid = signing::kid(&kid)?;
     rp_app::signing::retire(&state, tenant.id(), kid).await?;

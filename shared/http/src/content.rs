@@ -5,7 +5,7 @@
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::params::ListParams;
+use crate::params::{IdPath, ListParams, VersionPath};
 use crate::ratelimit::{gated_as, Counted};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use rp_domain::content::{self, ContentError, ContentRecord};
 use rp_domain::validate;
 use rp_repo::versioned::Contents;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
@@ -53,34 +53,38 @@ fn contents<'a>(state: &'a AppState, tenant: &Tenant) -> Contents<'a> {
     Contents::new(state.backend.store.as_ref(), tenant.id()).keeping(state.config.content_versions_kept)
 }
 
-/// The body of a create, as the OpenAPI document describes it. The handler reads the body as
-/// JSON ([`content::parse_create`]) to tell an absent field from `null`.
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "camelCase")]
-#[serde(deny_unknown_fields)] // For the schema: `content::parse_create` refuses other fields.
-#[allow(dead_code)] // Read only by the schema derive.
+/// The body of a create: a display name, and optionally a description and the screen texts.
+// Each field is read as JSON, so that `content::parse_create` tells one left out from one sent
+// as `null`, and checks it.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContentCreate {
-    #[schema(min_length = 1, max_length = 255)]
-    display_name: String,
-    #[schema(max_length = 2000)]
-    description: Option<String>,
-    #[schema(nullable = false)]
-    content_map: Option<ContentMap>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 255)]
+    display_name: Option<Value>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    #[schema(value_type = Option<String>, max_length = 2000)]
+    description: Option<Value>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    #[schema(value_type = Option<ContentMap>, nullable = false)]
+    content_map: Option<Value>,
 }
 
 /// The body of an update (a merge): at least one field. `description: null` clears it; in
 /// `contentMap`, `null` removes a screen, part or field.
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "camelCase", min_properties = 1)]
-#[serde(deny_unknown_fields)] // For the schema: `content::parse_patch` refuses other fields.
-#[allow(dead_code)] // Read only by the schema derive.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct ContentUpdate {
-    #[schema(min_length = 1, max_length = 255, nullable = false)]
-    display_name: Option<String>,
-    #[schema(max_length = 2000)]
-    description: Option<String>,
-    #[schema(nullable = false)]
-    content_map: Option<ContentMapPatch>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 255, nullable = false)]
+    display_name: Option<Value>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    #[schema(value_type = Option<String>, max_length = 2000)]
+    description: Option<Value>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    #[schema(value_type = Option<ContentMapPatch>, nullable = false)]
+    content_map: Option<Value>,
 }
 
 /// Screen texts: each key a screen (`consentScreen`, `instructionsScreen`,
@@ -242,9 +246,13 @@ pub struct VersionList {
 async fn create(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiJson(body): ApiJson<Value>,
+    ApiJson(body): ApiJson<ContentCreate>,
 ) -> Result<Response, Problem> {
-    let new = content::parse_create(&body)?;
+    let new = content::parse_create(
+        body.display_name.as_ref(),
+        body.description.as_ref(),
+        body.content_map.as_ref(),
+    )?;
     let now = state.backend.clock.now_millis();
     // Sized before an id is allocated; the id's digits are a few bytes against a 100 KiB bound.
     new.record(0, now).within_size()?;
@@ -276,7 +284,7 @@ async fn list(
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Result<Json<ContentView>, Problem> {
     let id = validate::positive_id("id", &id)?;
     let contents = contents(&state, &tenant);
@@ -290,11 +298,15 @@ async fn retrieve(
 async fn update(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<Value>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ApiJson(body): ApiJson<ContentUpdate>,
 ) -> Result<Json<ContentView>, Problem> {
     let id = validate::positive_id("id", &id)?;
-    let patch = content::parse_patch(&body)?;
+    let patch = content::parse_patch(
+        body.display_name.as_ref(),
+        body.description.as_ref(),
+        body.content_map.as_ref(),
+    )?;
     let now = state.backend.clock.now_millis();
     let contents = contents(&state, &tenant);
     let updated = contents
@@ -310,7 +322,7 @@ async fn update(
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<VersionList>, Problem> {
     let id = validate::positive_id("id", &id)?;
@@ -346,7 +358,7 @@ async fn load_version(
 async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath((id, version)): ApiPath<(String, String)>,
+    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<ContentView>, Problem> {
     let (_, snapshot) = load_version(&state, &tenant, &id, &version).await?;
     Ok(Json(ContentView::version(snapshot)))
@@ -358,7 +370,7 @@ async fn get_version(
 async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath((id, version)): ApiPath<(String, String)>,
+    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<ContentView>, Problem> {
     let (current, snapshot) = load_version(&state, &tenant, &id, &version).await?;
     let (id, now) = (current.id, state.backend.clock.now_millis());
@@ -369,4 +381,18 @@ async fn restore(
         .ok_or(ContentError::NotFound(id))?;
     tracing::info!(tenant = %tenant.id(), id, from = snapshot.version, version = restored.version, "content customization restored");
     Ok(Json(ContentView::of(restored)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_body_tells_a_field_left_out_from_one_sent_as_null_and_refuses_others() {
+        let update: ContentUpdate = serde_json::from_value(json!({"description": null})).unwrap();
+        assert_eq!((update.description, update.display_name), (Some(Value::Null), None));
+        let unknown = serde_json::from_value::<ContentCreate>(json!({"displayName": "x", "extra": 1}));
+        assert!(unknown.unwrap_err().to_string().starts_with("unknown field `extra`"));
+    }
 }

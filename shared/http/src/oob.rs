@@ -7,6 +7,7 @@ use super::extract::{beside_input, Access, ApiJson, ApiPath, ApiQuery, DeviceCal
 use super::problem::Problem;
 use super::AppState;
 use crate::params::Status;
+use crate::params::UserPath;
 use crate::wire::oob::{Extras, OobAnswerRequest, OobStartRequest, OobState, StateEntry};
 use axum::extract::State;
 use axum::http::request::Parts;
@@ -98,14 +99,14 @@ pub struct UserDevice {
 /// The user's devices, most recently registered first: a JSON array, empty for an unknown user,
 /// a user without devices, or an app other than the token's (which learns nothing of this one).
 #[utoipa::path(get, path = "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", tag = "oob", security(("access" = [])),
-    params(crate::params::AppIdPath, crate::params::NamedUserPath),
+    params(crate::params::UserPath),
     responses((status = 200, description = "The user's devices, newest first; `[]` for an unknown user or another app", body = Vec<UserDevice>)))]
 async fn user_devices(
     State(state): State<AppState>,
     mut parts: Parts,
-    path: Result<ApiPath<(String, String)>, Problem>,
+    path: Result<ApiPath<UserPath>, Problem>,
 ) -> Result<Json<Vec<UserDevice>>, Problem> {
-    let path = path.and_then(|ApiPath((app_id, name))| {
+    let path = path.and_then(|ApiPath(UserPath { app_id, named_user: name })| {
         Ok((AppId::parse("appId", &app_id)?, named_user("namedUser", &name)?))
     });
     // The user and their devices are read beside the token.

@@ -5,52 +5,51 @@ use crate::problem::Problem;
 use rp_ports::{Cursor, Query};
 use serde::{Deserialize, Serialize};
 
-/// `{appId}` in a path, as [`AppId::parse`] checks it: the OpenAPI document's one description
-/// of it (the handlers read it with `ApiPath<String>`).
-#[derive(utoipa::IntoParams)]
+/// `{appId}` in a path, as [`AppId::parse`](rp_domain::apps::AppId::parse) checks it.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
 pub struct AppIdPath {
     #[param(rename = "appId", pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
-    app_id: String,
+    pub app_id: String,
 }
 
-/// `{namedUser}` in a path (after [`AppIdPath`]), as
+/// `{appId}` and `{namedUser}` in a path; the user as
 /// [`devices::named_user`](rp_domain::devices::named_user) checks it: the pattern is
 /// `devices::NAMED_USER_PATTERN`, which a literal must repeat here (utoipa's `schema_with` would
 /// drop the parameter's `required`); `every_identifier_a_request_names_has_the_pattern_the_api_checks`
 /// holds the two equal.
-#[derive(utoipa::IntoParams)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
-pub struct NamedUserPath {
+pub struct UserPath {
+    #[param(rename = "appId", pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
+    pub app_id: String,
     #[param(
         rename = "namedUser",
         min_length = 1,
         max_length = 255,
         pattern = r"^[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]([^#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F]*[^\s\uFEFF#/\x00-\x08\x0B-\x0C\x0E-\x1F\x7F-\x9F])?$"
     )]
-    named_user: String,
+    pub named_user: String,
 }
 
-/// `{id}` of a content or code customization in a path, as `validate::positive_id` checks it.
-#[derive(utoipa::IntoParams)]
+/// `{id}` of a content or code customization in a path, read as text and checked by
+/// `validate::positive_id` (one spelling per id: no sign, no leading zero).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
 pub struct IdPath {
-    #[param(minimum = 1)]
-    id: i64,
+    #[param(value_type = i64, minimum = 1)]
+    pub id: String,
 }
 
-/// `{id}` and `{version}` of an earlier version of a customization in a path.
-#[derive(utoipa::IntoParams)]
+/// `{id}` and `{version}` of an earlier version of a customization in a path, checked as
+/// [`IdPath`]'s.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
 pub struct VersionPath {
-    #[param(minimum = 1)]
-    id: i64,
-    #[param(minimum = 1)]
-    version: i64,
+    #[param(value_type = i64, minimum = 1)]
+    pub id: String,
+    #[param(value_type = i64, minimum = 1)]
+    pub version: String,
 }
 
 /// `?limit=&cursor=` of every list.

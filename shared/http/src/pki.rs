@@ -32,12 +32,11 @@ pub fn ca_router(_state: &AppState) -> Router<AppState> {
 }
 
 /// `{caId}` in a path, as [`pki::check_ca_id`] checks it.
-#[derive(utoipa::IntoParams)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read only by the params derive.
 pub struct CaIdPath {
     #[param(rename = "caId", pattern = "^[0-9a-f]{16}$")]
-    ca_id: String,
+    pub ca_id: String,
 }
 
 /// A CRL the agent publishes, with the certificate of the CA that signed it.
@@ -87,7 +86,7 @@ fn decoded(field: &str, text: &str) -> Result<Vec<u8>, FieldError> {
 async fn put_crl(
     axum::extract::State(state): axum::extract::State<AppState>,
     _admin: Admin,
-    ApiPath(ca_id): ApiPath<String>,
+    ApiPath(CaIdPath { ca_id }): ApiPath<CaIdPath>,
     ApiJson(body): ApiJson<PublishCrl>,
 ) -> Result<Json<CrlView>, Problem> {
     let ca_id = pki::check_ca_id(&ca_id)?;
@@ -110,7 +109,7 @@ fn max_age(crl: &PublishedCrl, now: rp_domain::time::EpochMillis) -> i64 {
     responses((status = 200, description = "The CRL, DER (RFC 5280)", content_type = "application/pkix-crl", body = Vec<u8>)))]
 async fn get_crl(
     axum::extract::State(state): axum::extract::State<AppState>,
-    ApiPath(ca_id): ApiPath<String>,
+    ApiPath(CaIdPath { ca_id }): ApiPath<CaIdPath>,
 ) -> Result<Response, Problem> {
     let crl = rp_app::pki::published(&state, pki::check_ca_id(&ca_id)?).await?;
     let cache = format!("public, max-age={}", max_age(&crl, state.backend.clock.now_millis()));
@@ -123,7 +122,7 @@ async fn get_crl(
     responses((status = 200, description = "The CA certificate, DER", content_type = "application/pkix-cert", body = Vec<u8>)))]
 async fn get_ca(
     axum::extract::State(state): axum::extract::State<AppState>,
-    ApiPath(ca_id): ApiPath<String>,
+    ApiPath(CaIdPath { ca_id }): ApiPath<CaIdPath>,
 ) -> Result<Response, Problem> {
     let crl = rp_app::pki::published(&state, pki::check_ca_id(&ca_id)?).await?;
     let headers =

@@ -5,6 +5,7 @@
 use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
 use super::problem::Problem;
 use super::AppState;
+use crate::params::UserPath;
 use crate::wire::apps::Platform;
 use crate::wire::devices::{PushTokenRequest, RegistrationRequest};
 use axum::extract::State;
@@ -98,13 +99,13 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 }
 
 #[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
-    security(("admin" = [])), params(crate::params::AppIdPath, crate::params::NamedUserPath), request_body(content = Option<LinkOptions>),
+    security(("admin" = [])), params(crate::params::UserPath), request_body(content = Option<LinkOptions>),
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
 async fn create_link(
     State(state): State<AppState>,
     mut parts: Parts,
     headers: HeaderMap,
-    path: Result<ApiPath<(String, String)>, Problem>,
+    path: Result<ApiPath<UserPath>, Problem>,
     options: Result<MaybeJson<LinkOptions>, Problem>,
 ) -> Result<Response, Problem> {
     // Whoever holds the alias the body names is read beside the token and the app.
@@ -114,7 +115,7 @@ async fn create_link(
     };
     let (admin, holder) = AdminOfApp::beside(&mut parts, &state, &options, holder).await?;
     let LinkOptions { machine_user_name_ws: alias, expires_in_secs: ttl } = options?;
-    let ApiPath((_, user)) = path?;
+    let ApiPath(UserPath { named_user: user, .. }) = path?;
     let user = named_user("namedUser", &user)?;
     let (app, _) = admin.app?;
     let source = format!("admin:{}", admin.token.token_id);
@@ -295,14 +296,15 @@ pub struct DeviceList {
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/users/{namedUser}/devices", tag = "registration", security(("admin" = [])),
-    params(crate::params::AppIdPath, crate::params::NamedUserPath),
+    params(crate::params::UserPath),
     responses((status = 200, description = "The user's devices, never their tokens", body = DeviceList)))]
 async fn list_devices(
     State(state): State<AppState>,
     mut parts: Parts,
-    path: Result<ApiPath<(String, String)>, Problem>,
+    path: Result<ApiPath<UserPath>, Problem>,
 ) -> Result<Json<DeviceList>, Problem> {
-    let named_user = path.and_then(|ApiPath((_, name))| Ok(named_user("namedUser", &name)?));
+    let named_user =
+        path.and_then(|ApiPath(UserPath { named_user: name, .. })| Ok(named_user("namedUser", &name)?));
     // The user's devices, then their tokens, are read beside the token and the app.
     let repo = Devices::new(state.backend.store.as_ref());
     let reads = |app: AppId, named_user: &String| {
