@@ -1,6 +1,6 @@
 //! Apps: the record every use case of an app starts from, and the API tokens.
 
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::{AppId, ControlError};
 use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
 use rp_domain::{validate, FieldError};
@@ -9,12 +9,9 @@ use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens;
 
 /// The app at `app_id` with its version, or 404.
-pub async fn load_app(state: &AppState, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
+pub async fn load_app(state: &impl HasStore, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
     let id = AppId::parse("appId", app_id)?;
-    Apps::new(state.backend.store.as_ref())
-        .get(&id)
-        .await?
-        .ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
+    Apps::new(state.store()).get(&id).await?.ok_or_else(|| ControlError::AppNotFound(app_id.to_owned()))
 }
 
 /// An app a request names, read ahead (beside the caller's token): `None` when it names none.
@@ -26,7 +23,7 @@ pub const MAX_TOKEN_LIFETIME_SECS: i64 = 2 * 366 * 24 * 3600;
 /// A new API token of `kind` for `app_id` (required for an access token, a scope for an admin
 /// token; read ahead as `named`): its secret, shown only here, and its record.
 pub async fn create_token(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     kind: TokenKind,
     app_id: Option<AppId>,
     named: NamedRead,
@@ -48,8 +45,8 @@ pub async fn create_token(
     if let Some(secs) = expires_in_secs {
         validate::range("expiresInSecs", secs, 60, MAX_TOKEN_LIFETIME_SECS)?;
     }
-    let now = state.backend.clock.now_millis();
-    let store = state.backend.store.as_ref();
+    let now = state.clock().now_millis();
+    let store = state.store();
     let (secret, record) = tokens::issue(store, now, kind, app_id, description, expires_in_secs).await?;
     tracing::info!(token_id = %record.token_id, kind = ?record.kind, "token created");
     Ok((secret, record))
@@ -58,12 +55,12 @@ pub async fn create_token(
 /// Creates the app `app_id`, named `display_name` (checked by the caller), with default
 /// settings: the app as stored.
 pub async fn create_app(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app_id: AppId,
     display_name: String,
 ) -> Result<AppRecord, ControlError> {
-    let app = AppRecord::new(app_id, display_name, state.backend.clock.now_millis());
-    match Apps::new(state.backend.store.as_ref()).create(&app).await {
+    let app = AppRecord::new(app_id, display_name, state.clock().now_millis());
+    match Apps::new(state.store()).create(&app).await {
         Ok(()) => {}
         Err(StoreError::Conflict) => return Err(ControlError::AppExists(app.app_id)),
         Err(e) => return Err(e.into()),

@@ -1,7 +1,7 @@
 //! Certificates (DECISIONS §3): the agent's poll and its results, an admin's revocation by
 //! serial, the time-out of an app's requests, and how a certificate is revoked now.
 
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasPush, HasQueue, HasSettings, HasStore};
 use rp_domain::apps::{AppId, WorkstationSettings};
 use rp_domain::certificates::{
     CertError, CertRequest, CertResult, Expiry, IssuedCert, Outcome, RequestKind, RequestState, Settlement,
@@ -27,8 +27,8 @@ pub enum Revocation {
 
 /// The request time-out of `app`'s certificate requests: its settings', or the default for an
 /// app that is gone.
-pub async fn request_timeout(state: &AppState, app: &AppId) -> Result<i64, StoreError> {
-    Ok(Apps::new(state.backend.store.as_ref())
+pub async fn request_timeout(state: &impl HasStore, app: &AppId) -> Result<i64, StoreError> {
+    Ok(Apps::new(state.store())
         .get(app)
         .await?
         .map_or(WorkstationSettings::default().request_timeout_in_secs, |(app, _)| {
@@ -68,15 +68,15 @@ pub async fn revocation_of(
 /// `start` (where the last round ended, read ahead beside the caller's token), each with a
 /// time-out message on the queue; the requests this poll leased, in the order they were read.
 pub async fn poll(
-    state: &AppState,
+    state: &(impl HasClock + HasQueue + HasSettings + HasStore),
     start: Result<RoundStart, StoreError>,
 ) -> Result<Vec<CertRequest>, AppError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+    let certs = Certificates::new(state.store());
+    let now = state.clock().now_millis();
     // Renewals that are due are queued beside the read of what is pending (costing the poll no
     // wait of its own); the next poll leases them.
     let (_, pending) =
-        tokio::join!(crate::renewal::sweep(state), certs.pending(state.config.poll_batch, now, start?));
+        tokio::join!(crate::renewal::sweep(state), certs.pending(state.settings().poll_batch, now, start?));
     let (pending, round) = pending?;
     let leases: Vec<_> = pending
         .into_iter()
@@ -100,7 +100,7 @@ pub async fn poll(
     let send = async {
         match messages.is_empty() {
             true => Ok(()),
-            false => state.backend.queue.send_batch(&messages).await.map(drop),
+            false => state.queue().send_batch(&messages).await.map(drop),
         }
     };
     let (sent, ended) = tokio::join!(send, certs.end_round(round, now));
@@ -123,9 +123,12 @@ pub type SettleRead =
 
 /// The reads of [`settle`], for `result`; they borrow nothing of it, so that the first can go
 /// beside the caller's token.
-pub fn settle_reads<'s>(state: &'s AppState, result: &CertResult) -> impl Future<Output = SettleRead> + 's {
+pub fn settle_reads<'s>(
+    state: &'s impl HasStore,
+    result: &CertResult,
+) -> impl Future<Output = SettleRead> + 's {
     let (request_id, serial) = (result.request_id.clone(), result.outcome.serial().map(str::to_owned));
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     async move {
         let serial = async {
             match &serial {
@@ -143,14 +146,14 @@ pub fn settle_reads<'s>(state: &'s AppState, result: &CertResult) -> impl Future
 /// what the winner stored (the same result again is no error). A renewal's certificate then
 /// replaces the one it renews ([`crate::renewal::finish`]).
 pub async fn settle(
-    state: &AppState,
+    state: &(impl HasClock + HasPush + HasSettings + HasStore),
     agent: &str,
     result: &CertResult,
     first: SettleRead,
 ) -> Result<(), AppError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     let source = &format!("agent:{agent}");
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let stored = retry_on_conflict_from(
         first,
         || settle_reads(state, result),
@@ -159,7 +162,7 @@ pub async fn settle(
                 kind: result.kind(),
                 id: result.request_id.clone(),
             })?;
-            match request.settle(result, source, now, state.config.max_attempts)? {
+            match request.settle(result, source, now, state.settings().max_attempts)? {
                 Settlement::Duplicate => Ok((request, false)),
                 Settlement::LeaseEnded(expiry) => {
                     certs.persist_expiry(&expiry, version, now).await?;
@@ -212,7 +215,7 @@ pub async fn settle(
 /// The directory's names for the user of an issued certificate, kept as one user entity. Best
 /// effort: the result stands when they cannot be kept; a name of another user is refused.
 async fn remember_names(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     request: &CertRequest,
     result: &CertResult,
     source: &str,
@@ -220,7 +223,7 @@ async fn remember_names(
     let (Outcome::Issued(issued), Some(user)) = (&result.outcome, &request.machine_user_name) else {
         return Ok(());
     };
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     match certs.remember_names(&request.app_id, user, &issued.machine_user_names).await {
         Ok(refused) => {
             for (name, holder) in refused {
@@ -261,9 +264,9 @@ pub type SerialRead = Result<Option<(IssuedCert, u64, Result<i64, StoreError>)>,
 
 /// The read of [`revoke_serial`], for `serial`; it borrows nothing of it, so that the first can
 /// go beside the caller's token.
-pub fn serial_read<'s>(state: &'s AppState, serial: &str) -> impl Future<Output = SerialRead> + 's {
+pub fn serial_read<'s>(state: &'s impl HasStore, serial: &str) -> impl Future<Output = SerialRead> + 's {
     let serial = serial.to_owned();
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     async move {
         let timeout = |app: AppId| async move { request_timeout(state, &app).await };
         certs.by_serial_beside(&serial, timeout).await
@@ -272,8 +275,12 @@ pub fn serial_read<'s>(state: &'s AppState, serial: &str) -> impl Future<Output 
 
 /// An admin's revocation of the certificate `serial` (read first as `first`,
 /// [`serial_read`]): the queued request's id, or the id of the one under way already.
-pub async fn revoke_serial(state: &AppState, serial: &str, first: SerialRead) -> Result<String, CertError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
+pub async fn revoke_serial(
+    state: &(impl HasClock + HasStore),
+    serial: &str,
+    first: SerialRead,
+) -> Result<String, CertError> {
+    let certs = Certificates::new(state.store());
     retry_on_conflict_from(
         first,
         || serial_read(state, serial),
@@ -282,10 +289,10 @@ pub async fn revoke_serial(state: &AppState, serial: &str, first: SerialRead) ->
             if cert.revoked_at.is_some() {
                 return Err(CertError::AlreadyRevoked(serial.to_owned()));
             }
-            match revocation_of(certs, &cert, version, timeout, state.backend.clock.now_millis()).await? {
+            match revocation_of(certs, &cert, version, timeout, state.clock().now_millis()).await? {
                 Revocation::UnderWay(pending) => Ok(pending),
                 Revocation::Queue(request, ops) => {
-                    state.backend.store.transact(ops).await?;
+                    state.store().transact(ops).await?;
                     tracing::info!(request_id = %request, "revocation queued");
                     Ok(request)
                 }

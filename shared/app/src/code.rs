@@ -1,7 +1,7 @@
 //! Code customizations: the tenant's records and environment, the job a run is, and the hooks
 //! that decide a flow (each enabled customization of a trigger, run in the sandbox).
 
-use crate::AppState;
+use crate::{AppState, HasClock, HasKeys, HasSettings, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodeError, CodeRecord, HookDecision, Trigger, CODE_EVENT};
 use rp_domain::events::{attributes, EventRecord};
@@ -13,23 +13,23 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// The tenant's code customizations, keeping the configured number of earlier versions.
-pub fn records<'a>(state: &'a AppState, tenant: &AppId) -> CodeRecords<'a> {
-    CodeRecords::new(state.backend.store.as_ref(), tenant).keeping(state.config.content_versions_kept)
+pub fn records<'a>(state: &'a (impl HasSettings + HasStore), tenant: &AppId) -> CodeRecords<'a> {
+    CodeRecords::new(state.store(), tenant).keeping(state.settings().content_versions_kept)
 }
 
 /// The tenant's environment variables, sealed under the key service.
-pub fn env<'a>(state: &'a AppState, tenant: &AppId) -> CodeEnv<'a> {
-    CodeEnv::new(state.backend.store.as_ref(), state.backend.keys.as_ref(), tenant)
+pub fn env<'a>(state: &'a (impl HasKeys + HasStore), tenant: &AppId) -> CodeEnv<'a> {
+    CodeEnv::new(state.store(), state.keys(), tenant)
 }
 
 /// The issuer of the tokens a tenant's customizations mint, and the base of its JWKS URL.
-pub fn issuer(state: &AppState, tenant: &AppId) -> String {
-    format!("{}/rp/api/apps/{tenant}", state.config.public_base_url.trim_end_matches('/'))
+pub fn issuer(state: &impl HasSettings, tenant: &AppId) -> String {
+    format!("{}/rp/api/apps/{tenant}", state.settings().public_base_url.trim_end_matches('/'))
 }
 
 /// The sandbox job of running `record` on `event` with the tenant's variables `env`.
 pub fn job(
-    state: &AppState,
+    state: &impl HasSettings,
     tenant: &AppId,
     record: &CodeRecord,
     event: Value,
@@ -49,7 +49,11 @@ pub fn job(
 /// The tenant's enabled customizations of `trigger`, in id order: one read when none is enabled,
 /// and one more per enabled customization, however many disabled ones the tenant keeps. Read
 /// apart from [`run_hook`] so that a caller can read them beside its own reads.
-pub async fn hooks(state: &AppState, tenant: &AppId, trigger: Trigger) -> Result<Vec<CodeRecord>, CodeError> {
+pub async fn hooks(
+    state: &(impl HasSettings + HasStore),
+    tenant: &AppId,
+    trigger: Trigger,
+) -> Result<Vec<CodeRecord>, CodeError> {
     Ok(records(state, tenant).indexed(trigger.name()).await?)
 }
 
@@ -89,14 +93,9 @@ pub async fn run_hook(
         let id = id.to_string();
         let attrs =
             attributes(&[("id", &id), ("trigger", trigger.name()), ("outcome", outcome), ("detail", detail)]);
-        let event = EventRecord::new(
-            CODE_EVENT,
-            Some(tenant.clone()),
-            "server",
-            state.backend.clock.now_millis(),
-            attrs,
-        );
-        Events::new(state.backend.store.as_ref()).record(&event).await?;
+        let event =
+            EventRecord::new(CODE_EVENT, Some(tenant.clone()), "server", state.clock().now_millis(), attrs);
+        Events::new(state.store()).record(&event).await?;
     }
     Ok(decision)
 }

@@ -3,7 +3,7 @@
 //! certificates and its token).
 
 use crate::certificates::{revocation_of, Revocation};
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{CertError, IssuedCert};
 use rp_domain::devices::{
@@ -31,13 +31,13 @@ pub type HolderRead = Option<Result<Option<UserRecord>, StoreError>>;
 
 /// The read of [`create_link`]: who holds `alias` in `app`, if it is a valid name.
 pub fn alias_holder<'s>(
-    state: &'s AppState,
+    state: &'s impl HasStore,
     app: AppId,
     alias: Option<&str>,
 ) -> impl Future<Output = HolderRead> + 's {
     let alias =
         alias.filter(|name| validate::text("machineUserNameWS", name, 1, 255).is_ok()).map(str::to_owned);
-    let devices = Devices::new(state.backend.store.as_ref());
+    let devices = Devices::new(state.store());
     async move {
         match alias {
             Some(name) => Some(devices.resolve_user(&app, &name).await),
@@ -51,7 +51,7 @@ pub fn alias_holder<'s>(
 /// its holder read ahead as `holder`, [`alias_holder`]), valid `ttl` seconds (default 15
 /// minutes). The code (shown only to its creator) and the link.
 pub async fn create_link(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app: &AppRecord,
     source: &str,
     named_user: String,
@@ -64,7 +64,7 @@ pub async fn create_link(
         // An alias belongs to one user.
         let holder = match holder {
             Some(read) => read?,
-            None => Devices::new(state.backend.store.as_ref()).resolve_user(&app.app_id, name).await?,
+            None => Devices::new(state.store()).resolve_user(&app.app_id, name).await?,
         };
         if let Some(holder) = holder.filter(|u| u.named_user != named_user) {
             let held_by = Some(holder.named_user.as_str());
@@ -75,7 +75,7 @@ pub async fn create_link(
     }
     let ttl = ttl.unwrap_or(LINK_TTL_SECS);
     validate::range("expiresInSecs", ttl, 60, MAX_LINK_TTL_SECS)?;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let code = RegistrationCode::generate();
     let link = LinkRecord {
         app_id: app.app_id.clone(),
@@ -86,21 +86,19 @@ pub async fn create_link(
         used_at: None,
         device_id: None,
     };
-    Devices::new(state.backend.store.as_ref()).create_link(&code.digest(), &link).await?;
+    Devices::new(state.store()).create_link(&code.digest(), &link).await?;
     tracing::info!(app_id = %link.app_id, "registration link created");
     Ok((code, link))
 }
 
 /// The link a code stands for, if it can still register a device.
 pub async fn usable_link(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     code: &RegistrationCode,
 ) -> Result<(LinkRecord, u64), RegistrationError> {
-    let (link, version) = Devices::new(state.backend.store.as_ref())
-        .link(&code.digest())
-        .await?
-        .ok_or(RegistrationError::LinkNotFound)?;
-    link.check_usable(state.backend.clock.now_millis())?;
+    let (link, version) =
+        Devices::new(state.store()).link(&code.digest()).await?.ok_or(RegistrationError::LinkNotFound)?;
+    link.check_usable(state.clock().now_millis())?;
     Ok((link, version))
 }
 
@@ -129,11 +127,11 @@ fn new_token(
 /// Registers the device `registration` describes with the link its code stands for (used up
 /// by it): the device and its token's secret, shown only here.
 pub async fn register(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     registration: Registration,
 ) -> Result<(DeviceRecord, TokenSecret), RegistrationError> {
     let (link, version) = usable_link(state, &registration.code).await?;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let (secret, token) = new_token(&link.app_id, &link.named_user, &registration.device_id, now);
     let device = DeviceRecord {
         app_id: link.app_id.clone(),
@@ -147,7 +145,7 @@ pub async fn register(
         token_id: token.token_id.clone(),
         push: None,
     };
-    Devices::new(state.backend.store.as_ref())
+    Devices::new(state.store())
         .register(&registration.code.digest(), &link, version, &device, &token, now)
         .await?;
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
@@ -157,13 +155,13 @@ pub async fn register(
 /// The device `device_id` of `named_user` in `app` trades its token `token_id` for a fresh one
 /// (the old one stops working): the new secret, shown only here, and its record.
 pub async fn refresh_token(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app: &AppId,
     named_user: &str,
     device_id: &str,
     token_id: &str,
 ) -> Result<(TokenSecret, DeviceTokenRecord), RegistrationError> {
-    let devices = &Devices::new(state.backend.store.as_ref());
+    let devices = &Devices::new(state.store());
     // Conditional on the device's version and on it not being frozen: a removal or a token's end
     // that freezes it first wins, and the refresh then finds the device gone or frozen (404).
     let (secret, token) = retry_on_conflict(|| async move {
@@ -174,7 +172,7 @@ pub async fn refresh_token(
         if frozen? || device.token_id != token_id {
             return Err(RegistrationError::NoDeviceToken(device_id.to_owned()));
         }
-        let (secret, token) = new_token(app, named_user, device_id, state.backend.clock.now_millis());
+        let (secret, token) = new_token(app, named_user, device_id, state.clock().now_millis());
         devices.replace_token(&device, version, token_id, &token).await?;
         Ok((secret, token))
     })
@@ -187,12 +185,12 @@ pub async fn refresh_token(
 /// ahead): a token swapped meanwhile is read again and ended, the device frozen before that read
 /// so that no swap can beat the retry, and the 204 means no token of it works.
 pub async fn end_token(
-    state: &AppState,
+    state: &impl HasStore,
     app: &AppId,
     device_id: &str,
     first: Result<Option<(DeviceRecord, u64)>, StoreError>,
 ) -> Result<(), RegistrationError> {
-    let devices = &Devices::new(state.backend.store.as_ref());
+    let devices = &Devices::new(state.store());
     let reread = || async move {
         devices.freeze(app, device_id).await?;
         devices.device(app, device_id).await
@@ -219,12 +217,12 @@ pub type RemovalReads = (
 /// The reads of [`remove`], for `device_id` of `app`: they borrow nothing, so that they can go
 /// beside the caller's token.
 pub fn removal_reads<'s>(
-    state: &'s AppState,
+    state: &'s impl HasStore,
     app: AppId,
     device_id: &str,
 ) -> impl Future<Output = RemovalReads> + 's {
     let device_id = device_id.to_owned();
-    let store = state.backend.store.as_ref();
+    let store = state.store();
     let (devices, workstations, certs) =
         (Devices::new(store), Workstations::new(store), Certificates::new(store));
     async move {
@@ -240,7 +238,7 @@ pub fn removal_reads<'s>(
 /// `reads` ([`removal_reads`]): every pairing of it goes (with its certificate's revocation),
 /// the device's other certificates are revoked, and its token ends.
 pub async fn remove(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app: &AppRecord,
     source: &str,
     device_id: &str,
@@ -248,7 +246,7 @@ pub async fn remove(
 ) -> Result<(), AppError> {
     let (device, pairings, issued) = reads;
     let (device, version) = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.to_owned()))?;
-    let workstations = &Workstations::new(state.backend.store.as_ref());
+    let workstations = &Workstations::new(state.store());
     for listed in pairings? {
         let (app_id, machine_id) = (&app.app_id, listed.0.machine_id.clone());
         let reread = || workstations.pairing(app_id, &machine_id, device_id);
@@ -265,12 +263,12 @@ pub async fn remove(
         revoke_issued(state, &listed, app.workstation.request_timeout_in_secs).await?;
     }
     let attrs = attributes(&[("deviceId", device_id), ("namedUser", &device.named_user)]);
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let event = EventRecord::new(DEVICE_REVOKED_EVENT, Some(app.app_id.clone()), source, now, attrs);
     // At the version read, with the token it names then, freezing the device: a token swapped
     // meanwhile makes this a conflict, and the retry freezes the device before it reads again, so
     // no swap can beat it. A device gone on the re-read was removed by a racing call.
-    let devices = &Devices::new(state.backend.store.as_ref());
+    let devices = &Devices::new(state.store());
     let named_user = &device.named_user;
     let reread = || async move {
         devices.freeze(&app.app_id, device_id).await?;
@@ -292,17 +290,21 @@ pub async fn remove(
 
 /// Queues the revocation of `listed` as it stands now (read again), with requests that time
 /// out after `timeout` seconds; nothing for one revoked or under way already.
-async fn revoke_issued(state: &AppState, listed: &IssuedCert, timeout: i64) -> Result<(), CertError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
+async fn revoke_issued(
+    state: &(impl HasClock + HasStore),
+    listed: &IssuedCert,
+    timeout: i64,
+) -> Result<(), CertError> {
+    let certs = Certificates::new(state.store());
     retry_on_conflict(|| async move {
         let Some((cert, version)) =
             certs.issued(&listed.app_id, &listed.device_id, &listed.cert_serial_number).await?
         else {
             return Ok(());
         };
-        let now = state.backend.clock.now_millis();
+        let now = state.clock().now_millis();
         if let Revocation::Queue(_, ops) = revocation_of(certs, &cert, version, Ok(timeout), now).await? {
-            state.backend.store.transact(ops).await?;
+            state.store().transact(ops).await?;
         }
         Ok(())
     })

@@ -2,7 +2,7 @@
 //! `complete`, which closes it and stores the enrollment with its sealed recovery keys; the
 //! event of a refused claim to another user's name.
 
-use crate::AppState;
+use crate::{HasClock, HasKeys, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::devices::{DeviceRecord, UserRecord};
 use rp_domain::enrollment::{
@@ -41,10 +41,10 @@ pub struct NamedUser {
 /// OOB authentication of the app the user approved (a workstation that logged in with the phone).
 /// A named enrollment session is read at once, beside the user. The read borrows nothing of
 /// `request`, so that it can go beside the caller's token.
-pub fn user_of<'s>(state: &'s AppState, request: &Enroll) -> impl Future<Output = UserRead> + 's {
+pub fn user_of<'s>(state: &'s impl HasStore, request: &Enroll) -> impl Future<Output = UserRead> + 's {
     let app = request.app_id.clone();
     let (name, session_id) = (request.machine_user_name_ws.clone(), request.session_id.clone());
-    let store = state.backend.store.as_ref();
+    let store = state.store();
     let (devices, workstations, requests) =
         (Devices::new(store), Workstations::new(store), OobRequests::new(store));
     async move {
@@ -100,7 +100,11 @@ pub struct Opened {
 
 /// Opens (or reopens) the enrollment session of `request` for the user read as `user` (by
 /// [`user_of`]) and the device of the session it names, else the user's newest device.
-pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> Result<Opened, EnrollError> {
+pub async fn open_session(
+    state: &(impl HasClock + HasStore),
+    request: Enroll,
+    user: UserRead,
+) -> Result<Opened, EnrollError> {
     let app = &request.app_id;
     let NamedUser { user, devices: mut listed, name_ws, device_id, session } =
         user?.ok_or(EnrollError::UnknownUser)?;
@@ -109,7 +113,7 @@ pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> 
         Some(at) => listed.swap_remove(at),
         None => listed.pop().ok_or(EnrollError::NoDevice)?,
     };
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     // A session id of our own making names no session yet: only a caller's is looked up.
     let named = request.session_id.is_some();
     let fresh = &EnrollmentSession {
@@ -125,7 +129,7 @@ pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> 
         state: SessionState::Open,
         completion: None,
     };
-    let workstations = Workstations::new(state.backend.store.as_ref());
+    let workstations = Workstations::new(state.store());
     // The first attempt decides on the session read beside the user; a retry reads it again.
     let reread = || workstations.session(app, &fresh.session_id);
     let open = retry_on_conflict_from(session, reread, |existing| async move {
@@ -148,16 +152,16 @@ pub async fn open_session(state: &AppState, request: Enroll, user: UserRead) -> 
 /// Completes the session `complete` names, for the workstation of `app` whose token is
 /// `token_id`: the answer's message ("already completed" for a repeat).
 pub async fn complete(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasStore),
     app: &AppId,
     token_id: &str,
     complete: Complete,
 ) -> Result<&'static str, EnrollError> {
     let Complete { session_id, completion, recovery_keys } = complete;
-    let store = state.backend.store.as_ref();
+    let store = state.store();
     let workstations = &Workstations::new(store);
     let source = format!("workstation:{token_id}");
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     // The user the workstation names, by name or alias, cross-checked against the session's;
     // the session and the machine's enrollment are read beside it.
     let machine_id = completion.machine_id.clone();
@@ -197,8 +201,7 @@ pub async fn complete(
                     // stored with the enrollment in the same transaction.
                     if let Some(keys) = recovery_keys {
                         let context = recovery_context(app, &enrollment.machine_id, &enrollment.device_id);
-                        enrollment.recovery_keys =
-                            Some(seal(state.backend.keys.as_ref(), &context, keys.as_bytes()).await?);
+                        enrollment.recovery_keys = Some(seal(state.keys(), &context, keys.as_bytes()).await?);
                     }
                 }
                 let enrollment = enrollment.as_ref().map(|e| (e, replaces));
@@ -212,11 +215,11 @@ pub async fn complete(
 
 /// Whether the token `token_id` still admits its holder at `now` (not revoked, not expired).
 async fn token_is_valid(
-    state: &AppState,
+    state: &impl HasStore,
     token_id: &str,
     now: rp_domain::EpochMillis,
 ) -> Result<bool, StoreError> {
-    let token = rp_repo::tokens::Tokens::new(state.backend.store.as_ref()).get(token_id).await?;
+    let token = rp_repo::tokens::Tokens::new(state.store()).get(token_id).await?;
     Ok(token.is_some_and(|t| t.live_at(now).is_ok()))
 }
 
@@ -227,7 +230,7 @@ pub fn recovery_context(app: &AppId, machine_id: &str, device_id: &str) -> Encry
 
 /// Records that `name` was claimed for `claimed_for` while it stands for `holder` (or nobody).
 pub async fn refuse_name_claim(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app: &AppId,
     name: &str,
     claimed_for: &str,
@@ -240,9 +243,9 @@ pub async fn refuse_name_claim(
         rp_domain::pairing::NAME_CLAIM_REFUSED_EVENT,
         Some(app.clone()),
         source,
-        state.backend.clock.now_millis(),
+        state.clock().now_millis(),
         attrs,
     );
     tracing::warn!(app_id = %app, "a name claim for another user was refused");
-    rp_repo::events::Events::new(state.backend.store.as_ref()).record(&event).await
+    rp_repo::events::Events::new(state.store()).record(&event).await
 }

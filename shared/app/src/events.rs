@@ -1,7 +1,7 @@
 //! Events (DECISIONS §9): what an agent or a workstation reports is stored as an event.
 
 use crate::apps::NamedRead;
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::events::EventRecord;
 use rp_domain::FieldError;
@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 /// exist; `field` is where the request named it): the event. `early` is `app`, if it was read
 /// ahead (beside the caller's token).
 pub async fn report(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     name: &str,
     app: Option<AppId>,
     early: NamedRead,
@@ -26,7 +26,7 @@ pub async fn report(
     if let Some(app) = &app {
         let found = match early {
             Some(read) => read,
-            _ => Apps::new(state.backend.store.as_ref()).get(app).await,
+            _ => Apps::new(state.store()).get(app).await,
         };
         if found?.is_none() {
             return Err(FieldError::new(field, format!("no app with appId '{app}'")).into());
@@ -36,8 +36,8 @@ pub async fn report(
         Some(app) => Some(app),
         None => app_of_certificate_request(state, name, &attributes).await?,
     };
-    let event = EventRecord::new(name, app, source, state.backend.clock.now_millis(), attributes);
-    Events::new(state.backend.store.as_ref()).record(&event).await?;
+    let event = EventRecord::new(name, app, source, state.clock().now_millis(), attributes);
+    Events::new(state.store()).record(&event).await?;
     Ok(event)
 }
 
@@ -45,7 +45,7 @@ pub async fn report(
 /// event that names no app: the reference agent reports a failed issuance or revocation by the
 /// request alone, and the event belongs with its app (DECISIONS §9).
 async fn app_of_certificate_request(
-    state: &AppState,
+    state: &impl HasStore,
     name: &str,
     attributes: &Map<String, Value>,
 ) -> Result<Option<AppId>, StoreError> {
@@ -55,7 +55,7 @@ async fn app_of_certificate_request(
     let Some(request_id) = attributes.get("requestId").and_then(Value::as_str) else {
         return Ok(None);
     };
-    let request = Certificates::new(state.backend.store.as_ref()).request(request_id).await?;
+    let request = Certificates::new(state.store()).request(request_id).await?;
     Ok(request.map(|(request, _)| request.app_id))
 }
 

@@ -4,6 +4,7 @@
 //! It knows nothing of HTTP: the routers in `rp-http` parse, authorize, call and answer.
 
 pub mod apps;
+mod capabilities;
 pub mod certificates;
 pub mod code;
 pub mod devices;
@@ -19,6 +20,7 @@ mod ratelimit;
 pub mod renewal;
 pub mod signing;
 
+pub use capabilities::{HasClock, HasKeys, HasPush, HasQueue, HasSettings, HasStore};
 pub use error::AppError;
 pub use ratelimit::within_rate_limit;
 

@@ -3,7 +3,7 @@
 //! what the pairing was issued).
 
 use crate::certificates::{request_timeout, revocation_of, Revocation};
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasKeys, HasStore};
 use rp_domain::apps::{AppId, ControlError, OfflineAccess};
 use rp_domain::certificates::RequestState;
 use rp_domain::offline::{
@@ -27,7 +27,7 @@ pub fn context(app: &AppId, machine_id: &str, device_id: &str) -> EncryptionCont
 /// sent (`offline.tokens`, checked against the app's `settings`), sealed for that pairing; and
 /// the same PINs in the clear, for the answer.
 pub async fn new_set(
-    state: &AppState,
+    state: &impl HasKeys,
     app: &AppId,
     machine_id: &str,
     device_id: &str,
@@ -37,7 +37,7 @@ pub async fn new_set(
 ) -> Result<(OfflineSet, OpenPins), PairingError> {
     let pins = parse_pins("offline.tokens", &sent.tokens, settings)?;
     let context = context(app, machine_id, device_id);
-    let fresh = state.backend.keys.generate_data_key(&context).await.map_err(PairingError::from)?;
+    let fresh = state.keys().generate_data_key(&context).await.map_err(PairingError::from)?;
     let sealed = seal_pins_under(fresh, &context, &pins, &sent.tokens_auth)?;
     Ok((OfflineSet::new(sealed, &pins, settings, now), (pins, sent.tokens_auth.clone())))
 }
@@ -59,12 +59,12 @@ pub type OpenPins = (Vec<Pin>, String);
 
 /// The PINs of `set` still unused, and their authorization code.
 pub async fn open_pins(
-    state: &AppState,
+    state: &impl HasKeys,
     pairing: &Pairing,
     set: &OfflineSet,
 ) -> Result<OpenPins, PairingError> {
     let context = context(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
-    let plain = open(state.backend.keys.as_ref(), &context, &set.sealed).await?;
+    let plain = open(state.keys(), &context, &set.sealed).await?;
     let secret: SealedTokens = serde_json::from_slice(&plain).map_err(StoreError::encoding)?;
     Ok((read_pins(&secret.tokens, &set.remaining), secret.tokens_auth))
 }
@@ -76,12 +76,12 @@ pub type PairingRead = Result<Option<(Pairing, u64)>, StoreError>;
 /// judged first (gone: 404); the pairing's read is handed on as it came, for the caller's retry
 /// to start from.
 pub async fn app_and_pairing(
-    state: &AppState,
+    state: &impl HasStore,
     app_id: &AppId,
     machine_id: &str,
     device_id: &str,
 ) -> Result<(AppRecord, PairingRead), ControlError> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
+    let workstations = Workstations::new(state.store());
     let (app, read) = tokio::join!(
         crate::apps::load_app(state, app_id.as_str()),
         workstations.pairing(app_id, machine_id, device_id)
@@ -111,15 +111,15 @@ impl PairingEdit<'_> {
 /// `read` (the pairing as last read or written), a retry reads it again. Returns the pairing as
 /// stored, with its version, and its PINs in the clear when the edit had them (used PINs).
 pub async fn edit_pairing(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasStore),
     app: &AppId,
     key: &PairingKey,
     read: PairingRead,
     edit: PairingEdit<'_>,
     settings: &OfflineAccess,
 ) -> Result<(Pairing, u64, Option<OpenPins>), PairingError> {
-    let workstations = &Workstations::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+    let workstations = &Workstations::new(state.store());
+    let now = state.clock().now_millis();
     let reread = || workstations.pairing(app, &key.machine_id, &key.device_id);
     retry_on_conflict_from(read, reread, |read| async move {
         let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
@@ -142,7 +142,7 @@ pub async fn edit_pairing(
 /// The pairing's PIN set without the `used` ones, re-sealed under a fresh data key, and what
 /// is left of it in the clear.
 async fn without_used(
-    state: &AppState,
+    state: &impl HasKeys,
     pairing: &Pairing,
     used: &[String],
     now: EpochMillis,
@@ -154,7 +154,7 @@ async fn without_used(
     check_unused(&set, used)?;
     let context = context(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
     let (opened, fresh) =
-        tokio::join!(open_pins(state, pairing, &set), state.backend.keys.generate_data_key(&context));
+        tokio::join!(open_pins(state, pairing, &set), state.keys().generate_data_key(&context));
     let (pins, tokens_auth) = opened?;
     let left = remove_used(&set, pins, used)?;
     let sealed = seal_pins_under(fresh?, &context, &left, &tokens_auth)?;
@@ -166,14 +166,14 @@ async fn without_used(
 /// its version); at the app's maximum the pairing's offline access is locked for `lockoutSecs`,
 /// and the lock is an event. Returns the pairing as it stands after: locked or as it came.
 pub async fn count_wrong_attempts(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     latest: (Pairing, u64),
     failed: i64,
     settings: &OfflineAccess,
     source: &str,
 ) -> Result<Pairing, PairingError> {
-    let workstations = &Workstations::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+    let workstations = &Workstations::new(state.store());
+    let now = state.clock().now_millis();
     let count = workstations.count_wrong_attempts(&latest.0, failed, settings.lockout_secs, now).await?;
     if count < settings.max_wrong_attempts {
         return Ok(latest.0);
@@ -197,13 +197,13 @@ pub async fn count_wrong_attempts(
 /// Removes the pairing (read at `version`) and queues, in the same transaction, the revocation
 /// of the certificate issued through it; logs the event.
 pub async fn unpair(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     pairing: Pairing,
     version: u64,
     source: &str,
 ) -> Result<(), PairingError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+    let certs = Certificates::new(state.store());
+    let now = state.clock().now_millis();
     let mut revocations = Vec::new();
     if let Some((request, _)) = certs.request(&pairing.certificate_request_id).await? {
         if let (RequestState::Done, Some(serial)) = (request.state, &request.cert_serial_number) {
@@ -225,7 +225,7 @@ pub async fn unpair(
     }
     let queued = usize::from(!revocations.is_empty());
     let event = pairing.unpaired_event(source, queued, now);
-    Workstations::new(state.backend.store.as_ref()).unpair(&pairing, version, revocations, &event).await?;
+    Workstations::new(state.store()).unpair(&pairing, version, revocations, &event).await?;
     tracing::info!(app_id = %pairing.app_id, machine_id = %pairing.machine_id, device_id = %pairing.device_id, revocations = queued, "unpaired");
     Ok(())
 }
@@ -242,17 +242,17 @@ pub struct Delivered {
 /// Hands the device `device_id` of `app` the PINs of its pairing with `machine_id`: once per
 /// set (the set is marked delivered in the same conditional write), and only while it is valid.
 pub async fn deliver(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasStore),
     app_id: &AppId,
     machine_id: &str,
     device_id: &str,
 ) -> Result<Delivered, AppError> {
-    let workstations = &Workstations::new(state.backend.store.as_ref());
+    let workstations = &Workstations::new(state.store());
     let (app, read) = app_and_pairing(state, app_id, machine_id, device_id).await?;
     let reread = || workstations.pairing(app_id, machine_id, device_id);
     let settings = app.workstation.offline_access;
     require_enabled(&settings).map_err(PairingError::from)?;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let (pairing, set, pins) = retry_on_conflict_from(read, reread, |read| async move {
         let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
         pairing.lock.check(now)?;

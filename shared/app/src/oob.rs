@@ -2,7 +2,7 @@
 //! against the tenant's budget, decided by its `oob.start` customizations), and the user's
 //! device fetches the requests pending for it and answers one.
 
-use crate::{AppError, AppState};
+use crate::{AppError, AppState, HasClock, HasKeys, HasSettings, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::code::{CodeError, CodeRecord, HookDecision, Trigger};
 use rp_domain::devices::DeviceRecord;
@@ -32,11 +32,14 @@ pub struct StartReads {
 
 /// The reads of [`start`], for `start`; they borrow nothing of it, so that they can go beside
 /// the caller's token.
-pub fn start_reads<'s>(state: &'s AppState, start: &OobStart) -> impl Future<Output = StartReads> + 's {
+pub fn start_reads<'s>(
+    state: &'s (impl HasSettings + HasStore),
+    start: &OobStart,
+) -> impl Future<Output = StartReads> + 's {
     let (app_id, named_user) = (start.app_id.clone(), start.named_user.clone());
     let nonce = start.nonces.session_nonce.clone();
     async move {
-        let store = state.backend.store.as_ref();
+        let store = state.store();
         let (devices, requests) = (Devices::new(store), OobRequests::new(store));
         let (app, user, spent, hooks) = tokio::join!(
             crate::apps::load_app(state, app_id.as_str()),
@@ -57,7 +60,7 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     let (app, _) = app?;
     let found = user.as_ref().ok().and_then(|user| user.as_ref()).map(|user| user.named_user.as_str());
     // The user's devices go beside the count.
-    let devices = Devices::new(state.backend.store.as_ref());
+    let devices = Devices::new(state.store());
     let listed = async {
         match found {
             Some(named_user) => devices.devices_of(&start.app_id, named_user).await,
@@ -93,8 +96,8 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
         }
     }
     let ttl = app.workstation.oob_request_timeout_in_secs;
-    let request = OobRequest::start(start, device, ttl, state.backend.clock.now_millis());
-    match OobRequests::new(state.backend.store.as_ref()).create(&request).await {
+    let request = OobRequest::start(start, device, ttl, state.clock().now_millis());
+    match OobRequests::new(state.store()).create(&request).await {
         Ok(()) => {}
         Err(StoreError::Conflict) => return Err(OobError::NonceReused.into()),
         Err(e) => return Err(e.into()),
@@ -107,11 +110,11 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
 /// The devices of the user `name` (a registered name or an alias) of `app`, most recently
 /// registered first, with the user's registered name: none for an unknown user.
 pub async fn devices_of_user(
-    state: &AppState,
+    state: &impl HasStore,
     app: &AppId,
     name: &str,
 ) -> Result<Option<(String, Vec<DeviceRecord>)>, StoreError> {
-    let found = Devices::new(state.backend.store.as_ref()).user_and_devices(app, name).await?;
+    let found = Devices::new(state.store()).user_and_devices(app, name).await?;
     Ok(found.map(|(user, mut devices)| {
         devices.reverse();
         (user.named_user, devices)
@@ -156,12 +159,12 @@ impl<'a> StartEvent<'a> {
 /// The live requests pending for `device_id` of `app`, each marked fetched (its first fetch
 /// adds INITIATED), with the recovery keys its machine deposited for the device, opened.
 pub async fn pending_for_device(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasStore),
     app: &AppId,
     device_id: &str,
 ) -> Result<Vec<(OobRequest, Option<String>)>, OobError> {
-    let repo = OobRequests::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+    let repo = OobRequests::new(state.store());
+    let now = state.clock().now_millis();
     let mut requests = Vec::new();
     for (request, version) in repo.pending_for_device(app, device_id).await? {
         if !request.is_live(now) {
@@ -189,7 +192,7 @@ pub async fn pending_for_device(
 /// long-poll, for a phone without push): the store is asked again every half second, so a
 /// request started meanwhile is seen within about that.
 pub async fn pending_for_device_within(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasStore),
     app: &AppId,
     device_id: &str,
     wait: std::time::Duration,
@@ -210,21 +213,19 @@ const LONG_POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 
 /// The recovery keys machine `machine_id` deposited for `device_id` at enrollment, opened.
 async fn recovery_keys(
-    state: &AppState,
+    state: &(impl HasKeys + HasStore),
     app: &AppId,
     machine_id: &str,
     device_id: &str,
 ) -> Result<Option<String>, OobError> {
-    let Some(enrollment) =
-        Workstations::new(state.backend.store.as_ref()).enrollment(app, machine_id).await?
-    else {
+    let Some(enrollment) = Workstations::new(state.store()).enrollment(app, machine_id).await? else {
         return Ok(None);
     };
     let Some(sealed) = enrollment.recovery_keys.filter(|_| enrollment.device_id == device_id) else {
         return Ok(None);
     };
     let context = crate::enrollment::recovery_context(app, machine_id, device_id);
-    let plain = rp_ports::keys::open(state.backend.keys.as_ref(), &context, &sealed).await?;
+    let plain = rp_ports::keys::open(state.keys(), &context, &sealed).await?;
     Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
 }
 
@@ -232,13 +233,13 @@ async fn recovery_keys(
 /// answered. A signature that does not verify, or a wrong amount, is stored (the request
 /// fails) and then refused.
 pub async fn answer(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     device_id: &str,
     request_id: &str,
     answer: &OobAnswer,
 ) -> Result<OobRequest, OobError> {
-    let repo = OobRequests::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+    let repo = OobRequests::new(state.store());
+    let now = state.clock().now_millis();
     let answered = retry_on_conflict(|| async move {
         let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
         let answered = request.answer(device_id, answer, now)?;

@@ -4,7 +4,7 @@
 
 use crate::enrollment::refuse_name_claim;
 use crate::offline::{self, OpenPins, PairingEdit};
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasKeys, HasPush, HasSettings, HasStore};
 use rp_domain::apps::{AppId, OfflineAccess};
 use rp_domain::certificates::CertError;
 use rp_domain::certificates::{certificate_status, CertificateStatus};
@@ -42,14 +42,14 @@ pub struct Shown {
 /// `pairing` (of the app `app`) as the access token `viewer` may see it. `open` is its set in
 /// the clear, if the caller has it; else it is opened when the viewer may see it.
 pub async fn show(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys),
     pairing: Pairing,
     app: &AppRecord,
     viewer: Option<&str>,
     open: Option<OpenPins>,
 ) -> Result<Shown, PairingError> {
     let settings = app.workstation.offline_access.clone();
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let hidden = pairing.hidden_because(viewer, &settings, now);
     let offline = match (&pairing.offline_set, hidden) {
         (Some(set), None) => {
@@ -76,12 +76,12 @@ pub enum Paired {
 /// Pairs the machine and device `request` names in `app`, for the workstation whose token is
 /// `owner`, and queues its login certificate.
 pub async fn pair(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasPush + HasSettings + HasStore),
     app: &AppId,
     owner: &str,
     request: NewPairing,
 ) -> Result<Paired, AppError> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
+    let workstations = Workstations::new(state.store());
     // The app and the pairing, read at once.
     let (settings, existing) = tokio::join!(
         crate::apps::load_app(state, app.as_str()),
@@ -98,14 +98,14 @@ pub async fn pair(
             let access = &settings.workstation.offline_access;
             require_enabled(access).map_err(PairingError::from)?;
             let (machine, device, now) =
-                (&request.machine_id, &request.device_id, state.backend.clock.now_millis());
+                (&request.machine_id, &request.device_id, state.clock().now_millis());
             Some(offline::new_set(state, app, machine, device, sent, access, now).await?)
         }
         None => None,
     }
     .unzip();
-    let certs = Certificates::new(state.backend.store.as_ref());
-    let cap = state.config.max_open_per_app;
+    let certs = Certificates::new(state.store());
+    let cap = state.settings().max_open_per_app;
     if certs.open_requests(app).await? >= i64::from(cap) {
         return Err(CertError::QueueFull { cap }.into());
     }
@@ -135,12 +135,12 @@ pub async fn pair(
 /// for the device's user, and a name the pairing gives must be one of that user's (a
 /// workstation cannot pair a device under someone else's name; the attempt is an event).
 async fn claim(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app: &AppId,
     owner: &str,
     request: &NewPairing,
 ) -> Result<(DeviceRecord, Enrollment), AppError> {
-    let store = state.backend.store.as_ref();
+    let store = state.store();
     let devices = Devices::new(store);
     let (device, _) = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
     let enrolled = Workstations::new(store).enrollment(app, &request.machine_id).await?;
@@ -162,7 +162,7 @@ async fn claim(
 /// or `None` when a concurrent pairing or the app's full queue won the race.
 #[allow(clippy::too_many_arguments)]
 async fn create(
-    state: &AppState,
+    state: &(impl HasClock + HasSettings + HasStore),
     app: &AppId,
     owner: &str,
     request: &NewPairing,
@@ -171,7 +171,7 @@ async fn create(
     settings: &AppRecord,
     offline_set: Option<OfflineSet>,
 ) -> Result<Option<Pairing>, AppError> {
-    let store = state.backend.store.as_ref();
+    let store = state.store();
     let workstations = Workstations::new(store);
     let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
     let device = PairedDevice {
@@ -180,7 +180,7 @@ async fn create(
         key_agreement_public_key: device.key_agreement_public_key.clone(),
     };
     let timeout = settings.workstation.request_timeout_in_secs;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let (mut pairing, mut cert_request) =
         Pairing::create(app.clone(), request, &device, owner, enc_counter, timeout, now);
     pairing.offline_set = offline_set;
@@ -197,7 +197,7 @@ async fn create(
             known_workstation_name(None, "", &user.map(|u| u.aliases).unwrap_or_default())
         }
     };
-    match workstations.pair(&pairing, &cert_request, state.config.max_open_per_app, now).await {
+    match workstations.pair(&pairing, &cert_request, state.settings().max_open_per_app, now).await {
         Ok(()) => {
             tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, offline = pairing.offline_set.is_some(), "paired; login certificate requested");
             Ok(Some(pairing))
@@ -209,8 +209,13 @@ async fn create(
 
 /// The pairing at `key` in `app`, as the access token `viewer` may see it; with its login
 /// certificate's status for its own workstation (the device's certificates are read beside).
-pub async fn read(state: &AppState, app: &AppId, viewer: &str, key: &PairingKey) -> Result<Shown, AppError> {
-    let store = state.backend.store.as_ref();
+pub async fn read(
+    state: &(impl HasClock + HasKeys + HasStore),
+    app: &AppId,
+    viewer: &str,
+    key: &PairingKey,
+) -> Result<Shown, AppError> {
+    let store = state.store();
     let (workstations, certs) = (Workstations::new(store), Certificates::new(store));
     let (pairing, settings, issued) = tokio::join!(
         workstations.pairing(app, &key.machine_id, &key.device_id),
@@ -233,7 +238,7 @@ pub async fn read(state: &AppState, app: &AppId, viewer: &str, key: &PairingKey)
 /// Updates the pairing `update` names, for the workstation whose token is `owner`: its name, a
 /// new PIN set and used PINs in one conditional write, then wrong attempts counted.
 pub async fn update(
-    state: &AppState,
+    state: &(impl HasClock + HasKeys + HasPush + HasStore),
     app: &AppId,
     owner: &str,
     update: PairingUpdate,
@@ -241,7 +246,7 @@ pub async fn update(
     let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
     let (settings, read) = offline::app_and_pairing(state, app, &key.machine_id, &key.device_id).await?;
     let offline_settings = &settings.workstation.offline_access;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     // The pairing as last read or written, with its version: each step below starts from it,
     // and a step that loses a race reads it again.
     let mut latest = read?;
@@ -292,13 +297,13 @@ pub async fn update(
 /// Unpairs the pairing at `key` in `app`: for `owner`, its own workstation's token, only its
 /// own pairing; for an admin (`owner` `None`), any. `source` names the caller in the event.
 pub async fn unpair(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     app: &AppId,
     key: &PairingKey,
     owner: Option<&str>,
     source: &str,
 ) -> Result<(), PairingError> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
+    let workstations = Workstations::new(state.store());
     // A pairing changed meanwhile (new PINs, a renewed certificate) is read again: the unpairing
     // then revokes what it holds now.
     rp_ports::retry_on_conflict(|| async {

@@ -5,7 +5,7 @@
 //! that sent it, and an endpoint the platform reports disabled or gone is marked so on the
 //! device (it registers its token again to turn it back on).
 
-use crate::{AppError, AppState};
+use crate::{AppError, HasClock, HasPush, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::devices::{DeviceRecord, RegistrationError};
 use rp_domain::push::{PushRegistration, PushToken, WakeKind, WakeUp};
@@ -21,13 +21,13 @@ const SEND_WITHIN: Duration = Duration::from_secs(2);
 /// Registers (or replaces) the push token of the device `device_id` of `named_user` in `app`:
 /// the registration kept with the device.
 pub async fn register_token(
-    state: &AppState,
+    state: &(impl HasClock + HasPush + HasStore),
     app: &AppId,
     named_user: &str,
     device_id: &str,
     request: PushToken,
 ) -> Result<PushRegistration, AppError> {
-    let devices = Devices::new(state.backend.store.as_ref());
+    let devices = Devices::new(state.store());
     let (found, device) = tokio::join!(
         crate::apps::load_app(state, app.as_str()),
         devices.device_of(app, named_user, device_id)
@@ -53,8 +53,7 @@ pub async fn register_token(
             let current =
                 device.push.as_ref().filter(|p| p.platform == request.platform).map(|p| p.endpoint.as_str());
             let endpoint = state
-                .backend
-                .push
+                .push()
                 .register(EndpointRequest { application, token: &request.token, endpoint: current })
                 .await
                 .map_err(|e| match e {
@@ -72,7 +71,7 @@ pub async fn register_token(
                 platform: request.platform,
                 endpoint,
                 enabled: true,
-                updated_at: state.backend.clock.now_millis(),
+                updated_at: state.clock().now_millis(),
             };
             devices.set_push(&device, version, Some(registration.clone())).await?;
             Ok::<_, AppError>(registration)
@@ -85,12 +84,16 @@ pub async fn register_token(
 
 /// Wakes `device` (as read) about `kind` `id`, if it registered for push: never an error. An
 /// endpoint the platform reports disabled or gone is marked disabled on the device.
-pub async fn wake(state: &AppState, device: &DeviceRecord, kind: WakeKind, id: &str) {
+pub async fn wake(
+    state: &(impl HasClock + HasPush + HasStore),
+    device: &DeviceRecord,
+    kind: WakeKind,
+    id: &str,
+) {
     let Some(push) = device.push.as_ref().filter(|p| p.enabled) else { return };
     let wake = WakeUp { kind, id: id.to_owned() };
     let sent =
-        tokio::time::timeout(SEND_WITHIN, state.backend.push.send(&push.endpoint, push.platform, &wake))
-            .await;
+        tokio::time::timeout(SEND_WITHIN, state.push().send(&push.endpoint, push.platform, &wake)).await;
     let outcome = match sent {
         Ok(Ok(())) => "SENT",
         Ok(Err(PushError::Gone)) => {
@@ -113,8 +116,14 @@ pub async fn wake(state: &AppState, device: &DeviceRecord, kind: WakeKind, id: &
 }
 
 /// Wakes the device `device_id` of `app` (read first), as [`wake`].
-pub async fn wake_device(state: &AppState, app: &AppId, device_id: &str, kind: WakeKind, id: &str) {
-    match Devices::new(state.backend.store.as_ref()).device(app, device_id).await {
+pub async fn wake_device(
+    state: &(impl HasClock + HasPush + HasStore),
+    app: &AppId,
+    device_id: &str,
+    kind: WakeKind,
+    id: &str,
+) {
+    match Devices::new(state.store()).device(app, device_id).await {
         Ok(Some((device, _))) => wake(state, &device, kind, id).await,
         Ok(None) => {}
         Err(e) => tracing::warn!(device_id, error = %e, "could not read the device to wake"),
@@ -123,8 +132,12 @@ pub async fn wake_device(state: &AppState, app: &AppId, device_id: &str, kind: W
 
 /// Marks the push endpoint `endpoint` of `device` disabled, unless the device registered
 /// another since.
-async fn disable(state: &AppState, device: &DeviceRecord, endpoint: &str) -> Result<(), StoreError> {
-    let devices = Devices::new(state.backend.store.as_ref());
+async fn disable(
+    state: &(impl HasClock + HasStore),
+    device: &DeviceRecord,
+    endpoint: &str,
+) -> Result<(), StoreError> {
+    let devices = Devices::new(state.store());
     retry_on_conflict(|| async move {
         let Some((device, version)) =
             devices.device_of(&device.app_id, &device.named_user, &device.device_id).await?
@@ -134,7 +147,7 @@ async fn disable(state: &AppState, device: &DeviceRecord, endpoint: &str) -> Res
         let Some(push) = device.push.clone().filter(|p| p.endpoint == endpoint && p.enabled) else {
             return Ok(());
         };
-        let push = PushRegistration { enabled: false, updated_at: state.backend.clock.now_millis(), ..push };
+        let push = PushRegistration { enabled: false, updated_at: state.clock().now_millis(), ..push };
         devices.set_push(&device, version, Some(push)).await?;
         Ok(())
     })

@@ -9,7 +9,7 @@
 //! takes the new one with it.
 
 use crate::certificates::{request_timeout, revocation_of, revoke_serial, serial_read, Revocation};
-use crate::AppState;
+use crate::{HasClock, HasSettings, HasStore};
 use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, RequestState};
 use rp_domain::time::EpochMillis;
 use rp_ports::{retry_on_conflict, retry_on_conflict_from, MaybeConflict, StoreError};
@@ -28,9 +28,9 @@ const CANNOT_RENEW_RECHECK_SECS: i64 = 86_400;
 
 /// Queues the renewals that are due; how many it queued. Best effort: what fails is logged and
 /// looked at again by a later sweep; the poll goes on.
-pub async fn sweep(state: &AppState) -> usize {
-    let certs = Certificates::new(state.backend.store.as_ref());
-    let now = state.backend.clock.now_millis();
+pub async fn sweep(state: &(impl HasClock + HasSettings + HasStore)) -> usize {
+    let certs = Certificates::new(state.store());
+    let now = state.clock().now_millis();
     let due = match certs.due_for_renewal(now, SWEEP_BATCH).await {
         Ok(due) => due,
         Err(e) => {
@@ -58,17 +58,17 @@ pub async fn sweep(state: &AppState) -> usize {
 
 /// One due certificate's step; whether a renewal was queued.
 async fn renew(
-    state: &AppState,
+    state: &(impl HasClock + HasSettings + HasStore),
     cert: &IssuedCert,
     version: u64,
     now: EpochMillis,
 ) -> Result<bool, CertError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     let renewal = match &cert.renewal_request_id {
         Some(id) => certs.request(id).await?.map(|(r, _)| r),
         None => None,
     };
-    let max_attempts = state.config.max_attempts;
+    let max_attempts = state.settings().max_attempts;
     match cert.renewal_step(renewal.as_ref(), now) {
         RenewalStep::Done | RenewalStep::NotDue => Ok(false),
         RenewalStep::Wait => {
@@ -81,7 +81,7 @@ async fn renew(
             Ok(false)
         }
         RenewalStep::Queue => {
-            let store = state.backend.store.as_ref();
+            let store = state.store();
             let apps = Apps::new(store);
             let (original, app) = tokio::join!(certs.request(&cert.request_id), apps.get(&cert.app_id));
             let (Some((original, _)), Some((app, _))) = (original?, app?) else {
@@ -100,7 +100,7 @@ async fn renew(
                 max_attempts,
                 now,
             );
-            certs.queue_renewal(&marked, version, &request, state.config.max_open_per_app, now).await?;
+            certs.queue_renewal(&marked, version, &request, state.settings().max_open_per_app, now).await?;
             tracing::info!(app_id = %cert.app_id, serial = %cert.cert_serial_number, request_id = %request.request_id, "login certificate renewal queued");
             Ok(true)
         }
@@ -111,13 +111,13 @@ async fn renew(
 /// certificate and the old one is revoked. If the pairing is gone, or the old certificate was
 /// revoked some other way first, the new certificate is revoked too. Each step is idempotent,
 /// so a repeated result finishes what a failed one left.
-pub async fn finish(state: &AppState, renewal: &CertRequest) -> Result<(), CertError> {
+pub async fn finish(state: &(impl HasClock + HasStore), renewal: &CertRequest) -> Result<(), CertError> {
     let (Some(old_serial), Some(new_serial), RequestState::Done) =
         (renewal.renews.as_deref(), renewal.cert_serial_number.as_deref(), renewal.state)
     else {
         return Ok(());
     };
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     let first = certs.by_serial(old_serial).await?;
     let Some((old, _)) = &first else {
         return Ok(());
@@ -138,14 +138,14 @@ pub async fn finish(state: &AppState, renewal: &CertRequest) -> Result<(), CertE
 /// certificate (`old_request`); whether the pairing now holds the renewal. A request from
 /// before pairings were recorded on requests has no pairing to move.
 async fn move_pairing(
-    state: &AppState,
+    state: &impl HasStore,
     renewal: &CertRequest,
     old_request: &str,
 ) -> Result<bool, StoreError> {
     let (Some(machine_id), Some(device_id)) = (&renewal.machine_id, &renewal.device_id) else {
         return Ok(true);
     };
-    let workstations = Workstations::new(state.backend.store.as_ref());
+    let workstations = Workstations::new(state.store());
     retry_on_conflict(|| async {
         let Some((mut pairing, version)) =
             workstations.pairing(&renewal.app_id, machine_id, device_id).await?
@@ -164,12 +164,12 @@ async fn move_pairing(
 /// Revokes the old certificate (read first as `first`) as replaced by `new_serial`; false if
 /// something else revoked it (or queued its revocation) first.
 async fn replace(
-    state: &AppState,
+    state: &(impl HasClock + HasStore),
     old_serial: &str,
     new_serial: &str,
     first: Result<Option<(IssuedCert, u64)>, StoreError>,
 ) -> Result<bool, CertError> {
-    let certs = Certificates::new(state.backend.store.as_ref());
+    let certs = Certificates::new(state.store());
     retry_on_conflict_from(first, || certs.by_serial(old_serial), |read| async move {
         let Some((old, version)) = read? else {
             return Ok(true);
@@ -182,9 +182,9 @@ async fn replace(
         }
         let marked = IssuedCert { renewed_by: Some(new_serial.to_owned()), ..old };
         let timeout = request_timeout(state, &marked.app_id).await;
-        let now = state.backend.clock.now_millis();
+        let now = state.clock().now_millis();
         if let Revocation::Queue(request, ops) = revocation_of(certs, &marked, version, timeout, now).await? {
-            state.backend.store.transact(ops).await?;
+            state.store().transact(ops).await?;
             tracing::info!(serial = %old_serial, request_id = %request, renewed_by = %new_serial, "renewed certificate's revocation queued");
         }
         Ok(true)
