@@ -6,68 +6,44 @@
 use crate::{AppState, HttpConfig};
 use rp_ports::{Clock, ItemStore, KeyService, Push, Queue};
 
-/// The storage port.
-pub trait HasStore: Send + Sync {
-    fn store(&self) -> &dyn ItemStore;
+/// A capability: a trait with one accessor, and [`AppState`]'s answer to it.
+macro_rules! capability {
+    ($(#[$doc:meta])* $name:ident: $method:ident -> $port:ty = |$state:ident| $answer:expr) => {
+        $(#[$doc])*
+        pub trait $name: Send + Sync {
+            fn $method(&self) -> &$port;
+        }
+
+        impl $name for AppState {
+            fn $method(&self) -> &$port {
+                let $state = self;
+                $answer
+            }
+        }
+    };
 }
 
-/// The clock.
-pub trait HasClock: Send + Sync {
-    fn clock(&self) -> &dyn Clock;
-}
-
-/// The key service: envelope encryption.
-pub trait HasKeys: Send + Sync {
-    fn keys(&self) -> &dyn KeyService;
-}
-
-/// The certificate requests' time-out queue.
-pub trait HasQueue: Send + Sync {
-    fn queue(&self) -> &dyn Queue;
-}
-
-/// Mobile push.
-pub trait HasPush: Send + Sync {
-    fn push(&self) -> &dyn Push;
-}
-
-/// The settings the use cases are configured with.
-pub trait HasSettings: Send + Sync {
-    fn settings(&self) -> &HttpConfig;
-}
-
-impl HasStore for AppState {
-    fn store(&self) -> &dyn ItemStore {
-        self.backend.store.as_ref()
-    }
-}
-
-impl HasClock for AppState {
-    fn clock(&self) -> &dyn Clock {
-        self.backend.clock.as_ref()
-    }
-}
-
-impl HasKeys for AppState {
-    fn keys(&self) -> &dyn KeyService {
-        self.backend.keys.as_ref()
-    }
-}
-
-impl HasQueue for AppState {
-    fn queue(&self) -> &dyn Queue {
-        self.backend.queue.as_ref()
-    }
-}
-
-impl HasPush for AppState {
-    fn push(&self) -> &dyn Push {
-        self.backend.push.as_ref()
-    }
-}
-
-impl HasSettings for AppState {
-    fn settings(&self) -> &HttpConfig {
-        &self.config
-    }
-}
+capability!(
+    /// The storage port.
+    HasStore: store -> dyn ItemStore = |state| state.backend.store.as_ref()
+);
+capability!(
+    /// The clock.
+    HasClock: clock -> dyn Clock = |state| state.backend.clock.as_ref()
+);
+capability!(
+    /// The key service: envelope encryption.
+    HasKeys: keys -> dyn KeyService = |state| state.backend.keys.as_ref()
+);
+capability!(
+    /// The certificate requests' time-out queue.
+    HasQueue: queue -> dyn Queue = |state| state.backend.queue.as_ref()
+);
+capability!(
+    /// Mobile push.
+    HasPush: push -> dyn Push = |state| state.backend.push.as_ref()
+);
+capability!(
+    /// The settings the use cases are configured with.
+    HasSettings: settings -> HttpConfig = |state| &state.config
+);

@@ -94,30 +94,16 @@ impl MaybeConflict for Failure {
 #[macro_export]
 macro_rules! shares_failures {
     (@from $area:ident) => {
-        impl From<$crate::validate::FieldError> for $area {
-            fn from(e: $crate::validate::FieldError) -> Self {
-                $area::Failed(e.into())
-            }
-        }
-
-        impl From<$crate::boundary::StoreError> for $area {
-            fn from(e: $crate::boundary::StoreError) -> Self {
-                $area::Failed(e.into())
-            }
-        }
-
-        impl From<$crate::boundary::KeyError> for $area {
-            fn from(e: $crate::boundary::KeyError) -> Self {
-                $area::Failed(e.into())
-            }
-        }
-
-        impl From<$crate::boundary::QueueError> for $area {
-            fn from(e: $crate::boundary::QueueError) -> Self {
-                $area::Failed(e.into())
-            }
-        }
+        $crate::shares_failures!(@from $area: $crate::validate::FieldError, $crate::boundary::StoreError,
+            $crate::boundary::KeyError, $crate::boundary::QueueError);
     };
+    (@from $area:ident: $($failure:ty),+) => {$(
+        impl From<$failure> for $area {
+            fn from(e: $failure) -> Self {
+                $area::Failed(e.into())
+            }
+        }
+    )+};
     ($($area:ident),* $(,)?) => {$(
         $crate::shares_failures!(@from $area);
 
