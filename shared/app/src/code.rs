@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The tenant's code customizations, keeping the configured number of earlier versions.
 pub fn records<'a>(state: &'a (impl HasSettings + HasStore), tenant: &AppId) -> CodeRecords<'a> {
-    CodeRecords::new(state.store(), tenant).keeping(state.settings().content_versions_kept)
+    crate::customizations::records(state, tenant)
 }
 
 /// The tenant's environment variables, sealed under the key service.

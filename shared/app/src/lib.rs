@@ -7,6 +7,7 @@ pub mod apps;
 mod capabilities;
 pub mod certificates;
 pub mod code;
+pub mod customizations;
 pub mod devices;
 pub mod enrollment;
 mod error;

@@ -134,7 +134,7 @@ async fn admin_page<T, F>(
 where
     F: std::future::Future<Output = Result<(Vec<T>, Option<Cursor>), StoreError>>,
 {
-    let page = params.and_then(|ApiQuery(params)| params.page(partition));
+    let page = params.and_then(|ApiQuery(params)| Ok(params.page(partition)?));
     let read = |(limit, cursor): &(usize, Option<Cursor>)| list(*limit, cursor.clone());
     let (_admin, _, page) = beside_input::<Admin, _, _>(parts, state, page, read).await?;
     Ok(page?)

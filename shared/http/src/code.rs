@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use rp_app::code::{env, job, records};
+use rp_app::customizations;
 use rp_app::signing::TenantSigner;
 use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodeError, CodePatch, CodeRecord, EnvEntry, NewCode};
@@ -169,9 +170,7 @@ async fn create(
     ApiJson(body): ApiJson<CreateCode>,
 ) -> Result<Response, Problem> {
     let new = NewCode::try_from(body)?;
-    let now = state.backend.clock.now_millis();
-    let created = records(&state, tenant.id()).create(|id| new.record(id, now)).await?;
-    tracing::info!(tenant = %tenant.id(), id = created.id, trigger = created.trigger.name(), "code customization created");
+    let created = customizations::create(&state, tenant.id(), |id, now| new.record(id, now)).await?;
     let location = format!("/code-customization/{}", created.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(CodeView::from(created))).into_response())
 }
@@ -193,11 +192,6 @@ async fn list(
     }))
 }
 
-async fn load(state: &AppState, tenant: &AppId, id: &str) -> Result<CodeRecord, CodeError> {
-    let id = validate::positive_id("id", id)?;
-    records(state, tenant).get(id).await?.ok_or(CodeError::NotFound(id))
-}
-
 #[utoipa::path(get, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath),
     responses((status = 200, description = "The customization, with its source", body = CodeView)))]
 async fn retrieve(
@@ -205,7 +199,8 @@ async fn retrieve(
     tenant: Tenant,
     ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Result<Json<CodeView>, Problem> {
-    Ok(Json(load(&state, tenant.id(), &id).await?.into()))
+    let id = validate::positive_id("id", &id)?;
+    Ok(Json(customizations::get::<CodeRecord>(&state, tenant.id(), id).await?.into()))
 }
 
 #[utoipa::path(post, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath), request_body = UpdateCode,
@@ -218,13 +213,8 @@ async fn update(
 ) -> Result<Json<CodeView>, Problem> {
     let id = validate::positive_id("id", &id)?;
     let patch = CodePatch::try_from(body)?;
-    let now = state.backend.clock.now_millis();
-    let updated = records(&state, tenant.id())
-        .update(id, now, |current| Ok::<_, CodeError>(current.patched(&patch)))
-        .await?
-        .ok_or(CodeError::NotFound(id))?;
-    tracing::info!(tenant = %tenant.id(), id, version = updated.version, enabled = updated.enabled, "code customization updated");
-    Ok(Json(updated.into()))
+    let change = |current: &CodeRecord| Ok(current.patched(&patch));
+    Ok(Json(customizations::update(&state, tenant.id(), id, change).await?.into()))
 }
 
 #[utoipa::path(delete, path = "/code-customization/{id}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdPath),
@@ -235,10 +225,7 @@ async fn remove(
     ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Result<StatusCode, Problem> {
     let id = validate::positive_id("id", &id)?;
-    if !records(&state, tenant.id()).delete(id).await? {
-        return Err(CodeError::NotFound(id).into());
-    }
-    tracing::info!(tenant = %tenant.id(), id, "code customization deleted");
+    customizations::remove::<CodeRecord>(&state, tenant.id(), id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -250,30 +237,16 @@ async fn list_versions(
     ApiPath(IdPath { id }): ApiPath<IdPath>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<CodeVersionList>, Problem> {
-    let current = load(&state, tenant.id(), &id).await?;
-    let records = records(&state, tenant.id());
-    let (limit, cursor) = params.page(&records.versions_query(current.id))?;
-    let (versions, next) = records.versions(current.id, limit, cursor).await?;
+    let id = validate::positive_id("id", &id)?;
+    let page = |query: &_| params.page(query);
+    let (current, versions, next) =
+        customizations::versions::<CodeRecord>(&state, tenant.id(), id, page).await?;
     Ok(Json(CodeVersionList {
         id: current.id,
         current_version: current.version,
         versions: versions.into_iter().map(CodeView::listed).collect(),
         next_cursor: next.map(|c| c.encode()),
     }))
-}
-
-/// Version `version` of customization `id`, with the customization as it is now.
-async fn load_version(
-    state: &AppState,
-    tenant: &AppId,
-    id: &str,
-    version: &str,
-) -> Result<(CodeRecord, CodeRecord), CodeError> {
-    let id = validate::positive_id("id", id)?;
-    let version = validate::positive_id("version", version)? as u64;
-    let (current, snapshot) = records(state, tenant).with_version(id, version).await?;
-    let current = current.ok_or(CodeError::NotFound(id))?;
-    Ok((current, snapshot.ok_or(CodeError::VersionNotFound { id, version })?))
 }
 
 #[utoipa::path(get, path = "/code-customization/{id}/versions/{version}", tag = "code", security(("tenantAdmin" = [])), params(crate::params::VersionPath),
@@ -283,7 +256,9 @@ async fn get_version(
     tenant: Tenant,
     ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<CodeView>, Problem> {
-    let (_, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
+    let (id, version) =
+        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
+    let (_, snapshot) = customizations::version::<CodeRecord>(&state, tenant.id(), id, version).await?;
     Ok(Json(snapshot.into()))
 }
 
@@ -294,16 +269,9 @@ async fn restore(
     tenant: Tenant,
     ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<CodeView>, Problem> {
-    let (current, snapshot) = load_version(&state, tenant.id(), &id, &version).await?;
-    let now = state.backend.clock.now_millis();
-    let restored = records(&state, tenant.id())
-        .update_from(snapshot.id, now, Some(current), |current| {
-            Ok::<_, CodeError>(current.restored_from(&snapshot))
-        })
-        .await?
-        .ok_or(CodeError::NotFound(snapshot.id))?;
-    tracing::info!(tenant = %tenant.id(), id = restored.id, from = snapshot.version, version = restored.version, "code customization restored");
-    Ok(Json(restored.into()))
+    let (id, version) =
+        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
+    Ok(Json(customizations::restore::<CodeRecord>(&state, tenant.id(), id, version).await?.into()))
 }
 
 /// The body of a test run.
@@ -328,7 +296,9 @@ async fn test_run(
 ) -> Result<Json<RunReport>, Problem> {
     // The environment is read (and opened) beside the customization; its errors keep their place.
     let environment = env(&state, tenant.id());
-    let (record, vars) = tokio::join!(load(&state, tenant.id(), &id), environment.load());
+    let id = validate::positive_id("id", &id)?;
+    let record = customizations::get::<CodeRecord>(&state, tenant.id(), id);
+    let (record, vars) = tokio::join!(record, environment.load());
     let record = record?;
     let event = match body.event {
         None | Some(Value::Null) => json!({}),

@@ -11,9 +11,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rp_domain::content::{self, ContentError, ContentRecord};
+use rp_app::customizations;
+use rp_domain::content::{self, ContentRecord};
 use rp_domain::validate;
-use rp_repo::versioned::Contents;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
@@ -46,11 +46,6 @@ pub fn restore_router(state: &AppState) -> Router<AppState> {
 
 fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     gated_as(router, state, "content")
-}
-
-/// The tenant's customizations, with the configured version retention.
-fn contents<'a>(state: &'a AppState, tenant: &Tenant) -> Contents<'a> {
-    Contents::new(state.backend.store.as_ref(), tenant.id()).keeping(state.config.content_versions_kept)
 }
 
 /// The body of a create: a display name, and optionally a description and the screen texts.
@@ -253,11 +248,7 @@ async fn create(
         body.description.as_ref(),
         body.content_map.as_ref(),
     )?;
-    let now = state.backend.clock.now_millis();
-    // Sized before an id is allocated; the id's digits are a few bytes against a 100 KiB bound.
-    new.record(0, now).within_size()?;
-    let created = contents(&state, &tenant).create(|id| new.record(id, now)).await?;
-    tracing::info!(tenant = %tenant.id(), id = created.id, "content customization created");
+    let created = customizations::create(&state, tenant.id(), |id, now| new.record(id, now)).await?;
     let location = format!("/content-customization/{}", created.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(ContentView::of(created))).into_response())
 }
@@ -269,7 +260,7 @@ async fn list(
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ContentList>, Problem> {
-    let contents = contents(&state, &tenant);
+    let contents = customizations::records::<ContentRecord>(&state, tenant.id());
     let (limit, cursor) = params.page(&contents.list_query())?;
     let (items, next, total) = contents.list(limit, cursor).await?;
     Ok(Json(ContentList {
@@ -287,9 +278,7 @@ async fn retrieve(
     ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Result<Json<ContentView>, Problem> {
     let id = validate::positive_id("id", &id)?;
-    let contents = contents(&state, &tenant);
-    let record = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
-    Ok(Json(ContentView::of(record)))
+    Ok(Json(ContentView::of(customizations::get(&state, tenant.id(), id).await?)))
 }
 
 #[utoipa::path(post, path = "/content-customization/{id}", tag = "content", security(("tenantAdmin" = [])),
@@ -307,14 +296,8 @@ async fn update(
         body.description.as_ref(),
         body.content_map.as_ref(),
     )?;
-    let now = state.backend.clock.now_millis();
-    let contents = contents(&state, &tenant);
-    let updated = contents
-        .update(id, now, |current| current.patched(&patch).map_err(ContentError::from)?.within_size())
-        .await?
-        .ok_or(ContentError::NotFound(id))?;
-    tracing::info!(tenant = %tenant.id(), id, version = updated.version, "content customization updated");
-    Ok(Json(ContentView::of(updated)))
+    let change = |current: &ContentRecord| Ok(current.patched(&patch)?);
+    Ok(Json(ContentView::of(customizations::update(&state, tenant.id(), id, change).await?)))
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions", tag = "content", security(("tenantAdmin" = [])),
@@ -326,30 +309,15 @@ async fn list_versions(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<VersionList>, Problem> {
     let id = validate::positive_id("id", &id)?;
-    let contents = contents(&state, &tenant);
-    let current = contents.get(id).await?.ok_or(ContentError::NotFound(id))?;
-    let (limit, cursor) = params.page(&contents.versions_query(id))?;
-    let (versions, next) = contents.versions(id, limit, cursor).await?;
+    let page = |query: &_| params.page(query);
+    let (current, versions, next) =
+        customizations::versions::<ContentRecord>(&state, tenant.id(), id, page).await?;
     Ok(Json(VersionList {
         id,
         current_version: current.version,
         versions: versions.iter().map(|v| ContentSummary::of(v, Some(v.version))).collect(),
         next_cursor: next.map(|c| c.encode()),
     }))
-}
-
-/// Version `version` of customization `id`, with the customization as it is now.
-async fn load_version(
-    state: &AppState,
-    tenant: &Tenant,
-    id: &str,
-    version: &str,
-) -> Result<(ContentRecord, ContentRecord), ContentError> {
-    let id = validate::positive_id("id", id)?;
-    let version = validate::positive_id("version", version)? as u64;
-    let (current, snapshot) = contents(state, tenant).with_version(id, version).await?;
-    let current = current.ok_or(ContentError::NotFound(id))?;
-    Ok((current, snapshot.ok_or(ContentError::VersionNotFound { id, version })?))
 }
 
 #[utoipa::path(get, path = "/content-customization/{id}/versions/{version}", tag = "content", security(("tenantAdmin" = [])),
@@ -360,7 +328,9 @@ async fn get_version(
     tenant: Tenant,
     ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<ContentView>, Problem> {
-    let (_, snapshot) = load_version(&state, &tenant, &id, &version).await?;
+    let (id, version) =
+        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
+    let (_, snapshot) = customizations::version::<ContentRecord>(&state, tenant.id(), id, version).await?;
     Ok(Json(ContentView::version(snapshot)))
 }
 
@@ -372,15 +342,11 @@ async fn restore(
     tenant: Tenant,
     ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
 ) -> Result<Json<ContentView>, Problem> {
-    let (current, snapshot) = load_version(&state, &tenant, &id, &version).await?;
-    let (id, now) = (current.id, state.backend.clock.now_millis());
-    let contents = contents(&state, &tenant);
-    let restored = contents
-        .update_from(id, now, Some(current), |current| current.restored_from(&snapshot).within_size())
-        .await?
-        .ok_or(ContentError::NotFound(id))?;
-    tracing::info!(tenant = %tenant.id(), id, from = snapshot.version, version = restored.version, "content customization restored");
-    Ok(Json(ContentView::of(restored)))
+    let (id, version) =
+        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
+    Ok(Json(ContentView::of(
+        customizations::restore::<ContentRecord>(&state, tenant.id(), id, version).await?,
+    )))
 }
 
 #[cfg(test)]

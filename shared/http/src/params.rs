@@ -1,7 +1,7 @@
 //! Wire types more than one area reads or answers with: the path and query parameters of the
 //! lists and customizations, and the seed's `status` object.
 
-use crate::problem::Problem;
+use rp_domain::FieldError;
 use rp_ports::{Cursor, Query};
 use serde::{Deserialize, Serialize};
 
@@ -71,13 +71,13 @@ pub const MAX_PAGE: usize = 200;
 
 impl ListParams {
     /// The page size and the decoded cursor, checked against the partition `query` reads.
-    pub fn page(&self, query: &Query) -> Result<(usize, Option<Cursor>), Problem> {
+    pub fn page(&self, query: &Query) -> Result<(usize, Option<Cursor>), FieldError> {
         let limit = match &self.limit {
             None => DEFAULT_PAGE,
             Some(text) => match text.parse::<usize>() {
                 Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
                 _ => {
-                    return Err(Problem::invalid("limit", format!("must be an integer from 1 to {MAX_PAGE}")))
+                    return Err(FieldError::new("limit", format!("must be an integer from 1 to {MAX_PAGE}")))
                 }
             },
         };
@@ -85,7 +85,7 @@ impl ListParams {
             None => None,
             Some(text) => match Cursor::decode(text) {
                 Some(c) if c.belongs_to(query) => Some(c),
-                _ => return Err(Problem::invalid("cursor", "is not a cursor returned by this list")),
+                _ => return Err(FieldError::new("cursor", "is not a cursor returned by this list")),
             },
         };
         Ok((limit, cursor))
