@@ -1,10 +1,10 @@
 //! Apps: the record every use case of an app starts from, and the API tokens.
 
 use crate::{AppError, HasClock, HasStore};
-use rp_domain::apps::{AppId, ControlError};
+use rp_domain::apps::{AppId, ControlError, RateLimit, WorkstationSettings};
 use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
 use rp_domain::{validate, FieldError};
-use rp_ports::StoreError;
+use rp_ports::{retry_on_conflict_from, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens;
 
@@ -67,4 +67,55 @@ pub async fn create_app(
     }
     tracing::info!(app_id = %app.app_id, "app created");
     Ok(app)
+}
+
+/// Replaces the app's workstation settings, checked first.
+pub async fn replace_workstation(
+    state: &(impl HasClock + HasStore),
+    app_id: &str,
+    read: Result<(AppRecord, u64), ControlError>,
+    settings: WorkstationSettings,
+) -> Result<WorkstationSettings, ControlError> {
+    settings.validate()?;
+    update_app(state, app_id, read, |app| app.workstation = settings.clone()).await?;
+    tracing::info!(%app_id, "workstation settings replaced");
+    Ok(settings)
+}
+
+/// Replaces the app's customization-API rate limit, checked first.
+pub async fn replace_rate_limit(
+    state: &(impl HasClock + HasStore),
+    app_id: &str,
+    read: Result<(AppRecord, u64), ControlError>,
+    rule: RateLimit,
+) -> Result<RateLimit, ControlError> {
+    rule.validate()?;
+    update_app(state, app_id, read, |app| app.rate_limit = rule.clone()).await?;
+    tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
+    Ok(rule)
+}
+
+/// Changes one part of an app's record, retrying on a concurrent change so that the other parts
+/// are never lost. The first attempt changes `read` (the app as the caller read it beside its
+/// token); a retry reads the app again.
+async fn update_app(
+    state: &(impl HasClock + HasStore),
+    app_id: &str,
+    read: Result<(AppRecord, u64), ControlError>,
+    change: impl Fn(&mut AppRecord),
+) -> Result<(), ControlError> {
+    let apps = &Apps::new(state.store());
+    let change = &change;
+    retry_on_conflict_from(
+        read,
+        || load_app(state, app_id),
+        |read| async move {
+            let (mut app, version) = read?;
+            change(&mut app);
+            app.updated_at = state.clock().now_millis();
+            apps.replace(&app, version).await?;
+            Ok(())
+        },
+    )
+    .await
 }

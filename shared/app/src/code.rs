@@ -5,6 +5,8 @@ use crate::{AppState, HasClock, HasKeys, HasSettings, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodeError, CodeRecord, HookDecision, Trigger, CODE_EVENT};
 use rp_domain::events::{attributes, EventRecord};
+use rp_domain::time::EpochMillis;
+use rp_ports::retry_on_conflict;
 use rp_repo::code_env::CodeEnv;
 use rp_repo::events::Events;
 use rp_repo::versioned::CodeRecords;
@@ -98,4 +100,42 @@ pub async fn run_hook(
         Events::new(state.store()).record(&event).await?;
     }
     Ok(decision)
+}
+
+/// Sets the tenant's variable `name` to `value`; retried on a concurrent change. When it was set.
+pub async fn set_env(
+    state: &(impl HasClock + HasKeys + HasStore),
+    tenant: &AppId,
+    name: &str,
+    value: String,
+) -> Result<EpochMillis, CodeError> {
+    let now = state.clock().now_millis();
+    let vars = &env(state, tenant);
+    let value = &value;
+    retry_on_conflict(|| async move {
+        let (current, version, fresh) = vars.load_to_change().await?;
+        let next = current.set(name, value.clone(), now)?;
+        vars.save(&next, version, fresh).await?;
+        Ok::<_, CodeError>(())
+    })
+    .await?;
+    tracing::info!(%tenant, %name, "code environment variable set");
+    Ok(now)
+}
+
+/// Deletes the tenant's variable `name`; retried on a concurrent change.
+pub async fn remove_env(
+    state: &(impl HasKeys + HasStore),
+    tenant: &AppId,
+    name: &str,
+) -> Result<(), CodeError> {
+    let vars = &env(state, tenant);
+    retry_on_conflict(|| async move {
+        let (current, version, fresh) = vars.load_to_change().await?;
+        vars.save(&current.remove(name)?, version, fresh).await?;
+        Ok::<_, CodeError>(())
+    })
+    .await?;
+    tracing::info!(%tenant, %name, "code environment variable deleted");
+    Ok(())
 }

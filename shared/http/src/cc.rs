@@ -12,7 +12,7 @@ use axum::routing::{delete, get};
 use axum::{Json, Router};
 use rp_domain::apps::{self, AppId, ControlError};
 use rp_domain::tokens::TokenRecord;
-use rp_ports::{retry_on_conflict_from, Cursor, Query, StoreError};
+use rp_ports::{Cursor, Query, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::Tokens;
 use serde::{Deserialize, Serialize};
@@ -164,10 +164,7 @@ async fn put_workstation(
     ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
     ApiJson(settings): ApiJson<WorkstationSettings>,
 ) -> Result<Json<WorkstationSettings>, Problem> {
-    let settings = apps::WorkstationSettings::from(settings);
-    settings.validate()?;
-    update_app(&state, &app_id, admin.app, |app| app.workstation = settings.clone()).await?;
-    tracing::info!(%app_id, "workstation settings replaced");
+    let settings = rp_app::apps::replace_workstation(&state, &app_id, admin.app, settings.into()).await?;
     Ok(Json(settings.into()))
 }
 
@@ -186,36 +183,8 @@ async fn put_rate_limit(
     ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
     ApiJson(rule): ApiJson<RateLimit>,
 ) -> Result<Json<RateLimit>, Problem> {
-    let rule = apps::RateLimit::from(rule);
-    rule.validate()?;
-    update_app(&state, &app_id, admin.app, |app| app.rate_limit = rule.clone()).await?;
-    tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
+    let rule = rp_app::apps::replace_rate_limit(&state, &app_id, admin.app, rule.into()).await?;
     Ok(Json(rule.into()))
-}
-
-/// Changes one part of an app's record, retrying on a concurrent change so that the other parts
-/// are never lost. The first attempt changes `read` (the app as [`AdminOfApp`] read it beside
-/// the token); a retry reads the app again.
-async fn update_app(
-    state: &AppState,
-    app_id: &str,
-    read: Result<(AppRecord, u64), ControlError>,
-    change: impl Fn(&mut AppRecord),
-) -> Result<(), ControlError> {
-    let apps = &Apps::new(state.backend.store.as_ref());
-    let change = &change;
-    retry_on_conflict_from(
-        read,
-        || load_app(state, app_id),
-        |read| async move {
-            let (mut app, version) = read?;
-            change(&mut app);
-            app.updated_at = state.backend.clock.now_millis();
-            apps.replace(&app, version).await?;
-            Ok(())
-        },
-    )
-    .await
 }
 
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]

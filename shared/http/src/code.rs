@@ -22,7 +22,6 @@ use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodeError, CodePatch, CodeRecord, EnvEntry, NewCode};
 use rp_domain::signing;
 use rp_domain::{validate, FieldError};
-use rp_ports::retry_on_conflict;
 use rp_repo::signing_keys::PublishedKey;
 use rp_sandbox::{self as sandbox, helpers};
 use serde::{Deserialize, Serialize};
@@ -362,21 +361,9 @@ async fn put_env(
     ApiPath(EnvNamePath { name }): ApiPath<EnvNamePath>,
     ApiJson(body): ApiJson<EnvValue>,
 ) -> Result<Json<EnvView>, Problem> {
-    let name = code::env_name(&name)?.to_owned();
-    let value = body.checked()?;
-    let now = state.backend.clock.now_millis();
-    let vars = env(&state, tenant.id());
-    let (name, value) = (&name, &value);
-    let vars = &vars;
-    retry_on_conflict(|| async move {
-        let (current, version, fresh) = vars.load_to_change().await?;
-        let next = current.set(name, value.clone(), now)?;
-        vars.save(&next, version, fresh).await?;
-        Ok::<_, CodeError>(())
-    })
-    .await?;
-    tracing::info!(tenant = %tenant.id(), name = %name, "code environment variable set");
-    Ok(Json(EnvView { name: name.clone(), updated_at: now.iso8601() }))
+    let name = code::env_name(&name)?;
+    let set_at = rp_app::code::set_env(&state, tenant.id(), name, body.checked()?).await?;
+    Ok(Json(EnvView { name: name.to_owned(), updated_at: set_at.iso8601() }))
 }
 
 #[utoipa::path(delete, path = "/code-customization/env/{name}", tag = "code", security(("tenantAdmin" = [])), params(EnvNamePath),
@@ -386,16 +373,7 @@ async fn delete_env(
     tenant: Tenant,
     ApiPath(EnvNamePath { name }): ApiPath<EnvNamePath>,
 ) -> Result<StatusCode, Problem> {
-    let name = code::env_name(&name)?.to_owned();
-    let vars = env(&state, tenant.id());
-    let (name, vars) = (&name, &vars);
-    retry_on_conflict(|| async move {
-        let (current, version, fresh) = vars.load_to_change().await?;
-        vars.save(&current.remove(name)?, version, fresh).await?;
-        Ok::<_, CodeError>(())
-    })
-    .await?;
-    tracing::info!(tenant = %tenant.id(), name = %name, "code environment variable deleted");
+    rp_app::code::remove_env(&state, tenant.id(), code::env_name(&name)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
