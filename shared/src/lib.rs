@@ -11,6 +11,7 @@ pub mod config;
 pub mod consumer;
 pub mod lambda;
 pub mod local;
+mod parser_answers;
 pub mod samples;
 pub mod telemetry;
 pub mod template;

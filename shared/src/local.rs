@@ -85,6 +85,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let worker = tokio::spawn(worker.run(stop_rx));
 
     let state = AppState::new(backend, config.http(&format!("http://{address}")));
+    // The parser's own refusals (a target over 64 KiB, say) are answered as problem+json too.
+    let listener = crate::parser_answers::AnsweringListener(listener);
     axum::serve(listener, http::app(state)).with_graceful_shutdown(shutdown).await?;
     let _ = stop_tx.send(true);
     worker.await.context("the queue worker failed")?;

@@ -186,3 +186,33 @@ fn a_sigterm_right_after_listening_is_a_clean_stop() {
         stop(start(dir.path(), None));
     }
 }
+
+/// What hyper refuses before any handler runs (a target over 64 KiB, a header that is not
+/// HTTP) is answered as problem+json all the same, and the server goes on serving.
+#[test]
+fn what_the_parser_refuses_is_answered_as_a_problem() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), None);
+    let address = server.base.strip_prefix("http://").unwrap().to_owned();
+    let answer = |request: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.write_all(request).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        (head.to_owned(), serde_json::from_str::<Value>(body).unwrap())
+    };
+    let long = format!("GET /health?q={} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(100 * 1024));
+    let (head, body) = answer(long.as_bytes());
+    assert!(head.starts_with("HTTP/1.1 414 "), "{head}");
+    assert!(head.contains("content-type: application/problem+json"), "{head}");
+    assert_eq!((body["status"].as_u64(), body["errorCode"].as_u64()), (Some(414), Some(1_000_009)));
+    let (head, body) = answer(b"GET /health HTTP/1.1\r\nbad header\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
+    assert_eq!(body["type"], "/problems/malformed-request");
+    let (head, _) = answer(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    stop(server);
+}

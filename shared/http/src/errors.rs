@@ -79,6 +79,27 @@ pub const REJECTED_BY_STORE: ProblemType = row(
     "Input refused by the store",
     "The store refused a value the request carried (DynamoDB validation)",
 );
+pub const MALFORMED_REQUEST: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::MALFORMED_REQUEST,
+    "malformed-request",
+    "Malformed request",
+    "The request line or a header is not valid HTTP/1.1; no endpoint saw the request",
+);
+pub const URI_TOO_LONG: ProblemType = row(
+    StatusCode::URI_TOO_LONG,
+    codes::URI_TOO_LONG,
+    "uri-too-long",
+    "Request target too long",
+    "The path and query string are longer than the server reads (64 KiB on the local server)",
+);
+pub const HEADERS_TOO_LARGE: ProblemType = row(
+    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+    codes::HEADERS_TOO_LARGE,
+    "headers-too-large",
+    "Request headers too large",
+    "The request's headers are larger than the server reads",
+);
 pub const CONFLICT: ProblemType = row(
     StatusCode::CONFLICT,
     codes::CONFLICT,
@@ -102,6 +123,9 @@ pub const GENERAL: &[&ProblemType] = &[
     &ROUTE_NOT_FOUND,
     &METHOD_NOT_ALLOWED,
     &REJECTED_BY_STORE,
+    &MALFORMED_REQUEST,
+    &URI_TOO_LONG,
+    &HEADERS_TOO_LARGE,
     &CONFLICT,
     &INTERNAL,
     &UNAVAILABLE,

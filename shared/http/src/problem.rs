@@ -20,6 +20,9 @@ pub mod codes {
     pub const ROUTE_NOT_FOUND: u32 = 1_000_005;
     pub const METHOD_NOT_ALLOWED: u32 = 1_000_006;
     pub const REJECTED_BY_STORE: u32 = 1_000_007;
+    pub const MALFORMED_REQUEST: u32 = 1_000_008;
+    pub const URI_TOO_LONG: u32 = 1_000_009;
+    pub const HEADERS_TOO_LARGE: u32 = 1_000_010;
     pub const CONFLICT: u32 = 1_000_409;
     pub const INTERNAL: u32 = 1_000_500;
     pub const UNAVAILABLE: u32 = 1_000_503;
@@ -288,8 +291,9 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
+impl Problem {
+    /// The answer's status and problem+json body, the refusal or failure logged once.
+    fn answer(self) -> (StatusCode, String, Option<u64>) {
         let exception_id = uuid::Uuid::new_v4();
         let (status, code) = (self.kind.status, self.kind.code);
         if status == StatusCode::TOO_MANY_REQUESTS {
@@ -310,13 +314,48 @@ impl IntoResponse for Problem {
             error_code: code,
             field: self.field.as_deref(),
         };
-        let mut response = (status, axum::Json(body)).into_response();
+        let json = serde_json::to_string(&body).expect("a problem serializes");
+        (status, json, self.retry_after)
+    }
+
+    /// The problem for a request the HTTP/1 parser refused before any handler saw it, by the
+    /// status the parser answers with (hyper answers those itself, with no body): a request
+    /// line or header that is not HTTP (400), a target over its limit (414), headers over
+    /// theirs (431).
+    pub fn unparsed(status: u16) -> Option<Problem> {
+        let kind = match status {
+            400 => &errors::MALFORMED_REQUEST,
+            414 => &errors::URI_TOO_LONG,
+            431 => &errors::HEADERS_TOO_LARGE,
+            _ => return None,
+        };
+        Some(Problem::of(kind).detail(kind.meaning))
+    }
+
+    /// The whole HTTP/1.1 answer, closing the connection: for the server's own answers to what
+    /// its parser refused ([`Problem::unparsed`]).
+    pub fn http1(self) -> Vec<u8> {
+        let (status, json, _) = self.answer();
+        let reason = status.canonical_reason().unwrap_or("");
+        let head = format!(
+            "HTTP/1.1 {} {reason}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            status.as_u16(),
+            json.len()
+        );
+        [head.into_bytes(), json.into_bytes()].concat()
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let (status, json, retry_after) = self.answer();
+        let mut response = (status, json).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let Some(secs) = self.retry_after {
+        if let Some(secs) = retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
