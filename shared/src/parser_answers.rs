@@ -42,13 +42,15 @@ pub struct Answering {
 /// The problem in place of `written`, when it is one of the parser's own refusals: a whole
 /// answer of 400, 414 or 431 with no `content-type` and no body.
 fn replacement(written: &[u8]) -> Option<Vec<u8>> {
+    // The status first: every other answer (all the API's successes, bodies and all) is left
+    // after reading three bytes.
     let status = written.strip_prefix(b"HTTP/1.1 ")?.get(..3)?;
-    let status: u16 = std::str::from_utf8(status).ok()?.parse().ok()?;
-    let head = std::str::from_utf8(written).ok()?.strip_suffix("\r\n\r\n")?;
+    let problem = Problem::unparsed(std::str::from_utf8(status).ok()?.parse().ok()?)?;
+    let head = std::str::from_utf8(written.strip_suffix(b"\r\n\r\n")?).ok()?;
     if head.contains("\r\n\r\n") || head.to_ascii_lowercase().contains("\r\ncontent-type:") {
         return None;
     }
-    Problem::unparsed(status).map(Problem::http1)
+    Some(problem.http1())
 }
 
 impl Answering {
