@@ -84,7 +84,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     };
     let worker = tokio::spawn(worker.run(stop_rx));
 
-    let state = AppState::new(backend, config.http(&format!("http://{address}")));
+    // Plain HTTP on the loopback interface: the console's cookie cannot be `Secure` here.
+    let http = http::HttpConfig { secure_cookies: false, ..config.http(&format!("http://{address}")) };
+    let state = AppState::new(backend, http);
     // The parser's own refusals (a target over 64 KiB, say) are answered as problem+json too.
     let listener = crate::parser_answers::AnsweringListener(listener);
     axum::serve(listener, http::app(state)).with_graceful_shutdown(shutdown).await?;

@@ -27,8 +27,9 @@ fn read(path: &str) -> String {
 }
 
 /// Every HTTP function, with the status its sample event answers after `seed-samples`.
-const REPLAY: [(&str, u16); 52] = [
+const REPLAY: [(&str, u16); 53] = [
     ("health", 200),
+    ("console", 200),
     ("problems", 200),
     ("cc-apps", 201),
     ("cc-app", 200),

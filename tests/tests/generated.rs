@@ -43,9 +43,14 @@ fn assert_all_current(stale: Vec<String>) {
     );
 }
 
-/// The methods the OpenAPI document lists for `path`, in the order GET, POST, PUT, PATCH, DELETE.
-fn methods(path: &str) -> Vec<&'static str> {
+/// The methods of endpoint `e`: those the OpenAPI document lists for its path, in the order GET,
+/// POST, PUT, PATCH, DELETE, or its pages' (the console's).
+fn methods(e: &Endpoint) -> Vec<&'static str> {
+    if let Some(pages) = e.pages {
+        return pages.methods.to_vec();
+    }
     let document: serde_json::Value = serde_json::from_str(http::openapi::json()).unwrap();
+    let path = e.path;
     let operations = document["paths"][path].as_object().unwrap_or_else(|| panic!("{path} is documented"));
     ["GET", "POST", "PUT", "PATCH", "DELETE"]
         .into_iter()
@@ -53,10 +58,15 @@ fn methods(path: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// `GET, POST /cc/api/apps`: the methods in alphabetical order, then the path.
+/// Every path that reaches endpoint `e`: its own, and its pages' further ones.
+fn paths(e: &Endpoint) -> Vec<&'static str> {
+    std::iter::once(e.path).chain(e.pages.iter().flat_map(|p| p.also.iter().copied())).collect()
+}
+
+/// `GET, POST /cc/api/apps`: the methods in alphabetical order, then the paths.
 fn routes(e: &Endpoint) -> String {
-    let sorted: BTreeSet<_> = methods(e.path).into_iter().collect();
-    format!("{} {}", sorted.into_iter().collect::<Vec<_>>().join(", "), e.path)
+    let sorted: BTreeSet<_> = methods(e).into_iter().collect();
+    format!("{} {}", sorted.into_iter().collect::<Vec<_>>().join(", "), paths(e).join(", "))
 }
 
 /// `rp-enroll-complete` → `RpEnrollComplete`.
@@ -211,15 +221,18 @@ fn function(e: &Endpoint) -> String {
     }
     out.push_str(&policies(e));
     out.push_str("      Events:\n");
-    for method in methods(e.path) {
-        let event = method[..1].to_owned() + &method[1..].to_ascii_lowercase();
-        write!(
-            out,
-            "        {event}:\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n            \
-             Path: {path}\n            Method: {method}\n",
-            path = e.path,
-        )
-        .unwrap();
+    for (n, path) in paths(e).into_iter().enumerate() {
+        for method in methods(e) {
+            // `Get`, then `GetProxy` for the pages' greedy path.
+            let suffix = if n == 0 { "" } else { "Proxy" };
+            let event = method[..1].to_owned() + &method[1..].to_ascii_lowercase() + suffix;
+            write!(
+                out,
+                "        {event}:\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n            \
+                 Path: {path}\n            Method: {method}\n",
+            )
+            .unwrap();
+        }
     }
     write!(
         out,
@@ -283,11 +296,13 @@ fn the_watch_router_routes_what_the_table_declares() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let mut routes = String::new();
     for e in ENDPOINTS {
-        let targets: Vec<String> = methods(e.path)
+        let targets: Vec<String> = methods(e)
             .into_iter()
             .map(|method| format!("{{ method = \"{method}\", function = \"{}\" }}", e.name))
             .collect();
-        writeln!(routes, "\"{}\" = [{}]", e.path, targets.join(", ")).unwrap();
+        for path in paths(e) {
+            writeln!(routes, "\"{path}\" = [{}]", targets.join(", ")).unwrap();
+        }
     }
     let start = manifest.find(WATCH_BEGIN).expect("Cargo.toml has the watch router") + WATCH_BEGIN.len();
     let stop = manifest[start..].find("\n\n").map_or(manifest.len(), |n| start + n + 1);

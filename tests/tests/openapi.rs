@@ -53,10 +53,19 @@ fn the_checked_in_document_is_the_generated_one() {
 fn the_document_names_exactly_the_routes_the_functions_serve() {
     // `[workspace.metadata.lambda.watch.router]` routes every method of every function, and a
     // test in events.rs holds it to the functions, the template and the sample events.
+    // The console's HTML pages are routed too, and are not in the document.
+    let pages: BTreeSet<&str> = http::ENDPOINTS
+        .iter()
+        .filter_map(|e| e.pages.map(|pages| std::iter::once(e.path).chain(pages.also.iter().copied())))
+        .flatten()
+        .collect();
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let mut routed = BTreeSet::new();
     for line in manifest.lines().filter(|l| l.starts_with("\"/")) {
         let (path, rest) = line[1..].split_once("\" = [").unwrap();
+        if pages.contains(path) {
+            continue;
+        }
         for part in rest.split("method = \"").skip(1) {
             let method = part.split('"').next().unwrap();
             routed.insert((method.to_owned(), path.to_owned()));
@@ -673,6 +682,13 @@ fn request_samples(doc: &Value) -> Vec<Sample> {
             let method = event.get("requestContext")?["http"]["method"].as_str()?.to_owned();
             assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
             let path = event["rawPath"].as_str().unwrap();
+            // The console's pages are HTML, not in the document.
+            let page = |e: &&http::Endpoint| {
+                e.pages.is_some() && (path == e.path || path.starts_with(&format!("{}/", e.path)))
+            };
+            if http::ENDPOINTS.iter().any(|e| page(&e)) {
+                return None;
+            }
             let template = template_of(doc, &method, path).unwrap_or_else(|| panic!("{name}: no operation"));
             let operation = doc["paths"][&template][method.to_lowercase()].clone();
             let function = name.split('.').next().unwrap().to_owned();

@@ -119,3 +119,16 @@ async fn update_app(
     )
     .await
 }
+
+/// Revokes the API token `token_id`; revoking a revoked one again is no error. Sessions of the
+/// console that stand for it end with it.
+pub async fn revoke_token(state: &(impl HasClock + HasStore), token_id: &str) -> Result<(), ControlError> {
+    let tokens = rp_repo::tokens::Tokens::new(state.store());
+    let found = tokens.read(token_id).await?;
+    if tokens.revoke(found, state.clock().now_millis()).await? {
+        tracing::info!(%token_id, "token revoked");
+        Ok(())
+    } else {
+        Err(ControlError::TokenNotFound(token_id.to_owned()))
+    }
+}

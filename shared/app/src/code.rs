@@ -139,3 +139,34 @@ pub async fn remove_env(
     tracing::info!(%tenant, %name, "code environment variable deleted");
     Ok(())
 }
+
+/// A test run of the tenant's customization `id`, enabled or not, on `event` (an object; `{}`
+/// when `None`): what the sandbox reports. The customization and the tenant's environment are
+/// read (and opened) at once; `go_ahead` (a rate limit's gate, say) is awaited after the reads
+/// and before the run, the costly part.
+pub async fn test_run(
+    state: &AppState,
+    tenant: &AppId,
+    id: i64,
+    event: Option<Value>,
+    go_ahead: impl std::future::Future<Output = Result<(), rp_ports::StoreError>>,
+) -> Result<code::RunReport, CodeError> {
+    let environment = env(state, tenant);
+    let record = crate::customizations::get::<CodeRecord>(state, tenant, id);
+    let (record, vars) = tokio::join!(record, environment.load());
+    let record = record?;
+    let event = match event {
+        None | Some(Value::Null) => serde_json::json!({}),
+        Some(event @ Value::Object(_)) => event,
+        Some(_) => return Err(rp_domain::FieldError::new("event", "must be an object").into()),
+    };
+    let (vars, _) = vars.map_err(CodeError::from)?;
+    go_ahead.await?;
+    let report = sandbox::run(
+        crate::signing::TenantSigner::new(state, tenant),
+        job(state, tenant, &record, event, vars.values),
+    )
+    .await;
+    tracing::info!(%tenant, id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
+    Ok(report)
+}

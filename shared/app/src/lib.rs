@@ -7,6 +7,7 @@ pub mod apps;
 mod capabilities;
 pub mod certificates;
 pub mod code;
+pub mod console;
 pub mod customizations;
 pub mod devices;
 pub mod enrollment;
@@ -66,6 +67,9 @@ pub struct HttpConfig {
     /// The longest a device's OOB fetch may wait for a request (`?waitSecs=`): 25 s on the
     /// local server, 5 s on Lambda, where the function's time is paid.
     pub max_wait_secs: u64,
+    /// Whether the console's session cookie is `Secure` (sent over HTTPS only): everywhere but
+    /// the local server, which serves plain HTTP on the loopback interface.
+    pub secure_cookies: bool,
 }
 
 /// The longest long-poll of a device's OOB fetch on the local server, and on Lambda.
@@ -82,6 +86,7 @@ impl Default for HttpConfig {
             max_open_per_app: rp_domain::certificates::DEFAULT_MAX_OPEN_PER_APP,
             content_versions_kept: rp_repo::versioned::DEFAULT_VERSIONS_KEPT,
             max_wait_secs: LOCAL_MAX_WAIT_SECS,
+            secure_cookies: true,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod apps;
 pub mod boundary;
 pub mod certificates;
 pub mod code;
+pub mod console;
 pub mod content;
 pub mod devices;
 pub mod enrollment;

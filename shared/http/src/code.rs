@@ -15,17 +15,16 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use rp_app::code::{env, job, records};
+use rp_app::code::{env, records};
 use rp_app::customizations;
-use rp_app::signing::TenantSigner;
 use rp_domain::apps::AppId;
-use rp_domain::code::{self, CodeError, CodePatch, CodeRecord, EnvEntry, NewCode};
+use rp_domain::code::{self, CodePatch, CodeRecord, EnvEntry, NewCode};
 use rp_domain::signing;
-use rp_domain::{validate, FieldError};
+use rp_domain::validate;
 use rp_repo::signing_keys::PublishedKey;
-use rp_sandbox::{self as sandbox, helpers};
+use rp_sandbox::helpers;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The body limit of the paths that take a `source` (100 kB, which JSON escaping can
 /// multiply); the rest keep the server's.
@@ -293,26 +292,8 @@ async fn test_run(
     ApiPath(IdPath { id }): ApiPath<IdPath>,
     ApiJson(body): ApiJson<TestRun>,
 ) -> Result<Json<RunReport>, Problem> {
-    // The environment is read (and opened) beside the customization; its errors keep their place.
-    let environment = env(&state, tenant.id());
     let id = validate::positive_id("id", &id)?;
-    let record = customizations::get::<CodeRecord>(&state, tenant.id(), id);
-    let (record, vars) = tokio::join!(record, environment.load());
-    let record = record?;
-    let event = match body.event {
-        None | Some(Value::Null) => json!({}),
-        Some(event @ Value::Object(_)) => event,
-        Some(_) => return Err(FieldError::new("event", "must be an object").into()),
-    };
-    let (vars, _) = vars.map_err(CodeError::from)?;
-    // The run is the costly part: it waits for the count, as the key service does.
-    pass.go_ahead().await?;
-    let report = sandbox::run(
-        TenantSigner::new(&state, tenant.id()),
-        job(&state, tenant.id(), &record, event, vars.values),
-    )
-    .await;
-    tracing::info!(tenant = %tenant.id(), id = record.id, duration_ms = report.duration_ms, failed = report.error.is_some(), "code customization test run");
+    let report = rp_app::code::test_run(&state, tenant.id(), id, body.event, pass.go_ahead()).await?;
     Ok(Json(report.into()))
 }
 

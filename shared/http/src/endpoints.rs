@@ -6,8 +6,8 @@
 //! checked-in file differs from what it writes.
 
 use crate::{
-    cc, certificates, code, content, events, health, offline, oob, pki, problems, registration, workstation,
-    AppState,
+    cc, certificates, code, console, content, events, health, offline, oob, pki, problems, registration,
+    workstation, AppState,
 };
 use axum::Router;
 use rp_ports::Services;
@@ -65,6 +65,18 @@ pub struct Endpoint {
     pub router: fn(&AppState) -> Router<AppState>,
     pub router_name: &'static str,
     pub grants: Grants,
+    /// Pages the OpenAPI document does not list (the console's): the methods they answer, and
+    /// the paths besides `path` that reach them. `None` for an API endpoint, whose methods are
+    /// the document's.
+    pub pages: Option<Pages>,
+}
+
+/// The methods and further paths of an endpoint of HTML pages.
+#[derive(Debug, Clone, Copy)]
+pub struct Pages {
+    pub methods: &'static [&'static str],
+    /// API Gateway paths (`/console/{proxy+}`: every path under it).
+    pub also: &'static [&'static str],
 }
 
 impl Endpoint {
@@ -83,6 +95,7 @@ macro_rules! endpoint {
             router: $area::$router,
             router_name: concat!(stringify!($area), "::", stringify!($router)),
             grants: $grants,
+            pages: None,
         }
     };
 }
@@ -142,4 +155,12 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("code-customization-signing-keys", "/code-customization/signing-keys", code::signing_keys_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the private half of a new signing key."), ..Grants::NONE }),
     endpoint!("code-customization-signing-key", "/code-customization/signing-keys/{kid}", code::signing_key_router, Grants { table: &[GET, QUERY, PUT, UPDATE], ..Grants::NONE }),
     endpoint!("rp-app-jwks", "/rp/api/apps/{appId}/jwks.json", code::jwks_router, Grants { table: &[GET], ..Grants::NONE }),
+    Endpoint {
+        name: "console",
+        path: "/console",
+        router: console::router,
+        router_name: "console::router",
+        grants: Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
+        pages: Some(Pages { methods: &["GET", "POST"], also: &["/console/{proxy+}"] }),
+    },
 ];

@@ -4,6 +4,7 @@
 pub mod cc;
 pub mod certificates;
 pub mod code;
+pub mod console;
 pub mod content;
 mod endpoints;
 pub mod errors;

@@ -291,9 +291,22 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// A problem as told to a client (after [`Problem::tell`] logged it): what a console page shows.
+#[derive(Debug)]
+pub struct Told {
+    pub status: StatusCode,
+    pub title: &'static str,
+    /// The detail, ending with ` (exceptionId: <uuid>)`.
+    pub detail: String,
+    pub code: u32,
+    pub slug: &'static str,
+    pub field: Option<String>,
+    pub retry_after: Option<u64>,
+}
+
 impl Problem {
-    /// The answer's status and problem+json body, the refusal or failure logged once.
-    fn answer(self) -> (StatusCode, String, Option<u64>) {
+    /// Logs the refusal or failure once, and says what the client is told.
+    pub fn tell(self) -> Told {
         let exception_id = uuid::Uuid::new_v4();
         let (status, code) = (self.kind.status, self.kind.code);
         if status == StatusCode::TOO_MANY_REQUESTS {
@@ -306,16 +319,30 @@ impl Problem {
             // Bad input is the caller's problem, not ours: recorded, not raised as an error.
             tracing::info!(%exception_id, error_code = code, status = status.as_u16(), field = self.field.as_deref(), "request refused");
         }
-        let body = ProblemBody {
-            kind: format!("/problems/{}", self.kind.slug),
+        Told {
+            status,
             title: self.kind.title,
-            status: status.as_u16(),
             detail: format!("{} (exceptionId: {exception_id})", self.detail),
-            error_code: code,
-            field: self.field.as_deref(),
+            code,
+            slug: self.kind.slug,
+            field: self.field,
+            retry_after: self.retry_after,
+        }
+    }
+
+    /// The answer's status and problem+json body, the refusal or failure logged once.
+    fn answer(self) -> (StatusCode, String, Option<u64>) {
+        let told = self.tell();
+        let body = ProblemBody {
+            kind: format!("/problems/{}", told.slug),
+            title: told.title,
+            status: told.status.as_u16(),
+            detail: told.detail,
+            error_code: told.code,
+            field: told.field.as_deref(),
         };
         let json = serde_json::to_string(&body).expect("a problem serializes");
-        (status, json, self.retry_after)
+        (told.status, json, told.retry_after)
     }
 
     /// The problem for a request the HTTP/1 parser refused before any handler saw it, by the

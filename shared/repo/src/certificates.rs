@@ -7,6 +7,7 @@
 //! | `CERTQ#READY` | `<appId>` | the app has (or recently had) PENDING requests: written with every request that becomes PENDING, deleted by a poll that finds the shard empty |
 //! | `CERTQ#ROUND` | `LAST` | the last app the previous poll served: the next poll starts after it (round robin) |
 //! | `CERTQ#OPEN#<appId>` | `COUNT` | the app's open (PENDING or LEASED) login-certificate requests: a counter raised under the cap in the transaction that queues one, lowered in the one that settles it |
+//! | `CERTQ#DEAD#<app>` | `COUNT` | the app's requests that ran out of attempts (DEAD): raised in the transaction that makes one so |
 //! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial |
 //! | `SERIAL#<serial>` | `SERIAL` | the serial taken, pointing at its certificate: written with an absent-condition in the issuing transaction, so a serial is issued once |
 //!
@@ -60,6 +61,32 @@ fn round_key() -> ItemKey {
 
 fn open_key(app: &AppId) -> ItemKey {
     ItemKey::new(format!("CERTQ#OPEN#{app}"), "COUNT")
+}
+
+fn dead_key(app: &AppId) -> ItemKey {
+    ItemKey::new(format!("CERTQ#DEAD#{app}"), "COUNT")
+}
+
+/// An app's certificate queue as an operator sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// PENDING login-certificate requests (of the first `cap` pending requests read).
+    pub pending_logins: usize,
+    /// PENDING revocation requests (likewise).
+    pub pending_revocations: usize,
+    /// More requests are pending than were read.
+    pub more: bool,
+    /// Open (PENDING or LEASED) login-certificate requests.
+    pub open: i64,
+    /// Requests that ran out of attempts.
+    pub dead: i64,
+}
+
+impl QueueCounts {
+    /// LEASED login-certificate requests: the open ones not pending.
+    pub fn leased_logins(&self) -> i64 {
+        (self.open - self.pending_logins as i64).max(0)
+    }
 }
 
 /// An app with pending requests, as of `enqueued_at`.
@@ -362,8 +389,32 @@ impl<'a> Certificates<'a> {
 
     /// The app's open (PENDING or LEASED) login-certificate requests.
     pub async fn open_requests(&self, app: &AppId) -> Result<i64, StoreError> {
-        let item = self.store.get(&open_key(app)).await?;
+        self.counter(&open_key(app)).await
+    }
+
+    async fn counter(&self, key: &ItemKey) -> Result<i64, StoreError> {
+        let item = self.store.get(key).await?;
         Ok(item.and_then(|i| i.attrs.get(COUNTER_ATTR).and_then(|n| n.as_i64())).unwrap_or(0))
+    }
+
+    /// The app's queue: its pending requests by kind (the first `cap` read), its open
+    /// login-certificate requests and its dead ones; three reads at once.
+    pub async fn queue_counts(&self, app: &AppId, cap: usize) -> Result<QueueCounts, StoreError> {
+        let pending = self.store.query(Query::index(Index::Gsi1, shard(app)).limit(cap));
+        let (open, dead) = (open_key(app), dead_key(app));
+        let (pending, open, dead) = tokio::join!(pending, self.counter(&open), self.counter(&dead));
+        let page = pending?;
+        let mut counts =
+            QueueCounts { more: page.cursor.is_some(), open: open?, dead: dead?, ..Default::default() };
+        for item in &page.items {
+            let request: CertRequest = item.data()?;
+            match (request.state, request.counts_against_cap()) {
+                (RequestState::Pending, true) => counts.pending_logins += 1,
+                (RequestState::Pending, false) => counts.pending_revocations += 1,
+                _ => {}
+            }
+        }
+        Ok(counts)
     }
 
     pub async fn request(&self, request_id: &str) -> Result<Option<(CertRequest, u64)>, StoreError> {
@@ -445,6 +496,10 @@ impl<'a> Certificates<'a> {
         if request.is_closed() && request.counts_against_cap() {
             let key = open_key(&request.app_id);
             ops.push(WriteOp::Increment(Increment { key, by: -1, limit: None, expires_at: None }));
+        }
+        if request.state == RequestState::Dead {
+            let key = dead_key(&request.app_id);
+            ops.push(WriteOp::Increment(Increment { key, by: 1, limit: None, expires_at: None }));
         }
         self.store.transact(ops).await?;
         events::log(event);

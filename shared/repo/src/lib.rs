@@ -4,6 +4,7 @@
 pub mod apps;
 pub mod certificates;
 pub mod code_env;
+pub mod console;
 pub mod devices;
 pub mod events;
 pub mod oob;

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `ENRSESSION#<app>#<sessionId>` | `SESSION` | an enrollment session; TTL its expiry (a day once closed) |
 //! | `ENROLL#<app>#<machineId>` | `ENROLL` | the machine's enrollment |
-//! | `PAIR#<app>#<machineId>` | `DEVICE#<deviceId>` | a workstation–device pairing; `gsi2` `DEVPAIR#<app>#<deviceId>` / `<machineId>` finds a device's pairings |
+//! | `PAIR#<app>#<machineId>` | `DEVICE#<deviceId>` | a workstation–device pairing; `gsi2` `DEVPAIR#<app>#<deviceId>` / `<machineId>` finds a device's pairings, `gsi1` `APPPAIR#<app>` / `<machineId>#<deviceId>` the app's |
 //! | `OFFLINEFAIL#<app>#<machineId>#<deviceId>` | `<window start>` | wrong offline attempts in a fixed window of `lockoutSecs`; TTL a minute after it |
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
@@ -46,12 +46,20 @@ fn device_pairings(app: &AppId, device_id: &str) -> String {
     format!("DEVPAIR#{app}#{device_id}")
 }
 
+fn app_pairings(app: &AppId) -> String {
+    format!("APPPAIR#{app}")
+}
+
 fn pairing_item(pairing: &Pairing) -> Result<Item, StoreError> {
     let key = pairing_key(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
-    Ok(Item::new(key, pairing)?.with_index(
-        Index::Gsi2,
-        ItemKey::new(device_pairings(&pairing.app_id, &pairing.device_id), pairing.machine_id.clone()),
-    ))
+    let by_app =
+        ItemKey::new(app_pairings(&pairing.app_id), format!("{}#{}", pairing.machine_id, pairing.device_id));
+    Ok(Item::new(key, pairing)?
+        .with_index(
+            Index::Gsi2,
+            ItemKey::new(device_pairings(&pairing.app_id, &pairing.device_id), pairing.machine_id.clone()),
+        )
+        .with_index(Index::Gsi1, by_app))
 }
 
 fn counter_key(app: &AppId, device_id: &str) -> ItemKey {
@@ -201,6 +209,24 @@ impl<'a> Workstations<'a> {
         let items =
             super::at_once(page.items.iter().map(|found| self.store.get(&found.key)).collect()).await?;
         items.iter().flatten().map(super::versioned).collect()
+    }
+
+    /// The query over the app's pairings, by machine and device.
+    pub fn app_query(app: &AppId) -> Query {
+        Query::index(Index::Gsi1, app_pairings(app))
+    }
+
+    /// A page of the app's pairings, by machine and device (as the index has them: it may lag a
+    /// change by moments).
+    pub async fn pairings_of_app(
+        &self,
+        app: &AppId,
+        limit: usize,
+        cursor: Option<rp_ports::Cursor>,
+    ) -> Result<(Vec<Pairing>, Option<rp_ports::Cursor>), StoreError> {
+        let page = self.store.query(Self::app_query(app).limit(limit).after(cursor)).await?;
+        let pairings = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
+        Ok((pairings, page.cursor))
     }
 
     /// Removes the pairing (read at `version`), with what goes with it (queued revocations) and

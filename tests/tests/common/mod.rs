@@ -6,6 +6,7 @@
 pub mod cases;
 pub mod certificates;
 pub mod code;
+pub mod console;
 pub mod content;
 pub mod offline;
 pub mod oob;
@@ -15,6 +16,7 @@ pub mod workstation;
 pub use cases::*;
 pub use certificates::*;
 pub use code::*;
+pub use console::*;
 pub use content::*;
 pub use offline::*;
 pub use oob::*;
@@ -124,6 +126,12 @@ impl Harness {
 macro_rules! router_tests {
     ($make:ident) => {
         $crate::router_case!($make, health_needs_no_token);
+        $crate::router_case!($make, console_sessions_are_strict_cookies_that_stand_for_the_token);
+        $crate::router_case!($make, console_sign_in_refuses_bad_tokens_and_limits_failures);
+        $crate::router_case!($make, console_forms_need_the_sessions_csrf_token);
+        $crate::router_case!($make, console_operator_tasks_reach_the_api);
+        $crate::router_case!($make, console_scoped_admins_see_only_their_app);
+        $crate::router_case!($make, console_renders_hostile_values_as_text);
         $crate::router_case!($make, unknown_routes_and_methods_are_problems);
         $crate::router_case!($make, every_response_has_a_request_id);
         $crate::router_case!($make, missing_or_malformed_authorization_is_401);

@@ -1,0 +1,200 @@
+//! The operator console's own use cases: signing in and out, the session behind each page, and
+//! the reads its pages make that no API endpoint makes (a queue's counts, an app's pairings, a
+//! window of events). What a page changes goes through the same use cases as the API.
+
+use crate::{HasClock, HasStore};
+use rp_domain::apps::AppId;
+use rp_domain::boundary::Failure;
+use rp_domain::console::{self, ConsoleSession, SignInRefusal, SIGN_IN_FAILURES};
+use rp_domain::devices::{DeviceRecord, DeviceTokenRecord};
+use rp_domain::events::EventRecord;
+use rp_domain::pairing::Pairing;
+use rp_domain::time::EpochMillis;
+use rp_domain::tokens::{TokenRecord, TokenSecret};
+use rp_ports::{retry_on_conflict, Cursor, StoreError};
+use rp_repo::apps::{AppRecord, Apps};
+use rp_repo::certificates::{Certificates, QueueCounts};
+use rp_repo::console::ConsoleSessions;
+use rp_repo::devices::Devices;
+use rp_repo::events::{EventFilter, Events};
+use rp_repo::tokens::Tokens;
+use rp_repo::workstations::Workstations;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    /// The client failed to sign in too often lately; the token was not looked at.
+    #[error("too many failed sign-ins; try again in a few minutes")]
+    TooManyFailures,
+    #[error("the token was refused ({})", .0.reason())]
+    Refused(SignInRefusal),
+    #[error(transparent)]
+    Failed(#[from] Failure),
+}
+
+rp_domain::shares_failures!(@from ConsoleError);
+
+/// Signs in `client` (its address, for counting failures) with `presented`, the token as typed:
+/// the new session's id (for the cookie) and its record. A failure is counted and logged with
+/// its reason and the client, never the token; past [`SIGN_IN_FAILURES`] in a window the client
+/// is refused before its token is read.
+pub async fn sign_in(
+    state: &(impl HasClock + HasStore),
+    client: &str,
+    presented: &str,
+) -> Result<(TokenSecret, ConsoleSession), ConsoleError> {
+    let sessions = ConsoleSessions::new(state.store());
+    let now = state.clock().now_millis();
+    if sessions.failures(client, now.as_secs()).await? >= SIGN_IN_FAILURES {
+        tracing::warn!(client, "console sign-in refused: too many failures");
+        return Err(ConsoleError::TooManyFailures);
+    }
+    let admitted = match TokenSecret::parse(presented.trim()) {
+        Some(secret) => {
+            let presented = secret.hash();
+            let record = Tokens::new(state.store()).find(&presented).await?;
+            console::admit(record, &presented, now)
+        }
+        None => Err(SignInRefusal::Unknown),
+    };
+    let token = match admitted {
+        Ok(token) => token,
+        Err(refusal) => {
+            let failures = sessions.count_failure(client, now.as_secs()).await?;
+            tracing::warn!(client, reason = refusal.reason(), failures, "console sign-in refused");
+            return Err(ConsoleError::Refused(refusal));
+        }
+    };
+    let (secret, session) = retry_on_conflict(|| async {
+        let (secret, session) = ConsoleSession::open(&token, now);
+        sessions.create(&session).await?;
+        Ok::<_, StoreError>((secret, session))
+    })
+    .await?;
+    tracing::info!(token_id = %token.token_id, session_id = %session.session_id, "console session opened");
+    Ok((secret, session))
+}
+
+/// The live session a cookie's id names, with its token: `None` when there is none, it
+/// expired, or its token was revoked or expired meanwhile (a session stands for its token).
+pub async fn session(
+    state: &(impl HasClock + HasStore),
+    presented: &str,
+) -> Result<Option<(ConsoleSession, TokenRecord)>, StoreError> {
+    let Some(secret) = TokenSecret::parse(presented) else {
+        return Ok(None);
+    };
+    let presented = secret.hash();
+    let now = state.clock().now_millis();
+    let Some(session) = ConsoleSessions::new(state.store()).find(&presented).await? else {
+        return Ok(None);
+    };
+    if !session.admits(&presented, now) {
+        return Ok(None);
+    }
+    match Tokens::new(state.store()).get(&session.token_id).await? {
+        Some(token) if token.live_at(now).is_ok() => Ok(Some((session, token))),
+        _ => Ok(None),
+    }
+}
+
+/// Ends the session.
+pub async fn sign_out(state: &impl HasStore, session: &ConsoleSession) -> Result<(), StoreError> {
+    ConsoleSessions::new(state.store()).end(&session.session_id).await?;
+    tracing::info!(token_id = %session.token_id, session_id = %session.session_id, "console session ended");
+    Ok(())
+}
+
+/// The apps `session` may see: a page of every app for a global admin, its own for a scoped one.
+pub async fn apps(
+    state: &impl HasStore,
+    session: &ConsoleSession,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
+    let apps = Apps::new(state.store());
+    match &session.app_id {
+        None => apps.list(limit, cursor).await,
+        Some(own) => Ok((apps.get(own).await?.map(|(app, _)| app).into_iter().collect(), None)),
+    }
+}
+
+/// A page of the API tokens (never their secrets).
+pub async fn tokens(
+    state: &impl HasStore,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<TokenRecord>, Option<Cursor>), StoreError> {
+    Tokens::new(state.store()).list(limit, cursor).await
+}
+
+/// A user's devices, each with its token if it has one (never the token's secret).
+pub async fn devices_of_user(
+    state: &impl HasStore,
+    app: &AppId,
+    named_user: &str,
+) -> Result<Vec<(DeviceRecord, Option<DeviceTokenRecord>)>, StoreError> {
+    let repo = Devices::new(state.store());
+    let devices = repo.devices_of(app, named_user).await?;
+    let tokens = repo.tokens_of(&devices).await?;
+    Ok(devices.into_iter().zip(tokens).collect())
+}
+
+/// A page of the app's workstation pairings.
+pub async fn pairings_of_app(
+    state: &impl HasStore,
+    app: &AppId,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<Pairing>, Option<Cursor>), StoreError> {
+    Workstations::new(state.store()).pairings_of_app(app, limit, cursor).await
+}
+
+/// Pending requests counted per app at most; past it a page says "more than".
+pub const QUEUE_COUNT_CAP: usize = 1000;
+
+/// The app's certificate queue: pending, leased and dead.
+pub async fn queue(state: &impl HasStore, app: &AppId) -> Result<QueueCounts, StoreError> {
+    Certificates::new(state.store()).queue_counts(app, QUEUE_COUNT_CAP).await
+}
+
+/// The events `filter` selects, oldest first, at most `cap` of them (page by page), and whether
+/// more were left unread.
+pub async fn events(
+    state: &impl HasStore,
+    filter: &EventFilter,
+    cap: usize,
+) -> Result<(Vec<EventRecord>, bool), StoreError> {
+    let events = Events::new(state.store());
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = events.list(filter, (cap - all.len()).min(200), cursor).await?;
+        all.extend(page);
+        match next {
+            Some(next) if all.len() < cap => cursor = Some(next),
+            Some(_) => return Ok((all, true)),
+            None => return Ok((all, false)),
+        }
+    }
+}
+
+/// The newest certificate issuances and revocations of `app` since `since`, newest first.
+pub async fn recent_certificates(
+    state: &impl HasStore,
+    app: &AppId,
+    since: EpochMillis,
+    cap: usize,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let named = |name: &str| EventFilter {
+        name: Some(name.to_owned()),
+        app_id: Some(app.clone()),
+        from: Some(since),
+        to: None,
+    };
+    let (issued, revoked) = (named("WORKSTATION_CERTIFICATE_ISSUED"), named("WS_CERTIFICATE_REVOKED"));
+    let (issued, revoked) = tokio::join!(events(state, &issued, cap), events(state, &revoked, cap));
+    let mut all: Vec<EventRecord> = issued?.0.into_iter().chain(revoked?.0).collect();
+    all.sort_by_key(|event| std::cmp::Reverse(event.at));
+    all.truncate(cap);
+    Ok(all)
+}

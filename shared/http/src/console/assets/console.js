@@ -1,0 +1,13 @@
+// The console's one script: copy buttons. It never sees a sign-in token (the console keeps
+// none in the page) and reaches nothing but the clipboard.
+"use strict";
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-copy]");
+  if (!button) return;
+  const source = document.getElementById(button.dataset.copy);
+  if (!source || !navigator.clipboard) return;
+  navigator.clipboard.writeText(source.textContent.trim()).then(
+    () => { button.textContent = "Copied"; },
+    () => { button.textContent = "Select and copy"; },
+  );
+});

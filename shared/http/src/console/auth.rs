@@ -1,0 +1,245 @@
+//! Signing in and out, and who a console request is from. A session stands for an admin token:
+//! the browser holds only the session's random id, in an `HttpOnly`, `SameSite=Strict` cookie
+//! (`Secure` except on the loopback local server); the token itself is typed into the sign-in
+//! form once and never reaches a page, its script or its storage. Every state-changing form
+//! carries the session's CSRF token, compared in constant time.
+
+use super::view::{Page, Refusal};
+use crate::problem::Problem;
+use crate::AppState;
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::html;
+use rp_app::console::ConsoleError;
+use rp_domain::apps::AppId;
+use rp_domain::console::ConsoleSession;
+use rp_domain::tokens::TokenRecord;
+use rp_repo::apps::AppRecord;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "rp_console";
+/// Largest form a console page posts: a code customization's source (100 kB) form-encoded.
+pub const FORM_LIMIT: usize = crate::code::SOURCE_BODY_LIMIT;
+
+/// The admin a console request is from: a live session and the token it stands for.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub session: ConsoleSession,
+    pub token: TokenRecord,
+}
+
+impl Operator {
+    /// A global admin, who sees every app; otherwise the token is scoped to one.
+    pub fn is_global(&self) -> bool {
+        self.session.app_id.is_none()
+    }
+
+    pub fn describe(&self) -> String {
+        match &self.session.app_id {
+            None => format!("admin token {} (global)", self.token.token_id),
+            Some(app) => format!("admin token {} (app {app})", self.token.token_id),
+        }
+    }
+
+    /// Who an event says did it.
+    pub fn source(&self) -> String {
+        format!("admin:{}", self.token.token_id)
+    }
+
+    /// 403 unless a global admin: what the API allows only a global admin token.
+    pub fn require_global(&self) -> Result<(), Refusal> {
+        match self.is_global() {
+            true => Ok(()),
+            false => {
+                Err(Refusal::Forbidden("This page is for a global admin; your token is scoped to one app."))
+            }
+        }
+    }
+
+    /// The app `app_id` names, with its version, if this admin may act for it: a global admin
+    /// for any; a scoped one for its own, and only where the API lets a scoped token in
+    /// (`global_only` false: the customizations).
+    pub async fn app(
+        &self,
+        state: &AppState,
+        app_id: &str,
+        global_only: bool,
+    ) -> Result<(AppRecord, u64), Refusal> {
+        let id = AppId::parse("appId", app_id)?;
+        if global_only {
+            self.require_global()?;
+        } else if !self.session.may_act_for(&id) {
+            return Err(Refusal::Forbidden("Your token is scoped to another app."));
+        }
+        Ok(rp_app::apps::load_app(state, app_id).await?)
+    }
+}
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        if let Some(op) = parts.extensions.get::<Operator>() {
+            return Ok(op.clone());
+        }
+        let id = session_cookie(&parts.headers).ok_or(Refusal::SignIn)?;
+        let (session, token) = rp_app::console::session(state, &id).await?.ok_or(Refusal::SignIn)?;
+        tracing::Span::current().record("token_id", token.token_id.as_str());
+        let op = Operator { session, token };
+        parts.extensions.insert(op.clone());
+        Ok(op)
+    }
+}
+
+/// The session id of the request's cookie, if it has one.
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// A form a signed-in admin posted from a console page, its CSRF token checked before anything
+/// else is read. Its fields are read by name; others (`csrf`) are ignored.
+pub struct Posted<T> {
+    pub op: Operator,
+    pub form: T,
+}
+
+impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
+    type Rejection = Refusal;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Refusal> {
+        let (mut parts, body) = request.into_parts();
+        let op = Operator::from_request_parts(&mut parts, state).await?;
+        let bytes = form_bytes(&parts.headers, body).await?;
+        let csrf =
+            form_urlencoded::parse(&bytes).find(|(name, _)| name == "csrf").map(|(_, v)| v.into_owned());
+        if !csrf.is_some_and(|presented| op.session.csrf_matches(&presented)) {
+            tracing::warn!(token_id = %op.token.token_id, path = %parts.uri.path(), "console form refused: CSRF token");
+            return Err(Refusal::Forbidden(
+                "The form is stale or was not sent from this console. Reload the page and try again.",
+            ));
+        }
+        let form = serde_urlencoded::from_bytes(&bytes).map_err(|e| Problem::invalid("form", e))?;
+        Ok(Posted { op, form })
+    }
+}
+
+async fn form_bytes(headers: &HeaderMap, body: axum::body::Body) -> Result<bytes::Bytes, Problem> {
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if !form {
+        return Err(Problem::invalid("Content-Type", "must be application/x-www-form-urlencoded"));
+    }
+    axum::body::to_bytes(body, FORM_LIMIT).await.map_err(|_| Problem::body_too_large(FORM_LIMIT))
+}
+
+/// `GET /console/sign-in`: the form, or on to the apps for a signed-in admin.
+pub async fn sign_in_page(State(state): State<AppState>, mut parts: Parts) -> Response {
+    match Operator::from_request_parts(&mut parts, &state).await {
+        Ok(_) => Redirect::to("/console/apps").into_response(),
+        Err(_) => sign_in_form(None).into_response(),
+    }
+}
+
+fn sign_in_form(error: Option<&str>) -> Page {
+    let body = html! {
+        @if let Some(error) = error { p.error role="alert" { (error) } }
+        form.card method="post" action="/console/sign-in" {
+            label for="token" { "Admin token" }
+            input #token type="password" name="token" autocomplete="off" required;
+            p.muted { "A controlCenterAdmin token (rp-admin create-token, or the local server's first line). It is exchanged for a session; the page never keeps it." }
+            button type="submit" { "Sign in" }
+        }
+    };
+    Page::new(None, "Sign in", body)
+}
+
+#[derive(Deserialize)]
+pub struct SignInForm {
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /console/sign-in`: exchanges an admin token for a session cookie.
+pub async fn sign_in(State(state): State<AppState>, parts: Parts, body: axum::body::Body) -> Response {
+    if !same_origin(&parts.headers) {
+        return Refusal::Forbidden("The sign-in was not sent from this console.").into_response();
+    }
+    let form = match form_bytes(&parts.headers, body).await {
+        Ok(bytes) => {
+            serde_urlencoded::from_bytes::<SignInForm>(&bytes).unwrap_or(SignInForm { token: String::new() })
+        }
+        Err(problem) => return Refusal::from(problem).into_response(),
+    };
+    let client = client_address(&parts);
+    match rp_app::console::sign_in(&state, &client, &form.token).await {
+        Ok((id, session)) => {
+            let max_age = session.expires_at.as_secs() - session.created_at.as_secs();
+            let cookie = cookie_header(id.expose(), max_age, state.config.secure_cookies);
+            let mut response = Redirect::to("/console/apps").into_response();
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
+            response
+        }
+        Err(ConsoleError::TooManyFailures) => {
+            let error = "Too many failed sign-ins from here. Wait a few minutes and try again.";
+            sign_in_form(Some(error)).status(StatusCode::TOO_MANY_REQUESTS).into_response()
+        }
+        Err(ConsoleError::Refused(_)) => {
+            let error = "That is not a valid admin token.";
+            sign_in_form(Some(error)).status(StatusCode::UNAUTHORIZED).into_response()
+        }
+        Err(ConsoleError::Failed(failure)) => Refusal::from(failure).into_response(),
+    }
+}
+
+/// `POST /console/sign-out`: ends the session and clears the cookie.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    posted: Posted<serde::de::IgnoredAny>,
+) -> Result<Response, Refusal> {
+    rp_app::console::sign_out(&state, &posted.op.session).await?;
+    let mut response = Redirect::to("/console/sign-in").into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie_header("", 0, state.config.secure_cookies));
+    Ok(response)
+}
+
+fn cookie_header(value: &str, max_age: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    let cookie =
+        format!("{COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
+    HeaderValue::from_str(&cookie).expect("a session id is a header value")
+}
+
+/// Whether a request without a session yet (the sign-in) comes from a page of this server: its
+/// `Origin`, when the browser sends one, names this host.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
+    !host.is_empty() && origin_host.eq_ignore_ascii_case(host)
+}
+
+/// Where a sign-in comes from, for counting failures: the source address API Gateway saw, or
+/// `local` on the local server (loopback only).
+fn client_address(parts: &Parts) -> String {
+    use lambda_http::request::RequestContext;
+    let address = match parts.extensions.get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV2(context)) => context.http.source_ip.clone(),
+        Some(RequestContext::ApiGatewayV1(context)) => context.identity.source_ip.clone(),
+        _ => None,
+    };
+    address.unwrap_or_else(|| "local".to_owned())
+}

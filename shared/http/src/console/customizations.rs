@@ -1,0 +1,504 @@
+//! Content and code customizations of an app: list, create, edit, version history with
+//! restore, a code customization's test run, and the names (never the values) of the tenant's
+//! environment variables. A scoped admin reaches its own app's; each change counts against the
+//! app's rate limit, as the API's do.
+
+use super::apps::Listing;
+use super::auth::{Operator, Posted};
+use super::view::{self, csrf, notice, when, Page, Refusal};
+use crate::extract::{ApiPath, ApiQuery};
+use crate::params::AppIdPath;
+use crate::problem::Problem;
+use crate::AppState;
+use axum::extract::State;
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{html, Markup};
+use rp_app::customizations::{self, Customization};
+use rp_domain::code::{CodePatch, CodeRecord, NewCode, Trigger, DEFAULT_TIMEOUT_MS};
+use rp_domain::content::{self, ContentRecord};
+use rp_domain::{validate, FieldError};
+use rp_repo::apps::AppRecord;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The budget scope the console's changes count in.
+const SCOPE: &str = "console";
+
+#[derive(Debug, Deserialize)]
+pub struct ItemPath {
+    app_id: String,
+    id: String,
+}
+
+/// The app and the customization id a path names, for an admin who may act for the app.
+async fn item(state: &AppState, op: &Operator, path: &ItemPath) -> Result<(AppRecord, i64), Refusal> {
+    let (app, _) = op.app(state, &path.app_id, false).await?;
+    Ok((app, validate::positive_id("id", &path.id)?))
+}
+
+fn versions_table<R>(
+    op: &Operator,
+    action: &str,
+    versions: &[R],
+    row: impl Fn(&R) -> (u64, String, String),
+) -> Markup {
+    html! {
+        h2 { "Earlier versions" }
+        @if versions.is_empty() { p.muted { "None yet: each change keeps the version before it." } } @else {
+            table #versions {
+                thead { tr { th.num { "Version" } th { "Name" } th { "Changed" } th {} } }
+                tbody {
+                    @for version in versions {
+                        @let (number, name, changed) = row(version);
+                        tr {
+                            td.num { (number) }
+                            td { (name) }
+                            td { (changed) }
+                            td {
+                                form.inline method="post" action=(action) {
+                                    (csrf(op))
+                                    input type="hidden" name="version" value=(number);
+                                    button.quiet type="submit" { "Restore" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RestoreForm {
+    version: String,
+}
+
+async fn restore<R: Customization>(
+    state: &AppState,
+    op: &Operator,
+    path: &ItemPath,
+    form: &RestoreForm,
+) -> Result<i64, Refusal>
+where
+    Problem: From<R::Error>,
+{
+    let (app, id) = item(state, op, path).await?;
+    let version = validate::positive_id("version", &form.version)? as u64;
+    rp_app::within_rate_limit(state, &app, SCOPE).await?;
+    customizations::restore::<R>(state, &app.app_id, id, version).await?;
+    Ok(id)
+}
+
+// Content customizations.
+
+/// `GET /console/apps/{appId}/content`
+pub async fn content_list(
+    State(state): State<AppState>,
+    op: Operator,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
+    query: Result<ApiQuery<Listing>, Problem>,
+) -> Result<Page, Refusal> {
+    let ApiQuery(query) = query?;
+    let (app, _) = op.app(&state, &app_id, false).await?;
+    let records = customizations::records::<ContentRecord>(&state, &app.app_id);
+    let cursor = view::cursor(query.cursor.as_deref(), &records.list_query())?;
+    let (items, next, total) = records.list(50, cursor).await?;
+    let base = format!("/console/apps/{}/content", app.app_id);
+    let body = html! {
+        (notice(query.notice.as_deref()))
+        p { a href={ "/console/apps/" (app.app_id) } { "Back to " (app.display_name) } " · " (total) " in all" }
+        @if !items.is_empty() {
+            table #content {
+                thead { tr { th.num { "Id" } th { "Name" } th { "Description" } th { "Changed" } th.num { "Version" } } }
+                tbody {
+                    @for record in &items {
+                        tr {
+                            td.num { a href={ (base) "/" (record.id) } { (record.id) } }
+                            td { a href={ (base) "/" (record.id) } { (record.display_name) } }
+                            td { (record.description.as_deref().unwrap_or("")) }
+                            td { (when(record.updated_at)) }
+                            td.num { (record.version) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(next) = next { p { a href={ (base) "?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
+        h2 { "Create a content customization" }
+        (content_form(&op, &base, "", "", "{\n  \n}", "Create"))
+    };
+    Ok(Page::new(Some(&op), &format!("Content customizations of {}", app.display_name), body))
+}
+
+fn content_form(
+    op: &Operator,
+    action: &str,
+    name: &str,
+    description: &str,
+    map: &str,
+    submit: &str,
+) -> Markup {
+    html! {
+        form.card #content-form method="post" action=(action) {
+            (csrf(op))
+            label for="displayName" { "Name" }
+            input #displayName type="text" name="displayName" value=(name) required;
+            label for="description" { "Description" }
+            input #description type="text" name="description" value=(description);
+            label for="contentMap" { "Screen texts (a JSON object)" }
+            textarea #contentMap name="contentMap" spellcheck="false" { (map) }
+            p { button type="submit" { (submit) } }
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContentForm {
+    display_name: String,
+    description: String,
+    content_map: String,
+}
+
+impl ContentForm {
+    fn map(&self) -> Result<Value, FieldError> {
+        serde_json::from_str(&self.content_map)
+            .map_err(|e| FieldError::new("contentMap", format!("is not JSON: {e}")))
+    }
+
+    fn description(&self) -> Value {
+        match self.description.trim() {
+            "" => Value::Null,
+            text => Value::String(text.to_owned()),
+        }
+    }
+}
+
+/// `POST /console/apps/{appId}/content`
+pub async fn content_create(
+    State(state): State<AppState>,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
+    posted: Posted<ContentForm>,
+) -> Result<Response, Refusal> {
+    let Posted { op, form } = posted;
+    let (app, _) = op.app(&state, &app_id, false).await?;
+    let name = Value::String(form.display_name.clone());
+    let new = content::parse_create(Some(&name), Some(&form.description()), Some(&form.map()?))?;
+    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
+    let created = customizations::create(&state, &app.app_id, |id, now| new.record(id, now)).await?;
+    Ok(Redirect::to(&format!("/console/apps/{app_id}/content/{}?notice=created", created.id)).into_response())
+}
+
+/// `GET /console/apps/{appId}/content/{id}`
+pub async fn content_show(
+    State(state): State<AppState>,
+    op: Operator,
+    ApiPath(path): ApiPath<ItemPath>,
+    query: Result<ApiQuery<Listing>, Problem>,
+) -> Result<Page, Refusal> {
+    let ApiQuery(query) = query?;
+    let (app, id) = item(&state, &op, &path).await?;
+    let page = |_: &_| Ok((50, None));
+    let (record, versions, _) =
+        customizations::versions::<ContentRecord>(&state, &app.app_id, id, page).await?;
+    let base = format!("/console/apps/{}/content/{id}", app.app_id);
+    let map = serde_json::to_string_pretty(&record.content_map).map_err(Problem::internal)?;
+    let description = record.description.as_deref().unwrap_or("");
+    let body = html! {
+        (notice(query.notice.as_deref()))
+        p { a href={ "/console/apps/" (app.app_id) "/content" } { "Back to the content customizations" } " · version " (record.version) ", changed " (when(record.updated_at)) }
+        (content_form(&op, &base, &record.display_name, description, &map, "Save"))
+        (versions_table(&op, &format!("{base}/restore"), &versions, |v| (v.version, v.display_name.clone(), when(v.updated_at))))
+    };
+    Ok(Page::new(Some(&op), &format!("Content customization {}", record.display_name), body))
+}
+
+/// The merge patch (RFC 7396) that turns `from` into `to`: what the form replaces is replaced,
+/// and what it left out is removed.
+fn replacing(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(from), Value::Object(to)) => {
+            let mut patch: Map<String, Value> =
+                from.keys().filter(|k| !to.contains_key(*k)).map(|k| (k.clone(), Value::Null)).collect();
+            for (key, value) in to {
+                patch.insert(
+                    key.clone(),
+                    from.get(key).map_or_else(|| value.clone(), |old| replacing(old, value)),
+                );
+            }
+            Value::Object(patch)
+        }
+        (_, to) => to.clone(),
+    }
+}
+
+/// `POST /console/apps/{appId}/content/{id}`: the form's contents replace the customization's.
+pub async fn content_update(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<ItemPath>,
+    posted: Posted<ContentForm>,
+) -> Result<Response, Refusal> {
+    let Posted { op, form } = posted;
+    let (app, id) = item(&state, &op, &path).await?;
+    let (name, description, map) =
+        (Value::String(form.display_name.clone()), form.description(), form.map()?);
+    // Checked before the rate limit counts it: the patch against an empty map has its shape.
+    content::parse_patch(
+        Some(&name),
+        Some(&description),
+        Some(&replacing(&Value::Object(Map::new()), &map)),
+    )?;
+    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
+    let change = |current: &ContentRecord| {
+        let patch = content::parse_patch(
+            Some(&name),
+            Some(&description),
+            Some(&replacing(&current.content_map, &map)),
+        )?;
+        Ok(current.patched(&patch)?)
+    };
+    customizations::update(&state, &app.app_id, id, change).await?;
+    Ok(Redirect::to(&format!("/console/apps/{}/content/{id}?notice=saved", app.app_id)).into_response())
+}
+
+/// `POST /console/apps/{appId}/content/{id}/restore`
+pub async fn content_restore(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<ItemPath>,
+    posted: Posted<RestoreForm>,
+) -> Result<Response, Refusal> {
+    let id = restore::<ContentRecord>(&state, &posted.op, &path, &posted.form).await?;
+    Ok(Redirect::to(&format!("/console/apps/{}/content/{id}?notice=restored", path.app_id)).into_response())
+}
+
+// Code customizations.
+
+/// `GET /console/apps/{appId}/code`
+pub async fn code_list(
+    State(state): State<AppState>,
+    op: Operator,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
+    query: Result<ApiQuery<Listing>, Problem>,
+) -> Result<Page, Refusal> {
+    let ApiQuery(query) = query?;
+    let (app, _) = op.app(&state, &app_id, false).await?;
+    let records = rp_app::code::records(&state, &app.app_id);
+    let cursor = view::cursor(query.cursor.as_deref(), &records.list_query())?;
+    let environment = rp_app::code::env(&state, &app.app_id);
+    let (listed, names) = tokio::join!(records.list(50, cursor), environment.names());
+    let ((items, next, total), names) = (listed?, names?);
+    let base = format!("/console/apps/{}/code", app.app_id);
+    let body = html! {
+        (notice(query.notice.as_deref()))
+        p { a href={ "/console/apps/" (app.app_id) } { "Back to " (app.display_name) } " · " (total) " in all" }
+        @if !items.is_empty() {
+            table #code {
+                thead { tr { th.num { "Id" } th { "Name" } th { "Trigger" } th { "Enabled" } th { "Changed" } th.num { "Version" } } }
+                tbody {
+                    @for record in &items {
+                        tr {
+                            td.num { a href={ (base) "/" (record.id) } { (record.id) } }
+                            td { a href={ (base) "/" (record.id) } { (record.display_name) } }
+                            td { code { (record.trigger.name()) } }
+                            td { (super::apps::on_off(record.enabled)) }
+                            td { (when(record.updated_at)) }
+                            td.num { (record.version) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(next) = next { p { a href={ (base) "?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
+        h2 { "Environment variables" }
+        @if names.is_empty() { p.muted { "None. They are set through the API (PUT /code-customization/env/{name}); values are never shown." } } @else {
+            table #env {
+                thead { tr { th { "Name" } th { "Set" } } }
+                tbody { @for entry in &names { tr { td { code { (entry.name) } } td { (when(entry.updated_at)) } } } }
+            }
+            p.muted { "Values are sealed and never shown." }
+        }
+        h2 { "Create a code customization" }
+        (code_form(&op, &base, None, "Create"))
+    };
+    Ok(Page::new(Some(&op), &format!("Code customizations of {}", app.display_name), body))
+}
+
+const SAMPLE_SOURCE: &str =
+    "async function handler(event, api) {\n  console.log('user', event.user);\n  return { ok: true };\n}\n";
+
+fn code_form(op: &Operator, action: &str, record: Option<&CodeRecord>, submit: &str) -> Markup {
+    let name = record.map_or("", |r| r.display_name.as_str());
+    let source = record.map_or(SAMPLE_SOURCE, |r| r.source.as_str());
+    let timeout = record.map_or(DEFAULT_TIMEOUT_MS, |r| r.timeout_ms);
+    let enabled = record.is_some_and(|r| r.enabled);
+    html! {
+        form.card #code-form method="post" action=(action) {
+            (csrf(op))
+            div.grid {
+                div { label for="displayName" { "Name" } input #displayName type="text" name="displayName" value=(name) required; }
+                div {
+                    label for="trigger" { "Trigger" }
+                    select #trigger name="trigger" {
+                        @for trigger in Trigger::ALL {
+                            option value=(trigger.name()) selected[record.is_some_and(|r| r.trigger == trigger)] { (trigger.name()) }
+                        }
+                    }
+                }
+                div { label for="timeoutMs" { "Time-out (ms)" } input #timeoutMs type="number" name="timeoutMs" value=(timeout); }
+            }
+            label { input #enabled type="checkbox" name="enabled" checked[enabled]; " Enabled: runs on its trigger" }
+            label for="source" { "Source (JavaScript)" }
+            textarea #source name="source" spellcheck="false" { (source) }
+            p { button type="submit" { (submit) } }
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CodeForm {
+    display_name: String,
+    trigger: String,
+    timeout_ms: Option<String>,
+    enabled: Option<String>,
+    source: String,
+}
+
+impl CodeForm {
+    fn timeout(&self) -> Result<Option<i64>, Problem> {
+        view::number("timeoutMs", self.timeout_ms.as_deref())
+    }
+}
+
+/// `POST /console/apps/{appId}/code`
+pub async fn code_create(
+    State(state): State<AppState>,
+    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
+    posted: Posted<CodeForm>,
+) -> Result<Response, Refusal> {
+    let Posted { op, form } = posted;
+    let (app, _) = op.app(&state, &app_id, false).await?;
+    let timeout = form.timeout()?;
+    let enabled = Some(form.enabled.is_some());
+    let new =
+        NewCode::parse(Some(form.display_name), Some(form.trigger), Some(form.source), timeout, enabled)?;
+    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
+    let created = customizations::create(&state, &app.app_id, |id, now| new.record(id, now)).await?;
+    Ok(Redirect::to(&format!("/console/apps/{app_id}/code/{}?notice=created", created.id)).into_response())
+}
+
+/// `GET /console/apps/{appId}/code/{id}`
+pub async fn code_show(
+    State(state): State<AppState>,
+    op: Operator,
+    ApiPath(path): ApiPath<ItemPath>,
+    query: Result<ApiQuery<Listing>, Problem>,
+) -> Result<Page, Refusal> {
+    let ApiQuery(query) = query?;
+    let (app, id) = item(&state, &op, &path).await?;
+    let page = |_: &_| Ok((50, None));
+    let (record, versions, _) = customizations::versions::<CodeRecord>(&state, &app.app_id, id, page).await?;
+    let body = code_page(&op, &app, &record, &versions, query.notice.as_deref(), None);
+    Ok(Page::new(Some(&op), &format!("Code customization {}", record.display_name), body))
+}
+
+fn code_page(
+    op: &Operator,
+    app: &AppRecord,
+    record: &CodeRecord,
+    versions: &[CodeRecord],
+    notice_code: Option<&str>,
+    run: Option<&rp_domain::code::RunReport>,
+) -> Markup {
+    let base = format!("/console/apps/{}/code/{}", app.app_id, record.id);
+    html! {
+        (notice(notice_code))
+        p { a href={ "/console/apps/" (app.app_id) "/code" } { "Back to the code customizations" } " · version " (record.version) ", changed " (when(record.updated_at)) }
+        (code_form(op, &base, Some(record), "Save"))
+        h2 { "Test run" }
+        form.card #test-form method="post" action={ (base) "/test" } {
+            (csrf(op))
+            label for="event" { "Event (a JSON object; the run sees it as its handler's event)" }
+            textarea #event name="event" spellcheck="false" { "{\n  \"user\": \"alice\"\n}" }
+            p { button type="submit" { "Run" } }
+        }
+        @if let Some(run) = run { (run_report(run)) }
+        (versions_table(op, &format!("{base}/restore"), versions, |v| (v.version, v.display_name.clone(), when(v.updated_at))))
+    }
+}
+
+fn run_report(run: &rp_domain::code::RunReport) -> Markup {
+    html! {
+        section.card #run {
+            @match &run.error {
+                None => p { span.tag.on { "succeeded" } " in " (run.duration_ms) " ms" },
+                Some(error) => p { span.tag.bad { "failed" } " in " (run.duration_ms) " ms: " code #run-error { (error) } },
+            }
+            @if let Some(reason) = &run.actions.denied { p { "Denied the flow: " code { (reason) } } }
+            @if let Some(text) = &run.actions.transaction_text { p { "Transaction text: " code { (text) } } }
+            h3 { "Result" }
+            pre #run-result { (serde_json::to_string_pretty(&run.result).unwrap_or_default()) }
+            h3 { "Logs" }
+            pre #run-logs { @for line in &run.logs { (line) "\n" } }
+        }
+    }
+}
+
+/// `POST /console/apps/{appId}/code/{id}`
+pub async fn code_update(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<ItemPath>,
+    posted: Posted<CodeForm>,
+) -> Result<Response, Refusal> {
+    let Posted { op, form } = posted;
+    let (app, id) = item(&state, &op, &path).await?;
+    let timeout = form.timeout()?;
+    let enabled = Some(form.enabled.is_some());
+    let patch =
+        CodePatch::parse(Some(form.display_name), Some(form.trigger), Some(form.source), timeout, enabled)?;
+    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
+    let change = |current: &CodeRecord| Ok(current.patched(&patch));
+    customizations::update(&state, &app.app_id, id, change).await?;
+    Ok(Redirect::to(&format!("/console/apps/{}/code/{id}?notice=saved", app.app_id)).into_response())
+}
+
+/// `POST /console/apps/{appId}/code/{id}/restore`
+pub async fn code_restore(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<ItemPath>,
+    posted: Posted<RestoreForm>,
+) -> Result<Response, Refusal> {
+    let id = restore::<CodeRecord>(&state, &posted.op, &path, &posted.form).await?;
+    Ok(Redirect::to(&format!("/console/apps/{}/code/{id}?notice=restored", path.app_id)).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct TestForm {
+    event: String,
+}
+
+/// `POST /console/apps/{appId}/code/{id}/test`: the page again, with what the run produced.
+pub async fn code_test(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<ItemPath>,
+    posted: Posted<TestForm>,
+) -> Result<Page, Refusal> {
+    let Posted { op, form } = posted;
+    let (app, id) = item(&state, &op, &path).await?;
+    let event = match form.event.trim() {
+        "" => None,
+        text => Some(
+            serde_json::from_str::<Value>(text)
+                .map_err(|e| FieldError::new("event", format!("is not JSON: {e}")))?,
+        ),
+    };
+    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
+    let report = rp_app::code::test_run(&state, &app.app_id, id, event, std::future::ready(Ok(()))).await?;
+    let page = |_: &_| Ok((50, None));
+    let (record, versions, _) = customizations::versions::<CodeRecord>(&state, &app.app_id, id, page).await?;
+    let body = code_page(&op, &app, &record, &versions, None, Some(&report));
+    Ok(Page::new(Some(&op), &format!("Code customization {}", record.display_name), body))
+}

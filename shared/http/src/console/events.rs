@@ -1,0 +1,165 @@
+//! The audit events: filtered by name, app and time, counted on a timeline drawn as SVG here.
+
+use super::auth::Operator;
+use super::view::{self, when, Page, Refusal};
+use crate::extract::ApiQuery;
+use crate::problem::Problem;
+use crate::AppState;
+use axum::extract::State;
+use maud::{html, Markup};
+use rp_domain::apps::AppId;
+use rp_domain::events::{EventRecord, NAMES};
+use rp_domain::EpochMillis;
+use rp_repo::events::EventFilter;
+use serde::Deserialize;
+
+/// Most events one page counts; the table shows the newest [`SHOWN`].
+const COUNTED: usize = 5000;
+const SHOWN: usize = 200;
+/// Bars of the timeline.
+const BUCKETS: usize = 24;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct EventQuery {
+    name: Option<String>,
+    app: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// A time of the filter: `2026-11-27T08:00` (as a `datetime-local` field sends it, read as
+/// UTC), with seconds or a zone if given.
+fn time(field: &str, text: Option<String>) -> Result<Option<EpochMillis>, Problem> {
+    let Some(text) = view::given(text) else {
+        return Ok(None);
+    };
+    let text = text.trim();
+    let candidates = [text.to_owned(), format!("{text}Z"), format!("{text}:00Z")];
+    candidates
+        .iter()
+        .find_map(|candidate| EpochMillis::parse_iso8601(candidate))
+        .map(Some)
+        .ok_or_else(|| Problem::invalid(field, "must be a time such as 2026-11-27T08:00 (UTC)"))
+}
+
+/// `2026-11-27T08:00`, as a `datetime-local` field shows it.
+fn field_value(at: EpochMillis) -> String {
+    at.iso8601()[..16].to_owned()
+}
+
+/// `GET /console/events?name=&app=&from=&to=`
+pub async fn show(
+    State(state): State<AppState>,
+    op: Operator,
+    query: Result<ApiQuery<EventQuery>, Problem>,
+) -> Result<Page, Refusal> {
+    op.require_global()?;
+    let ApiQuery(query) = query?;
+    let name = view::given(query.name);
+    let odd = |name: &str| {
+        name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    };
+    if name.as_deref().is_some_and(odd) {
+        return Err(Problem::invalid("name", "is not an event name").into());
+    }
+    let app = view::given(query.app).map(|a| AppId::parse("app", a.trim())).transpose()?;
+    let to = time("to", query.to)?.unwrap_or_else(|| state.backend.clock.now_millis());
+    let from = time("from", query.from)?.unwrap_or(to.plus_secs(-24 * 3600));
+    if from >= to {
+        return Err(Problem::invalid("from", "must be before to").into());
+    }
+    let filter = EventFilter { name: name.clone(), app_id: app.clone(), from: Some(from), to: Some(to) };
+    let (events, more) = rp_app::console::events(&state, &filter, COUNTED).await?;
+    let body = html! {
+        form.card.row #event-filter method="get" action="/console/events" {
+            div {
+                label for="name" { "Event" }
+                input #name type="text" name="name" list="event-names" value=[name.as_deref()] placeholder="any";
+                datalist #event-names { @for known in NAMES { option value=(known) {} } }
+            }
+            div { label for="app" { "App" } input #app type="text" name="app" value=[app.as_ref().map(AppId::as_str)]; }
+            div { label for="from" { "From (UTC)" } input #from type="datetime-local" name="from" value=(field_value(from)); }
+            div { label for="to" { "To (UTC)" } input #to type="datetime-local" name="to" value=(field_value(to)); }
+            button type="submit" { "Show" }
+        }
+        p.muted { "Events found: " (events.len()) @if more { "+" } ", from " (when(from)) " to " (when(to)) "." @if more { " The timeline counts the first " (COUNTED) "." } }
+        (timeline(&events, from, to))
+        @if !events.is_empty() {
+            table #events {
+                thead { tr { th { "At" } th { "Event" } th { "App" } th { "Source" } th { "Attributes" } } }
+                tbody {
+                    @for event in events.iter().rev().take(SHOWN) {
+                        tr {
+                            td { (when(event.at)) }
+                            td { (event.name) }
+                            td { @if let Some(app) = &event.app_id { (app) } }
+                            td { code { (event.source) } }
+                            td { code { (serde_json::Value::Object(event.attributes.clone())) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(Page::new(Some(&op), "Events", body))
+}
+
+/// The events' counts in [`BUCKETS`] equal spans of `from`..`to`, as bars.
+fn timeline(events: &[EventRecord], from: EpochMillis, to: EpochMillis) -> Markup {
+    let span = (to.as_millis() - from.as_millis()).max(1);
+    let mut counts = [0usize; BUCKETS];
+    for event in events {
+        let offset = (event.at.as_millis() - from.as_millis()).clamp(0, span - 1);
+        counts[(i128::from(offset) * BUCKETS as i128 / i128::from(span)) as usize] += 1;
+    }
+    let top = counts.iter().copied().max().unwrap_or(0).max(1);
+    let (left, width, height) = (40.0, 700.0, 120.0);
+    let slot = width / BUCKETS as f64;
+    let label = format!("{} events from {} to {}", events.len(), when(from), when(to));
+    html! {
+        svg.timeline #timeline viewBox="0 0 760 160" role="img" aria-label=(label) {
+            text x="0" y="16" { (top) }
+            text x="0" y=(format!("{:.0}", 10.0 + height)) { "0" }
+            @for (i, count) in counts.iter().enumerate() {
+                @let bar = *count as f64 / top as f64 * height;
+                @let start = EpochMillis(from.as_millis() + span * i as i64 / BUCKETS as i64);
+                rect.bar x=(format!("{:.1}", left + i as f64 * slot + 1.0)) y=(format!("{:.1}", 10.0 + height - bar))
+                    width=(format!("{:.1}", slot - 2.0)) height=(format!("{bar:.1}")) {
+                    title { (count) " from " (when(start)) }
+                }
+            }
+            text x=(left) y="152" { (when(from)) }
+            text x=(left + width) y="152" text-anchor="end" { (when(to)) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_a_datetime_field_sends_them() {
+        let at = |text: &str| time("from", Some(text.to_owned())).unwrap().unwrap().iso8601();
+        assert_eq!(at("2026-11-27T08:00"), "2026-11-27T08:00:00.000Z");
+        assert_eq!(at("2026-11-27T08:00:30"), "2026-11-27T08:00:30.000Z");
+        assert_eq!(at("2026-11-27T08:00:00+01:00"), "2026-11-27T07:00:00.000Z");
+        assert!(time("from", Some("yesterday".into())).is_err());
+        assert_eq!(time("from", Some(" ".into())).unwrap(), None);
+    }
+
+    #[test]
+    fn the_timeline_counts_each_event_once() {
+        let from = EpochMillis(0);
+        let to = EpochMillis(24 * 3600 * 1000);
+        let event = |at: i64| {
+            EventRecord::new("OOB_REQUEST_STARTED", None, "server", EpochMillis(at), Default::default())
+        };
+        let events = [event(0), event(3600 * 1000 - 1), event(3600 * 1000), event(24 * 3600 * 1000)];
+        let svg = timeline(&events, from, to).into_string();
+        assert_eq!(svg.matches("<rect").count(), BUCKETS);
+        assert!(svg.contains("<title>2 from"), "{svg}");
+        assert!(svg.contains("4 events from"), "{svg}");
+    }
+}

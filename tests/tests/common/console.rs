@@ -1,0 +1,430 @@
+//! The operator console, through its router: sign-in and sessions, CSRF, authorization per app,
+//! escaping, and each operator task from a form to its effect. The same tasks in a real browser
+//! are `tests/console/console.test.mjs`.
+
+use super::certificates::{device, enroll, pair};
+use super::Harness;
+use axum::body::Body;
+use axum::http::{header, Request};
+use rp_shared::testing::http::TestResponse;
+use serde_json::json;
+
+/// A browser's view of the console: its session cookie and the page's CSRF token.
+pub struct Console<'h> {
+    h: &'h Harness,
+    pub cookie: String,
+    pub csrf: String,
+}
+
+pub fn html(r: &TestResponse) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+fn form(fields: &[(&str, &str)]) -> String {
+    let mut serializer = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in fields {
+        serializer.append_pair(name, value);
+    }
+    serializer.finish()
+}
+
+/// Posts a form with no session, as the sign-in page does.
+pub async fn post_sign_in(h: &Harness, token: &str) -> TestResponse {
+    let request = Request::post("/console/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form(&[("token", token)])))
+        .unwrap();
+    h.client.request(request).await
+}
+
+/// The value of `name="csrf"` on a page.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("the page has a CSRF field") + 19;
+    page[at..at + page[at..].find('"').unwrap()].to_owned()
+}
+
+impl<'h> Console<'h> {
+    /// Signs in with `token` and reads the CSRF token off the apps page.
+    pub async fn sign_in(h: &'h Harness, token: &str) -> Console<'h> {
+        let r = post_sign_in(h, token).await;
+        assert_eq!(r.status, 303, "{}", html(&r));
+        assert_eq!(r.header("location"), Some("/console/apps"));
+        let set = r.header("set-cookie").expect("a session cookie").to_owned();
+        let cookie = set.split(';').next().unwrap().to_owned();
+        let mut console = Console { h, cookie, csrf: String::new() };
+        let apps = console.get("/console/apps").await;
+        assert_eq!(apps.status, 200, "{}", html(&apps));
+        console.csrf = csrf_of(&html(&apps));
+        console
+    }
+
+    pub async fn get(&self, path: &str) -> TestResponse {
+        let request = Request::get(path).header(header::COOKIE, &self.cookie).body(Body::empty()).unwrap();
+        self.h.client.request(request).await
+    }
+
+    /// Posts `fields` with this session's CSRF token.
+    pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> TestResponse {
+        let mut all = vec![("csrf", self.csrf.as_str())];
+        all.extend_from_slice(fields);
+        self.post_raw(path, &form(&all)).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: &str) -> TestResponse {
+        let request = Request::post(path)
+            .header(header::COOKIE, &self.cookie)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(body.to_owned()))
+            .unwrap();
+        self.h.client.request(request).await
+    }
+
+    /// Follows a 303 to the page it names.
+    pub async fn follow(&self, r: &TestResponse) -> TestResponse {
+        assert_eq!(r.status, 303, "{}", html(r));
+        self.get(r.header("location").unwrap()).await
+    }
+}
+
+pub async fn console_sessions_are_strict_cookies_that_stand_for_the_token(h: Harness) {
+    let to_sign_in = h.client.send("GET", "/console", None, None).await;
+    assert_eq!((to_sign_in.status.as_u16(), to_sign_in.header("location")), (303, Some("/console/sign-in")));
+    let page = h.client.send("GET", "/console/sign-in", None, None).await;
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("default-src 'none'")
+            && csp.contains("script-src 'self'")
+            && !csp.contains("unsafe-inline")
+    );
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert!(html(&page).contains("type=\"password\""));
+    // Anything else under /console wants a session.
+    assert_eq!(
+        h.client.send("GET", "/console/apps", None, None).await.header("location"),
+        Some("/console/sign-in")
+    );
+
+    let r = post_sign_in(&h, &h.admin).await;
+    let set = r.header("set-cookie").unwrap().to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Secure", "Path=/console", "Max-Age=28800"] {
+        assert!(set.contains(attribute), "{attribute} in {set}");
+    }
+    assert!(set.starts_with("rp_console=rps_") && !set.contains(&h.admin), "{set}");
+    let console = Console::sign_in(&h, &h.admin).await;
+    let apps = console.get("/console/apps").await;
+    assert!(!html(&apps).contains(&h.admin), "the token never reaches a page");
+    assert!(html(&apps).contains("(global)"));
+
+    // A sign-in posted from another site's page is refused.
+    let foreign = Request::post("/console/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::HOST, "rp.example.com")
+        .header(header::ORIGIN, "https://evil.example.net")
+        .body(Body::from(form(&[("token", &h.admin)])))
+        .unwrap();
+    let refused = h.client.request(foreign).await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.header("set-cookie").is_none());
+
+    // Sign-out ends the session: the cookie no longer opens a page.
+    let out = console.post("/console/sign-out", &[]).await;
+    assert_eq!(out.header("location"), Some("/console/sign-in"));
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    assert_eq!(console.get("/console/apps").await.header("location"), Some("/console/sign-in"));
+
+    // A session stands for its token: revoking the token ends it.
+    let admin = h.token_for("controlCenterAdmin", &h.app().await).await;
+    let scoped = Console::sign_in(&h, &admin).await;
+    let token_id =
+        html(&scoped.get("/console/apps").await).split("admin token ").nth(1).unwrap()[..16].to_owned();
+    let r = h.admin("DELETE", &format!("/cc/api/tokens/{token_id}"), None).await;
+    assert_eq!(r.status, 204, "{}", r.json());
+    assert_eq!(scoped.get("/console/apps").await.header("location"), Some("/console/sign-in"));
+}
+
+pub async fn console_sign_in_refuses_bad_tokens_and_limits_failures(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    for token in ["rpt_not-a-token-at-all-000000000000", &access, "short", ""] {
+        let r = post_sign_in(&h, token).await;
+        assert_eq!(r.status, 401, "{token}: {}", html(&r));
+        assert!(r.header("set-cookie").is_none());
+        assert!(html(&r).contains("not a valid admin token"));
+        assert!(!html(&r).contains(token) || token.is_empty(), "the token is not echoed");
+    }
+    // The fifth failure in the window is the last one looked at: then even the right token waits.
+    let r = post_sign_in(&h, "rpt_still-not-a-token-0000000000000").await;
+    assert_eq!(r.status, 401);
+    let r = post_sign_in(&h, &h.admin).await;
+    assert_eq!(r.status, 429, "{}", html(&r));
+    assert!(r.header("set-cookie").is_none());
+    h.clock.advance(std::time::Duration::from_secs(301));
+    assert_eq!(post_sign_in(&h, &h.admin).await.status, 303);
+}
+
+pub async fn console_forms_need_the_sessions_csrf_token(h: Harness) {
+    let console = Console::sign_in(&h, &h.admin).await;
+    let id = Harness::unique("app");
+    let fields = form(&[("appId", id.as_str()), ("displayName", "Demo")]);
+    for body in [fields.clone(), format!("csrf=wrong&{fields}"), format!("csrf=&{fields}")] {
+        let r = console.post_raw("/console/apps", &body).await;
+        assert_eq!(r.status, 403, "{}", html(&r));
+    }
+    let other = Console::sign_in(&h, &h.admin).await;
+    let r = console.post_raw("/console/apps", &format!("csrf={}&{fields}", other.csrf)).await;
+    assert_eq!(r.status, 403, "another session's token");
+    assert_eq!(h.admin("GET", &format!("/cc/api/apps/{id}"), None).await.status, 404, "nothing was created");
+    let r = console.post("/console/apps", &[("appId", &id), ("displayName", "Demo")]).await;
+    assert_eq!(r.header("location"), Some(format!("/console/apps/{id}?notice=created").as_str()));
+    assert_eq!(h.admin("GET", &format!("/cc/api/apps/{id}"), None).await.status, 200);
+    // Bad input names its field.
+    let r = console.post("/console/apps", &[("appId", "1bad"), ("displayName", "Demo")]).await;
+    assert_eq!(r.status, 400);
+    assert!(html(&r).contains("appId"));
+}
+
+pub async fn console_operator_tasks_reach_the_api(h: Harness) {
+    let console = Console::sign_in(&h, &h.admin).await;
+    let app = Harness::unique("app");
+    console.post("/console/apps", &[("appId", &app), ("displayName", "Acme")]).await;
+
+    // Offline access on, through the settings form.
+    let page = html(&console.get(&format!("/console/apps/{app}")).await);
+    assert!(page.contains("Workstation settings"));
+    let mut settings: Vec<(String, String)> = [
+        "tokenLength",
+        "tokenCount",
+        "tokenEntryTimeoutSecs",
+        "offlineAccessDays",
+        "offlinePINPromptSecs",
+        "tokenLowWarningThresholdPercentage",
+        "maxWrongAttempts",
+        "lockoutSecs",
+        "requestTimeoutInSecs",
+        "oobRequestTimeoutInSecs",
+        "certificateValidityDays",
+    ]
+    .iter()
+    .map(|name| {
+        let at = page.find(&format!("name=\"{name}\" value=\"")).unwrap() + name.len() + 15;
+        (name.to_string(), page[at..at + page[at..].find('"').unwrap()].to_owned())
+    })
+    .collect();
+    settings.push(("offlineEnabled".into(), "on".into()));
+    let fields: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let r = console.post(&format!("/console/apps/{app}/workstation"), &fields).await;
+    assert!(html(&console.follow(&r).await).contains("Saved."));
+    let stored = h.admin("GET", &format!("/cc/api/apps/{app}/workstation"), None).await.json();
+    assert_eq!(stored["offlineAccess"]["enabled"], json!(true));
+    let r = console
+        .post(&format!("/console/apps/{app}/rate-limit"), &[("limit", "30"), ("windowSecs", "60")])
+        .await;
+    assert_eq!(r.status, 303);
+    assert_eq!(
+        h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json()["limit"],
+        json!(30)
+    );
+
+    // An access token, shown once, that works against the API.
+    let r =
+        console.post("/console/tokens", &[("kind", "access"), ("appId", &app), ("description", "ws")]).await;
+    let page = html(&r);
+    let at = page.find("id=\"new-token\">").unwrap() + 15;
+    let access = page[at..at + page[at..].find('<').unwrap()].to_owned();
+    assert!(access.starts_with("rpt_"));
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert!(!html(&console.get("/console/tokens").await).contains(&access), "listed without its secret");
+
+    // A registration link with its QR code; the device it registers appears, then goes.
+    let r = console.post(&format!("/console/apps/{app}/registration-links"), &[("namedUser", "alice")]).await;
+    let page = html(&r);
+    assert!(page.contains("<svg") && page.contains("id=\"link-qr\""), "{page}");
+    let at = page.find("id=\"link-url\">").unwrap() + 14;
+    let url = &page[at..at + page[at..].find('<').unwrap()];
+    assert!(url.contains("/rp/register/"), "{url}");
+    let phone = device(&h, &app, "alice", None).await;
+    let users = html(&console.get(&format!("/console/apps/{app}/users?user=alice")).await);
+    assert!(users.contains(&phone.device_id) && users.contains("until "), "{users}");
+    let r = console
+        .post(
+            &format!("/console/apps/{app}/devices/end-token"),
+            &[("deviceId", &phone.device_id), ("namedUser", "alice")],
+        )
+        .await;
+    assert!(html(&console.follow(&r).await).contains("ended"));
+    let r = h.client.send("POST", "/rp/versioned/device/token", Some(&phone.token), None).await;
+    assert_eq!(r.status, 401, "the ended token no longer works");
+    let r = console
+        .post(
+            &format!("/console/apps/{app}/devices/remove"),
+            &[("deviceId", &phone.device_id), ("namedUser", "alice")],
+        )
+        .await;
+    assert!(html(&console.follow(&r).await).contains("No device registered."));
+
+    // A paired workstation is listed with its offline status, and unpaired.
+    let phone = device(&h, &app, "bob", None).await;
+    enroll(&h, &access, &app, "bob", "ws-1").await;
+    pair(&h, &access, &phone, "ws-1").await;
+    let page = html(&console.get(&format!("/console/apps/{app}/workstations")).await);
+    assert!(page.contains("ws-1") && page.contains(&phone.device_id), "{page}");
+    let r = console
+        .post(
+            &format!("/console/apps/{app}/workstations/unpair"),
+            &[("machineId", "ws-1"), ("deviceId", &phone.device_id)],
+        )
+        .await;
+    assert!(html(&console.follow(&r).await).contains("No workstation is paired."));
+
+    // The queue, the events and a revocation by an unknown serial.
+    let page = html(&console.get(&format!("/console/certificates?app={app}")).await);
+    assert!(page.contains("id=\"queue\"") && page.contains(&app), "{page}");
+    let r = console.post("/console/certificates/revoke", &[("certSerialNumber", "0badc0ffee")]).await;
+    assert_eq!(r.status, 404, "{}", html(&r));
+    let page = html(&console.get(&format!("/console/events?app={app}")).await);
+    assert!(page.contains("<svg") && page.contains("id=\"timeline\""), "{page}");
+    assert!(page.contains("WORKSTATION_ENROLL"), "{page}");
+    let r = console.get("/console/events?from=yesterday").await;
+    assert_eq!(r.status, 400);
+
+    // A code customization: created, test-run with its logs, result and error.
+    let source =
+        "async function handler(event) { console.log('hi', event.user); return { user: event.user }; }";
+    let r = console
+        .post(
+            &format!("/console/apps/{app}/code"),
+            &[
+                ("displayName", "Greeter"),
+                ("trigger", "oob.start"),
+                ("source", source),
+                ("timeoutMs", "1000"),
+            ],
+        )
+        .await;
+    let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
+    let r = console.post(&format!("{location}/test"), &[("event", "{\"user\": \"alice\"}")]).await;
+    let page = html(&r);
+    assert!(
+        page.contains("succeeded")
+            && page.contains("hi alice")
+            && page.contains("&quot;user&quot;: &quot;alice&quot;"),
+        "{page}"
+    );
+    let r = console
+        .post(
+            &format!("/console/apps/{app}/code"),
+            &[
+                ("displayName", "Thrower"),
+                ("trigger", "oob.start"),
+                ("source", "function handler() { throw new Error('boom'); }"),
+            ],
+        )
+        .await;
+    let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
+    let page = html(&console.post(&format!("{location}/test"), &[("event", "")]).await);
+    assert!(page.contains("failed") && page.contains("boom"), "{page}");
+
+    // A content customization: created, edited (a key left out is removed), restored.
+    let r = console
+        .post(
+            &format!("/console/apps/{app}/content"),
+            &[
+                ("displayName", "Login"),
+                (
+                    "contentMap",
+                    "{\"consentScreen\": {\"cardHeader\": {\"title\": \"Hi\", \"description\": \"Scan\"}}}",
+                ),
+            ],
+        )
+        .await;
+    let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
+    let id = location.rsplit('/').next().unwrap().to_owned();
+    let r = console
+        .post(
+            &location,
+            &[
+                ("displayName", "Login"),
+                ("contentMap", "{\"consentScreen\": {\"cardHeader\": {\"title\": \"Hello\"}}}"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", html(&r));
+    let stored = h.as_tenant(&app, "GET", &format!("/content-customization/{id}"), None).await.json();
+    assert_eq!(stored["contentMap"], json!({"consentScreen": {"cardHeader": {"title": "Hello"}}}));
+    let r = console.post(&format!("{location}/restore"), &[("version", "1")]).await;
+    assert!(html(&console.follow(&r).await).contains("Restored"));
+    let stored = h.as_tenant(&app, "GET", &format!("/content-customization/{id}"), None).await.json();
+    assert_eq!(
+        stored["contentMap"],
+        json!({"consentScreen": {"cardHeader": {"title": "Hi", "description": "Scan"}}})
+    );
+}
+
+pub async fn console_scoped_admins_see_only_their_app(h: Harness) {
+    let (own, other) = (h.app().await, h.app().await);
+    let admin = h.token_for("controlCenterAdmin", &own).await;
+    let console = Console::sign_in(&h, &admin).await;
+    let apps = html(&console.get("/console/apps").await);
+    assert!(apps.contains(&own) && !apps.contains(&other), "{apps}");
+    assert!(!apps.contains("Create an app") && !apps.contains("/console/tokens"));
+    for path in [
+        format!("/console/apps/{other}"),
+        format!("/console/apps/{other}/content"),
+        format!("/console/apps/{other}/code"),
+        format!("/console/apps/{own}/users"),
+        format!("/console/apps/{own}/workstations"),
+        "/console/tokens".to_owned(),
+        "/console/certificates".to_owned(),
+        "/console/events".to_owned(),
+    ] {
+        assert_eq!(console.get(&path).await.status, 403, "{path}");
+    }
+    for path in [
+        format!("/console/apps/{own}"),
+        format!("/console/apps/{own}/content"),
+        format!("/console/apps/{own}/code"),
+    ] {
+        assert_eq!(console.get(&path).await.status, 200, "{path}");
+    }
+    let r = console
+        .post(&format!("/console/apps/{other}/content"), &[("displayName", "x"), ("contentMap", "{}")])
+        .await;
+    assert_eq!(r.status, 403);
+    let r = console
+        .post(&format!("/console/apps/{own}/content"), &[("displayName", "x"), ("contentMap", "{}")])
+        .await;
+    assert_eq!(r.status, 303, "{}", html(&r));
+    let r = console.post("/console/apps", &[("appId", &Harness::unique("app")), ("displayName", "x")]).await;
+    assert_eq!(r.status, 403);
+}
+
+pub async fn console_renders_hostile_values_as_text(h: Harness) {
+    let console = Console::sign_in(&h, &h.admin).await;
+    let app = Harness::unique("app");
+    let script = "<script>alert(1)</script>";
+    console.post("/console/apps", &[("appId", &app), ("displayName", script)]).await;
+    let r = console.post(&format!("/console/apps/{app}/content"), &[("displayName", script), ("description", "\"><img src=x onerror=alert(2)>"), ("contentMap", "{\"consentScreen\": {\"cardHeader\": {\"title\": \"</textarea><script>alert(3)</script>\"}}}")]).await;
+    let content =
+        r.header("location").unwrap_or_else(|| panic!("{}", html(&r))).split('?').next().unwrap().to_owned();
+    let user = "<b onclick=alert(4)>eve";
+    let link =
+        html(&console.post(&format!("/console/apps/{app}/registration-links"), &[("namedUser", user)]).await);
+    let pages = [
+        html(&console.get("/console/apps").await),
+        html(&console.get(&format!("/console/apps/{app}")).await),
+        html(&console.get(&format!("/console/apps/{app}/content")).await),
+        html(&console.get(&content).await),
+        link,
+    ];
+    for page in &pages {
+        assert!(
+            !page.contains("<script>alert") && !page.contains("<img src=x") && !page.contains("<b onclick"),
+            "{page}"
+        );
+    }
+    assert!(pages[0].contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(pages[3].contains("&lt;/textarea&gt;&lt;script&gt;alert(3)"), "{}", pages[3]);
+    assert!(pages[4].contains("&lt;b onclick=alert(4)&gt;eve"));
+}
