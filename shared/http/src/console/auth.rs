@@ -119,7 +119,7 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Refusal> {
         let (mut parts, body) = request.into_parts();
         let op = Operator::from_request_parts(&mut parts, state).await?;
-        let bytes = form_bytes(&parts.headers, body).await?;
+        let bytes = form_bytes(&parts.headers, body, FORM_LIMIT).await?;
         let csrf =
             form_urlencoded::parse(&bytes).find(|(name, _)| name == "csrf").map(|(_, v)| v.into_owned());
         if !csrf.is_some_and(|presented| op.session.csrf_matches(&presented)) {
@@ -133,7 +133,11 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
     }
 }
 
-async fn form_bytes(headers: &HeaderMap, body: axum::body::Body) -> Result<bytes::Bytes, Problem> {
+async fn form_bytes(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<bytes::Bytes, Problem> {
     let form = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -141,7 +145,7 @@ async fn form_bytes(headers: &HeaderMap, body: axum::body::Body) -> Result<bytes
     if !form {
         return Err(Problem::invalid("Content-Type", "must be application/x-www-form-urlencoded"));
     }
-    axum::body::to_bytes(body, FORM_LIMIT).await.map_err(|_| Problem::body_too_large(FORM_LIMIT))
+    axum::body::to_bytes(body, limit).await.map_err(|_| Problem::body_too_large(limit))
 }
 
 /// `GET /console/sign-in`: the form, or on to the apps for a signed-in admin.
@@ -176,7 +180,8 @@ pub async fn sign_in(State(state): State<AppState>, parts: Parts, body: axum::bo
     if !same_origin(&parts.headers) {
         return Refusal::Forbidden("The sign-in was not sent from this console.").into_response();
     }
-    let form = match form_bytes(&parts.headers, body).await {
+    // A token is at most 512 characters: the server's own body limit is plenty.
+    let form = match form_bytes(&parts.headers, body, state.config.body_limit).await {
         Ok(bytes) => {
             serde_urlencoded::from_bytes::<SignInForm>(&bytes).unwrap_or(SignInForm { token: String::new() })
         }

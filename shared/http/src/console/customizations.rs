@@ -75,6 +75,54 @@ pub struct RestoreForm {
     version: String,
 }
 
+/// Creates a customization of `kind` (`content`, `code`) that `make` builds, counted against the
+/// app's rate limit: on to its page.
+async fn create<R: Customization>(
+    state: &AppState,
+    app: &AppRecord,
+    kind: &str,
+    make: impl Fn(i64, rp_domain::EpochMillis) -> R,
+) -> Result<Response, Refusal>
+where
+    Problem: From<R::Error>,
+{
+    rp_app::within_rate_limit(state, app, SCOPE).await?;
+    let created = customizations::create(state, &app.app_id, make).await?;
+    let page = format!("/console/apps/{}/{kind}/{}?notice=created", app.app_id, created.id());
+    Ok(Redirect::to(&page).into_response())
+}
+
+/// Changes customization `id` of `kind` with `change`, counted against the app's rate limit:
+/// back to its page.
+async fn update<R: Customization>(
+    state: &AppState,
+    app: &AppRecord,
+    kind: &str,
+    id: i64,
+    change: impl Fn(&R) -> Result<R, R::Error>,
+) -> Result<Response, Refusal>
+where
+    Problem: From<R::Error>,
+{
+    rp_app::within_rate_limit(state, app, SCOPE).await?;
+    customizations::update(state, &app.app_id, id, change).await?;
+    Ok(Redirect::to(&format!("/console/apps/{}/{kind}/{id}?notice=saved", app.app_id)).into_response())
+}
+
+/// Customization `id` with its earlier versions (the newest 50).
+async fn with_versions<R: Customization>(
+    state: &AppState,
+    app: &AppRecord,
+    id: i64,
+) -> Result<(R, Vec<R>), Refusal>
+where
+    Problem: From<R::Error>,
+{
+    let page = |_: &_| Ok((50, None));
+    let (record, versions, _) = customizations::versions::<R>(state, &app.app_id, id, page).await?;
+    Ok((record, versions))
+}
+
 async fn restore<R: Customization>(
     state: &AppState,
     op: &Operator,
@@ -186,9 +234,7 @@ pub async fn content_create(
     let (app, _) = op.app(&state, &app_id, false).await?;
     let name = Value::String(form.display_name.clone());
     let new = content::parse_create(Some(&name), Some(&form.description()), Some(&form.map()?))?;
-    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
-    let created = customizations::create(&state, &app.app_id, |id, now| new.record(id, now)).await?;
-    Ok(Redirect::to(&format!("/console/apps/{app_id}/content/{}?notice=created", created.id)).into_response())
+    create(&state, &app, "content", |id, now| new.record(id, now)).await
 }
 
 /// `GET /console/apps/{appId}/content/{id}`
@@ -200,9 +246,7 @@ pub async fn content_show(
 ) -> Result<Page, Refusal> {
     let ApiQuery(query) = query?;
     let (app, id) = item(&state, &op, &path).await?;
-    let page = |_: &_| Ok((50, None));
-    let (record, versions, _) =
-        customizations::versions::<ContentRecord>(&state, &app.app_id, id, page).await?;
+    let (record, versions) = with_versions::<ContentRecord>(&state, &app, id).await?;
     let base = format!("/console/apps/{}/content/{id}", app.app_id);
     let map = serde_json::to_string_pretty(&record.content_map).map_err(Problem::internal)?;
     let description = record.description.as_deref().unwrap_or("");
@@ -250,7 +294,6 @@ pub async fn content_update(
         Some(&description),
         Some(&replacing(&Value::Object(Map::new()), &map)),
     )?;
-    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
     let change = |current: &ContentRecord| {
         let patch = content::parse_patch(
             Some(&name),
@@ -259,8 +302,7 @@ pub async fn content_update(
         )?;
         Ok(current.patched(&patch)?)
     };
-    customizations::update(&state, &app.app_id, id, change).await?;
-    Ok(Redirect::to(&format!("/console/apps/{}/content/{id}?notice=saved", app.app_id)).into_response())
+    update(&state, &app, "content", id, change).await
 }
 
 /// `POST /console/apps/{appId}/content/{id}/restore`
@@ -384,9 +426,7 @@ pub async fn code_create(
     let enabled = Some(form.enabled.is_some());
     let new =
         NewCode::parse(Some(form.display_name), Some(form.trigger), Some(form.source), timeout, enabled)?;
-    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
-    let created = customizations::create(&state, &app.app_id, |id, now| new.record(id, now)).await?;
-    Ok(Redirect::to(&format!("/console/apps/{app_id}/code/{}?notice=created", created.id)).into_response())
+    create(&state, &app, "code", |id, now| new.record(id, now)).await
 }
 
 /// `GET /console/apps/{appId}/code/{id}`
@@ -398,8 +438,7 @@ pub async fn code_show(
 ) -> Result<Page, Refusal> {
     let ApiQuery(query) = query?;
     let (app, id) = item(&state, &op, &path).await?;
-    let page = |_: &_| Ok((50, None));
-    let (record, versions, _) = customizations::versions::<CodeRecord>(&state, &app.app_id, id, page).await?;
+    let (record, versions) = with_versions::<CodeRecord>(&state, &app, id).await?;
     let body = code_page(&op, &app, &record, &versions, query.notice.as_deref(), None);
     Ok(Page::new(Some(&op), &format!("Code customization {}", record.display_name), body))
 }
@@ -458,10 +497,7 @@ pub async fn code_update(
     let enabled = Some(form.enabled.is_some());
     let patch =
         CodePatch::parse(Some(form.display_name), Some(form.trigger), Some(form.source), timeout, enabled)?;
-    rp_app::within_rate_limit(&state, &app, SCOPE).await?;
-    let change = |current: &CodeRecord| Ok(current.patched(&patch));
-    customizations::update(&state, &app.app_id, id, change).await?;
-    Ok(Redirect::to(&format!("/console/apps/{}/code/{id}?notice=saved", app.app_id)).into_response())
+    update(&state, &app, "code", id, |current: &CodeRecord| Ok(current.patched(&patch))).await
 }
 
 /// `POST /console/apps/{appId}/code/{id}/restore`
@@ -497,8 +533,7 @@ pub async fn code_test(
     };
     rp_app::within_rate_limit(&state, &app, SCOPE).await?;
     let report = rp_app::code::test_run(&state, &app.app_id, id, event, std::future::ready(Ok(()))).await?;
-    let page = |_: &_| Ok((50, None));
-    let (record, versions, _) = customizations::versions::<CodeRecord>(&state, &app.app_id, id, page).await?;
+    let (record, versions) = with_versions::<CodeRecord>(&state, &app, id).await?;
     let body = code_page(&op, &app, &record, &versions, None, Some(&report));
     Ok(Page::new(Some(&op), &format!("Code customization {}", record.display_name), body))
 }
