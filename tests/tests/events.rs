@@ -322,3 +322,67 @@ async fn a_grouped_message_fails_while_one_lease_cannot_be_ended_and_completes_w
     assert_eq!(state("broken-request").await, RequestState::Pending);
     assert_eq!(state("fine-request-1").await, RequestState::Pending, "ended once, ignored after");
 }
+
+/// The console through its own function, as API Gateway's HTTP API hands it requests (the cookie
+/// in the event's `cookies`, the form as its body): sign in, read a page, post a form; failed
+/// sign-ins are counted per source address the gateway saw.
+#[tokio::test]
+async fn the_console_signs_in_and_acts_through_its_function() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
+    let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
+    let admin = rp_shared::testing::fixtures::admin_token(backend.store.as_ref(), now).await;
+    let router = http::function("console", AppState::new(backend, HttpConfig::default())).unwrap();
+    let client = TestClient::new(router);
+    let sample: serde_json::Value = serde_json::from_str(&read("events/console.json")).unwrap();
+    let event = |method: &str, path: &str, cookie: Option<&str>, body: Option<String>, source: &str| {
+        let mut e = sample.clone();
+        e["rawPath"] = json!(path);
+        e["routeKey"] = json!(format!("{method} /console/{{proxy+}}"));
+        e["pathParameters"] = json!({"proxy": path.trim_start_matches("/console/")});
+        e["requestContext"]["http"]["method"] = json!(method);
+        e["requestContext"]["http"]["path"] = json!(path);
+        e["requestContext"]["http"]["sourceIp"] = json!(source);
+        if let Some(cookie) = cookie {
+            e["cookies"] = json!([cookie]);
+        }
+        if let Some(body) = body {
+            e["body"] = json!(body);
+            e["headers"]["content-type"] = json!("application/x-www-form-urlencoded");
+            e["headers"]["origin"] =
+                json!(format!("https://{}", sample["headers"]["host"].as_str().unwrap()));
+        }
+        e.to_string()
+    };
+    let sign_in = |token: &str, source: &str| {
+        event("POST", "/console/sign-in", None, Some(format!("token={token}")), source)
+    };
+
+    let signed_in = client.event(&sign_in(&admin, "198.51.100.7")).await;
+    assert_eq!(signed_in.status, 303, "{}", String::from_utf8_lossy(&signed_in.body));
+    let set = signed_in.header("set-cookie").unwrap();
+    assert!(set.contains("Secure") && set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    let cookie = set.split(';').next().unwrap();
+    let apps = client.event(&event("GET", "/console/apps", Some(cookie), None, "198.51.100.7")).await;
+    assert_eq!(apps.status, 200);
+    let page = String::from_utf8_lossy(&apps.body).into_owned();
+    let at = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = &page[at..at + page[at..].find('"').unwrap()];
+    let form = format!("csrf={csrf}&appId=viaLambda&displayName=Lambda");
+    let created =
+        client.event(&event("POST", "/console/apps", Some(cookie), Some(form), "198.51.100.7")).await;
+    assert_eq!(created.header("location"), Some("/console/apps/viaLambda?notice=created"));
+    let app =
+        client.event(&event("GET", "/console/apps/viaLambda", Some(cookie), None, "198.51.100.7")).await;
+    assert!(String::from_utf8_lossy(&app.body).contains("Workstation settings"));
+
+    for _ in 0..5 {
+        assert_eq!(
+            client.event(&sign_in("rpt_not-a-token-0000000000000000", "203.0.113.9")).await.status,
+            401
+        );
+    }
+    assert_eq!(client.event(&sign_in(&admin, "203.0.113.9")).await.status, 429, "that address waits");
+    assert_eq!(client.event(&sign_in(&admin, "198.51.100.7")).await.status, 303, "another does not");
+}
