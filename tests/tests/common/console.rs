@@ -2,7 +2,7 @@
 //! escaping, and each operator task from a form to its effect. The same tasks in a real browser
 //! are `tests/console/console.test.mjs`.
 
-use super::certificates::{device, enroll, pair};
+use super::certificates::{agent_for, device, enroll, pair};
 use super::Harness;
 use axum::body::Body;
 use axum::http::{header, Request};
@@ -427,4 +427,48 @@ pub async fn console_renders_hostile_values_as_text(h: Harness) {
     assert!(pages[0].contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(pages[3].contains("&lt;/textarea&gt;&lt;script&gt;alert(3)"), "{}", pages[3]);
     assert!(pages[4].contains("&lt;b onclick=alert(4)&gt;eve"));
+}
+
+/// The numbers of the queue table's row for `app`: pending logins, pending revocations, leased
+/// logins, dead.
+fn queue_row(page: &str, app: &str) -> Vec<String> {
+    let at = page.find(&format!("?app={app}\">")).expect("the app's row");
+    let row = &page[at..at + page[at..].find("</tr>").unwrap()];
+    row.split("<td class=\"num\">").skip(1).map(|cell| cell[..cell.find('<').unwrap()].to_owned()).collect()
+}
+
+pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
+    let console = Console::sign_in(&h, &h.admin).await;
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let phone = device(&h, &app, "carol", None).await;
+    enroll(&h, &access, &app, "carol", "ws-cert").await;
+    pair(&h, &access, &phone, "ws-cert").await;
+    let page = html(&console.get("/console/certificates").await);
+    assert_eq!(queue_row(&page, &app), ["1", "0", "0", "0"], "one pending login certificate");
+
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    let page = html(&console.get(&format!("/console/certificates?app={app}")).await);
+    assert_eq!(queue_row(&page, &app), ["0", "0", "0", "0"]);
+    assert!(page.contains("WORKSTATION_CERTIFICATE_ISSUED"), "{page}");
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&phone.token), None).await.json();
+    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    assert!(page.contains(&serial), "the issuance names its serial");
+
+    let r = console.post("/console/certificates/revoke", &[("certSerialNumber", &serial)]).await;
+    assert_eq!(r.status, 200, "{}", html(&r));
+    assert!(html(&r).contains("Revocation queued"));
+    let page = html(&console.get("/console/certificates").await);
+    assert_eq!(queue_row(&page, &app), ["0", "1", "0", "0"], "one pending revocation");
+    assert_eq!(agent.run_once().await.unwrap().revoked.len(), 1);
+    assert!(ca.is_revoked(&serial));
+    let page = html(&console.get(&format!("/console/certificates?app={app}&ca={}", ca.id())).await);
+    assert!(page.contains("WS_CERTIFICATE_REVOKED") && page.contains("CRL number"), "{page}");
+    assert!(page.contains("current until"), "a fresh CRL");
+    let again = console.post("/console/certificates/revoke", &[("certSerialNumber", &serial)]).await;
+    assert_eq!(again.status, 409, "revoked already");
+    let page = html(&console.get("/console/certificates?ca=no-such-ca").await);
+    assert!(page.contains("Nothing is published for CA"));
 }
