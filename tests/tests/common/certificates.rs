@@ -20,7 +20,7 @@ use rp_shared::http::problem::codes;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::Clock;
 use rp_shared::ports::Query;
-use rp_shared::repo::certificates::{enqueue_ops, READY_APPS, READY_GRACE_SECS};
+use rp_shared::repo::certificates::{enqueue_ops, Certificates, READY_APPS, READY_GRACE_SECS};
 use rp_shared::testing::http::serve;
 use rp_shared::worker::QueueWorker;
 use serde_json::json;
@@ -647,6 +647,10 @@ pub async fn leases_time_out_requeue_and_die(h: Harness) {
     })
     .await;
     assert_death_reported(&h, &app).await;
+    // The queue's counts (what the console shows) have it dead, not open.
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    let counts = Certificates::new(h.backend.store.as_ref()).queue_counts(&app_id, 10).await.unwrap();
+    assert_eq!((counts.dead, counts.open, counts.pending_logins), (1, 0, 0), "{counts:?}");
     until("the dead letter", Duration::from_secs(10), || async {
         let dead = h.backend.queue.dead_letters(10).await.unwrap();
         dead.iter().any(|m| m.body.contains(&id))
@@ -1306,7 +1310,6 @@ pub async fn a_revoked_certificate_fails_against_the_published_crl(h: Harness) {
 /// is revoked. A pairing ended while its renewal is under way takes the new certificate along.
 pub async fn a_certificate_near_its_end_is_renewed_and_replaces_the_old_one(h: Harness) {
     use rp_shared::app::renewal::sweep;
-    use rp_shared::repo::certificates::Certificates;
     let app = h.app().await;
     let settings = json!({"certificateValidityDays": 1});
     assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
