@@ -11,6 +11,7 @@ pub mod errors;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod links;
 pub mod offline;
 pub mod oob;
 pub mod openapi;

@@ -3,6 +3,7 @@
 //! receives a device token.
 
 use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
+use super::links;
 use super::problem::Problem;
 use super::AppState;
 use crate::params::UserPath;
@@ -88,16 +89,6 @@ pub struct DeviceRegistered {
     pub device_token: String,
 }
 
-/// The base URL links point at: the configured one, else the request's own host.
-pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
-    if !state.config.public_base_url.is_empty() {
-        return state.config.public_base_url.trim_end_matches('/').to_owned();
-    }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
-    let proto = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("https");
-    format!("{proto}://{host}")
-}
-
 #[utoipa::path(post, path = "/cc/api/apps/{appId}/users/{namedUser}/registration-links", tag = "registration",
     security(("admin" = [])), params(crate::params::UserPath), request_body(content = Option<LinkOptions>),
     responses((status = 201, description = "Created; the code is shown only here", body = LinkCreated)))]
@@ -121,7 +112,7 @@ async fn create_link(
     let source = format!("admin:{}", admin.token.token_id);
     let (code, link) =
         devices::create_link(&state, &app, &source, user, alias, ttl, holder.flatten()).await?;
-    let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
+    let url = links::registration_url(&state, &headers, code.expose());
     let body = LinkCreated { code: code.expose().to_owned(), url, expires_at: link.expires_at.iso8601() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
@@ -167,9 +158,8 @@ async fn page(
         Ok((link, _)) => link,
         Err(unusable) => return unusable_page(unusable),
     };
-    let url = format!("{}/rp/register/{}", base_url(&state, &headers), code.expose());
-    let qr = qrcode::QrCode::new(url.as_bytes()).map_err(Problem::internal)?;
-    let svg = qr.render::<qrcode::render::svg::Color>().min_dimensions(240, 240).quiet_zone(true).build();
+    let url = links::registration_url(&state, &headers, code.expose());
+    let svg = links::qr_svg(&url)?;
     let body = format!(
         "<p>Scan this code with the mobile app to register your device for <strong>{app}</strong> as <strong>{user}</strong>.</p>\
          {svg}<ol><li>Open the mobile app and choose <em>Add account</em>.</li><li>Point the camera at the code.</li>\

@@ -21,8 +21,9 @@ use serde::Deserialize;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "rp_console";
-/// Largest form a console page posts: a code customization's source (100 kB) form-encoded.
-pub const FORM_LIMIT: usize = crate::code::SOURCE_BODY_LIMIT;
+/// Largest form a console page posts: a code customization's source, each byte of which
+/// form-encoding may triple, and room for the other fields.
+pub const FORM_LIMIT: usize = 3 * rp_domain::code::MAX_SOURCE_BYTES + 64 * 1024;
 
 /// The admin a console request is from: a live session and the token it stands for.
 #[derive(Debug, Clone)]

@@ -129,9 +129,8 @@ pub async fn create_link(
     let holder = devices::alias_holder(&state, app.app_id.clone(), alias.as_deref()).await;
     let (code, link) =
         devices::create_link(&state, &app, &op.source(), user.clone(), alias, ttl, holder).await?;
-    let url = format!("{}/rp/register/{}", crate::registration::base_url(&state, &headers), code.expose());
-    let qr = qrcode::QrCode::new(url.as_bytes()).map_err(Problem::internal)?;
-    let svg = qr.render::<qrcode::render::svg::Color>().min_dimensions(240, 240).quiet_zone(true).build();
+    let url = crate::links::registration_url(&state, &headers, code.expose());
+    let svg = crate::links::qr_svg(&url)?;
     let body = html! {
         p.notice role="status" { "A one-time registration link for " strong { (user) } " of " strong { (app.display_name) } ", valid until " (when(link.expires_at)) ". The user scans the code with the mobile app, or opens the link on the phone." }
         // The SVG is drawn here from the link, not taken from the request.
