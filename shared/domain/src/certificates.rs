@@ -62,43 +62,29 @@ pub struct CertRequest {
     pub app_id: AppId,
     pub state: RequestState,
     pub request_timeout_in_secs: i64,
-    #[serde(default)]
     pub machine_user_name_ws: Option<String>,
-    #[serde(default)]
     pub machine_user_name: Option<String>,
-    #[serde(default)]
     pub device_id: Option<String>,
-    #[serde(default)]
     pub device_key_agreement_public_key: Option<String>,
-    #[serde(default)]
     pub enc_counter: Option<String>,
-    #[serde(default)]
     pub cert_serial_number: Option<String>,
     /// How long the certificate is to be valid (the app's setting when it was queued).
-    #[serde(default)]
     pub certificate_validity_days: Option<i64>,
     /// The workstation of the pairing a login-certificate request is for (absent on requests
     /// queued before it was kept).
-    #[serde(default)]
     pub machine_id: Option<String>,
     /// The serial number of the certificate a renewal replaces.
-    #[serde(default)]
     pub renews: Option<String>,
     pub created_at: EpochMillis,
     /// How many times it was leased.
     #[serde(default)]
     pub attempts: u32,
-    #[serde(default)]
     pub lease_id: Option<String>,
     /// When the current lease ends.
-    #[serde(default)]
     pub leased_until: Option<EpochMillis>,
     /// SHA-256 of the posted result, so the same result posted again is recognised.
-    #[serde(default)]
     pub result_digest: Option<String>,
-    #[serde(default)]
     pub error_code: Option<i64>,
-    #[serde(default)]
     pub error_message: Option<String>,
 }
 
@@ -363,25 +349,18 @@ pub struct IssuedCert {
     /// The envelope's version (certificates stored before versions existed are 1).
     #[serde(default = "envelope_v1")]
     pub envelope_version: u8,
-    #[serde(default)]
     pub login_cert_signature: Option<String>,
     /// The device's counter the envelope was sealed under (a key-derivation input).
-    #[serde(default)]
     pub enc_counter: Option<String>,
     pub issued_at: EpochMillis,
-    #[serde(default)]
     pub revoked_at: Option<EpochMillis>,
-    #[serde(default)]
     pub revocation_request_id: Option<String>,
     /// The renewal queued for it last.
-    #[serde(default)]
     pub renewal_request_id: Option<String>,
     /// When the renewal sweep looks at it next; until a renewal is queued, when its renewal
     /// window opens ([`IssuedCert::renewal_window_opens`]).
-    #[serde(default)]
     pub renewal_check_at: Option<EpochMillis>,
     /// The serial number of the certificate that replaced it.
-    #[serde(default)]
     pub renewed_by: Option<String>,
 }
 

@@ -13,7 +13,6 @@ use serde_json::{Map, Value};
 pub struct ContentRecord {
     pub id: i64,
     pub display_name: String,
-    #[serde(default)]
     pub description: Option<String>,
     pub content_map: Value,
     pub created_at: EpochMillis,

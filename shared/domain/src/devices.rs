@@ -99,13 +99,10 @@ impl RegistrationCode {
 pub struct LinkRecord {
     pub app_id: AppId,
     pub named_user: String,
-    #[serde(default)]
     pub machine_user_name_ws: Option<String>,
     pub created_at: EpochMillis,
     pub expires_at: EpochMillis,
-    #[serde(default)]
     pub used_at: Option<EpochMillis>,
-    #[serde(default)]
     pub device_id: Option<String>,
 }
 
@@ -174,7 +171,6 @@ pub struct DeviceTokenRecord {
     pub hash: String,
     pub created_at: EpochMillis,
     /// After this the token is refused; tokens from before lifetimes count from `created_at`.
-    #[serde(default)]
     pub expires_at: Option<EpochMillis>,
 }
 

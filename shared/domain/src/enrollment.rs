@@ -48,12 +48,9 @@ pub struct EnrollmentSession {
     pub expires_at: EpochMillis,
     /// Machine details pinned at enroll time (when the workstation sent them) or by the first
     /// complete call; later calls are cross-checked against them.
-    #[serde(default)]
     pub machine_id: Option<String>,
-    #[serde(default)]
     pub machine_version: Option<String>,
     pub state: SessionState,
-    #[serde(default)]
     pub completion: Option<Completion>,
 }
 

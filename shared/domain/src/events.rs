@@ -29,7 +29,6 @@ pub const NAMES: [&str; 5] = [
 pub struct EventRecord {
     pub event_id: String,
     pub name: String,
-    #[serde(default)]
     pub app_id: Option<AppId>,
     /// Who reported it: `server`, `agent:<tokenId>` or `workstation:<tokenId>`.
     pub source: String,

@@ -100,7 +100,6 @@ pub struct OfflineSet {
     /// After this the set is no longer handed out or shown (`offlineAccessDays`).
     pub valid_until: EpochMillis,
     /// When the device fetched it; a set is handed to the device once.
-    #[serde(default)]
     pub delivered_at: Option<EpochMillis>,
 }
 
@@ -153,7 +152,6 @@ pub enum OfflineError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OfflineLock {
-    #[serde(default)]
     pub locked_until: Option<EpochMillis>,
 }
 

@@ -88,17 +88,12 @@ pub struct OobRequest {
     pub request_id: String,
     pub app_id: AppId,
     pub named_user: String,
-    #[serde(default)]
     pub machine: Option<String>,
-    #[serde(default)]
     pub machine_id: Option<String>,
     pub device: OobDevice,
     pub nonces: Nonces,
-    #[serde(default)]
     pub transaction_text: Option<String>,
-    #[serde(default)]
     pub transaction_type: Option<String>,
-    #[serde(default)]
     pub extras: Option<Extras>,
     #[serde(default)]
     pub additional_details: BTreeMap<String, String>,

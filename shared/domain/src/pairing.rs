@@ -17,19 +17,15 @@ pub struct Pairing {
     pub machine_id: String,
     pub device_id: String,
     pub named_user: String,
-    #[serde(default)]
     pub machine_name: Option<String>,
-    #[serde(default)]
     pub machine_user_name_ws: Option<String>,
     pub created_at: EpochMillis,
     pub updated_at: EpochMillis,
     pub certificate_request_id: String,
     /// The id of the access token that created the pairing: its workstation. Only it sees the
     /// offline PINs. `None` on pairings made before owners were recorded: nobody sees them.
-    #[serde(default)]
     pub owner_token_id: Option<String>,
     /// The offline PINs, sealed under a context naming app, machine and device.
-    #[serde(default)]
     pub offline_set: Option<OfflineSet>,
     #[serde(default)]
     pub lock: OfflineLock,

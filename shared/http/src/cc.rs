@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
-use axum::{Json, Router};
+use axum::Json;
 use rp_domain::apps::{self, AppId, ControlError};
 use rp_domain::tokens::TokenRecord;
 use rp_ports::{Cursor, Query, StoreError};
@@ -17,34 +17,13 @@ use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::Tokens;
 use serde::{Deserialize, Serialize};
 
-/// `/cc/api/apps`
-pub fn apps_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps", get(list_apps).post(create_app))
-}
-
-/// `/cc/api/apps/{appId}`
-pub fn app_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}", get(get_app))
-}
-
-/// `/cc/api/apps/{appId}/workstation`
-pub fn workstation_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}/workstation", get(get_workstation).put(put_workstation))
-}
-
-/// `/cc/api/apps/{appId}/rate-limit`
-pub fn rate_limit_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}/rate-limit", get(get_rate_limit).put(put_rate_limit))
-}
-
-/// `/cc/api/tokens`
-pub fn tokens_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/tokens", get(list_tokens).post(create_token))
-}
-
-/// `/cc/api/tokens/{tokenId}`
-pub fn token_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/tokens/{token_id}", delete(revoke_token))
+routers! { crate::plain;
+    apps_router("/cc/api/apps") = get(list_apps).post(create_app);
+    app_router("/cc/api/apps/{app_id}") = get(get_app);
+    workstation_router("/cc/api/apps/{app_id}/workstation") = get(get_workstation).put(put_workstation);
+    rate_limit_router("/cc/api/apps/{app_id}/rate-limit") = get(get_rate_limit).put(put_rate_limit);
+    tokens_router("/cc/api/tokens") = get(list_tokens).post(create_token);
+    token_router("/cc/api/tokens/{token_id}") = delete(revoke_token);
 }
 
 /// An app as the control center shows it.

@@ -13,7 +13,7 @@ use crate::wire::certificates::{CertificateRequestList, IssuanceResult, Revocati
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use rp_app::certificates;
 use rp_domain::certificates::{CertResult, IssuedCert, MAX_SERIAL_NUMBER};
 use rp_domain::time::EpochMillis;
@@ -21,30 +21,13 @@ use rp_domain::validate;
 use rp_repo::certificates::Certificates;
 use serde::Serialize;
 
-/// `/rp/api/certificate/requests`
-pub fn requests_router(_state: &AppState) -> Router<AppState> {
-    // A poll leases what it hands out: HEAD must not.
-    Router::new().route("/rp/api/certificate/requests", get(poll).head(super::head_refused))
-}
-
-/// `/rp/api/certificate`
-pub fn issued_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/certificate", post(post_issuance))
-}
-
-/// `/rp/api/certificate/revoke`
-pub fn revoked_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/certificate/revoke", post(post_revocation))
-}
-
-/// `/cc/api/certificates/{certSerialNumber}/revoke`
-pub fn admin_revoke_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/certificates/{serial}/revoke", post(queue_revocation))
-}
-
-/// `/rp/versioned/device/certificates`
-pub fn device_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/certificates", get(device_certificates))
+routers! { crate::plain;
+    /// A poll leases what it hands out: HEAD must not.
+    requests_router("/rp/api/certificate/requests") = get(poll).head(super::head_refused);
+    issued_router("/rp/api/certificate") = post(post_issuance);
+    revoked_router("/rp/api/certificate/revoke") = post(post_revocation);
+    admin_revoke_router("/cc/api/certificates/{serial}/revoke") = post(queue_revocation);
+    device_router("/rp/versioned/device/certificates") = get(device_certificates);
 }
 
 /// Hands out up to a batch of pending requests, each leased with a conditional write (all of

@@ -30,74 +30,34 @@ use serde_json::Value;
 /// multiply); the rest keep the server's.
 pub const SOURCE_BODY_LIMIT: usize = 512 * 1024;
 
-/// `/code-customization`
-pub fn collection_router(state: &AppState) -> Router<AppState> {
-    takes_source(gated(Router::new().route("/code-customization", get(list).post(create)), state))
+routers! { takes_source;
+    collection_router("/code-customization") = get(list).post(create);
+    item_router("/code-customization/{id}") = get(retrieve).post(update).delete(remove);
 }
 
-/// `/code-customization/{id}`
-pub fn item_router(state: &AppState) -> Router<AppState> {
-    let router = Router::new().route("/code-customization/{id}", get(retrieve).post(update).delete(remove));
-    takes_source(gated(router, state))
+routers! { gated;
+    versions_router("/code-customization/{id}/versions") = get(list_versions);
+    version_router("/code-customization/{id}/versions/{version}") = get(get_version);
+    restore_router("/code-customization/{id}/versions/{version}/restore") = post(restore);
+    test_router("/code-customization/{id}/test") = post(test_run);
+    env_router("/code-customization/env") = get(list_env);
+    env_var_router("/code-customization/env/{name}") = put(put_env).delete(delete_env);
+    signing_keys_router("/code-customization/signing-keys") = get(list_signing_keys).post(rotate_signing_key);
+    signing_key_router("/code-customization/signing-keys/{kid}") = delete(retire_signing_key);
 }
 
-fn takes_source(router: Router<AppState>) -> Router<AppState> {
-    router
-        .layer(axum::extract::DefaultBodyLimit::max(SOURCE_BODY_LIMIT))
-        .layer(axum::Extension(super::extract::BodyLimit(SOURCE_BODY_LIMIT)))
-}
-
-/// `/code-customization/{id}/versions`
-pub fn versions_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/{id}/versions", get(list_versions)), state)
-}
-
-/// `/code-customization/{id}/versions/{version}`
-pub fn version_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/{id}/versions/{version}", get(get_version)), state)
-}
-
-/// `/code-customization/{id}/versions/{version}/restore`
-pub fn restore_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/{id}/versions/{version}/restore", post(restore)), state)
-}
-
-/// `/code-customization/{id}/test`
-pub fn test_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/{id}/test", post(test_run)), state)
-}
-
-/// `/code-customization/env`
-pub fn env_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/env", get(list_env)), state)
-}
-
-/// `/code-customization/env/{name}`
-pub fn env_var_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/env/{name}", put(put_env).delete(delete_env)), state)
-}
-
-/// `/code-customization/signing-keys`
-pub fn signing_keys_router(state: &AppState) -> Router<AppState> {
-    gated(
-        Router::new()
-            .route("/code-customization/signing-keys", get(list_signing_keys).post(rotate_signing_key)),
-        state,
-    )
-}
-
-/// `/code-customization/signing-keys/{kid}`
-pub fn signing_key_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/code-customization/signing-keys/{kid}", delete(retire_signing_key)), state)
-}
-
-/// `/rp/api/apps/{appId}/jwks.json` (no authentication: it is public by design)
-pub fn jwks_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/apps/{app_id}/jwks.json", get(jwks))
+routers! { crate::plain;
+    /// No authentication: it is public by design
+    jwks_router("/rp/api/apps/{app_id}/jwks.json") = get(jwks);
 }
 
 fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     crate::ratelimit::gated_as(router, state, "code")
+}
+
+/// Gated, with the larger body limit of the paths that take a `source`.
+fn takes_source(router: Router<AppState>, state: &AppState) -> Router<AppState> {
+    crate::body_limit(gated(router, state), SOURCE_BODY_LIMIT)
 }
 
 /// A code customization: in full, or as listed (without its source).
@@ -277,7 +237,6 @@ async fn restore(
 #[serde(deny_unknown_fields)]
 pub struct TestRun {
     /// The event the customization's handler gets; `{}` when left out or `null`.
-    #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub event: Option<Value>,
 }

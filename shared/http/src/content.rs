@@ -19,29 +19,12 @@ use serde_json::Value;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 
-/// `/content-customization`
-pub fn collection_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/content-customization", get(list).post(create)), state)
-}
-
-/// `/content-customization/{id}`
-pub fn item_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/content-customization/{id}", get(retrieve).post(update)), state)
-}
-
-/// `/content-customization/{id}/versions`
-pub fn versions_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/content-customization/{id}/versions", get(list_versions)), state)
-}
-
-/// `/content-customization/{id}/versions/{version}`
-pub fn version_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/content-customization/{id}/versions/{version}", get(get_version)), state)
-}
-
-/// `/content-customization/{id}/versions/{version}/restore`
-pub fn restore_router(state: &AppState) -> Router<AppState> {
-    gated(Router::new().route("/content-customization/{id}/versions/{version}/restore", post(restore)), state)
+routers! { gated;
+    collection_router("/content-customization") = get(list).post(create);
+    item_router("/content-customization/{id}") = get(retrieve).post(update);
+    versions_router("/content-customization/{id}/versions") = get(list_versions);
+    version_router("/content-customization/{id}/versions/{version}") = get(get_version);
+    restore_router("/content-customization/{id}/versions/{version}/restore") = post(restore);
 }
 
 fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {

@@ -9,7 +9,7 @@ use crate::params::ListParams;
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use rp_domain::time::EpochMillis;
@@ -20,9 +20,8 @@ use rp_repo::events::{EventFilter, Events};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// `/rp/api/events`
-pub fn router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/events", get(list).post(report))
+routers! { crate::plain;
+    router("/rp/api/events") = get(list).post(report);
 }
 
 const MAX_ATTRIBUTES: usize = 32;

@@ -1,6 +1,20 @@
 //! The HTTP layer: one router per endpoint path, the same code behind the local server
 //! (`axum::serve`) and each Lambda function (`lambda_http::run`).
 
+/// An area's routers, one a path: `name("/path") = method router;`, each wrapped by `$wrap`
+/// (a rate-limit gate, a body limit), or by [`plain`]. Each is documented with its path.
+macro_rules! routers {
+    ($wrap:path; $( $(#[$attr:meta])* $name:ident($path:literal) = $route:expr; )*) => {
+        $(
+            #[doc = concat!("`", $path, "`")]
+            $(#[$attr])*
+            pub fn $name(state: &$crate::AppState) -> axum::Router<$crate::AppState> {
+                $wrap(axum::Router::new().route($path, $route), state)
+            }
+        )*
+    };
+}
+
 pub mod cc;
 pub mod certificates;
 pub mod code;
@@ -38,6 +52,16 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
+
+/// A router as it is: the wrapper of an area whose routes need none.
+fn plain(router: Router<AppState>, _state: &AppState) -> Router<AppState> {
+    router
+}
+
+/// `router` with a body limit of its own (`limit` bytes), the server's being smaller.
+fn body_limit(router: Router<AppState>, limit: usize) -> Router<AppState> {
+    router.layer(DefaultBodyLimit::max(limit)).layer(Extension(BodyLimit(limit)))
+}
 
 /// The whole API, as the local server serves it, with its OpenAPI document at
 /// `GET /openapi.json`. Each endpoint sees only its declared services, as its Lambda function

@@ -11,7 +11,7 @@ use crate::wire::apps::OfflineAccess;
 use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Json;
 use rp_app::offline::{self, app_and_pairing, edit_pairing, Delivered, PairingEdit};
 use rp_domain::devices;
 use rp_domain::offline::{render_pins, require_enabled};
@@ -20,24 +20,11 @@ use rp_domain::time::EpochMillis;
 use rp_repo::workstations::Workstations;
 use serde::{Deserialize, Serialize};
 
-/// `/rp/versioned/device/setup`
-pub fn setup_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/setup", post(device_setup))
-}
-
-/// `/rp/versioned/device/workstations`
-pub fn workstations_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/workstations", get(device_workstations))
-}
-
-/// `/rp/versioned/device/offline/used`
-pub fn used_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/offline/used", post(device_used))
-}
-
-/// `/cc/api/apps/{appId}/devices/{deviceId}`
-pub fn admin_device_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}/devices/{device_id}", delete(revoke_device))
+routers! { crate::plain;
+    setup_router("/rp/versioned/device/setup") = post(device_setup);
+    workstations_router("/rp/versioned/device/workstations") = get(device_workstations);
+    used_router("/rp/versioned/device/offline/used") = post(device_used);
+    admin_device_router("/cc/api/apps/{app_id}/devices/{device_id}") = delete(revoke_device);
 }
 
 /// The body of `POST /rp/versioned/device/setup`: which of the device's pairings.

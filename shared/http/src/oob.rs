@@ -12,7 +12,7 @@ use crate::wire::oob::{Extras, OobAnswerRequest, OobStartRequest, OobState, Stat
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use rp_app::oob;
 use rp_domain::apps::AppId;
 use rp_domain::devices::named_user;
@@ -22,29 +22,13 @@ use rp_repo::oob::OobRequests;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// `/rp/api/oob/client/authentication/requests`
-pub fn start_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/oob/client/authentication/requests", post(start))
-}
-
-/// `/rp/api/oob/client/authentication/{appId}/{namedUser}/devices`
-pub fn devices_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/oob/client/authentication/{app_id}/{named_user}/devices", get(user_devices))
-}
-
-/// `/rp/api/oob/client/authentication/requests/{sessionId}`
-pub fn status_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/api/oob/client/authentication/requests/{session_id}", get(status))
-}
-
-/// `/rp/versioned/device/oob/requests`: a GET that marks what it hands out, so HEAD is refused.
-pub fn device_requests_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/oob/requests", get(device_requests).head(super::head_refused))
-}
-
-/// `/rp/versioned/device/oob/requests/{requestId}`
-pub fn device_answer_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/oob/requests/{request_id}", post(device_answer))
+routers! { crate::plain;
+    start_router("/rp/api/oob/client/authentication/requests") = post(start);
+    devices_router("/rp/api/oob/client/authentication/{app_id}/{named_user}/devices") = get(user_devices);
+    status_router("/rp/api/oob/client/authentication/requests/{session_id}") = get(status);
+    /// A GET that marks what it hands out, so HEAD is refused.
+    device_requests_router("/rp/versioned/device/oob/requests") = get(device_requests).head(super::head_refused);
+    device_answer_router("/rp/versioned/device/oob/requests/{request_id}") = post(device_answer);
 }
 
 /// The start answer: the seed's `status` and `response.requestId`.

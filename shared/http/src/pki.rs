@@ -18,17 +18,16 @@ use serde::{Deserialize, Serialize};
 /// The largest CRL upload: about 100,000 revoked serials.
 pub const CRL_BODY_LIMIT: usize = 5 * 1024 * 1024;
 
-/// `/rp/pki/{caId}/crl`
-pub fn crl_router(_state: &AppState) -> Router<AppState> {
-    Router::new()
-        .route("/rp/pki/{ca_id}/crl", get(get_crl).put(put_crl))
-        .layer(axum::extract::DefaultBodyLimit::max(CRL_BODY_LIMIT))
-        .layer(axum::Extension(super::extract::BodyLimit(CRL_BODY_LIMIT)))
+routers! { takes_crl;
+    crl_router("/rp/pki/{ca_id}/crl") = get(get_crl).put(put_crl);
 }
 
-/// `/rp/pki/{caId}/ca.crt`
-pub fn ca_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/pki/{ca_id}/ca.crt", get(get_ca))
+fn takes_crl(router: Router<AppState>, _state: &AppState) -> Router<AppState> {
+    crate::body_limit(router, CRL_BODY_LIMIT)
+}
+
+routers! { crate::plain;
+    ca_router("/rp/pki/{ca_id}/ca.crt") = get(get_ca);
 }
 
 /// `{caId}` in a path, as [`pki::check_ca_id`] checks it.

@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use axum::{Json, Router};
+use axum::Json;
 use rp_app::devices;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{identifier, named_user, Registration, RegistrationCode, RegistrationError};
@@ -21,39 +21,14 @@ use rp_domain::push::PushToken;
 use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
-/// `/cc/api/apps/{appId}/users/{namedUser}/registration-links`
-pub fn links_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}/users/{named_user}/registration-links", post(create_link))
-}
-
-/// `/rp/register/{code}`
-pub fn page_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/register/{code}", get(page))
-}
-
-/// `/rp/versioned/device/registrations`
-pub fn registrations_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/registrations", post(register))
-}
-
-/// `/rp/versioned/device/push`
-pub fn push_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/push", put(register_push))
-}
-
-/// `/rp/versioned/device/token`
-pub fn token_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/versioned/device/token", post(refresh_token))
-}
-
-/// `/cc/api/apps/{appId}/users/{namedUser}/devices`
-pub fn user_devices_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}/users/{named_user}/devices", get(list_devices))
-}
-
-/// `/cc/api/apps/{appId}/devices/{deviceId}/token`
-pub fn device_token_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/cc/api/apps/{app_id}/devices/{device_id}/token", delete(revoke_token))
+routers! { crate::plain;
+    links_router("/cc/api/apps/{app_id}/users/{named_user}/registration-links") = post(create_link);
+    page_router("/rp/register/{code}") = get(page);
+    registrations_router("/rp/versioned/device/registrations") = post(register);
+    push_router("/rp/versioned/device/push") = put(register_push);
+    token_router("/rp/versioned/device/token") = post(refresh_token);
+    user_devices_router("/cc/api/apps/{app_id}/users/{named_user}/devices") = get(list_devices);
+    device_token_router("/cc/api/apps/{app_id}/devices/{device_id}/token") = delete(revoke_token);
 }
 
 /// The optional body of a link creation.

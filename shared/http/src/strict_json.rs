@@ -244,7 +244,6 @@ mod tests {
         inner: Option<Inner>,
         #[serde(default)]
         items: Vec<Inner>,
-        #[serde(default)]
         any: Option<Value>,
     }
 

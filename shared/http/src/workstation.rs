@@ -32,9 +32,10 @@ use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
 use serde::Serialize;
 
-/// `/rp/wsapi/client/enroll`
-pub fn enroll_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/wsapi/client/enroll", post(enroll))
+routers! { crate::plain;
+    enroll_router("/rp/wsapi/client/enroll") = post(enroll);
+    complete_router("/rp/wasapi/client/enroll/complete") = post(complete);
+    client_reg_router("/rp/api/client/reg") = post(pair).get(read_pairing).patch(update_pairing).delete(unpair);
 }
 
 /// `/rp/versioned/client/registrations`: the seed names it only to say the enroll request's
@@ -50,17 +51,6 @@ pub fn client_registrations_router(_state: &AppState) -> Router<AppState> {
 /// The enroll handler's versioned alias; the OpenAPI document lists the enroll operation under
 /// it too.
 pub const CLIENT_REGISTRATIONS: &str = "/rp/versioned/client/registrations";
-
-/// `/rp/wasapi/client/enroll/complete`
-pub fn complete_router(_state: &AppState) -> Router<AppState> {
-    Router::new().route("/rp/wasapi/client/enroll/complete", post(complete))
-}
-
-/// `/rp/api/client/reg`
-pub fn client_reg_router(_state: &AppState) -> Router<AppState> {
-    Router::new()
-        .route("/rp/api/client/reg", post(pair).get(read_pairing).patch(update_pairing).delete(unpair))
-}
 
 pub const SESSION_HEADER: &str = "x-enrollment-session-id";
 

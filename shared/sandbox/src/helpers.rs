@@ -50,19 +50,12 @@ pub fn decode_jwt(token: &str) -> Result<Value, HelperError> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VerifyOptions {
-    #[serde(default)]
     pub issuer: Option<OneOrMany>,
-    #[serde(default)]
     pub audience: Option<OneOrMany>,
-    #[serde(default)]
     pub algorithms: Option<Vec<String>>,
-    #[serde(default)]
     pub clock_tolerance_secs: Option<u64>,
-    #[serde(default)]
     pub public_key_pem: Option<String>,
-    #[serde(default)]
     pub jwks: Option<Value>,
-    #[serde(default)]
     pub secret: Option<String>,
 }
 
@@ -163,13 +156,9 @@ pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, Help
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SignOptions {
     /// Lifetime; default 300 s, at most a day.
-    #[serde(default)]
     pub expires_in_secs: Option<u64>,
-    #[serde(default)]
     pub audience: Option<OneOrMany>,
-    #[serde(default)]
     pub subject: Option<String>,
-    #[serde(default)]
     pub jwt_id: Option<String>,
 }
 

@@ -25,9 +25,7 @@ pub struct TableSpec {
     pub key_schema: Vec<KeySpec>,
     #[serde(default)]
     pub global_secondary_indexes: Vec<IndexSpec>,
-    #[serde(default)]
     pub billing_mode: Option<String>,
-    #[serde(default)]
     pub time_to_live_specification: Option<TtlSpec>,
 }
 

@@ -116,7 +116,6 @@ impl CertificateRequestList {
 pub struct IssuanceResult {
     #[schema(minimum = 0)]
     pub error_code: i64,
-    #[serde(default)]
     #[schema(max_length = 5000)]
     pub error_message: Option<String>,
     /// A string, or numeric in the seed's error payload.
@@ -170,7 +169,6 @@ fn machine_user_names_schema() -> utoipa::openapi::schema::Array {
 pub struct RevocationResult {
     #[schema(minimum = 0)]
     pub error_code: i64,
-    #[serde(default)]
     #[schema(max_length = 5000)]
     pub error_message: Option<String>,
     #[schema(schema_with = request_id_schema)]

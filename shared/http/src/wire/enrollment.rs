@@ -17,14 +17,11 @@ pub struct EnrollRequest {
     #[serde(rename = "machineUserNameWS", default)]
     #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name_ws: Option<String>,
-    #[serde(default)]
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub session_id: Option<String>,
     /// Optional: pins the machine in the session at once (else the first complete pins it).
-    #[serde(default)]
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub machine_id: Option<String>,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 128)]
     pub machine_version: Option<String>,
 }

@@ -81,26 +81,19 @@ pub struct OobStartRequest {
     pub service_nonce: String,
     #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub service_hmac: String,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 255)]
     pub machine: Option<String>,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 128)]
     pub machine_id: Option<String>,
     /// Added beside the seed's fields: the device to ask, one of the user's (see
     /// [`choose_device`]).
-    #[serde(default)]
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: Option<String>,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 1000)]
     pub transaction_text: Option<String>,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 64)]
     pub transaction_type: Option<String>,
-    #[serde(default)]
     pub extras: Option<Extras>,
-    #[serde(default)]
     #[schema(schema_with = additional_details_schema)]
     pub additional_details: Option<BTreeMap<String, String>>,
 }
@@ -173,7 +166,6 @@ pub struct OobAnswerRequest {
     /// DER (at most 72 bytes) or r ‖ s (64 bytes), base64 or base64url.
     #[schema(min_length = 1, max_length = 96)]
     pub signature: String,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 64)]
     pub amount: Option<String>,
 }

@@ -52,14 +52,12 @@ pub struct PairRequest {
     pub machine_id: String,
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 255)]
     pub machine_name: Option<String>,
     #[serde(default, rename = "machineUserNameWS")]
     #[schema(min_length = 1, max_length = 255)]
     pub machine_user_name_ws: Option<String>,
     /// The workstation's first offline PINs, stored with the pairing (seed step 2).
-    #[serde(default)]
     pub offline: Option<OfflineTokens>,
 }
 
@@ -95,17 +93,13 @@ pub struct PairingUpdateRequest {
     pub machine_id: String,
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: String,
-    #[serde(default)]
     #[schema(min_length = 1, max_length = 255)]
     pub machine_name: Option<String>,
-    #[serde(default)]
     pub offline: Option<OfflineTokens>,
     /// Ids of offline PINs used on the workstation: each is deleted from the set.
-    #[serde(default)]
     #[schema(schema_with = optional_pin_ids_schema)]
     pub used_token_ids: Option<Vec<String>>,
     /// Wrong offline PIN entries since the last report; enough of them lock offline access.
-    #[serde(default)]
     #[schema(minimum = 1, maximum = 100)]
     pub failed_attempts: Option<i64>,
 }
@@ -170,7 +164,6 @@ pub struct PairingQuery {
     pub machine_id: Option<String>,
     #[param(required = true, value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: Option<String>,
-    #[serde(default)]
     #[param(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: Option<String>,
 }
