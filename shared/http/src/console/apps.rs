@@ -1,9 +1,7 @@
 //! Apps (list, create, settings, rate limit) and API tokens (create, list, revoke).
 
-use super::auth::{Operator, Posted};
+use super::auth::{AppOf, Global, GlobalApp, Operator, PageQuery, Posted, ScopedApp};
 use super::view::{self, csrf, notice, when, Page, Refusal};
-use crate::extract::{ApiPath, ApiQuery};
-use crate::params::AppIdPath;
 use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::State;
@@ -34,9 +32,8 @@ pub fn on_off(on: bool) -> Markup {
 pub async fn list(
     State(state): State<AppState>,
     op: Operator,
-    query: Result<ApiQuery<Listing>, Problem>,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
     let cursor = view::cursor(query.cursor.as_deref(), &Apps::query_partition())?;
     let (apps, next) = rp_app::console::apps(&state, &op.session, 50, cursor).await?;
     let body = html! {
@@ -78,9 +75,10 @@ pub struct NewApp {
 }
 
 /// `POST /console/apps`
-pub async fn create(State(state): State<AppState>, posted: Posted<NewApp>) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    op.require_global()?;
+pub async fn create(
+    State(state): State<AppState>,
+    Posted { form, .. }: Posted<NewApp, Global>,
+) -> Result<Response, Refusal> {
     let app_id = AppId::parse("appId", form.app_id.trim())?;
     apps::display_name("displayName", &form.display_name)?;
     let app = rp_app::apps::create_app(&state, app_id, form.display_name).await?;
@@ -95,13 +93,9 @@ pub struct Notice {
 
 /// `GET /console/apps/{appId}`
 pub async fn show(
-    State(state): State<AppState>,
-    op: Operator,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    query: Result<ApiQuery<Notice>, Problem>,
+    AppOf { op, app, .. }: ScopedApp,
+    PageQuery(query): PageQuery<Notice>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, _) = op.app(&state, &app_id, false).await?;
     let base = format!("/console/apps/{}", app.app_id);
     let body = html! {
         (notice(query.notice.as_deref()))
@@ -180,11 +174,8 @@ fn rate_limit_form(op: &Operator, app: &AppRecord) -> Markup {
 /// `POST /console/apps/{appId}/workstation`
 pub async fn put_workstation(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<HashMap<String, String>>,
+    Posted { by: AppOf { app, version, .. }, form }: Posted<HashMap<String, String>, GlobalApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, version) = op.app(&state, &app_id, true).await?;
     let value = |name: &str| view::required_number(name, form.get(name).map(String::as_str));
     let mut settings = app.workstation.clone();
     let offline = &mut settings.offline_access;
@@ -200,6 +191,7 @@ pub async fn put_workstation(
     settings.request_timeout_in_secs = value("requestTimeoutInSecs")?;
     settings.oob_request_timeout_in_secs = value("oobRequestTimeoutInSecs")?;
     settings.certificate_validity_days = value("certificateValidityDays")?;
+    let app_id = app.app_id.to_string();
     rp_app::apps::replace_workstation(&state, &app_id, Ok((app, version)), settings).await?;
     Ok(Redirect::to(&format!("/console/apps/{app_id}?notice=saved")).into_response())
 }
@@ -207,13 +199,11 @@ pub async fn put_workstation(
 /// `POST /console/apps/{appId}/rate-limit`
 pub async fn put_rate_limit(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<HashMap<String, String>>,
+    Posted { by: AppOf { app, version, .. }, form }: Posted<HashMap<String, String>, GlobalApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, version) = op.app(&state, &app_id, true).await?;
     let value = |name: &str| view::required_number(name, form.get(name).map(String::as_str));
     let rule = RateLimit { limit: value("limit")?, window_secs: value("windowSecs")? };
+    let app_id = app.app_id.to_string();
     rp_app::apps::replace_rate_limit(&state, &app_id, Ok((app, version)), rule).await?;
     Ok(Redirect::to(&format!("/console/apps/{app_id}?notice=saved")).into_response())
 }
@@ -231,11 +221,9 @@ fn token_state(token: &TokenRecord, now: rp_domain::EpochMillis) -> Markup {
 /// `GET /console/tokens`
 pub async fn tokens(
     State(state): State<AppState>,
-    op: Operator,
-    query: Result<ApiQuery<Listing>, Problem>,
+    Global(op): Global,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    op.require_global()?;
-    let ApiQuery(query) = query?;
     let cursor = view::cursor(query.cursor.as_deref(), &Tokens::query_partition())?;
     let (tokens, next) = rp_app::console::tokens(&state, 50, cursor).await?;
     let now = state.backend.clock.now_millis();
@@ -305,9 +293,10 @@ pub struct NewToken {
 }
 
 /// `POST /console/tokens`: the new token's secret, shown once.
-pub async fn create_token(State(state): State<AppState>, posted: Posted<NewToken>) -> Result<Page, Refusal> {
-    let Posted { op, form } = posted;
-    op.require_global()?;
+pub async fn create_token(
+    State(state): State<AppState>,
+    Posted { by: Global(op), form }: Posted<NewToken, Global>,
+) -> Result<Page, Refusal> {
     let kind = match form.kind.as_str() {
         "access" => TokenKind::Access,
         "controlCenterAdmin" => TokenKind::ControlCenterAdmin,
@@ -337,10 +326,8 @@ pub struct TokenForm {
 /// `POST /console/tokens/revoke`
 pub async fn revoke_token(
     State(state): State<AppState>,
-    posted: Posted<TokenForm>,
+    Posted { form, .. }: Posted<TokenForm, Global>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    op.require_global()?;
     let token_id = form.token_id.trim();
     if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Problem::invalid("tokenId", "must be 16 hexadecimal digits").into());

@@ -5,6 +5,7 @@
 //! carries the session's CSRF token, compared in constant time.
 
 use super::view::{Page, Refusal};
+use crate::extract::{ApiPath, ApiQuery};
 use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
@@ -107,14 +108,124 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-/// A form a signed-in admin posted from a console page, its CSRF token checked before anything
-/// else is read. Its fields are read by name; others (`csrf`) are ignored.
-pub struct Posted<T> {
+/// Who may act on a console page, resolved from the signed-in [`Operator`]: the operator
+/// itself, a [`Global`] admin, or an operator of the app the path names ([`AppOf`]).
+pub trait Acting: Sized {
+    fn resolve(
+        op: Operator,
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> impl std::future::Future<Output = Result<Self, Refusal>> + Send;
+}
+
+impl Acting for Operator {
+    async fn resolve(op: Operator, _: &mut Parts, _: &AppState) -> Result<Self, Refusal> {
+        Ok(op)
+    }
+}
+
+/// A global admin: a scoped admin gets 403.
+pub struct Global(pub Operator);
+
+impl Acting for Global {
+    async fn resolve(op: Operator, _: &mut Parts, _: &AppState) -> Result<Self, Refusal> {
+        op.require_global()?;
+        Ok(Global(op))
+    }
+}
+
+/// The app a console path names (`{app_id}`), read once the operator may act for it: an admin
+/// scoped to it or a global admin, or with `GLOBAL` a global admin only.
+pub struct AppOf<const GLOBAL: bool> {
     pub op: Operator,
+    pub app: AppRecord,
+    pub version: u64,
+}
+
+/// An app its own scoped admins may act on (its customizations).
+pub type ScopedApp = AppOf<false>;
+/// An app only a global admin may act on (its settings, users and workstations).
+pub type GlobalApp = AppOf<true>;
+
+/// A customization a console path names (`{app_id}` and `{id}`), of an app the operator may
+/// act for (as [`ScopedApp`]).
+pub struct ItemOf {
+    pub op: Operator,
+    pub app: AppRecord,
+    pub id: i64,
+}
+
+#[derive(Deserialize)]
+struct AppPath {
+    app_id: String,
+    id: Option<String>,
+}
+
+impl<const GLOBAL: bool> Acting for AppOf<GLOBAL> {
+    async fn resolve(op: Operator, parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        let ApiPath(AppPath { app_id, .. }) = ApiPath::from_request_parts(parts, state).await?;
+        let (app, version) = op.app(state, &app_id, GLOBAL).await?;
+        Ok(AppOf { op, app, version })
+    }
+}
+
+impl Acting for ItemOf {
+    async fn resolve(op: Operator, parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        let ApiPath(AppPath { app_id, id }) = ApiPath::from_request_parts(parts, state).await?;
+        let (app, _) = op.app(state, &app_id, false).await?;
+        let id = rp_domain::validate::positive_id("id", id.as_deref().unwrap_or_default())?;
+        Ok(ItemOf { op, app, id })
+    }
+}
+
+impl<const GLOBAL: bool> FromRequestParts<AppState> for AppOf<GLOBAL> {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        let op = Operator::from_request_parts(parts, state).await?;
+        Self::resolve(op, parts, state).await
+    }
+}
+
+impl FromRequestParts<AppState> for ItemOf {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        let op = Operator::from_request_parts(parts, state).await?;
+        Self::resolve(op, parts, state).await
+    }
+}
+
+impl FromRequestParts<AppState> for Global {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        let op = Operator::from_request_parts(parts, state).await?;
+        Self::resolve(op, parts, state).await
+    }
+}
+
+/// A page's query-string parameters; a bad one is shown on the page, as a use case's refusal is.
+pub struct PageQuery<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for PageQuery<T> {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        let ApiQuery(query) = ApiQuery::from_request_parts(parts, state).await?;
+        Ok(PageQuery(query))
+    }
+}
+
+/// A form a signed-in admin posted from a console page, its CSRF token checked before anything
+/// else is read; then who acts (`by`, see [`Acting`]) is resolved and the form parsed. Its
+/// fields are read by name; others (`csrf`) are ignored.
+pub struct Posted<T, A = Operator> {
+    pub by: A,
     pub form: T,
 }
 
-impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
+impl<T: DeserializeOwned + Send, A: Acting + Send> FromRequest<AppState> for Posted<T, A> {
     type Rejection = Refusal;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Refusal> {
@@ -129,8 +240,9 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
                 "The form is stale or was not sent from this console. Reload the page and try again.",
             ));
         }
+        let by = A::resolve(op, &mut parts, state).await?;
         let form = serde_urlencoded::from_bytes(&bytes).map_err(|e| Problem::invalid("form", e))?;
-        Ok(Posted { op, form })
+        Ok(Posted { by, form })
     }
 }
 
@@ -214,7 +326,7 @@ pub async fn sign_out(
     State(state): State<AppState>,
     posted: Posted<serde::de::IgnoredAny>,
 ) -> Result<Response, Refusal> {
-    rp_app::console::sign_out(&state, &posted.op.session).await?;
+    rp_app::console::sign_out(&state, &posted.by.session).await?;
     let mut response = Redirect::to("/console/sign-in").into_response();
     response.headers_mut().insert(header::SET_COOKIE, cookie_header("", 0, state.config.secure_cookies));
     Ok(response)

@@ -1,10 +1,8 @@
 //! The certificate queue per app, recent issuances and revocations, revoking a certificate by
 //! serial number, and the state of a CA's published CRL.
 
-use super::auth::{Operator, Posted};
+use super::auth::{Global, PageQuery, Posted};
 use super::view::{self, csrf, when, Page, Refusal};
-use crate::extract::ApiQuery;
-use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::State;
 use maud::{html, Markup};
@@ -29,11 +27,9 @@ pub struct CertQuery {
 /// `GET /console/certificates?app=&ca=`
 pub async fn show(
     State(state): State<AppState>,
-    op: Operator,
-    query: Result<ApiQuery<CertQuery>, Problem>,
+    Global(op): Global,
+    PageQuery(query): PageQuery<CertQuery>,
 ) -> Result<Page, Refusal> {
-    op.require_global()?;
-    let ApiQuery(query) = query?;
     let selected = view::given(query.app).map(|a| AppId::parse("app", a.trim())).transpose()?;
     let ca = view::given(query.ca).map(|ca| ca.trim().to_owned());
     let now = state.backend.clock.now_millis();
@@ -166,9 +162,10 @@ pub struct RevokeForm {
 }
 
 /// `POST /console/certificates/revoke`: a revocation request for the agent.
-pub async fn revoke(State(state): State<AppState>, posted: Posted<RevokeForm>) -> Result<Page, Refusal> {
-    let Posted { op, form } = posted;
-    op.require_global()?;
+pub async fn revoke(
+    State(state): State<AppState>,
+    Posted { by: Global(op), form }: Posted<RevokeForm, Global>,
+) -> Result<Page, Refusal> {
     let serial = form.cert_serial_number.trim().to_owned();
     validate::text("certSerialNumber", &serial, 1, MAX_SERIAL_NUMBER)?;
     let first = certificates::serial_read(&state, &serial).await;

@@ -4,10 +4,8 @@
 //! app's rate limit, as the API's do.
 
 use super::apps::Listing;
-use super::auth::{Operator, Posted};
+use super::auth::{AppOf, ItemOf, Operator, PageQuery, Posted, ScopedApp};
 use super::view::{self, csrf, notice, when, Page, Refusal};
-use crate::extract::{ApiPath, ApiQuery};
-use crate::params::AppIdPath;
 use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::State;
@@ -23,18 +21,6 @@ use serde_json::{Map, Value};
 
 /// The budget scope the console's changes count in.
 const SCOPE: &str = "console";
-
-#[derive(Debug, Deserialize)]
-pub struct ItemPath {
-    app_id: String,
-    id: String,
-}
-
-/// The app and the customization id a path names, for an admin who may act for the app.
-async fn item(state: &AppState, op: &Operator, path: &ItemPath) -> Result<(AppRecord, i64), Refusal> {
-    let (app, _) = op.app(state, &path.app_id, false).await?;
-    Ok((app, validate::positive_id("id", &path.id)?))
-}
 
 fn versions_table<R>(
     op: &Operator,
@@ -125,18 +111,18 @@ where
 
 async fn restore<R: Customization>(
     state: &AppState,
-    op: &Operator,
-    path: &ItemPath,
+    item: ItemOf,
     form: &RestoreForm,
-) -> Result<i64, Refusal>
+    kind: &str,
+) -> Result<Response, Refusal>
 where
     Problem: From<R::Error>,
 {
-    let (app, id) = item(state, op, path).await?;
+    let ItemOf { app, id, .. } = item;
     let version = validate::positive_id("version", &form.version)? as u64;
     rp_app::within_rate_limit(state, &app, SCOPE).await?;
     customizations::restore::<R>(state, &app.app_id, id, version).await?;
-    Ok(id)
+    Ok(Redirect::to(&format!("/console/apps/{}/{kind}/{id}?notice=restored", app.app_id)).into_response())
 }
 
 // Content customizations.
@@ -144,12 +130,9 @@ where
 /// `GET /console/apps/{appId}/content`
 pub async fn content_list(
     State(state): State<AppState>,
-    op: Operator,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    query: Result<ApiQuery<Listing>, Problem>,
+    AppOf { op, app, .. }: ScopedApp,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, _) = op.app(&state, &app_id, false).await?;
     let records = customizations::records::<ContentRecord>(&state, &app.app_id);
     let cursor = view::cursor(query.cursor.as_deref(), &records.list_query())?;
     let (items, next, total) = records.list(50, cursor).await?;
@@ -227,11 +210,8 @@ impl ContentForm {
 /// `POST /console/apps/{appId}/content`
 pub async fn content_create(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<ContentForm>,
+    Posted { by: AppOf { app, .. }, form }: Posted<ContentForm, ScopedApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, _) = op.app(&state, &app_id, false).await?;
     let name = Value::String(form.display_name.clone());
     let new = content::parse_create(Some(&name), Some(&form.description()), Some(&form.map()?))?;
     create(&state, &app, "content", |id, now| new.record(id, now)).await
@@ -240,12 +220,9 @@ pub async fn content_create(
 /// `GET /console/apps/{appId}/content/{id}`
 pub async fn content_show(
     State(state): State<AppState>,
-    op: Operator,
-    ApiPath(path): ApiPath<ItemPath>,
-    query: Result<ApiQuery<Listing>, Problem>,
+    ItemOf { op, app, id }: ItemOf,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, id) = item(&state, &op, &path).await?;
     let (record, versions) = with_versions::<ContentRecord>(&state, &app, id).await?;
     let base = format!("/console/apps/{}/content/{id}", app.app_id);
     let map = serde_json::to_string_pretty(&record.content_map).map_err(Problem::internal)?;
@@ -281,11 +258,8 @@ fn replacing(from: &Value, to: &Value) -> Value {
 /// `POST /console/apps/{appId}/content/{id}`: the form's contents replace the customization's.
 pub async fn content_update(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<ItemPath>,
-    posted: Posted<ContentForm>,
+    Posted { by: ItemOf { app, id, .. }, form }: Posted<ContentForm, ItemOf>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, id) = item(&state, &op, &path).await?;
     let (name, description, map) =
         (Value::String(form.display_name.clone()), form.description(), form.map()?);
     // Checked before the rate limit counts it: the patch against an empty map has its shape.
@@ -308,11 +282,9 @@ pub async fn content_update(
 /// `POST /console/apps/{appId}/content/{id}/restore`
 pub async fn content_restore(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<ItemPath>,
-    posted: Posted<RestoreForm>,
+    Posted { by, form }: Posted<RestoreForm, ItemOf>,
 ) -> Result<Response, Refusal> {
-    let id = restore::<ContentRecord>(&state, &posted.op, &path, &posted.form).await?;
-    Ok(Redirect::to(&format!("/console/apps/{}/content/{id}?notice=restored", path.app_id)).into_response())
+    restore::<ContentRecord>(&state, by, &form, "content").await
 }
 
 // Code customizations.
@@ -320,12 +292,9 @@ pub async fn content_restore(
 /// `GET /console/apps/{appId}/code`
 pub async fn code_list(
     State(state): State<AppState>,
-    op: Operator,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    query: Result<ApiQuery<Listing>, Problem>,
+    AppOf { op, app, .. }: ScopedApp,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, _) = op.app(&state, &app_id, false).await?;
     let records = rp_app::code::records(&state, &app.app_id);
     let cursor = view::cursor(query.cursor.as_deref(), &records.list_query())?;
     let environment = rp_app::code::env(&state, &app.app_id);
@@ -417,11 +386,8 @@ impl CodeForm {
 /// `POST /console/apps/{appId}/code`
 pub async fn code_create(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<CodeForm>,
+    Posted { by: AppOf { app, .. }, form }: Posted<CodeForm, ScopedApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, _) = op.app(&state, &app_id, false).await?;
     let timeout = form.timeout()?;
     let enabled = Some(form.enabled.is_some());
     let new =
@@ -432,12 +398,9 @@ pub async fn code_create(
 /// `GET /console/apps/{appId}/code/{id}`
 pub async fn code_show(
     State(state): State<AppState>,
-    op: Operator,
-    ApiPath(path): ApiPath<ItemPath>,
-    query: Result<ApiQuery<Listing>, Problem>,
+    ItemOf { op, app, id }: ItemOf,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, id) = item(&state, &op, &path).await?;
     let (record, versions) = with_versions::<CodeRecord>(&state, &app, id).await?;
     let body = code_page(&op, &app, &record, &versions, query.notice.as_deref(), None);
     Ok(Page::new(Some(&op), &format!("Code customization {}", record.display_name), body))
@@ -488,11 +451,8 @@ fn run_report(run: &rp_domain::code::RunReport) -> Markup {
 /// `POST /console/apps/{appId}/code/{id}`
 pub async fn code_update(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<ItemPath>,
-    posted: Posted<CodeForm>,
+    Posted { by: ItemOf { app, id, .. }, form }: Posted<CodeForm, ItemOf>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, id) = item(&state, &op, &path).await?;
     let timeout = form.timeout()?;
     let enabled = Some(form.enabled.is_some());
     let patch =
@@ -503,11 +463,9 @@ pub async fn code_update(
 /// `POST /console/apps/{appId}/code/{id}/restore`
 pub async fn code_restore(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<ItemPath>,
-    posted: Posted<RestoreForm>,
+    Posted { by, form }: Posted<RestoreForm, ItemOf>,
 ) -> Result<Response, Refusal> {
-    let id = restore::<CodeRecord>(&state, &posted.op, &path, &posted.form).await?;
-    Ok(Redirect::to(&format!("/console/apps/{}/code/{id}?notice=restored", path.app_id)).into_response())
+    restore::<CodeRecord>(&state, by, &form, "code").await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -519,11 +477,8 @@ pub struct TestForm {
 /// `POST /console/apps/{appId}/code/{id}/test`: the page again, with what the run produced.
 pub async fn code_test(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<ItemPath>,
-    posted: Posted<TestForm>,
+    Posted { by: ItemOf { op, app, id }, form }: Posted<TestForm, ItemOf>,
 ) -> Result<Page, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, id) = item(&state, &op, &path).await?;
     let event = match form.event.trim() {
         "" => None,
         text => Some(

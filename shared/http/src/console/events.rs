@@ -1,8 +1,7 @@
 //! The audit events: filtered by name, app and time, counted on a timeline drawn as SVG here.
 
-use super::auth::Operator;
+use super::auth::{Global, PageQuery};
 use super::view::{self, when, Page, Refusal};
-use crate::extract::ApiQuery;
 use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::State;
@@ -51,11 +50,9 @@ fn field_value(at: EpochMillis) -> String {
 /// `GET /console/events?name=&app=&from=&to=`
 pub async fn show(
     State(state): State<AppState>,
-    op: Operator,
-    query: Result<ApiQuery<EventQuery>, Problem>,
+    Global(op): Global,
+    PageQuery(query): PageQuery<EventQuery>,
 ) -> Result<Page, Refusal> {
-    op.require_global()?;
-    let ApiQuery(query) = query?;
     let name = view::given(query.name);
     let odd = |name: &str| {
         name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))

@@ -2,11 +2,8 @@
 //! its token) and an app's workstation pairings (offline status, unpairing).
 
 use super::apps::Listing;
-use super::auth::{Operator, Posted};
+use super::auth::{AppOf, GlobalApp, Operator, PageQuery, Posted};
 use super::view::{self, csrf, notice, query_value, when, Page, Refusal};
-use crate::extract::{ApiPath, ApiQuery};
-use crate::params::AppIdPath;
-use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -31,12 +28,9 @@ pub struct UserQuery {
 /// `GET /console/apps/{appId}/users?user=`: a user's devices, and registration links.
 pub async fn show(
     State(state): State<AppState>,
-    op: Operator,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    query: Result<ApiQuery<UserQuery>, Problem>,
+    AppOf { op, app, .. }: GlobalApp,
+    PageQuery(query): PageQuery<UserQuery>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, _) = op.app(&state, &app_id, true).await?;
     let user = view::given(query.user).map(|u| named_user("user", u.trim())).transpose()?;
     let devices = match &user {
         Some(user) => rp_app::console::devices_of_user(&state, &app.app_id, user).await?,
@@ -118,11 +112,8 @@ pub struct NewLink {
 pub async fn create_link(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<NewLink>,
+    Posted { by: AppOf { op, app, .. }, form }: Posted<NewLink, GlobalApp>,
 ) -> Result<Page, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, _) = op.app(&state, &app_id, true).await?;
     let user = named_user("namedUser", form.named_user.trim())?;
     let alias = view::given(form.machine_user_name_ws).map(|a| a.trim().to_owned());
     let ttl = view::number("expiresInSecs", form.expires_in_secs.as_deref())?;
@@ -158,11 +149,8 @@ fn back_to_user(app: &AppId, user: &str, notice: &str) -> Response {
 /// certificates are revoked and its token ends.
 pub async fn remove_device(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<DeviceForm>,
+    Posted { by: AppOf { op, app, .. }, form }: Posted<DeviceForm, GlobalApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, _) = op.app(&state, &app_id, true).await?;
     let device_id = identifier("deviceId", form.device_id.trim())?;
     let reads = devices::removal_reads(&state, app.app_id.clone(), &device_id).await;
     devices::remove(&state, &app, &op.source(), &device_id, reads).await?;
@@ -172,11 +160,8 @@ pub async fn remove_device(
 /// `POST /console/apps/{appId}/devices/end-token`: the device must register again.
 pub async fn end_token(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<DeviceForm>,
+    Posted { by: AppOf { app, .. }, form }: Posted<DeviceForm, GlobalApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, _) = op.app(&state, &app_id, true).await?;
     let device_id = identifier("deviceId", form.device_id.trim())?;
     let first = Devices::new(state.backend.store.as_ref()).device(&app.app_id, &device_id).await;
     devices::end_token(&state, &app.app_id, &device_id, first).await?;
@@ -204,12 +189,9 @@ fn offline_status(pairing: &Pairing, now: EpochMillis) -> Markup {
 /// `GET /console/apps/{appId}/workstations`: the app's pairings.
 pub async fn workstations(
     State(state): State<AppState>,
-    op: Operator,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    query: Result<ApiQuery<Listing>, Problem>,
+    AppOf { op, app, .. }: GlobalApp,
+    PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let ApiQuery(query) = query?;
-    let (app, _) = op.app(&state, &app_id, true).await?;
     let cursor = view::cursor(query.cursor.as_deref(), &Workstations::app_query(&app.app_id))?;
     let (pairings, next) = rp_app::console::pairings_of_app(&state, &app.app_id, 50, cursor).await?;
     let now = state.backend.clock.now_millis();
@@ -257,11 +239,8 @@ pub struct PairingForm {
 /// revoked.
 pub async fn unpair(
     State(state): State<AppState>,
-    ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    posted: Posted<PairingForm>,
+    Posted { by: AppOf { op, app, .. }, form }: Posted<PairingForm, GlobalApp>,
 ) -> Result<Response, Refusal> {
-    let Posted { op, form } = posted;
-    let (app, _) = op.app(&state, &app_id, true).await?;
     let key = PairingKey {
         machine_id: identifier("machineId", form.machine_id.trim())?,
         device_id: identifier("deviceId", form.device_id.trim())?,
