@@ -296,6 +296,14 @@ pub fn check_base_url(base_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the relying-party API is, as the demo programs take it (`--base-url`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiAddress {
+    /// Base URL of the relying-party API.
+    #[arg(long, env = "RP_BASE_URL", default_value = "http://127.0.0.1:8080")]
+    pub base_url: String,
+}
+
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PassReport {

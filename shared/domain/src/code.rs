@@ -107,16 +107,21 @@ fn timeout_ms(ms: i64) -> Result<u32, FieldError> {
     Ok(ms as u32)
 }
 
+/// A create or update body's fields as given, unchecked. Each is an option so that a missing
+/// one is refused naming it (a create) or left as it was (an update).
+#[derive(Debug, Clone, Default)]
+pub struct CodeFields {
+    pub display_name: Option<String>,
+    pub trigger: Option<String>,
+    pub source: Option<String>,
+    pub timeout_ms: Option<i64>,
+    pub enabled: Option<bool>,
+}
+
 impl NewCode {
-    /// A create body's fields, checked. Each is read as an option so that a missing one is
-    /// refused naming it.
-    pub fn parse(
-        display_name: Option<String>,
-        trigger: Option<String>,
-        source: Option<String>,
-        timeout_ms: Option<i64>,
-        enabled: Option<bool>,
-    ) -> Result<Self, FieldError> {
+    /// A create body's fields, checked.
+    pub fn parse(fields: CodeFields) -> Result<Self, FieldError> {
+        let CodeFields { display_name, trigger, source, timeout_ms, enabled } = fields;
         let required =
             |field: &str, value: Option<String>| value.ok_or_else(|| FieldError::new(field, "is required"));
         Ok(NewCode {
@@ -131,13 +136,8 @@ impl NewCode {
 
 impl CodePatch {
     /// An update body's fields, checked: at least one is given; the others stay.
-    pub fn parse(
-        display_name: Option<String>,
-        trigger: Option<String>,
-        source: Option<String>,
-        timeout_ms: Option<i64>,
-        enabled: Option<bool>,
-    ) -> Result<Self, FieldError> {
+    pub fn parse(fields: CodeFields) -> Result<Self, FieldError> {
+        let CodeFields { display_name, trigger, source, timeout_ms, enabled } = fields;
         let patch = CodePatch {
             display_name: display_name.as_deref().map(self::display_name).transpose()?,
             trigger: trigger.as_deref().map(Trigger::parse).transpose()?,

@@ -7,7 +7,7 @@
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::params::{AppIdPath, IdPath, ListParams, VersionPath};
+use crate::params::{AppIdPath, ItemId, ItemVersion, ListParams};
 use crate::ratelimit::Counted;
 use crate::wire::code::{CreateCode, EnvValue, RunReport, Trigger, UpdateCode};
 use axum::extract::State;
@@ -20,7 +20,6 @@ use rp_app::customizations;
 use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodePatch, CodeRecord, EnvEntry, NewCode};
 use rp_domain::signing;
-use rp_domain::validate;
 use rp_repo::signing_keys::PublishedKey;
 use rp_sandbox::helpers;
 use serde::{Deserialize, Serialize};
@@ -155,9 +154,8 @@ async fn list(
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
 ) -> Result<Json<CodeView>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     Ok(Json(customizations::get::<CodeRecord>(&state, tenant.id(), id).await?.into()))
 }
 
@@ -166,10 +164,9 @@ async fn retrieve(
 async fn update(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
     ApiJson(body): ApiJson<UpdateCode>,
 ) -> Result<Json<CodeView>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     let patch = CodePatch::try_from(body)?;
     let change = |current: &CodeRecord| Ok(current.patched(&patch));
     Ok(Json(customizations::update(&state, tenant.id(), id, change).await?.into()))
@@ -180,9 +177,8 @@ async fn update(
 async fn remove(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
 ) -> Result<StatusCode, Problem> {
-    let id = validate::positive_id("id", &id)?;
     customizations::remove::<CodeRecord>(&state, tenant.id(), id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -192,10 +188,9 @@ async fn remove(
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<CodeVersionList>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     let page = |query: &_| params.page(query);
     let (current, versions, next) =
         customizations::versions::<CodeRecord>(&state, tenant.id(), id, page).await?;
@@ -212,10 +207,8 @@ async fn list_versions(
 async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
+    ItemVersion { id, version }: ItemVersion,
 ) -> Result<Json<CodeView>, Problem> {
-    let (id, version) =
-        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
     let (_, snapshot) = customizations::version::<CodeRecord>(&state, tenant.id(), id, version).await?;
     Ok(Json(snapshot.into()))
 }
@@ -225,10 +218,8 @@ async fn get_version(
 async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
+    ItemVersion { id, version }: ItemVersion,
 ) -> Result<Json<CodeView>, Problem> {
-    let (id, version) =
-        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
     Ok(Json(customizations::restore::<CodeRecord>(&state, tenant.id(), id, version).await?.into()))
 }
 
@@ -248,10 +239,9 @@ pub struct TestRun {
 async fn test_run(
     Counted(state, pass): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
     ApiJson(body): ApiJson<TestRun>,
 ) -> Result<Json<RunReport>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     let report = rp_app::code::test_run(&state, tenant.id(), id, body.event, pass.go_ahead()).await?;
     Ok(Json(report.into()))
 }

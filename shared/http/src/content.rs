@@ -2,10 +2,10 @@
 //! retrieve, plus version history and restore. Tenant-scoped admin calls (see [`Tenant`]); every
 //! answer past authentication carries the tenant's rate-limit headers.
 
-use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
+use super::extract::{ApiJson, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::params::{IdPath, ListParams, VersionPath};
+use crate::params::{ItemId, ItemVersion, ListParams};
 use crate::ratelimit::{gated_as, Counted};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,7 +13,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use rp_app::customizations;
 use rp_domain::content::{self, ContentRecord};
-use rp_domain::validate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
@@ -258,9 +257,8 @@ async fn list(
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
 ) -> Result<Json<ContentView>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     Ok(Json(ContentView::of(customizations::get(&state, tenant.id(), id).await?)))
 }
 
@@ -270,10 +268,9 @@ async fn retrieve(
 async fn update(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
     ApiJson(body): ApiJson<ContentUpdate>,
 ) -> Result<Json<ContentView>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     let patch = content::parse_patch(
         body.display_name.as_ref(),
         body.description.as_ref(),
@@ -288,10 +285,9 @@ async fn update(
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(IdPath { id }): ApiPath<IdPath>,
+    ItemId(id): ItemId,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<VersionList>, Problem> {
-    let id = validate::positive_id("id", &id)?;
     let page = |query: &_| params.page(query);
     let (current, versions, next) =
         customizations::versions::<ContentRecord>(&state, tenant.id(), id, page).await?;
@@ -309,10 +305,8 @@ async fn list_versions(
 async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
+    ItemVersion { id, version }: ItemVersion,
 ) -> Result<Json<ContentView>, Problem> {
-    let (id, version) =
-        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
     let (_, snapshot) = customizations::version::<ContentRecord>(&state, tenant.id(), id, version).await?;
     Ok(Json(ContentView::version(snapshot)))
 }
@@ -323,10 +317,8 @@ async fn get_version(
 async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ApiPath(VersionPath { id, version }): ApiPath<VersionPath>,
+    ItemVersion { id, version }: ItemVersion,
 ) -> Result<Json<ContentView>, Problem> {
-    let (id, version) =
-        (validate::positive_id("id", &id)?, validate::positive_id("version", &version)? as u64);
     Ok(Json(ContentView::of(
         customizations::restore::<ContentRecord>(&state, tenant.id(), id, version).await?,
     )))

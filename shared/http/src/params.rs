@@ -1,6 +1,11 @@
 //! Wire types more than one area reads or answers with: the path and query parameters of the
 //! lists and customizations, and the seed's `status` object.
 
+use crate::extract::ApiPath;
+use crate::problem::Problem;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use rp_domain::validate::positive_id;
 use rp_domain::FieldError;
 use rp_ports::{Cursor, Query};
 use serde::{Deserialize, Serialize};
@@ -39,6 +44,35 @@ pub struct UserPath {
 pub struct IdPath {
     #[param(value_type = i64, minimum = 1)]
     pub id: String,
+}
+
+/// A customization's `{id}` in a path ([`IdPath`]), checked: a positive integer, or a 400
+/// naming `id`.
+pub struct ItemId(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for ItemId {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        let ApiPath(IdPath { id }) = ApiPath::from_request_parts(parts, state).await?;
+        Ok(ItemId(positive_id("id", &id)?))
+    }
+}
+
+/// An earlier version's `{id}` and `{version}` in a path ([`VersionPath`]), checked as
+/// [`ItemId`] is.
+pub struct ItemVersion {
+    pub id: i64,
+    pub version: u64,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ItemVersion {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        let ApiPath(VersionPath { id, version }) = ApiPath::from_request_parts(parts, state).await?;
+        Ok(ItemVersion { id: positive_id("id", &id)?, version: positive_id("version", &version)? as u64 })
+    }
 }
 
 /// `{id}` and `{version}` of an earlier version of a customization in a path, checked as

@@ -13,9 +13,8 @@ use std::time::Duration;
     about = "Reference enrollment agent: issues and revokes workstation login certificates"
 )]
 struct Cli {
-    /// Base URL of the relying-party API.
-    #[arg(long, env = "RP_BASE_URL", default_value = "http://127.0.0.1:8080")]
-    base_url: String,
+    #[command(flatten)]
+    api: rp_shared::agent::ApiAddress,
     /// A file holding the controlCenterAdmin token (else RP_ADMIN_TOKEN; never a flag, which
     /// other users could read in the process list).
     #[arg(long, env = "RP_ADMIN_TOKEN_FILE")]
@@ -56,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
     .map(|text| text.trim().to_owned())
     .filter(|token| !token.is_empty())
     .ok_or_else(|| anyhow::anyhow!("set RP_ADMIN_TOKEN, or --token-file, to a controlCenterAdmin token"))?;
-    let mut agent = Agent::new(&cli.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?
+    let mut agent = Agent::new(&cli.api.base_url, &token, Arc::new(LocalCa::open_or_create(&cli.ca_dir)?))?
         .with_crl_refresh(Duration::from_secs(cli.crl_refresh_secs));
     if let Some(url) = &cli.public_base_url {
         agent = agent.with_public_base_url(url);

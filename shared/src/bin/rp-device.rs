@@ -20,9 +20,8 @@ use std::path::{Path, PathBuf};
     about = "A demo phone: registers, then approves or declines out-of-band logins"
 )]
 struct Cli {
-    /// Base URL of the relying-party API.
-    #[arg(long, env = "RP_BASE_URL", default_value = "http://127.0.0.1:8080")]
-    base_url: String,
+    #[command(flatten)]
+    api: rp_shared::agent::ApiAddress,
     /// Where the device keeps its keys and token (created by `register`, mode 0600).
     #[arg(long, env = "RP_DEVICE_STATE", default_value = ".device.json")]
     state: PathBuf,
@@ -83,7 +82,7 @@ struct PendingList {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
-    let base = cli.base_url.trim_end_matches('/');
+    let base = cli.api.base_url.trim_end_matches('/');
     match cli.command {
         Command::Register { code, name } => register(&http, base, &cli.state, &code, &name).await,
         Command::Approve { decline, amount } => {

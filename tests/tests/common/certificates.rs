@@ -666,9 +666,7 @@ pub async fn leases_time_out_requeue_and_die(h: Harness) {
 }
 
 pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
-    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-        return;
-    }
+    let Some(h) = h.for_races() else { return };
     let app = AppId::parse("appId", &h.app().await).unwrap();
     let agreement = p256::SecretKey::random(&mut rand::rngs::OsRng);
     let key = STANDARD.encode(agreement.public_key().to_encoded_point(false).as_bytes());
@@ -955,9 +953,7 @@ async fn assert_death_reported(h: &Harness, app: &str) {
 
 /// 50 agents post results for 50 different requests, all with one serial: exactly one is kept.
 pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
-    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-        return;
-    }
+    let Some(h) = h.for_races() else { return };
     let app = AppId::parse("appId", &h.app().await).unwrap();
     for i in 0..50 {
         let request = CertRequest {
@@ -988,10 +984,7 @@ pub async fn racing_results_with_one_serial_store_it_once(h: Harness) {
             })
         })
         .collect();
-    let mut outcomes = Vec::new();
-    for racer in racers {
-        outcomes.push(racer.await.unwrap());
-    }
+    let outcomes = super::joined(racers).await;
     let kept = outcomes.iter().filter(|(status, _)| *status == 204).count();
     let refused = outcomes.iter().filter(|o| **o == (409, Some(u64::from(codes::SERIAL_TAKEN)))).count();
     assert_eq!((kept, refused), (1, 49), "{outcomes:?}");
@@ -1037,9 +1030,7 @@ pub async fn identical_results_racing_are_each_answered_204(h: Harness) {
     assert!(second.is_ok(), "the same result again is stored once and answered as stored: {second:?}");
 
     // For real: a second request, its identical result posted 60 times, 20 at once.
-    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-        return;
-    }
+    let Some(h) = h.for_races() else { return };
     let request = CertRequest {
         machine_user_name: Some("lee@example.com".into()),
         device_id: Some("device-lee".into()),

@@ -376,9 +376,7 @@ pub async fn content_versions_and_restore(h: Harness) {
 }
 
 pub async fn content_races_lose_nothing(h: Harness) {
-    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-        return;
-    }
+    let Some(h) = h.for_races() else { return };
     let t = tenant(&h).await;
     let h = std::sync::Arc::new(h);
     let creates: Vec<_> = (0..6)
@@ -556,9 +554,7 @@ pub async fn content_size_is_capped_and_versions_are_retained(h: Harness) {
 /// Twenty updates of one content customization, and twenty of one environment variable, at
 /// once: each is retried past the races it loses and answered 200; none is lost.
 pub async fn twenty_concurrent_updates_each_succeed(h: Harness) {
-    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-        return;
-    }
+    let Some(h) = h.for_races() else { return };
     let t = tenant(&h).await;
     let id = create(&h, &t, json!({"displayName": "busy"})).await["id"].as_i64().unwrap();
     let h = std::sync::Arc::new(h);
@@ -572,10 +568,7 @@ pub async fn twenty_concurrent_updates_each_succeed(h: Harness) {
             })
         })
         .collect();
-    let mut answers = Vec::new();
-    for racer in racers {
-        answers.push(racer.await.unwrap());
-    }
+    let answers = super::joined(racers).await;
     assert!(answers.iter().all(|(status, _)| *status == 200), "{answers:?}");
     let versions = h.as_tenant(&t, "GET", &format!("{item}/versions"), None).await.json();
     assert_eq!(versions["currentVersion"], 21, "every update is a version");
@@ -596,9 +589,6 @@ pub async fn twenty_concurrent_updates_each_succeed(h: Harness) {
             })
         })
         .collect();
-    let mut answers = Vec::new();
-    for racer in racers {
-        answers.push(racer.await.unwrap());
-    }
+    let answers = super::joined(racers).await;
     assert!(answers.iter().all(|(status, _)| *status == 200), "{answers:?}");
 }

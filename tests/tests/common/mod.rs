@@ -43,7 +43,22 @@ pub struct Harness {
     pub pushes: Arc<RecordingPush>,
 }
 
+/// What each of `racers` answered, in their order; a racer's panic is the case's.
+pub async fn joined<T>(racers: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut answers = Vec::with_capacity(racers.len());
+    for racer in racers {
+        answers.push(racer.await.unwrap());
+    }
+    answers
+}
+
 impl Harness {
+    /// The harness, for a case that races transactions; `None` (the case skips, saying why)
+    /// where the store does not isolate them (moto).
+    pub fn for_races(self) -> Option<Self> {
+        (!rp_shared::testing::aws::transactions_race_unsafely(self.backend.store.as_ref())).then_some(self)
+    }
+
     pub async fn new(backend: Backend, clock: ManualClock) -> Self {
         Self::with_config(backend, clock, HttpConfig { body_limit: 16 * 1024, ..HttpConfig::default() }).await
     }

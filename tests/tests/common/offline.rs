@@ -411,9 +411,7 @@ pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
 /// the rotation that wins goes on rotating with each token it is given. After the 204, no token
 /// the device was ever given works. The race starts at a different point in each trial.
 pub async fn removal_and_token_end_win_over_token_rotations(h: Harness) {
-    if rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-        return;
-    }
+    let Some(h) = h.for_races() else { return };
     let app = h.app().await;
     for trial in 0..8usize {
         let dev = device(&h, &app, &format!("race{trial}@example.com"), None).await;

@@ -17,7 +17,7 @@ pub use sqs::SqsQueue;
 pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
 use rp_ports::absent::Absent;
-use rp_ports::{KeyService, Push, Queue};
+use rp_ports::{KeyService, Push, Queue, Services};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
@@ -138,18 +138,23 @@ impl ClientSet {
         Built { queue: (self.queue)(config, sdk), keys: (self.keys)(config, sdk), push: (self.push)(sdk) }
     }
 
-    /// Neither SQS, KMS nor SNS.
-    pub const STORE: Self = Self { queue: absent_queue, keys: absent_keys, push: absent_push };
-    /// KMS.
-    pub const KEYS: Self = Self { queue: absent_queue, keys: kms_keys, push: absent_push };
-    /// SQS.
-    pub const QUEUE: Self = Self { queue: sqs_queue, keys: absent_keys, push: absent_push };
-    /// SNS.
-    pub const PUSH: Self = Self { queue: absent_queue, keys: absent_keys, push: sns_push };
-    /// KMS and SNS.
-    pub const KEYS_PUSH: Self = Self { queue: absent_queue, keys: kms_keys, push: sns_push };
-    /// SQS, KMS and SNS.
-    pub const ALL: Self = Self { queue: sqs_queue, keys: kms_keys, push: sns_push };
+    /// The clients of `services`: SQS's, KMS's and SNS's where it names them, [`Absent`]
+    /// elsewhere. Evaluated in the constants below, so a binary links only the constructors
+    /// its constant names.
+    pub const fn of(services: Services) -> Self {
+        Self {
+            queue: if services.queue { sqs_queue } else { absent_queue },
+            keys: if services.keys { kms_keys } else { absent_keys },
+            push: if services.push { sns_push } else { absent_push },
+        }
+    }
+
+    pub const STORE: Self = Self::of(Services::STORE);
+    pub const KEYS: Self = Self::of(Services::KEYS);
+    pub const QUEUE: Self = Self::of(Services::QUEUE);
+    pub const PUSH: Self = Self::of(Services::PUSH);
+    pub const KEYS_PUSH: Self = Self::of(Services::KEYS_PUSH);
+    pub const ALL: Self = Self::of(Services::ALL);
 }
 
 fn absent_push(_: &aws_config::SdkConfig) -> Arc<dyn Push> {

@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use rp_app::customizations::{self, Customization};
-use rp_domain::code::{CodePatch, CodeRecord, NewCode, Trigger, DEFAULT_TIMEOUT_MS};
+use rp_domain::code::{CodeFields, CodePatch, CodeRecord, NewCode, Trigger, DEFAULT_TIMEOUT_MS};
 use rp_domain::content::{self, ContentRecord};
 use rp_domain::{validate, FieldError};
 use rp_repo::apps::AppRecord;
@@ -378,8 +378,15 @@ pub struct CodeForm {
 }
 
 impl CodeForm {
-    fn timeout(&self) -> Result<Option<i64>, Problem> {
-        view::number("timeoutMs", self.timeout_ms.as_deref())
+    /// The form's fields: each is sent; `enabled` is a checkbox, sent only when checked.
+    fn fields(self) -> Result<CodeFields, Problem> {
+        Ok(CodeFields {
+            timeout_ms: view::number("timeoutMs", self.timeout_ms.as_deref())?,
+            enabled: Some(self.enabled.is_some()),
+            display_name: Some(self.display_name),
+            trigger: Some(self.trigger),
+            source: Some(self.source),
+        })
     }
 }
 
@@ -388,10 +395,7 @@ pub async fn code_create(
     State(state): State<AppState>,
     Posted { by: AppOf { app, .. }, form }: Posted<CodeForm, ScopedApp>,
 ) -> Result<Response, Refusal> {
-    let timeout = form.timeout()?;
-    let enabled = Some(form.enabled.is_some());
-    let new =
-        NewCode::parse(Some(form.display_name), Some(form.trigger), Some(form.source), timeout, enabled)?;
+    let new = NewCode::parse(form.fields()?)?;
     create(&state, &app, "code", |id, now| new.record(id, now)).await
 }
 
@@ -453,10 +457,7 @@ pub async fn code_update(
     State(state): State<AppState>,
     Posted { by: ItemOf { app, id, .. }, form }: Posted<CodeForm, ItemOf>,
 ) -> Result<Response, Refusal> {
-    let timeout = form.timeout()?;
-    let enabled = Some(form.enabled.is_some());
-    let patch =
-        CodePatch::parse(Some(form.display_name), Some(form.trigger), Some(form.source), timeout, enabled)?;
+    let patch = CodePatch::parse(form.fields()?)?;
     update(&state, &app, "code", id, |current: &CodeRecord| Ok(current.patched(&patch))).await
 }
 

@@ -2,7 +2,7 @@
 //! test run produced.
 
 use super::mirror_enum;
-use rp_domain::code::{self as domain, CodePatch, NewCode, Trigger as DomainTrigger};
+use rp_domain::code::{self as domain, CodeFields, CodePatch, NewCode, Trigger as DomainTrigger};
 use rp_domain::validate::FieldError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -70,7 +70,8 @@ impl TryFrom<CreateCode> for NewCode {
     type Error = FieldError;
 
     fn try_from(body: CreateCode) -> Result<Self, FieldError> {
-        NewCode::parse(body.display_name, body.trigger, body.source, body.timeout_ms, body.enabled)
+        let CreateCode { display_name, trigger, source, timeout_ms, enabled } = body;
+        NewCode::parse(CodeFields { display_name, trigger, source, timeout_ms, enabled })
     }
 }
 
@@ -78,7 +79,8 @@ impl TryFrom<UpdateCode> for CodePatch {
     type Error = FieldError;
 
     fn try_from(body: UpdateCode) -> Result<Self, FieldError> {
-        CodePatch::parse(body.display_name, body.trigger, body.source, body.timeout_ms, body.enabled)
+        let UpdateCode { display_name, trigger, source, timeout_ms, enabled } = body;
+        CodePatch::parse(CodeFields { display_name, trigger, source, timeout_ms, enabled })
     }
 }
 
