@@ -50,10 +50,6 @@ impl StoreError {
     pub fn encoding(err: impl std::fmt::Display) -> Self {
         StoreError::Encoding(err.to_string())
     }
-
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        StoreError::Unavailable(Box::new(err))
-    }
 }
 
 /// An error that may be a lost optimistic race, which [`retry_on_conflict`] retries.
@@ -128,12 +124,6 @@ pub enum KeyError {
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-impl KeyError {
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        KeyError::Unavailable(Box::new(err))
-    }
-}
-
 /// A push platform's answer (SNS mobile push).
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
@@ -150,24 +140,12 @@ pub enum PushError {
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-impl PushError {
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        PushError::Unavailable(Box::new(err))
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("invalid queue request: {0}")]
     Invalid(String),
     #[error("the queue is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl QueueError {
-    pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        QueueError::Unavailable(Box::new(err))
-    }
 }
 
 /// A secret sealed under a data key of its own.
@@ -196,3 +174,17 @@ mod b64 {
         STANDARD.decode(text).map_err(serde::de::Error::custom)
     }
 }
+
+/// `E::unavailable(err)`: the service did not answer (a transport or server failure), the
+/// cause kept as the error's source.
+macro_rules! unavailable_from {
+    ($($error:ident),+) => {$(
+        impl $error {
+            pub fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+                $error::Unavailable(Box::new(err))
+            }
+        }
+    )+};
+}
+
+unavailable_from!(StoreError, KeyError, PushError, QueueError);

@@ -5,6 +5,7 @@
 use super::extract::{Admin, ApiJson, ApiPath};
 use super::problem::Problem;
 use super::AppState;
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -36,6 +37,18 @@ routers! { crate::plain;
 pub struct CaIdPath {
     #[param(rename = "caId", pattern = "^[0-9a-f]{16}$")]
     pub ca_id: String,
+}
+
+/// The path's `{caId}` ([`CaIdPath`]), checked.
+pub struct CaId(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CaId {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Problem> {
+        let ApiPath(CaIdPath { ca_id }) = ApiPath::from_request_parts(parts, state).await?;
+        Ok(CaId(pki::check_ca_id(&ca_id)?.to_owned()))
+    }
 }
 
 /// A CRL the agent publishes, with the certificate of the CA that signed it.
@@ -83,14 +96,13 @@ fn decoded(field: &str, text: &str) -> Result<Vec<u8>, FieldError> {
 #[utoipa::path(put, path = "/rp/pki/{caId}/crl", tag = "certificates", security(("admin" = [])), params(CaIdPath),
     request_body = PublishCrl, responses((status = 200, description = "Published (or the same CRL was already)", body = CrlView)))]
 async fn put_crl(
-    axum::extract::State(state): axum::extract::State<AppState>,
+    State(state): State<AppState>,
     _admin: Admin,
-    ApiPath(CaIdPath { ca_id }): ApiPath<CaIdPath>,
+    CaId(ca_id): CaId,
     ApiJson(body): ApiJson<PublishCrl>,
 ) -> Result<Json<CrlView>, Problem> {
-    let ca_id = pki::check_ca_id(&ca_id)?;
     let crl = pki::check_upload(
-        ca_id,
+        &ca_id,
         decoded("caCertificate", &body.ca_certificate)?,
         decoded("crl", &body.crl)?,
     )?;
@@ -106,11 +118,8 @@ fn max_age(crl: &PublishedCrl, now: rp_domain::time::EpochMillis) -> i64 {
 /// The CA's latest CRL, DER, as its login certificates' CRL distribution point names it.
 #[utoipa::path(get, path = "/rp/pki/{caId}/crl", tag = "certificates", params(CaIdPath),
     responses((status = 200, description = "The CRL, DER (RFC 5280)", content_type = "application/pkix-crl", body = Vec<u8>)))]
-async fn get_crl(
-    axum::extract::State(state): axum::extract::State<AppState>,
-    ApiPath(CaIdPath { ca_id }): ApiPath<CaIdPath>,
-) -> Result<Response, Problem> {
-    let crl = rp_app::pki::published(&state, pki::check_ca_id(&ca_id)?).await?;
+async fn get_crl(State(state): State<AppState>, CaId(ca_id): CaId) -> Result<Response, Problem> {
+    let crl = rp_app::pki::published(&state, &ca_id).await?;
     let cache = format!("public, max-age={}", max_age(&crl, state.backend.clock.now_millis()));
     Ok(([(header::CONTENT_TYPE, "application/pkix-crl".to_owned()), (header::CACHE_CONTROL, cache)], crl.crl)
         .into_response())
@@ -119,11 +128,8 @@ async fn get_crl(
 /// The CA's certificate, DER, as its login certificates' CA issuers URL names it.
 #[utoipa::path(get, path = "/rp/pki/{caId}/ca.crt", tag = "certificates", params(CaIdPath),
     responses((status = 200, description = "The CA certificate, DER", content_type = "application/pkix-cert", body = Vec<u8>)))]
-async fn get_ca(
-    axum::extract::State(state): axum::extract::State<AppState>,
-    ApiPath(CaIdPath { ca_id }): ApiPath<CaIdPath>,
-) -> Result<Response, Problem> {
-    let crl = rp_app::pki::published(&state, pki::check_ca_id(&ca_id)?).await?;
+async fn get_ca(State(state): State<AppState>, CaId(ca_id): CaId) -> Result<Response, Problem> {
+    let crl = rp_app::pki::published(&state, &ca_id).await?;
     let headers =
         [(header::CONTENT_TYPE, "application/pkix-cert"), (header::CACHE_CONTROL, "public, max-age=86400")];
     Ok((headers, crl.ca_certificate).into_response())

@@ -132,6 +132,11 @@ impl<'de> Deserialize<'de> for Attrs {
 }
 
 impl Item {
+    /// A counter item's value ([`COUNTER_ATTR`]); `None` when it holds none.
+    pub fn counter(&self) -> Option<i64> {
+        self.attrs.get(COUNTER_ATTR).and_then(|v| v.as_i64())
+    }
+
     /// An item whose attributes are `data` serialized as a JSON object.
     pub fn new<T: Serialize>(key: ItemKey, data: &T) -> Result<Self, StoreError> {
         let attrs = match serde_json::to_value(data).map_err(StoreError::encoding)? {
@@ -442,6 +447,11 @@ pub const PUT_EACH_CONCURRENCY: usize = 16;
 
 /// The attribute that holds a counter's value.
 pub const COUNTER_ATTR: &str = "n";
+
+/// What [`ItemStore::increment`] answers: the counter's value in the item it wrote.
+pub fn incremented(written: Option<&Item>) -> Result<i64, StoreError> {
+    written.and_then(Item::counter).ok_or_else(|| StoreError::Encoding("the counter has no value".into()))
+}
 
 #[cfg(test)]
 mod tests {

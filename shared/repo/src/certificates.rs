@@ -19,12 +19,11 @@
 //! decided on the same state only one persists; the other reloads and decides again.
 
 use super::devices::Devices;
-use super::events::{self, Events};
+use super::events::{self};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{fair_share, first_round_reads, CertRequest, Expiry, IssuedCert, RequestState};
 use rp_domain::events::EventRecord;
 use rp_domain::time::EpochMillis;
-use rp_ports::store::COUNTER_ATTR;
 use rp_ports::{
     Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp,
 };
@@ -394,7 +393,7 @@ impl<'a> Certificates<'a> {
 
     async fn counter(&self, key: &ItemKey) -> Result<i64, StoreError> {
         let item = self.store.get(key).await?;
-        Ok(item.and_then(|i| i.attrs.get(COUNTER_ATTR).and_then(|n| n.as_i64())).unwrap_or(0))
+        Ok(item.and_then(|i| i.counter()).unwrap_or(0))
     }
 
     /// The app's queue: its pending requests by kind (the first `cap` read), its open
@@ -492,7 +491,6 @@ impl<'a> Certificates<'a> {
         event: &EventRecord,
     ) -> Result<(), StoreError> {
         ops.push(WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) });
-        ops.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
         if request.is_closed() && request.counts_against_cap() {
             let key = open_key(&request.app_id);
             ops.push(WriteOp::Increment(Increment { key, by: -1, limit: None, expires_at: None }));
@@ -501,9 +499,7 @@ impl<'a> Certificates<'a> {
             let key = dead_key(&request.app_id);
             ops.push(WriteOp::Increment(Increment { key, by: 1, limit: None, expires_at: None }));
         }
-        self.store.transact(ops).await?;
-        events::log(event);
-        Ok(())
+        events::transact_with(self.store, ops, event).await
     }
 
     /// The certificate with this serial: found through its serial item (a consistent read), or

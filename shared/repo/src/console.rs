@@ -7,7 +7,6 @@
 
 use rp_domain::console::{sign_in_window, ConsoleSession};
 use rp_domain::tokens::TokenHash;
-use rp_ports::store::COUNTER_ATTR;
 use rp_ports::{Condition, Increment, Item, ItemKey, ItemStore, StoreError};
 
 fn session_key(session_id: &str) -> ItemKey {
@@ -57,7 +56,7 @@ impl<'a> ConsoleSessions<'a> {
     pub async fn failures(&self, client: &str, now_secs: i64) -> Result<i64, StoreError> {
         let (start, _) = sign_in_window(now_secs);
         let item = self.store.get(&failures_key(client, start)).await?;
-        Ok(item.and_then(|i| i.attrs.get(COUNTER_ATTR).and_then(|n| n.as_i64())).unwrap_or(0))
+        Ok(item.and_then(|i| i.counter()).unwrap_or(0))
     }
 
     /// Counts one failed sign-in of `client`; returns the window's count.

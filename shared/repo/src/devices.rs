@@ -425,21 +425,14 @@ impl<'a> Devices<'a> {
         event: &rp_domain::events::EventRecord,
     ) -> Result<(), StoreError> {
         let record = device_key(&device.app_id, &device.named_user, &device.device_id);
-        self.store
-            .transact(vec![
-                WriteOp::Delete { key: record, condition: Condition::Version(version) },
-                WriteOp::Put {
-                    item: frozen_item(&device.app_id, &device.device_id)?,
-                    condition: Condition::Any,
-                },
-                WriteOp::Delete {
-                    key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
-                    condition: Condition::Any,
-                },
-                WriteOp::Put { item: super::events::Events::item(event)?, condition: Condition::Absent },
-            ])
-            .await?;
-        super::events::log(event);
-        Ok(())
+        let ops = vec![
+            WriteOp::Delete { key: record, condition: Condition::Version(version) },
+            WriteOp::Put { item: frozen_item(&device.app_id, &device.device_id)?, condition: Condition::Any },
+            WriteOp::Delete {
+                key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
+                condition: Condition::Any,
+            },
+        ];
+        super::events::transact_with(self.store, ops, event).await
     }
 }

@@ -5,7 +5,7 @@
 
 use rp_domain::apps::AppId;
 use rp_domain::time::EpochMillis;
-use rp_ports::{Cursor, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError};
+use rp_ports::{Condition, Cursor, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
 use serde_json::Value;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
@@ -43,6 +43,19 @@ impl EventFilter {
         };
         query.sort(sort)
     }
+}
+
+/// Writes `ops` and `event` in one transaction, and logs the event once it is stored: a change
+/// and the event that reports it land together or not at all.
+pub async fn transact_with(
+    store: &dyn ItemStore,
+    mut ops: Vec<WriteOp>,
+    event: &EventRecord,
+) -> Result<(), StoreError> {
+    ops.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
+    store.transact(ops).await?;
+    log(event);
+    Ok(())
 }
 
 /// The event's structured log line (attributes carry no secrets by contract).

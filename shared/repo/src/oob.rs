@@ -11,7 +11,7 @@
 //! GetItem; the device's list is one Query of its partition of `gsi1`. Every state change is
 //! conditional on the version read.
 
-use super::events::{self, Events};
+use super::events::{self};
 use rp_domain::apps::AppId;
 use rp_domain::events::EventRecord;
 use rp_domain::oob::{OobRequest, MAX_REQUEST_ID};
@@ -118,13 +118,7 @@ impl<'a> OobRequests<'a> {
         version: u64,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
-        self.store
-            .transact(vec![
-                WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) },
-                WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent },
-            ])
-            .await?;
-        events::log(event);
-        Ok(())
+        let put = WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) };
+        events::transact_with(self.store, vec![put], event).await
     }
 }

@@ -10,7 +10,7 @@
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
 use super::certificates::enqueue_ops;
-use crate::events::{self, Events};
+use crate::events::{self};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::CertRequest;
 use rp_domain::enrollment::{EnrollmentRecord, EnrollmentSession, SessionState, CLOSED_SESSION_KEPT_SECS};
@@ -103,10 +103,8 @@ impl<'a> Workstations<'a> {
         enrollment: Option<(&EnrollmentRecord, Option<u64>)>,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
-        let mut ops = vec![
-            WriteOp::Put { item: session_item(session)?, condition: Condition::Version(version) },
-            WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent },
-        ];
+        let mut ops =
+            vec![WriteOp::Put { item: session_item(session)?, condition: Condition::Version(version) }];
         // The enrollment replaces the one read (at its version), or none.
         if let Some((enrollment, replaces)) = enrollment {
             ops.push(WriteOp::Put {
@@ -114,9 +112,7 @@ impl<'a> Workstations<'a> {
                 condition: replaces.map_or(Condition::Absent, Condition::Version),
             });
         }
-        self.store.transact(ops).await?;
-        events::log(event);
-        Ok(())
+        events::transact_with(self.store, ops, event).await
     }
 
     pub async fn enrollment(
@@ -145,9 +141,7 @@ impl<'a> Workstations<'a> {
     /// The device's current encryption counter value (0 before the first request).
     pub async fn enc_counter(&self, app: &AppId, device_id: &str) -> Result<i64, StoreError> {
         let item = self.store.get(&counter_key(app, device_id)).await?;
-        Ok(item
-            .and_then(|i| i.attrs.get(rp_ports::store::COUNTER_ATTR).and_then(|n| n.as_i64()))
-            .unwrap_or(0))
+        Ok(item.and_then(|i| i.counter()).unwrap_or(0))
     }
 
     /// Creates the pairing and queues its certificate request in one transaction;
@@ -187,14 +181,8 @@ impl<'a> Workstations<'a> {
         version: u64,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
-        self.store
-            .transact(vec![
-                WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Version(version) },
-                WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent },
-            ])
-            .await?;
-        events::log(event);
-        Ok(())
+        let put = WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Version(version) };
+        events::transact_with(self.store, vec![put], event).await
     }
 
     /// The device's pairings, on every workstation (at most 100).
@@ -240,10 +228,7 @@ impl<'a> Workstations<'a> {
     ) -> Result<(), StoreError> {
         let key = pairing_key(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
         with.push(WriteOp::Delete { key, condition: Condition::Version(version) });
-        with.push(WriteOp::Put { item: Events::item(event)?, condition: Condition::Absent });
-        self.store.transact(with).await?;
-        events::log(event);
-        Ok(())
+        events::transact_with(self.store, with, event).await
     }
 
     /// Adds `by` wrong offline attempts to the pairing's counter of the fixed window of

@@ -38,12 +38,17 @@ fn fail(message: impl Into<String>) -> HelperError {
     HelperError(message.into())
 }
 
+/// `{header, payload}` of a decoded JWT, as the helpers answer.
+fn header_and_payload(data: jsonwebtoken::TokenData<Map<String, Value>>) -> Result<Value, HelperError> {
+    let header = serde_json::to_value(&data.header).map_err(|e| fail(e.to_string()))?;
+    Ok(json!({"header": header, "payload": data.claims}))
+}
+
 /// `{header, payload}` of a JWT, without verifying anything.
 pub fn decode_jwt(token: &str) -> Result<Value, HelperError> {
     let data = jsonwebtoken::dangerous::insecure_decode::<Map<String, Value>>(token)
         .map_err(|e| fail(format!("jwtDecodeJwt: not a JWT: {e}")))?;
-    let header = serde_json::to_value(&data.header).map_err(|e| fail(e.to_string()))?;
-    Ok(json!({"header": header, "payload": data.claims}))
+    header_and_payload(data)
 }
 
 /// The options of `jwtDecodeVerify` and `jwtVerify`.
@@ -147,8 +152,7 @@ pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, Help
     validation.required_spec_claims = HashSet::new();
     let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
         .map_err(|e| fail(format!("the token does not verify: {e}")))?;
-    let header = serde_json::to_value(&data.header).map_err(|e| fail(e.to_string()))?;
-    Ok(json!({"header": header, "payload": data.claims}))
+    header_and_payload(data)
 }
 
 /// The options of `jwtCreateSignedJwt`.

@@ -575,12 +575,17 @@ fn install<'js>(
     }
     globals.set("env", env)?;
 
-    globals.set(
-        "sha256",
-        Function::new(ctx.clone(), |ctx: Ctx<'js>, value: Value<'js>| {
-            Ok::<_, rquickjs::Error>(helpers::sha256(&bytes_of(&ctx, &value, "sha256")?))
-        })?,
-    )?;
+    // The helpers of one byte string: its bytes (a string's UTF-8, or an array's) to text.
+    for (name, helper) in
+        [("sha256", helpers::sha256 as fn(&[u8]) -> String), ("base64EncodeToString", helpers::base64)]
+    {
+        globals.set(
+            name,
+            Function::new(ctx.clone(), move |ctx: Ctx<'js>, value: Value<'js>| {
+                Ok::<_, rquickjs::Error>(helper(&bytes_of(&ctx, &value, name)?))
+            })?,
+        )?;
+    }
     globals.set(
         "getHmacSHA256Signature",
         Function::new(ctx.clone(), |ctx: Ctx<'js>, key: Value<'js>, value: Value<'js>| {
@@ -589,12 +594,6 @@ fn install<'js>(
                 &key,
                 &bytes_of(&ctx, &value, "getHmacSHA256Signature")?,
             ))
-        })?,
-    )?;
-    globals.set(
-        "base64EncodeToString",
-        Function::new(ctx.clone(), |ctx: Ctx<'js>, value: Value<'js>| {
-            Ok::<_, rquickjs::Error>(helpers::base64(&bytes_of(&ctx, &value, "base64EncodeToString")?))
         })?,
     )?;
     globals.set(

@@ -6,7 +6,7 @@
 //! `max_receive_count` = [`QUEUE_MAX_RECEIVE`].
 
 use crate::ports::keys::{open, seal};
-use crate::ports::store::{Invalid, COUNTER_ATTR};
+use crate::ports::store::Invalid;
 use crate::ports::*;
 use p256::ecdsa::signature::Verifier;
 use std::sync::Arc;
@@ -233,7 +233,7 @@ pub async fn store_counters_join_transactions(store: Arc<dyn ItemStore>) {
     let key = ItemKey::new(&pk, "counter");
     let inc = |by, limit| WriteOp::Increment(Increment { key: key.clone(), by, limit, expires_at: None });
     let value = |store: Arc<dyn ItemStore>, key: ItemKey| async move {
-        store.get(&key).await.unwrap().and_then(|i| i.attrs.get(COUNTER_ATTR).and_then(|n| n.as_i64()))
+        store.get(&key).await.unwrap().and_then(|i| i.counter())
     };
     store
         .transact(vec![

@@ -94,44 +94,14 @@ impl TestClient {
         headers: &[(&str, &str)],
         body: Option<Value>,
     ) -> TestResponse {
-        let mut builder = Request::builder().method(method).uri(path);
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        if let Some(token) = token {
-            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let body = match body {
-            Some(json) => {
-                builder = builder.header(header::CONTENT_TYPE, "application/json");
-                Body::from(json.to_string())
-            }
-            None => Body::empty(),
+        let (content_type, body) = match body {
+            Some(json) => (Some("application/json"), Body::from(json.to_string())),
+            None => (None, Body::empty()),
         };
-        self.request(builder.body(body).expect("a valid request")).await
+        self.send_raw_with(method, path, token, headers, content_type, body).await
     }
 
     /// A request with a raw body and content type, for malformed-input tests.
-    /// A JSON body sent as given (it may say what a `Value` cannot), with extra headers.
-    pub async fn send_with_raw(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> TestResponse {
-        let mut builder =
-            Request::builder().method(method).uri(path).header(header::CONTENT_TYPE, "application/json");
-        if let Some(token) = token {
-            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        self.request(builder.body(Body::from(body.to_owned())).expect("a valid request")).await
-    }
-
     pub async fn send_raw(
         &self,
         method: &str,
@@ -140,12 +110,28 @@ impl TestClient {
         content_type: Option<&str>,
         body: impl Into<Body>,
     ) -> TestResponse {
+        self.send_raw_with(method, path, token, &[], content_type, body).await
+    }
+
+    /// [`send_raw`](Self::send_raw) with extra headers.
+    pub async fn send_raw_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+    ) -> TestResponse {
         let mut builder = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
         if let Some(token) = token {
             builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
-        if let Some(ct) = content_type {
-            builder = builder.header(header::CONTENT_TYPE, ct);
+        if let Some(content_type) = content_type {
+            builder = builder.header(header::CONTENT_TYPE, content_type);
         }
         self.request(builder.body(body.into()).expect("a valid request")).await
     }

@@ -219,10 +219,8 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId");
     let app = h.app().await;
     let content = r#"{"displayName":"x","contentMap":{"login":{"title":"a"},"login":{"title":"b"}}}"#;
-    let r = h
-        .client
-        .send_with_raw("POST", "/content-customization", admin, &[("x-tenant-id", app.as_str())], content)
-        .await;
+    let tenant = [("x-tenant-id", app.as_str())];
+    let r = h.client.send_raw_with("POST", "/content-customization", admin, &tenant, json, content).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "contentMap.login");
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, Some("text/plain"), "{}").await;
     assert_eq!(r.problem(415, codes::UNSUPPORTED_MEDIA_TYPE)["field"], "Content-Type");

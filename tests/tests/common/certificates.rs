@@ -41,6 +41,20 @@ pub struct TestDevice {
     pub app: String,
 }
 
+/// The request `id` as one poll hands it out in its `list` (`loginCerts`, `revokedCerts`).
+async fn polled_one(h: &Harness, list: &str, id: &str) -> serde_json::Value {
+    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    let found = polled[list].as_array().unwrap().iter().find(|r| r["requestId"] == id).cloned();
+    found.unwrap_or_else(|| panic!("{id} is handed out in {list}: {polled}"))
+}
+
+/// An object's member names, sorted.
+fn member_names(object: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<_> = object.as_object().unwrap().keys().cloned().collect();
+    names.sort();
+    names
+}
+
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
     let code = link(h, app, user, alias.map(|a| json!({"machineUserNameWS": a}))).await["code"]
         .as_str()
@@ -223,18 +237,9 @@ pub async fn certificate_poll_and_results_contract(h: Harness) {
         .problem(401, codes::MISSING_CREDENTIALS);
     let dev = device(&h, &app, "alice@example.com", None).await;
     let id = pair(&h, &access, &dev, "m-contract").await;
-    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
-    let login = polled["loginCerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["requestId"] == id.as_str())
-        .expect("leased to us")
-        .clone();
-    let mut fields: Vec<_> = login.as_object().unwrap().keys().cloned().collect();
-    fields.sort();
+    let login = polled_one(&h, "loginCerts", &id).await;
     assert_eq!(
-        fields,
+        member_names(&login),
         [
             "appId",
             "certificateValidityDays",
@@ -510,18 +515,9 @@ pub async fn revocation_round_trip(h: Harness) {
     );
     h.admin("POST", "/cc/api/certificates/00ff/revoke", None).await.problem(404, codes::CERT_NOT_FOUND);
 
-    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
-    let revoked = polled["revokedCerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["requestId"] == request_id.as_str())
-        .expect("handed out")
-        .clone();
-    let mut fields: Vec<_> = revoked.as_object().unwrap().keys().cloned().collect();
-    fields.sort();
+    let revoked = polled_one(&h, "revokedCerts", &request_id).await;
     assert_eq!(
-        fields,
+        member_names(&revoked),
         ["appId", "certSerialNumber", "requestId", "requestTimeoutInSecs"],
         "the seed's, and the app"
     );

@@ -598,11 +598,7 @@ impl ItemStore for DynamoStore {
             Err(StoreError::Conflict) => return Err(StoreError::LimitReached),
             other => other?,
         };
-        written
-            .as_ref()
-            .and_then(|item| item.attrs.get(COUNTER_ATTR))
-            .and_then(|v| v.as_i64())
-            .ok_or_else(|| StoreError::Encoding("the counter has no value".into()))
+        rp_ports::store::incremented(written.as_ref())
     }
 
     /// The puts in `TransactWriteItems` of up to 100: one round trip for a poll's leases

@@ -50,6 +50,37 @@ impl EmbeddedQueue {
     fn now_ms(&self) -> u64 {
         self.clock.now_millis().as_millis().max(0) as u64
     }
+
+    /// Runs `work` on the blocking pool, with the database and this queue's name.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&redb::Database, &str) -> Result<T, QueueError> + Send + 'static,
+    ) -> Result<T, QueueError> {
+        let (db, name) = (self.db.clone(), self.name.clone());
+        tokio::task::spawn_blocking(move || work(db.database(), &name))
+            .await
+            .map_err(QueueError::unavailable)?
+    }
+
+    /// Stores a message of `body`, never received, in `table` under `at` and `id`.
+    async fn insert_new(
+        &self,
+        table: TableDefinition<'static, (&'static str, u64, &'static str), &'static [u8]>,
+        at: u64,
+        id: String,
+        body: &str,
+    ) -> Result<(), QueueError> {
+        let message = encode(&StoredMessage { body: body.to_owned(), receive_count: 0 });
+        self.blocking(move |db, name| {
+            let tx = db.begin_write().map_err(err)?;
+            tx.open_table(table)
+                .map_err(err)?
+                .insert((name, at, id.as_str()), message.as_slice())
+                .map_err(err)?;
+            tx.commit().map_err(err)
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -60,18 +91,7 @@ impl Queue for EmbeddedQueue {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let visible_at = self.now_ms() + delay.as_millis() as u64;
-        let message = encode(&StoredMessage { body: body.to_owned(), receive_count: 0 });
-        let (db, name, id2) = (self.db.clone(), self.name.clone(), id.clone());
-        tokio::task::spawn_blocking(move || {
-            let tx = db.database().begin_write().map_err(err)?;
-            tx.open_table(MESSAGES)
-                .map_err(err)?
-                .insert((name.as_str(), visible_at, id2.as_str()), message.as_slice())
-                .map_err(err)?;
-            tx.commit().map_err(err)
-        })
-        .await
-        .map_err(QueueError::unavailable)??;
+        self.insert_new(MESSAGES, visible_at, id.clone(), body).await?;
         Ok(id)
     }
 
@@ -81,15 +101,15 @@ impl Queue for EmbeddedQueue {
         }
         let now = self.now_ms();
         let hidden_until = now + visibility.as_millis() as u64;
-        let (db, name, max_receive) = (self.db.clone(), self.name.clone(), self.max_receive_count);
-        tokio::task::spawn_blocking(move || {
-            let tx = db.database().begin_write().map_err(err)?;
+        let max_receive = self.max_receive_count;
+        self.blocking(move |db, name| {
+            let tx = db.begin_write().map_err(err)?;
             let mut delivered = Vec::new();
             {
                 let mut messages = tx.open_table(MESSAGES).map_err(err)?;
                 let mut dead = tx.open_table(DEAD).map_err(err)?;
                 let mut due = Vec::new();
-                for entry in messages.range((name.as_str(), 0u64, "")..).map_err(err)? {
+                for entry in messages.range((name, 0u64, "")..).map_err(err)? {
                     let (key, value) = entry.map_err(err)?;
                     let (queue, visible_at, id) = key.value();
                     if queue != name || visible_at > now || due.len() == max {
@@ -98,15 +118,14 @@ impl Queue for EmbeddedQueue {
                     due.push((visible_at, id.to_owned(), decode(value.value())?));
                 }
                 for (visible_at, id, mut message) in due {
-                    messages.remove((name.as_str(), visible_at, id.as_str())).map_err(err)?;
+                    messages.remove((name, visible_at, id.as_str())).map_err(err)?;
                     if message.receive_count >= max_receive {
-                        dead.insert((name.as_str(), now, id.as_str()), encode(&message).as_slice())
-                            .map_err(err)?;
+                        dead.insert((name, now, id.as_str()), encode(&message).as_slice()).map_err(err)?;
                         continue;
                     }
                     message.receive_count += 1;
                     messages
-                        .insert((name.as_str(), hidden_until, id.as_str()), encode(&message).as_slice())
+                        .insert((name, hidden_until, id.as_str()), encode(&message).as_slice())
                         .map_err(err)?;
                     delivered.push(ReceivedMessage {
                         receipt: format!("{hidden_until}:{id}"),
@@ -120,7 +139,6 @@ impl Queue for EmbeddedQueue {
             Ok(delivered)
         })
         .await
-        .map_err(QueueError::unavailable)?
     }
 
     async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
@@ -128,39 +146,24 @@ impl Queue for EmbeddedQueue {
             .split_once(':')
             .and_then(|(at, id)| Some((at.parse::<u64>().ok()?, id.to_owned())))
             .ok_or_else(|| QueueError::Invalid("malformed receipt".into()))?;
-        let (db, name) = (self.db.clone(), self.name.clone());
-        tokio::task::spawn_blocking(move || {
-            let tx = db.database().begin_write().map_err(err)?;
-            tx.open_table(MESSAGES).map_err(err)?.remove((name.as_str(), at, id.as_str())).map_err(err)?;
+        self.blocking(move |db, name| {
+            let tx = db.begin_write().map_err(err)?;
+            tx.open_table(MESSAGES).map_err(err)?.remove((name, at, id.as_str())).map_err(err)?;
             tx.commit().map_err(err)
         })
         .await
-        .map_err(QueueError::unavailable)?
     }
 
     async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
-        let id = uuid::Uuid::new_v4().to_string();
-        let message = encode(&StoredMessage { body: body.to_owned(), receive_count: 0 });
-        let (db, name, now) = (self.db.clone(), self.name.clone(), self.now_ms());
-        tokio::task::spawn_blocking(move || {
-            let tx = db.database().begin_write().map_err(err)?;
-            tx.open_table(DEAD)
-                .map_err(err)?
-                .insert((name.as_str(), now, id.as_str()), message.as_slice())
-                .map_err(err)?;
-            tx.commit().map_err(err)
-        })
-        .await
-        .map_err(QueueError::unavailable)?
+        self.insert_new(DEAD, self.now_ms(), uuid::Uuid::new_v4().to_string(), body).await
     }
 
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
-        let (db, name) = (self.db.clone(), self.name.clone());
-        tokio::task::spawn_blocking(move || {
-            let tx = db.database().begin_read().map_err(err)?;
+        self.blocking(move |db, name| {
+            let tx = db.begin_read().map_err(err)?;
             let dead = tx.open_table(DEAD).map_err(err)?;
             let mut out = Vec::new();
-            for entry in dead.range((name.as_str(), 0u64, "")..).map_err(err)? {
+            for entry in dead.range((name, 0u64, "")..).map_err(err)? {
                 let (key, value) = entry.map_err(err)?;
                 let (queue, at, id) = key.value();
                 if queue != name || out.len() == max {
@@ -177,6 +180,5 @@ impl Queue for EmbeddedQueue {
             Ok(out)
         })
         .await
-        .map_err(QueueError::unavailable)?
     }
 }

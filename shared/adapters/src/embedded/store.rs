@@ -192,7 +192,7 @@ fn apply(
 
 /// A counter item's value; 0 when there is none.
 fn counter_value(item: Option<&Item>) -> i64 {
-    item.and_then(|item| item.attrs.get(COUNTER_ATTR)).and_then(|v| v.as_i64()).unwrap_or(0)
+    item.and_then(Item::counter).unwrap_or(0)
 }
 
 fn in_sort_range(sort: &SortKey, sk: &str) -> (bool, bool) {
@@ -408,11 +408,7 @@ impl ItemStore for EmbeddedStore {
             Err(StoreError::Conflict) => return Err(StoreError::LimitReached),
             other => other?,
         };
-        written
-            .first()
-            .and_then(|item| item.attrs.get(COUNTER_ATTR))
-            .and_then(|v| v.as_i64())
-            .ok_or_else(|| StoreError::Encoding("the counter has no value".into()))
+        rp_ports::store::incremented(written.first())
     }
 }
 
