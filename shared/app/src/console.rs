@@ -157,6 +157,19 @@ pub async fn queue(state: &impl HasStore, app: &AppId) -> Result<QueueCounts, St
     Certificates::new(state.store()).queue_counts(app, QUEUE_COUNT_CAP).await
 }
 
+/// How many apps' queues one page reads at once.
+pub const QUEUES_AT_ONCE: usize = 16;
+
+/// The queue counts of `apps`, in their order: read [`QUEUES_AT_ONCE`] at a time, so that a
+/// page over many apps puts a bounded load on the store.
+pub async fn queues(state: &impl HasStore, apps: &[AppId]) -> Vec<Result<QueueCounts, StoreError>> {
+    let mut counts = Vec::with_capacity(apps.len());
+    for chunk in apps.chunks(QUEUES_AT_ONCE) {
+        counts.extend(futures_util::future::join_all(chunk.iter().map(|app| queue(state, app))).await);
+    }
+    counts
+}
+
 /// The events `filter` selects, oldest first, at most `cap` of them (page by page), and whether
 /// more were left unread.
 pub async fn events(

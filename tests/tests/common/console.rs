@@ -444,8 +444,16 @@ pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
     let phone = device(&h, &app, "carol", None).await;
     enroll(&h, &access, &app, "carol", "ws-cert").await;
     pair(&h, &access, &phone, "ws-cert").await;
+    // More apps than one batch of queue reads (QUEUES_AT_ONCE): each row is still its own app's.
+    let mut others = Vec::new();
+    for _ in 0..rp_shared::app::console::QUEUES_AT_ONCE + 4 {
+        others.push(h.app().await);
+    }
     let page = html(&console.get("/console/certificates").await);
     assert_eq!(queue_row(&page, &app), ["1", "0", "0", "0"], "one pending login certificate");
+    for other in &others {
+        assert_eq!(queue_row(&page, other), ["0", "0", "0", "0"], "{other}");
+    }
 
     let (agent, ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);

@@ -34,8 +34,8 @@ pub async fn show(
     let ca = view::given(query.ca).map(|ca| ca.trim().to_owned());
     let now = state.backend.clock.now_millis();
     let (apps, more_apps) = rp_app::console::apps(&state, &op.session, 100, None).await?;
-    let counts =
-        futures_util::future::join_all(apps.iter().map(|app| rp_app::console::queue(&state, &app.app_id)));
+    let ids: Vec<AppId> = apps.iter().map(|app| app.app_id.clone()).collect();
+    let counts = rp_app::console::queues(&state, &ids);
     let recent = async {
         match &selected {
             Some(app) => {
