@@ -178,32 +178,21 @@ impl Acting for ItemOf {
     }
 }
 
-impl<const GLOBAL: bool> FromRequestParts<AppState> for AppOf<GLOBAL> {
-    type Rejection = Refusal;
+/// Extracts each of these as the signed-in operator, then resolves who acts from it.
+macro_rules! extracted_by_acting {
+    ($([$($generics:tt)*] $ty:ty),+ $(,)?) => {$(
+        impl<$($generics)*> FromRequestParts<AppState> for $ty {
+            type Rejection = Refusal;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
-        let op = Operator::from_request_parts(parts, state).await?;
-        Self::resolve(op, parts, state).await
-    }
+            async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+                let op = Operator::from_request_parts(parts, state).await?;
+                Self::resolve(op, parts, state).await
+            }
+        }
+    )+};
 }
 
-impl FromRequestParts<AppState> for ItemOf {
-    type Rejection = Refusal;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
-        let op = Operator::from_request_parts(parts, state).await?;
-        Self::resolve(op, parts, state).await
-    }
-}
-
-impl FromRequestParts<AppState> for Global {
-    type Rejection = Refusal;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
-        let op = Operator::from_request_parts(parts, state).await?;
-        Self::resolve(op, parts, state).await
-    }
-}
+extracted_by_acting!([const GLOBAL: bool] AppOf<GLOBAL>, [] ItemOf, [] Global);
 
 /// A page's query-string parameters; a bad one is shown on the page, as a use case's refusal is.
 pub struct PageQuery<T>(pub T);
