@@ -90,23 +90,11 @@ async fn data_and_tokens_survive_a_restart() {
     let server = start(dir.path(), None);
     let admin = server.admin_token.clone().expect("first start prints the admin token");
     assert!(admin.starts_with("rpt_"));
-    let (status, _) = call(
-        &server,
-        reqwest::Method::POST,
-        "/cc/api/apps",
-        &admin,
-        Some(json!({"appId": "workstationDemo", "displayName": "Demo"})),
-    )
-    .await;
+    let post = |path, body| call(&server, reqwest::Method::POST, path, &admin, Some(body));
+    let (status, _) = post("/cc/api/apps", json!({"appId": "workstationDemo", "displayName": "Demo"})).await;
     assert_eq!(status, 201);
-    let (status, created) = call(
-        &server,
-        reqwest::Method::POST,
-        "/cc/api/tokens",
-        &admin,
-        Some(json!({"kind": "access", "appId": "workstationDemo"})),
-    )
-    .await;
+    let (status, created) =
+        post("/cc/api/tokens", json!({"kind": "access", "appId": "workstationDemo"})).await;
     assert_eq!(status, 201);
     let access = created["token"].as_str().unwrap().to_owned();
     let (status, problem) = call(&server, reqwest::Method::GET, "/cc/api/apps", &access, None).await;

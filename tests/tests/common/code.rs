@@ -137,13 +137,8 @@ pub async fn code_customizations_keep_versions_and_env_values_stay_secret(h: Har
     assert!(!run.text().contains("sk_live"), "scrubbed from result and logs: {}", run.text());
     assert_eq!(run.json()["logs"][0], "key [env.API_KEY]");
     // A failing run is a 200 that says why.
-    h.as_tenant(
-        &app,
-        "POST",
-        &path,
-        Some(json!({"source": "function handler() { while (true) {} }", "timeoutMs": 100})),
-    )
-    .await;
+    let spins = json!({"source": "function handler() { while (true) {} }", "timeoutMs": 100});
+    h.as_tenant(&app, "POST", &path, Some(spins)).await;
     let run = h.as_tenant(&app, "POST", &format!("{path}/test"), Some(json!({}))).await;
     assert_eq!((run.status.as_u16(), run.json()["error"].as_str()), (200, Some("timed out after 100 ms")));
     h.as_tenant(&app, "DELETE", "/code-customization/env/API_KEY", None).await;
@@ -220,13 +215,8 @@ pub async fn the_oob_start_hook_allows_denies_and_rewrites(h: Harness) {
     let failed = events["events"].as_array().unwrap().iter().find(|e| e["attributes"]["outcome"] == "failed");
     assert!(failed.is_some_and(|e| e["attributes"]["detail"] == "Error: bug"), "{events}");
     // So does one that times out.
-    h.as_tenant(
-        &app,
-        "POST",
-        &path,
-        Some(json!({"source": "function handler() { for (;;) {} }", "timeoutMs": 50})),
-    )
-    .await;
+    let spins = json!({"source": "function handler() { for (;;) {} }", "timeoutMs": 50});
+    h.as_tenant(&app, "POST", &path, Some(spins)).await;
     let r = oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({}))).await;
     r.problem(403, codes::OOB_HOOK_FAILED);
     // Another tenant's starts are not touched by this one's customization.

@@ -247,21 +247,12 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let phone = device(&h, &app, "alice", None).await;
     let users = html(&console.get(&format!("/console/apps/{app}/users?user=alice")).await);
     assert!(users.contains(&phone.device_id) && users.contains("until "), "{users}");
-    let r = console
-        .post(
-            &format!("/console/apps/{app}/devices/end-token"),
-            &[("deviceId", &phone.device_id), ("namedUser", "alice")],
-        )
-        .await;
+    let device_form = [("deviceId", phone.device_id.as_str()), ("namedUser", "alice")];
+    let r = console.post(&format!("/console/apps/{app}/devices/end-token"), &device_form).await;
     assert!(html(&console.follow(&r).await).contains("ended"));
     let r = h.client.send("POST", "/rp/versioned/device/token", Some(&phone.token), None).await;
     assert_eq!(r.status, 401, "the ended token no longer works");
-    let r = console
-        .post(
-            &format!("/console/apps/{app}/devices/remove"),
-            &[("deviceId", &phone.device_id), ("namedUser", "alice")],
-        )
-        .await;
+    let r = console.post(&format!("/console/apps/{app}/devices/remove"), &device_form).await;
     assert!(html(&console.follow(&r).await).contains("No device registered."));
 
     // A paired workstation is listed with its offline status, and unpaired.

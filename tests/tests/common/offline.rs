@@ -275,20 +275,12 @@ pub async fn unpairing_queues_the_revocation_the_agent_carries_out(h: Harness) {
             .unwrap()
             .to_owned();
     let other = h.access_token(&app).await;
-    h.client
-        .send("DELETE", &reg_path(&machine, &dev), Some(&other), None)
-        .await
-        .problem(403, codes::NOT_PAIRING_OWNER);
-    let r = h.client.send("DELETE", &reg_path(&machine, &dev), Some(&access), None).await;
+    let pairing = reg_path(&machine, &dev);
+    h.client.send("DELETE", &pairing, Some(&other), None).await.problem(403, codes::NOT_PAIRING_OWNER);
+    let r = h.client.send("DELETE", &pairing, Some(&access), None).await;
     assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
-    h.client
-        .send("DELETE", &reg_path(&machine, &dev), Some(&access), None)
-        .await
-        .problem(404, codes::PAIRING_NOT_FOUND);
-    h.client
-        .send("GET", &reg_path(&machine, &dev), Some(&access), None)
-        .await
-        .problem(404, codes::PAIRING_NOT_FOUND);
+    h.client.send("DELETE", &pairing, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
+    h.client.send("GET", &pairing, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
     let revoked = agent.run_once().await.unwrap();
     assert_eq!(revoked.revoked.len(), 1, "{revoked:?}");
     assert!(ca.is_revoked(&serial));
@@ -344,10 +336,8 @@ pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harne
         .send("GET", "/rp/versioned/device/workstations", Some(&dev.token), None)
         .await
         .problem(401, codes::INVALID_TOKEN);
-    h.client
-        .send("GET", &reg_path(&machine, &dev), Some(&access), None)
-        .await
-        .problem(404, codes::PAIRING_NOT_FOUND);
+    let pairing = reg_path(&machine, &dev);
+    h.client.send("GET", &pairing, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
     let revoked = agent.run_once().await.unwrap();
     assert_eq!(
         revoked.revoked.len(),
