@@ -7,7 +7,7 @@
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::params::{AppIdPath, ItemId, ItemVersion, ListParams};
+use crate::params::{AppIdPath, Checked, ItemId, ItemVersion, ListParams};
 use crate::ratelimit::Counted;
 use crate::wire::code::{CreateCode, EnvValue, RunReport, Trigger, UpdateCode};
 use axum::extract::State;
@@ -154,7 +154,7 @@ async fn list(
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
 ) -> Result<Json<CodeView>, Problem> {
     Ok(Json(customizations::get::<CodeRecord>(&state, tenant.id(), id).await?.into()))
 }
@@ -164,7 +164,7 @@ async fn retrieve(
 async fn update(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
     ApiJson(body): ApiJson<UpdateCode>,
 ) -> Result<Json<CodeView>, Problem> {
     let patch = CodePatch::try_from(body)?;
@@ -177,7 +177,7 @@ async fn update(
 async fn remove(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
 ) -> Result<StatusCode, Problem> {
     customizations::remove::<CodeRecord>(&state, tenant.id(), id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -188,7 +188,7 @@ async fn remove(
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<CodeVersionList>, Problem> {
     let page = |query: &_| params.page(query);
@@ -207,7 +207,7 @@ async fn list_versions(
 async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemVersion { id, version }: ItemVersion,
+    Checked((id, version)): ItemVersion,
 ) -> Result<Json<CodeView>, Problem> {
     let (_, snapshot) = customizations::version::<CodeRecord>(&state, tenant.id(), id, version).await?;
     Ok(Json(snapshot.into()))
@@ -218,7 +218,7 @@ async fn get_version(
 async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemVersion { id, version }: ItemVersion,
+    Checked((id, version)): ItemVersion,
 ) -> Result<Json<CodeView>, Problem> {
     Ok(Json(customizations::restore::<CodeRecord>(&state, tenant.id(), id, version).await?.into()))
 }
@@ -239,7 +239,7 @@ pub struct TestRun {
 async fn test_run(
     Counted(state, pass): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
     ApiJson(body): ApiJson<TestRun>,
 ) -> Result<Json<RunReport>, Problem> {
     let report = rp_app::code::test_run(&state, tenant.id(), id, body.event, pass.go_ahead()).await?;

@@ -5,7 +5,7 @@
 use super::extract::{ApiJson, ApiQuery, Tenant};
 use super::problem::Problem;
 use super::AppState;
-use crate::params::{ItemId, ItemVersion, ListParams};
+use crate::params::{Checked, ItemId, ItemVersion, ListParams};
 use crate::ratelimit::{gated_as, Counted};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -257,7 +257,7 @@ async fn list(
 async fn retrieve(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
 ) -> Result<Json<ContentView>, Problem> {
     Ok(Json(ContentView::of(customizations::get(&state, tenant.id(), id).await?)))
 }
@@ -268,7 +268,7 @@ async fn retrieve(
 async fn update(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
     ApiJson(body): ApiJson<ContentUpdate>,
 ) -> Result<Json<ContentView>, Problem> {
     let patch = content::parse_patch(
@@ -285,7 +285,7 @@ async fn update(
 async fn list_versions(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemId(id): ItemId,
+    Checked(id): ItemId,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<VersionList>, Problem> {
     let page = |query: &_| params.page(query);
@@ -305,7 +305,7 @@ async fn list_versions(
 async fn get_version(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemVersion { id, version }: ItemVersion,
+    Checked((id, version)): ItemVersion,
 ) -> Result<Json<ContentView>, Problem> {
     let (_, snapshot) = customizations::version::<ContentRecord>(&state, tenant.id(), id, version).await?;
     Ok(Json(ContentView::version(snapshot)))
@@ -317,7 +317,7 @@ async fn get_version(
 async fn restore(
     Counted(state, _): Counted,
     tenant: Tenant,
-    ItemVersion { id, version }: ItemVersion,
+    Checked((id, version)): ItemVersion,
 ) -> Result<Json<ContentView>, Problem> {
     Ok(Json(ContentView::of(
         customizations::restore::<ContentRecord>(&state, tenant.id(), id, version).await?,

@@ -8,6 +8,7 @@ use axum::http::request::Parts;
 use rp_domain::validate::positive_id;
 use rp_domain::FieldError;
 use rp_ports::{Cursor, Query};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// `{appId}` in a path, as [`AppId::parse`](rp_domain::apps::AppId::parse) checks it.
@@ -46,32 +47,42 @@ pub struct IdPath {
     pub id: String,
 }
 
-/// A customization's `{id}` in a path ([`IdPath`]), checked: a positive integer, or a 400
-/// naming `id`.
-pub struct ItemId(pub i64);
+/// Path parameters that are checked as they are extracted ([`Checked`]).
+pub trait CheckedPath: DeserializeOwned + Send {
+    /// What the check yields.
+    type Checked;
+    fn check(self) -> Result<Self::Checked, FieldError>;
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for ItemId {
+/// Path parameters `P`, checked: a bad one is a 400 naming it.
+pub struct Checked<P: CheckedPath>(pub P::Checked);
+
+impl<P: CheckedPath, S: Send + Sync> FromRequestParts<S> for Checked<P> {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
-        let ApiPath(IdPath { id }) = ApiPath::from_request_parts(parts, state).await?;
-        Ok(ItemId(positive_id("id", &id)?))
+        let ApiPath(path) = ApiPath::<P>::from_request_parts(parts, state).await?;
+        Ok(Checked(path.check()?))
     }
 }
 
-/// An earlier version's `{id}` and `{version}` in a path ([`VersionPath`]), checked as
-/// [`ItemId`] is.
-pub struct ItemVersion {
-    pub id: i64,
-    pub version: u64,
+/// A customization's `{id}`, checked.
+pub type ItemId = Checked<IdPath>;
+/// An earlier version's `{id}` and `{version}`, checked.
+pub type ItemVersion = Checked<VersionPath>;
+
+impl CheckedPath for IdPath {
+    type Checked = i64;
+    fn check(self) -> Result<i64, FieldError> {
+        positive_id("id", &self.id)
+    }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for ItemVersion {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
-        let ApiPath(VersionPath { id, version }) = ApiPath::from_request_parts(parts, state).await?;
-        Ok(ItemVersion { id: positive_id("id", &id)?, version: positive_id("version", &version)? as u64 })
+impl CheckedPath for VersionPath {
+    /// The customization's id, and the version.
+    type Checked = (i64, u64);
+    fn check(self) -> Result<(i64, u64), FieldError> {
+        Ok((positive_id("id", &self.id)?, positive_id("version", &self.version)? as u64))
     }
 }
 

@@ -2,9 +2,10 @@
 //! controller, a VPN or any verifier can check revocation at the URLs the login certificates
 //! name; the agent publishes the CRL with its admin token.
 
-use super::extract::{Admin, ApiJson, ApiPath};
+use super::extract::{Admin, ApiJson};
 use super::problem::Problem;
 use super::AppState;
+use crate::params::{Checked, CheckedPath};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -39,15 +40,13 @@ pub struct CaIdPath {
     pub ca_id: String,
 }
 
-/// The path's `{caId}` ([`CaIdPath`]), checked.
-pub struct CaId(pub String);
+/// The path's `{caId}`, checked.
+type CaId = Checked<CaIdPath>;
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CaId {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Problem> {
-        let ApiPath(CaIdPath { ca_id }) = ApiPath::from_request_parts(parts, state).await?;
-        Ok(CaId(pki::check_ca_id(&ca_id)?.to_owned()))
+impl CheckedPath for CaIdPath {
+    type Checked = String;
+    fn check(self) -> Result<String, FieldError> {
+        Ok(pki::check_ca_id(&self.ca_id)?.to_owned())
     }
 }
 
@@ -98,7 +97,7 @@ fn decoded(field: &str, text: &str) -> Result<Vec<u8>, FieldError> {
 async fn put_crl(
     State(state): State<AppState>,
     _admin: Admin,
-    CaId(ca_id): CaId,
+    Checked(ca_id): CaId,
     ApiJson(body): ApiJson<PublishCrl>,
 ) -> Result<Json<CrlView>, Problem> {
     let crl = pki::check_upload(
@@ -118,7 +117,7 @@ fn max_age(crl: &PublishedCrl, now: rp_domain::time::EpochMillis) -> i64 {
 /// The CA's latest CRL, DER, as its login certificates' CRL distribution point names it.
 #[utoipa::path(get, path = "/rp/pki/{caId}/crl", tag = "certificates", params(CaIdPath),
     responses((status = 200, description = "The CRL, DER (RFC 5280)", content_type = "application/pkix-crl", body = Vec<u8>)))]
-async fn get_crl(State(state): State<AppState>, CaId(ca_id): CaId) -> Result<Response, Problem> {
+async fn get_crl(State(state): State<AppState>, Checked(ca_id): CaId) -> Result<Response, Problem> {
     let crl = rp_app::pki::published(&state, &ca_id).await?;
     let cache = format!("public, max-age={}", max_age(&crl, state.backend.clock.now_millis()));
     Ok(([(header::CONTENT_TYPE, "application/pkix-crl".to_owned()), (header::CACHE_CONTROL, cache)], crl.crl)
@@ -128,7 +127,7 @@ async fn get_crl(State(state): State<AppState>, CaId(ca_id): CaId) -> Result<Res
 /// The CA's certificate, DER, as its login certificates' CA issuers URL names it.
 #[utoipa::path(get, path = "/rp/pki/{caId}/ca.crt", tag = "certificates", params(CaIdPath),
     responses((status = 200, description = "The CA certificate, DER", content_type = "application/pkix-cert", body = Vec<u8>)))]
-async fn get_ca(State(state): State<AppState>, CaId(ca_id): CaId) -> Result<Response, Problem> {
+async fn get_ca(State(state): State<AppState>, Checked(ca_id): CaId) -> Result<Response, Problem> {
     let crl = rp_app::pki::published(&state, &ca_id).await?;
     let headers =
         [(header::CONTENT_TYPE, "application/pkix-cert"), (header::CACHE_CONTROL, "public, max-age=86400")];
