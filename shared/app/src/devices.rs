@@ -2,7 +2,7 @@
 //! registration with it and its token, and an admin's removal of a device (its pairings, its
 //! certificates and its token).
 
-use crate::certificates::{revocation_of, Revocation};
+use crate::revocation::{revocation_of, Revocation};
 use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{CertError, IssuedCert};

@@ -20,6 +20,7 @@ pub mod pki;
 pub mod push;
 mod ratelimit;
 pub mod renewal;
+pub mod revocation;
 pub mod signing;
 
 pub use capabilities::{HasClock, HasKeys, HasPush, HasQueue, HasSettings, HasStore};

@@ -2,7 +2,7 @@
 //! write, counting wrong attempts into a lock, and unpairing (which queues the revocation of
 //! what the pairing was issued).
 
-use crate::certificates::{request_timeout, revocation_of, Revocation};
+use crate::revocation::{request_timeout, revocation_of, Revocation};
 use crate::{AppError, HasClock, HasKeys, HasStore};
 use rp_domain::apps::{AppId, ControlError, OfflineAccess};
 use rp_domain::certificates::RequestState;

@@ -8,7 +8,7 @@
 //! revocation (an unpairing, a removed device, an admin) that reaches the old certificate first
 //! takes the new one with it.
 
-use crate::certificates::{request_timeout, revocation_of, revoke_serial, serial_read, Revocation};
+use crate::revocation::{request_timeout, revocation_of, revoke_serial, serial_read, Revocation};
 use crate::{HasClock, HasSettings, HasStore};
 use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, RequestState};
 use rp_domain::time::EpochMillis;

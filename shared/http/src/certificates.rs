@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::Json;
-use rp_app::certificates;
+use rp_app::{certificates, revocation};
 use rp_domain::certificates::{CertResult, IssuedCert, MAX_SERIAL_NUMBER};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
@@ -103,9 +103,9 @@ async fn queue_revocation(
         validate::text("certSerialNumber", &serial, 1, MAX_SERIAL_NUMBER)?;
         Ok(serial)
     });
-    let read = |serial: &String| certificates::serial_read(&state, serial);
+    let read = |serial: &String| revocation::serial_read(&state, serial);
     let (_admin, serial, read) = beside_input::<Admin, _, _>(&mut parts, &state, path, read).await?;
-    let request_id = certificates::revoke_serial(&state, &serial, read).await?;
+    let request_id = revocation::revoke_serial(&state, &serial, read).await?;
     Ok((StatusCode::ACCEPTED, Json(RevocationQueued { request_id, cert_serial_number: serial })))
 }
 

@@ -6,7 +6,7 @@ use super::view::{self, csrf, when, Page, Refusal};
 use crate::AppState;
 use axum::extract::State;
 use maud::{html, Markup};
-use rp_app::certificates;
+use rp_app::revocation;
 use rp_domain::apps::AppId;
 use rp_domain::certificates::MAX_SERIAL_NUMBER;
 use rp_domain::events::EventRecord;
@@ -168,8 +168,8 @@ pub async fn revoke(
 ) -> Result<Page, Refusal> {
     let serial = form.cert_serial_number.trim().to_owned();
     validate::text("certSerialNumber", &serial, 1, MAX_SERIAL_NUMBER)?;
-    let first = certificates::serial_read(&state, &serial).await;
-    let request_id = certificates::revoke_serial(&state, &serial, first).await?;
+    let first = revocation::serial_read(&state, &serial).await;
+    let request_id = revocation::revoke_serial(&state, &serial, first).await?;
     let body = html! {
         p.notice role="status" { "The revocation of " code { (serial) } " is queued as request " code { (request_id) } ": the enrollment agent revokes it at its next poll." }
         p { a href="/console/certificates" { "Back to the certificates" } }
