@@ -1,12 +1,19 @@
 //! The error tables: for each area, every error it can answer with its status, `errorCode`, type
 //! slug, title and meaning, and the one `From` impl that turns the area's error enum into a
 //! [`Problem`] by picking its row. The error-code list in `docs/errors.md` is rendered from these
-//! tables ([`markdown_table`]) and a test holds the page to it.
+//! tables ([`markdown_table`]) and a test holds the page to it. The rows every endpoint shares are
+//! [`crate::problem`]'s, listed here as [`GENERAL`].
 
-use super::problem::{codes, Problem, ProblemType};
+use super::problem::{codes, row, Problem, ProblemType};
+pub use super::problem::{
+    BODY_TOO_LARGE, CONFLICT, HEADERS_TOO_LARGE, INTERNAL, INVALID_FIELD, MALFORMED_BODY, MALFORMED_REQUEST,
+    METHOD_NOT_ALLOWED, REJECTED_BY_STORE, ROUTE_NOT_FOUND, UNAVAILABLE, UNSUPPORTED_MEDIA_TYPE,
+    URI_TOO_LONG,
+};
 use axum::http::StatusCode;
 use rp_app::AppError;
 use rp_domain::apps::ControlError;
+use rp_domain::apps::RateLimit;
 use rp_domain::certificates::CertError;
 use rp_domain::code::CodeError;
 use rp_domain::content::ContentError;
@@ -18,103 +25,8 @@ use rp_domain::pairing::PairingError;
 use rp_domain::pki::PkiError;
 use rp_domain::signing::SigningKeyError;
 use rp_domain::time::EpochMillis;
+use rp_repo::ratelimit::Decision;
 
-const fn row(
-    status: StatusCode,
-    code: u32,
-    slug: &'static str,
-    title: &'static str,
-    meaning: &'static str,
-) -> ProblemType {
-    ProblemType { status, code, slug, title, meaning }
-}
-
-// Every endpoint.
-pub const INVALID_FIELD: ProblemType = row(
-    StatusCode::BAD_REQUEST,
-    codes::INVALID_FIELD,
-    "invalid-field",
-    "Invalid request field",
-    "A request field (body, path or query) is invalid; `field` names it",
-);
-pub const MALFORMED_BODY: ProblemType = row(
-    StatusCode::BAD_REQUEST,
-    codes::MALFORMED_BODY,
-    "malformed-body",
-    "Malformed request body",
-    "The body is not valid JSON",
-);
-pub const BODY_TOO_LARGE: ProblemType = row(
-    StatusCode::PAYLOAD_TOO_LARGE,
-    codes::BODY_TOO_LARGE,
-    "body-too-large",
-    "Request body too large",
-    "The body exceeds the limit",
-);
-pub const UNSUPPORTED_MEDIA_TYPE: ProblemType = row(
-    StatusCode::UNSUPPORTED_MEDIA_TYPE,
-    codes::UNSUPPORTED_MEDIA_TYPE,
-    "unsupported-media-type",
-    "Unsupported media type",
-    "The body is not `application/json`",
-);
-pub const ROUTE_NOT_FOUND: ProblemType = row(
-    StatusCode::NOT_FOUND,
-    codes::ROUTE_NOT_FOUND,
-    "route-not-found",
-    "No such endpoint",
-    "No such endpoint",
-);
-pub const METHOD_NOT_ALLOWED: ProblemType = row(
-    StatusCode::METHOD_NOT_ALLOWED,
-    codes::METHOD_NOT_ALLOWED,
-    "method-not-allowed",
-    "Method not allowed",
-    "The endpoint does not accept this method",
-);
-pub const REJECTED_BY_STORE: ProblemType = row(
-    StatusCode::BAD_REQUEST,
-    codes::REJECTED_BY_STORE,
-    "rejected-by-store",
-    "Input refused by the store",
-    "The store refused a value the request carried (DynamoDB validation)",
-);
-pub const MALFORMED_REQUEST: ProblemType = row(
-    StatusCode::BAD_REQUEST,
-    codes::MALFORMED_REQUEST,
-    "malformed-request",
-    "Malformed request",
-    "The request line or a header is not valid HTTP/1.1; no endpoint saw the request",
-);
-pub const URI_TOO_LONG: ProblemType = row(
-    StatusCode::URI_TOO_LONG,
-    codes::URI_TOO_LONG,
-    "uri-too-long",
-    "Request target too long",
-    "The path and query string are longer than the server reads (64 KiB on the local server)",
-);
-pub const HEADERS_TOO_LARGE: ProblemType = row(
-    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-    codes::HEADERS_TOO_LARGE,
-    "headers-too-large",
-    "Request headers too large",
-    "The request's headers are larger than the server reads",
-);
-pub const CONFLICT: ProblemType = row(
-    StatusCode::CONFLICT,
-    codes::CONFLICT,
-    "conflict",
-    "Concurrent update",
-    "A concurrent update won; retry",
-);
-pub const INTERNAL: ProblemType = row(
-    StatusCode::INTERNAL_SERVER_ERROR,
-    codes::INTERNAL,
-    "internal",
-    "Internal server error",
-    "Internal error",
-);
-pub const UNAVAILABLE: ProblemType = row(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, "unavailable", "Service unavailable", "A backing service (store, queue, keys) is unavailable or throttling; `Retry-After` when it is throttling");
 pub const GENERAL: &[&ProblemType] = &[
     &INVALID_FIELD,
     &MALFORMED_BODY,
@@ -668,11 +580,20 @@ impl From<AppError> for Problem {
             AppError::Content(e) => e.into(),
             AppError::Failed(e) => e.into(),
             AppError::Push(e) => e.into(),
-            AppError::RateLimited { rule, decision, now } => {
-                crate::ratelimit::over_limit(&rule, &decision, now)
-            }
+            AppError::RateLimited { rule, decision, now } => over_limit(&rule, &decision, now),
         }
     }
+}
+
+/// 429: the tenant's budget `rule` is used up until the window resets.
+pub fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Problem {
+    let wait = (decision.reset - now).max(1) as u64;
+    Problem::of(&RATE_LIMITED)
+        .detail(format!(
+            "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
+            rule.limit, rule.window_secs
+        ))
+        .retry_after(wait)
 }
 
 impl From<PkiError> for Problem {

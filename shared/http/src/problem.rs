@@ -2,8 +2,10 @@
 //!
 //! `detail` ends with ` (exceptionId: <uuid>)`; the same id is on the log line. Server-side
 //! failures keep their source chain for the log and show the client a fixed text.
+//!
+//! The rows every endpoint can answer with (a bad field, a body that is not JSON, a store that
+//! is down, ...) are here, beside the type; each area's own rows are in [`crate::errors`].
 
-use super::errors;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rp_domain::boundary::Failure;
@@ -103,6 +105,104 @@ pub struct ProblemType {
     pub meaning: &'static str,
 }
 
+/// A row of an error table.
+pub(crate) const fn row(
+    status: StatusCode,
+    code: u32,
+    slug: &'static str,
+    title: &'static str,
+    meaning: &'static str,
+) -> ProblemType {
+    ProblemType { status, code, slug, title, meaning }
+}
+
+// Every endpoint.
+pub const INVALID_FIELD: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::INVALID_FIELD,
+    "invalid-field",
+    "Invalid request field",
+    "A request field (body, path or query) is invalid; `field` names it",
+);
+pub const MALFORMED_BODY: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::MALFORMED_BODY,
+    "malformed-body",
+    "Malformed request body",
+    "The body is not valid JSON",
+);
+pub const BODY_TOO_LARGE: ProblemType = row(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    codes::BODY_TOO_LARGE,
+    "body-too-large",
+    "Request body too large",
+    "The body exceeds the limit",
+);
+pub const UNSUPPORTED_MEDIA_TYPE: ProblemType = row(
+    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+    codes::UNSUPPORTED_MEDIA_TYPE,
+    "unsupported-media-type",
+    "Unsupported media type",
+    "The body is not `application/json`",
+);
+pub const ROUTE_NOT_FOUND: ProblemType = row(
+    StatusCode::NOT_FOUND,
+    codes::ROUTE_NOT_FOUND,
+    "route-not-found",
+    "No such endpoint",
+    "No such endpoint",
+);
+pub const METHOD_NOT_ALLOWED: ProblemType = row(
+    StatusCode::METHOD_NOT_ALLOWED,
+    codes::METHOD_NOT_ALLOWED,
+    "method-not-allowed",
+    "Method not allowed",
+    "The endpoint does not accept this method",
+);
+pub const REJECTED_BY_STORE: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::REJECTED_BY_STORE,
+    "rejected-by-store",
+    "Input refused by the store",
+    "The store refused a value the request carried (DynamoDB validation)",
+);
+pub const MALFORMED_REQUEST: ProblemType = row(
+    StatusCode::BAD_REQUEST,
+    codes::MALFORMED_REQUEST,
+    "malformed-request",
+    "Malformed request",
+    "The request line or a header is not valid HTTP/1.1; no endpoint saw the request",
+);
+pub const URI_TOO_LONG: ProblemType = row(
+    StatusCode::URI_TOO_LONG,
+    codes::URI_TOO_LONG,
+    "uri-too-long",
+    "Request target too long",
+    "The path and query string are longer than the server reads (64 KiB on the local server)",
+);
+pub const HEADERS_TOO_LARGE: ProblemType = row(
+    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+    codes::HEADERS_TOO_LARGE,
+    "headers-too-large",
+    "Request headers too large",
+    "The request's headers are larger than the server reads",
+);
+pub const CONFLICT: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::CONFLICT,
+    "conflict",
+    "Concurrent update",
+    "A concurrent update won; retry",
+);
+pub const INTERNAL: ProblemType = row(
+    StatusCode::INTERNAL_SERVER_ERROR,
+    codes::INTERNAL,
+    "internal",
+    "Internal server error",
+    "Internal error",
+);
+pub const UNAVAILABLE: ProblemType = row(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, "unavailable", "Service unavailable", "A backing service (store, queue, keys) is unavailable or throttling; `Retry-After` when it is throttling");
+
 #[derive(Debug)]
 pub struct Problem {
     pub kind: &'static ProblemType,
@@ -175,31 +275,31 @@ impl Problem {
     /// 400 naming the field at fault.
     pub fn invalid(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
         let field = field.into();
-        Self::of(&errors::INVALID_FIELD).detail(format!("{field}: {message}")).field(field)
+        Self::of(&INVALID_FIELD).detail(format!("{field}: {message}")).field(field)
     }
 
     pub fn malformed_body(message: impl std::fmt::Display) -> Self {
-        Self::about(&errors::MALFORMED_BODY, "body", format!("body: {message}"))
+        Self::about(&MALFORMED_BODY, "body", format!("body: {message}"))
     }
 
     pub fn body_too_large(limit: usize) -> Self {
-        Self::about(&errors::BODY_TOO_LARGE, "body", format!("body: the request body exceeds {limit} bytes"))
+        Self::about(&BODY_TOO_LARGE, "body", format!("body: the request body exceeds {limit} bytes"))
     }
 
     pub fn unsupported_media_type() -> Self {
         Self::about(
-            &errors::UNSUPPORTED_MEDIA_TYPE,
+            &UNSUPPORTED_MEDIA_TYPE,
             "Content-Type",
             "Content-Type: the request body must be sent as application/json",
         )
     }
 
     pub fn route_not_found(path: &str) -> Self {
-        Self::of(&errors::ROUTE_NOT_FOUND).detail(format!("no endpoint at {path}"))
+        Self::of(&ROUTE_NOT_FOUND).detail(format!("no endpoint at {path}"))
     }
 
     pub fn method_not_allowed(method: &str, path: &str) -> Self {
-        Self::of(&errors::METHOD_NOT_ALLOWED).detail(format!("{path} does not accept {method}"))
+        Self::of(&METHOD_NOT_ALLOWED).detail(format!("{path} does not accept {method}"))
     }
 
     /// 401 naming the `Authorization` header.
@@ -208,13 +308,11 @@ impl Problem {
     }
 
     pub fn internal(source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::of(&errors::INTERNAL).detail("The request could not be processed.").source(source)
+        Self::of(&INTERNAL).detail("The request could not be processed.").source(source)
     }
 
     pub fn unavailable(source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::of(&errors::UNAVAILABLE)
-            .detail("A backing service is unavailable; try again shortly.")
-            .source(source)
+        Self::of(&UNAVAILABLE).detail("A backing service is unavailable; try again shortly.").source(source)
     }
 }
 
@@ -238,13 +336,13 @@ impl From<FieldError> for Problem {
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Conflict => Problem::of(&errors::CONFLICT)
+            StoreError::Conflict => Problem::of(&CONFLICT)
                 .detail("the resource changed while the request was processed; retry it"),
             StoreError::Invalid(Invalid::ForeignCursor) => {
                 Problem::invalid("cursor", "is not a cursor returned by this list")
             }
             StoreError::Invalid(Invalid::Rejected(ref why)) => {
-                Problem::about(&errors::REJECTED_BY_STORE, "body", format!("body: {why}"))
+                Problem::about(&REJECTED_BY_STORE, "body", format!("body: {why}"))
             }
             StoreError::Throttled(_) => Problem::unavailable(e).retry_after(1),
             StoreError::Unavailable(_) => Problem::unavailable(e),
@@ -351,9 +449,9 @@ impl Problem {
     /// theirs (431).
     pub fn unparsed(status: u16) -> Option<Problem> {
         let kind = match status {
-            400 => &errors::MALFORMED_REQUEST,
-            414 => &errors::URI_TOO_LONG,
-            431 => &errors::HEADERS_TOO_LARGE,
+            400 => &MALFORMED_REQUEST,
+            414 => &URI_TOO_LONG,
+            431 => &HEADERS_TOO_LARGE,
             _ => return None,
         };
         Some(Problem::of(kind).detail(kind.meaning))

@@ -52,7 +52,7 @@ async fn rate_limit_gate(
         Err(e) => return uncounted(Problem::from(e), rule, now),
     };
     let mut response =
-        if decision.allowed { response } else { over_limit(rule, &decision, now).into_response() };
+        if decision.allowed { response } else { errors::over_limit(rule, &decision, now).into_response() };
     stamp(response.headers_mut(), &decision);
     response
 }
@@ -98,15 +98,4 @@ pub fn stamp(headers: &mut HeaderMap, decision: &Decision) {
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
     headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset));
-}
-
-/// 429: the tenant's budget `rule` is used up until the window resets.
-pub fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Problem {
-    let wait = (decision.reset - now).max(1) as u64;
-    Problem::of(&errors::RATE_LIMITED)
-        .detail(format!(
-            "the tenant's limit of {} requests per {} s is used up; retry in {wait} s",
-            rule.limit, rule.window_secs
-        ))
-        .retry_after(wait)
 }
