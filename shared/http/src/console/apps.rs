@@ -1,6 +1,7 @@
 //! Apps (list, create, settings, rate limit) and API tokens (create, list, revoke).
 
-use super::auth::{AppOf, Global, GlobalApp, Operator, PageQuery, Posted, ScopedApp};
+use super::auth::{AppOf, Global, GlobalApp, PageQuery, Posted, ScopedApp};
+use super::operator::Operator;
 use super::view::{self, csrf, notice, when, Page, Refusal};
 use crate::problem::Problem;
 use crate::AppState;

@@ -4,6 +4,7 @@
 //! form once and never reaches a page, its script or its storage. Every state-changing form
 //! carries the session's CSRF token, compared in constant time.
 
+use super::operator::Operator;
 use super::view::{Page, Refusal};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::problem::Problem;
@@ -14,8 +15,6 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use rp_app::console::ConsoleError;
 use rp_domain::apps::AppId;
-use rp_domain::console::ConsoleSession;
-use rp_domain::tokens::TokenRecord;
 use rp_repo::apps::AppRecord;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -26,31 +25,7 @@ pub const COOKIE: &str = "rp_console";
 /// form-encoding may triple, and room for the other fields.
 pub const FORM_LIMIT: usize = 3 * rp_domain::code::MAX_SOURCE_BYTES + 64 * 1024;
 
-/// The admin a console request is from: a live session and the token it stands for.
-#[derive(Debug, Clone)]
-pub struct Operator {
-    pub session: ConsoleSession,
-    pub token: TokenRecord,
-}
-
 impl Operator {
-    /// A global admin, who sees every app; otherwise the token is scoped to one.
-    pub fn is_global(&self) -> bool {
-        self.session.app_id.is_none()
-    }
-
-    pub fn describe(&self) -> String {
-        match &self.session.app_id {
-            None => format!("admin token {} (global)", self.token.token_id),
-            Some(app) => format!("admin token {} (app {app})", self.token.token_id),
-        }
-    }
-
-    /// Who an event says did it.
-    pub fn source(&self) -> String {
-        format!("admin:{}", self.token.token_id)
-    }
-
     /// 403 unless a global admin: what the API allows only a global admin token.
     pub fn require_global(&self) -> Result<(), Refusal> {
         match self.is_global() {

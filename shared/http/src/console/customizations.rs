@@ -4,7 +4,8 @@
 //! app's rate limit, as the API's do.
 
 use super::apps::Listing;
-use super::auth::{AppOf, ItemOf, Operator, PageQuery, Posted, ScopedApp};
+use super::auth::{AppOf, ItemOf, PageQuery, Posted, ScopedApp};
+use super::operator::Operator;
 use super::view::{self, csrf, notice, when, Page, Refusal};
 use crate::problem::Problem;
 use crate::AppState;

@@ -12,6 +12,7 @@ pub mod auth;
 mod certificates;
 mod customizations;
 mod events;
+pub mod operator;
 mod users;
 pub mod view;
 
@@ -74,7 +75,7 @@ pub fn router(_state: &AppState) -> Router<AppState> {
 /// `GET /console`: the apps for a signed-in admin, else the sign-in.
 async fn home(State(state): State<AppState>, mut parts: Parts) -> Response {
     use axum::extract::FromRequestParts as _;
-    match auth::Operator::from_request_parts(&mut parts, &state).await {
+    match operator::Operator::from_request_parts(&mut parts, &state).await {
         Ok(_) => Redirect::to("/console/apps").into_response(),
         Err(_) => Redirect::to("/console/sign-in").into_response(),
     }

@@ -2,7 +2,8 @@
 //! its token) and an app's workstation pairings (offline status, unpairing).
 
 use super::apps::Listing;
-use super::auth::{AppOf, GlobalApp, Operator, PageQuery, Posted};
+use super::auth::{AppOf, GlobalApp, PageQuery, Posted};
+use super::operator::Operator;
 use super::view::{self, csrf, notice, query_value, when, Page, Refusal};
 use crate::AppState;
 use axum::extract::State;

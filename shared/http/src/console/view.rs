@@ -2,7 +2,7 @@
 //! formatting helpers. Every value is spliced through maud, which escapes it; the only markup
 //! spliced raw is an SVG this code draws.
 
-use super::auth::Operator;
+use super::operator::Operator;
 use crate::problem::Problem;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
