@@ -3,7 +3,8 @@
 
 use crate::{AppState, HasClock, HasKeys, HasSettings, HasStore};
 use rp_domain::apps::AppId;
-use rp_domain::code::{self, CodeError, CodeRecord, HookDecision, Trigger, CODE_EVENT};
+use rp_domain::code::{self, CodeError, CodeRecord, HookDecision, Trigger};
+use rp_domain::events::CODE_EVENT;
 use rp_domain::events::{attributes, EventRecord};
 use rp_domain::time::EpochMillis;
 use rp_ports::retry_on_conflict;

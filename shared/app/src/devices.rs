@@ -10,8 +10,9 @@ use rp_domain::devices::{
     DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
     UserRecord, DEVICE_TOKEN_LIFETIME_SECS,
 };
+use rp_domain::events::DEVICE_REVOKED_EVENT;
 use rp_domain::events::{attributes, EventRecord};
-use rp_domain::pairing::{Pairing, PairingError, DEVICE_REVOKED_EVENT};
+use rp_domain::pairing::{Pairing, PairingError};
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::TokenSecret;
 use rp_domain::validate;

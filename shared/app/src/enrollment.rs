@@ -240,7 +240,7 @@ pub async fn refuse_name_claim(
     let mut attrs = rp_domain::events::attributes(&[("name", name), ("claimedFor", claimed_for)]);
     attrs.insert("heldBy".into(), holder.map_or(serde_json::Value::Null, |h| h.into()));
     let event = rp_domain::events::EventRecord::new(
-        rp_domain::pairing::NAME_CLAIM_REFUSED_EVENT,
+        rp_domain::events::NAME_CLAIM_REFUSED_EVENT,
         Some(app.clone()),
         source,
         state.clock().now_millis(),

@@ -134,12 +134,15 @@ fn default_oob_timeout() -> i64 {
     WorkstationSettings::default().oob_request_timeout_in_secs
 }
 
+/// How long an OOB request stays answerable and readable unless the app says otherwise.
+pub const DEFAULT_OOB_TIMEOUT_SECS: i64 = 300;
+
 impl Default for WorkstationSettings {
     fn default() -> Self {
         Self {
             offline_access: OfflineAccess::default(),
             request_timeout_in_secs: 300,
-            oob_request_timeout_in_secs: super::oob::DEFAULT_TTL_SECS,
+            oob_request_timeout_in_secs: DEFAULT_OOB_TIMEOUT_SECS,
             push: super::push::PushApplications::default(),
             certificate_validity_days: DEFAULT_CERTIFICATE_VALIDITY_DAYS,
         }

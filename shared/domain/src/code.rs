@@ -8,9 +8,6 @@ use super::validate::{self, FieldError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The event of a hook run that denied or failed.
-pub const CODE_EVENT: &str = "CODE_CUSTOMIZATION_RUN";
-
 /// Largest `source`, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 100 * 1024;
 /// `timeoutMs` when none is given, and its ceiling.

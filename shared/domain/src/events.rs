@@ -5,14 +5,27 @@ use super::time::EpochMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The final state of an OOB request.
+pub const OOB_EVENT: &str = "OOB_AUTHENTICATION";
+/// A pairing's offline access locked after too many failed attempts.
+pub const OFFLINE_LOCKED_EVENT: &str = "OFFLINE_ACCESS_LOCKED";
+/// A pairing removed.
+pub const UNPAIRED_EVENT: &str = "WORKSTATION_UNPAIRED";
+/// A device revoked, with its pairings.
+pub const DEVICE_REVOKED_EVENT: &str = "DEVICE_REVOKED";
+/// A name claimed for a user while it belongs to another (or to nobody the claim may create).
+pub const NAME_CLAIM_REFUSED_EVENT: &str = "NAME_CLAIM_REFUSED";
+/// A hook run that denied or failed.
+pub const CODE_EVENT: &str = "CODE_CUSTOMIZATION_RUN";
+
 /// The events the server alone writes (listable, never reported by a client).
 pub const SERVER_NAMES: [&str; 6] = [
-    super::oob::OOB_EVENT,
-    super::pairing::OFFLINE_LOCKED_EVENT,
-    super::pairing::UNPAIRED_EVENT,
-    super::pairing::DEVICE_REVOKED_EVENT,
-    super::pairing::NAME_CLAIM_REFUSED_EVENT,
-    super::code::CODE_EVENT,
+    OOB_EVENT,
+    OFFLINE_LOCKED_EVENT,
+    UNPAIRED_EVENT,
+    DEVICE_REVOKED_EVENT,
+    NAME_CLAIM_REFUSED_EVENT,
+    CODE_EVENT,
 ];
 
 /// The events the contract names: reported by agents and workstations, or logged by the server.

@@ -11,7 +11,7 @@
 
 use super::apps::AppId;
 use super::devices::DeviceRecord;
-use super::events::EventRecord;
+use super::events::{EventRecord, OOB_EVENT};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -21,8 +21,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// How long a request stays answerable and readable unless the app says otherwise.
-pub const DEFAULT_TTL_SECS: i64 = 300;
 pub const MAX_TRANSACTION_TEXT: usize = 1000;
 pub const MAX_ADDITIONAL_DETAILS: usize = 20;
 /// The tag that starts the signed byte string.
@@ -427,9 +425,6 @@ impl OobRequest {
         Ok(Answered { request: next, event, failure })
     }
 }
-
-/// The event the final state of an OOB request is reported with.
-pub const OOB_EVENT: &str = "OOB_AUTHENTICATION";
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 
 use super::apps::{AppId, OfflineAccess};
 use super::certificates::{CertRequest, RequestKind};
-use super::events::EventRecord;
+use super::events::{EventRecord, OFFLINE_LOCKED_EVENT, UNPAIRED_EVENT};
 use super::offline::{OfflineError, OfflineLock, OfflineSet};
 use super::time::EpochMillis;
 use super::validate::{self, FieldError};
@@ -210,12 +210,6 @@ impl Pairing {
         event
     }
 }
-
-pub const OFFLINE_LOCKED_EVENT: &str = "OFFLINE_ACCESS_LOCKED";
-pub const UNPAIRED_EVENT: &str = "WORKSTATION_UNPAIRED";
-pub const DEVICE_REVOKED_EVENT: &str = "DEVICE_REVOKED";
-/// A name claimed for a user while it belongs to another (or to nobody the claim may create).
-pub const NAME_CLAIM_REFUSED_EVENT: &str = "NAME_CLAIM_REFUSED";
 
 /// A pairing request, checked.
 #[derive(Debug, Clone, PartialEq)]
