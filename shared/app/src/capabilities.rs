@@ -3,7 +3,7 @@
 //! it did not declare does not compile; [`AppState`] has them all, and every front door passes
 //! it. The few that keep the whole state hand it on (the sandbox's signer holds it).
 
-use crate::{AppState, HttpConfig};
+use crate::state::{AppState, HttpConfig};
 use rp_ports::{Clock, ItemStore, KeyService, Push, Queue};
 
 /// A capability: a trait with one accessor, and [`AppState`]'s answer to it.

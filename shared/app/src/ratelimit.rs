@@ -1,6 +1,7 @@
 //! The tenant's rate limit, as a use case counts a request against it.
 
-use crate::{AppError, HasClock, HasStore};
+use crate::capabilities::{HasClock, HasStore};
+use crate::error::AppError;
 use rp_repo::apps::AppRecord;
 
 /// Counts one request of the app against its budget in `scope`: an error when it is used up.
