@@ -2,7 +2,6 @@
 
 use super::extract::{beside_input, Admin, AdminOfApp, ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::{AppIdPath, ListParams};
 use crate::wire::apps::{RateLimit, TokenKind, WorkstationSettings};
 use axum::extract::State;
@@ -10,6 +9,7 @@ use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::Json;
+use rp_app::AppState;
 use rp_domain::apps::{self, AppId, ControlError};
 use rp_domain::tokens::TokenRecord;
 use rp_ports::{Cursor, Query, StoreError};
@@ -17,7 +17,7 @@ use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::Tokens;
 use serde::{Deserialize, Serialize};
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     apps_router("/cc/api/apps") = get(list_apps).post(create_app);
     app_router("/cc/api/apps/{app_id}") = get(get_app);
     workstation_router("/cc/api/apps/{app_id}/workstation") = get(get_workstation).put(put_workstation);

@@ -7,13 +7,13 @@
 
 use super::extract::{beside, beside_input, Admin, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::ListParams;
 use crate::wire::certificates::{CertificateRequestList, IssuanceResult, RevocationResult};
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::{get, post};
 use axum::Json;
+use rp_app::AppState;
 use rp_app::{certificates, revocation};
 use rp_domain::certificates::{CertResult, IssuedCert, MAX_SERIAL_NUMBER};
 use rp_domain::time::EpochMillis;
@@ -21,9 +21,9 @@ use rp_domain::validate;
 use rp_repo::certificates::Certificates;
 use serde::Serialize;
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     /// A poll leases what it hands out: HEAD must not.
-    requests_router("/rp/api/certificate/requests") = get(poll).head(super::head_refused);
+    requests_router("/rp/api/certificate/requests") = get(poll).head(crate::routing::head_refused);
     issued_router("/rp/api/certificate") = post(post_issuance);
     revoked_router("/rp/api/certificate/revoke") = post(post_revocation);
     admin_revoke_router("/cc/api/certificates/{serial}/revoke") = post(queue_revocation);

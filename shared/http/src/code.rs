@@ -6,7 +6,6 @@
 
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::{AppIdPath, Checked, ItemId, ItemVersion, ListParams};
 use crate::ratelimit::Counted;
 use crate::wire::code::{CreateCode, EnvValue, RunReport, Trigger, UpdateCode};
@@ -17,6 +16,7 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use rp_app::code::{env, records};
 use rp_app::customizations;
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodePatch, CodeRecord, EnvEntry, NewCode};
 use rp_domain::signing;
@@ -45,7 +45,7 @@ routers! { gated;
     signing_key_router("/code-customization/signing-keys/{kid}") = delete(retire_signing_key);
 }
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     /// No authentication: it is public by design
     jwks_router("/rp/api/apps/{app_id}/jwks.json") = get(jwks);
 }
@@ -56,7 +56,7 @@ fn gated(router: Router<AppState>, state: &AppState) -> Router<AppState> {
 
 /// Gated, with the larger body limit of the paths that take a `source`.
 fn takes_source(router: Router<AppState>, state: &AppState) -> Router<AppState> {
-    crate::body_limit(gated(router, state), SOURCE_BODY_LIMIT)
+    crate::routing::body_limit(gated(router, state), SOURCE_BODY_LIMIT)
 }
 
 /// A code customization: in full, or as listed (without its source).

@@ -4,7 +4,6 @@
 
 use super::extract::{ApiJson, ApiQuery, Tenant};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::{Checked, ItemId, ItemVersion, ListParams};
 use crate::ratelimit::{gated_as, Counted};
 use axum::http::{header, StatusCode};
@@ -12,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rp_app::customizations;
+use rp_app::AppState;
 use rp_domain::content::{self, ContentRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -7,9 +7,10 @@
 
 use crate::{
     cc, certificates, code, console, content, events, health, offline, oob, pki, problems, registration,
-    workstation, AppState,
+    workstation,
 };
 use axum::Router;
+use rp_app::AppState;
 use rp_ports::Services;
 
 /// DynamoDB actions an endpoint's function may take on the table.

@@ -4,12 +4,12 @@
 use super::errors;
 use super::extract::{beside_input, named_app, Admin, ApiJson, ApiQuery, Caller, NamedApp};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::ListParams;
 use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::get;
 use axum::Json;
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use rp_domain::time::EpochMillis;
@@ -20,7 +20,7 @@ use rp_repo::events::{EventFilter, Events};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     router("/rp/api/events") = get(list).post(report);
 }
 

@@ -3,11 +3,11 @@
 use super::errors;
 use super::problem::Problem;
 use super::strict_json::Strict;
-use super::AppState;
 use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::{header, request::Parts, HeaderMap, StatusCode};
 use bytes::Bytes;
 use rp_app::apps::load_app;
+use rp_app::AppState;
 use rp_domain::apps::{AppId, ControlError};
 use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use rp_repo::apps::{AppRecord, Apps};

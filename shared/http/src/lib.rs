@@ -1,19 +1,8 @@
 //! The HTTP layer: one router per endpoint path, the same code behind the local server
 //! (`axum::serve`) and each Lambda function (`lambda_http::run`).
 
-/// An area's routers, one a path: `name("/path") = method router;`, each wrapped by `$wrap`
-/// (a rate-limit gate, a body limit), or by [`plain`]. Each is documented with its path.
-macro_rules! routers {
-    ($wrap:path; $( $(#[$attr:meta])* $name:ident($path:literal) = $route:expr; )*) => {
-        $(
-            #[doc = concat!("`", $path, "`")]
-            $(#[$attr])*
-            pub fn $name(state: &$crate::AppState) -> axum::Router<$crate::AppState> {
-                $wrap(axum::Router::new().route($path, $route), state)
-            }
-        )*
-    };
-}
+#[macro_use]
+mod routing;
 
 pub mod cc;
 pub mod certificates;
@@ -35,6 +24,7 @@ pub mod problem;
 pub mod problems;
 pub mod ratelimit;
 pub mod registration;
+pub use routing::head_refused;
 mod strict_json;
 pub mod wire;
 pub mod workstation;
@@ -52,16 +42,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
-
-/// A router as it is: the wrapper of an area whose routes need none.
-fn plain(router: Router<AppState>, _state: &AppState) -> Router<AppState> {
-    router
-}
-
-/// `router` with a body limit of its own (`limit` bytes), the server's being smaller.
-fn body_limit(router: Router<AppState>, limit: usize) -> Router<AppState> {
-    router.layer(DefaultBodyLimit::max(limit)).layer(Extension(BodyLimit(limit)))
-}
 
 /// The whole API, as the local server serves it, with its OpenAPI document at
 /// `GET /openapi.json`. Each endpoint sees only its declared services, as its Lambda function
@@ -171,11 +151,6 @@ async fn route_not_found(uri: Uri) -> Response {
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     Problem::method_not_allowed(method.as_str(), uri.path()).into_response()
-}
-
-/// HEAD on a GET that changes state (a lease, a fetch mark): refused, so that it does nothing.
-pub async fn head_refused(uri: Uri) -> Response {
-    Problem::method_not_allowed("HEAD", uri.path()).into_response()
 }
 
 #[cfg(test)]

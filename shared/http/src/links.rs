@@ -2,8 +2,8 @@
 //! code opens, and its QR code.
 
 use super::problem::Problem;
-use super::AppState;
 use axum::http::{header, HeaderMap};
+use rp_app::AppState;
 
 /// The base URL links point at: the configured one, else the request's own host.
 fn base_url(state: &AppState, headers: &HeaderMap) -> String {

@@ -6,13 +6,13 @@
 
 use super::extract::{AdminOfApp, ApiJson, ApiPath, DeviceCaller};
 use super::problem::Problem;
-use super::AppState;
 use crate::wire::apps::OfflineAccess;
 use axum::extract::State;
 use axum::http::{header, request::Parts, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::Json;
 use rp_app::offline::{self, app_and_pairing, edit_pairing, Delivered, PairingEdit};
+use rp_app::AppState;
 use rp_domain::devices;
 use rp_domain::offline::{render_pins, require_enabled};
 use rp_domain::pairing::{pin_ids, PairingError, PairingKey};
@@ -20,7 +20,7 @@ use rp_domain::time::EpochMillis;
 use rp_repo::workstations::Workstations;
 use serde::{Deserialize, Serialize};
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     setup_router("/rp/versioned/device/setup") = post(device_setup);
     workstations_router("/rp/versioned/device/workstations") = get(device_workstations);
     used_router("/rp/versioned/device/offline/used") = post(device_used);

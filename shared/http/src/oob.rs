@@ -5,7 +5,6 @@
 
 use super::extract::{beside_input, Access, ApiJson, ApiPath, ApiQuery, DeviceCaller};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::Status;
 use crate::params::UserPath;
 use crate::wire::oob::{Extras, OobAnswerRequest, OobStartRequest, OobState, StateEntry};
@@ -14,6 +13,7 @@ use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::Json;
 use rp_app::oob;
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::devices::named_user;
 use rp_domain::oob::{OobAnswer, OobError, OobRequest, OobStart, PROTOCOL_VERSION};
@@ -22,12 +22,12 @@ use rp_repo::oob::OobRequests;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     start_router("/rp/api/oob/client/authentication/requests") = post(start);
     devices_router("/rp/api/oob/client/authentication/{app_id}/{named_user}/devices") = get(user_devices);
     status_router("/rp/api/oob/client/authentication/requests/{session_id}") = get(status);
     /// A GET that marks what it hands out, so HEAD is refused.
-    device_requests_router("/rp/versioned/device/oob/requests") = get(device_requests).head(super::head_refused);
+    device_requests_router("/rp/versioned/device/oob/requests") = get(device_requests).head(crate::routing::head_refused);
     device_answer_router("/rp/versioned/device/oob/requests/{request_id}") = post(device_answer);
 }
 

@@ -4,7 +4,6 @@
 
 use super::extract::{Admin, ApiJson};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::{Checked, CheckedPath};
 use axum::extract::State;
 use axum::http::header;
@@ -13,6 +12,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use rp_app::AppState;
 use rp_domain::pki::{self, PublishedCrl};
 use rp_domain::FieldError;
 use serde::{Deserialize, Serialize};
@@ -25,10 +25,10 @@ routers! { takes_crl;
 }
 
 fn takes_crl(router: Router<AppState>, _state: &AppState) -> Router<AppState> {
-    crate::body_limit(router, CRL_BODY_LIMIT)
+    crate::routing::body_limit(router, CRL_BODY_LIMIT)
 }
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     ca_router("/rp/pki/{ca_id}/ca.crt") = get(get_ca);
 }
 

@@ -4,12 +4,12 @@
 use crate::errors;
 use crate::extract::Tenant;
 use crate::problem::Problem;
-use crate::AppState;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{request::Parts, HeaderMap, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use rp_app::AppState;
 use rp_domain::apps::RateLimit;
 use rp_ports::held::{Gate, HeldKeys, HeldStore, Pass};
 use rp_repo::ratelimit::{self, Decision};

@@ -5,7 +5,6 @@
 use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
 use super::links;
 use super::problem::Problem;
-use super::AppState;
 use crate::params::UserPath;
 use crate::wire::apps::Platform;
 use crate::wire::devices::{PushTokenRequest, RegistrationRequest};
@@ -15,13 +14,14 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::Json;
 use rp_app::devices;
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{identifier, named_user, Registration, RegistrationCode, RegistrationError};
 use rp_domain::push::PushToken;
 use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     links_router("/cc/api/apps/{app_id}/users/{named_user}/registration-links") = post(create_link);
     page_router("/rp/register/{code}") = get(page);
     registrations_router("/rp/versioned/device/registrations") = post(register);

@@ -11,7 +11,6 @@
 
 use super::extract::{beside_input, named_app, require_own_app, Access, ApiJson, ApiQuery, Caller};
 use super::problem::Problem;
-use super::AppState;
 use crate::params::Status;
 use crate::wire::apps::OfflineAccess;
 use crate::wire::certificates::CertificateState;
@@ -24,6 +23,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use rp_app::enrollment::{self, Opened};
 use rp_app::pairing::{self, Paired, Shown};
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{fingerprint, DeviceRecord};
 use rp_domain::enrollment::{Complete, Enroll};
@@ -32,7 +32,7 @@ use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
 use serde::Serialize;
 
-routers! { crate::plain;
+routers! { crate::routing::plain;
     enroll_router("/rp/wsapi/client/enroll") = post(enroll);
     complete_router("/rp/wasapi/client/enroll/complete") = post(complete);
     client_reg_router("/rp/api/client/reg") = post(pair).get(read_pairing).patch(update_pairing).delete(unpair);

@@ -3,10 +3,10 @@
 
 use super::auth::{Global, PageQuery, Posted};
 use super::view::{self, csrf, when, Page, Refusal};
-use crate::AppState;
 use axum::extract::State;
 use maud::{html, Markup};
 use rp_app::revocation;
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::certificates::MAX_SERIAL_NUMBER;
 use rp_domain::events::EventRecord;

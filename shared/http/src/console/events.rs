@@ -3,9 +3,9 @@
 use super::auth::{Global, PageQuery};
 use super::view::{self, when, Page, Refusal};
 use crate::problem::Problem;
-use crate::AppState;
 use axum::extract::State;
 use maud::{html, Markup};
+use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES};
 use rp_domain::EpochMillis;

@@ -16,12 +16,12 @@ pub mod operator;
 mod users;
 pub mod view;
 
-use crate::AppState;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
+use rp_app::AppState;
 
 /// What a console page may load: its own style sheet, script and images; nothing inline but
 /// the SVG drawn into the page, and no frame, form target or base elsewhere.
