@@ -3,7 +3,11 @@
 //! `backend`).
 
 use crate::absent::Absent;
-use crate::{Clock, ItemStore, KeyService, Push, Queue};
+use crate::clock::Clock;
+use crate::keys::KeyService;
+use crate::push::Push;
+use crate::queue::Queue;
+use crate::store::ItemStore;
 use std::sync::Arc;
 
 #[derive(Clone)]

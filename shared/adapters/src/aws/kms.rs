@@ -1,7 +1,7 @@
 //! The KMS adapter of the key port: `GenerateDataKey`/`Decrypt` with an encryption context for
 //! envelopes, `Sign` (`ECDSA_SHA_256` over a SHA-256 digest) and `GetPublicKey` for ES256.
 
-use super::LazyClient;
+use super::lazy::LazyClient;
 use async_trait::async_trait;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{DataKeySpec, MessageType, SigningAlgorithmSpec};

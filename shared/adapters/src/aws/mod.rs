@@ -5,6 +5,7 @@
 
 mod dynamo;
 mod kms;
+mod lazy;
 pub mod provision;
 mod sns;
 mod sqs;
@@ -12,14 +13,14 @@ mod tls;
 
 pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
+pub use lazy::LazyClient;
 pub use sns::SnsPush;
 pub use sqs::SqsQueue;
 pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
 
 use rp_ports::absent::Absent;
 use rp_ports::{KeyService, Push, Queue, Services};
-use std::ops::Deref;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 /// One client per service.
 #[derive(Clone)]
@@ -28,39 +29,6 @@ pub struct AwsClients {
     pub sqs: aws_sdk_sqs::Client,
     pub kms: aws_sdk_kms::Client,
     pub sns: aws_sdk_sns::Client,
-}
-
-/// A service client built at its first use, then shared by every clone. Building one parses the
-/// SDK's endpoint-partition table and assembles its runtime plugins: work a cold start skips for
-/// a service its function never calls.
-pub struct LazyClient<C>(Arc<LazyLock<C, Box<dyn FnOnce() -> C + Send>>>);
-
-impl<C> LazyClient<C> {
-    /// A client `build` makes at the first dereference.
-    pub fn new(build: impl FnOnce() -> C + Send + 'static) -> Self {
-        Self(Arc::new(LazyLock::new(Box::new(build))))
-    }
-}
-
-impl<C> Clone for LazyClient<C> {
-    fn clone(&self) -> Self {
-        Self(self.0.clone())
-    }
-}
-
-/// A client built already (the tests' clients, each pointed at its own endpoint).
-impl<C: Send + 'static> From<C> for LazyClient<C> {
-    fn from(client: C) -> Self {
-        Self::new(move || client)
-    }
-}
-
-impl<C> Deref for LazyClient<C> {
-    type Target = C;
-
-    fn deref(&self) -> &C {
-        &self.0
-    }
 }
 
 /// Where the AWS resources are: names and ids come from the environment the SAM template sets.

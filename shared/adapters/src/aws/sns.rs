@@ -4,7 +4,7 @@
 //! payload per platform (`MessageStructure=json`): a silent, content-available APNs push and an
 //! FCM data message, each carrying only the wake-up's kind and id.
 
-use super::LazyClient;
+use super::lazy::LazyClient;
 use async_trait::async_trait;
 use aws_sdk_sns::error::SdkError;
 use aws_sdk_sns::Client;

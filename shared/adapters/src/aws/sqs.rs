@@ -1,7 +1,7 @@
 //! The SQS adapter of the queue port. The dead-letter queue and `maxReceiveCount` are the queue's
 //! redrive policy (set in `infra/template.yaml`), so SQS itself moves a message that keeps failing.
 
-use super::LazyClient;
+use super::lazy::LazyClient;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use aws_sdk_sqs::Client;
