@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use rp_app::AppState;
 use rp_domain::apps::{self, AppId, RateLimit};
+use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{TokenKind, TokenRecord};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::Tokens;
@@ -230,10 +231,20 @@ pub async fn tokens(
     let now = state.backend.clock.now_millis();
     let body = html! {
         (notice(query.notice.as_deref()))
+        (token_table(&tokens, &op, now))
+        @if let Some(next) = next { p { a href={ "/console/tokens?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
+        (new_token_form(&op))
+    };
+    Ok(Page::new(Some(&op), "Tokens", body))
+}
+
+/// The tokens of a page, each with its state and, while live, a revoke button.
+fn token_table(tokens: &[TokenRecord], op: &Operator, now: EpochMillis) -> Markup {
+    html! {
         table #tokens {
             thead { tr { th { "Token id" } th { "Kind" } th { "App" } th { "Description" } th { "Created" } th { "Expires" } th { "State" } th {} } }
             tbody {
-                @for token in &tokens {
+                @for token in tokens {
                     tr {
                         td { code { (token.token_id) } }
                         td { (kind_name(token.kind)) }
@@ -245,7 +256,7 @@ pub async fn tokens(
                         td {
                             @if token.revoked_at.is_none() {
                                 form.inline method="post" action="/console/tokens/revoke" {
-                                    (csrf(&op))
+                                    (csrf(op))
                                     input type="hidden" name="tokenId" value=(token.token_id);
                                     button.danger type="submit" { "Revoke" }
                                 }
@@ -255,10 +266,15 @@ pub async fn tokens(
                 }
             }
         }
-        @if let Some(next) = next { p { a href={ "/console/tokens?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
+    }
+}
+
+/// The form that creates a token.
+fn new_token_form(op: &Operator) -> Markup {
+    html! {
         h2 { "Create a token" }
         form.card #new-token-form method="post" action="/console/tokens" {
-            (csrf(&op))
+            (csrf(op))
             div.grid {
                 div {
                     label for="kind" { "Kind" }
@@ -273,8 +289,7 @@ pub async fn tokens(
             }
             button type="submit" { "Create token" }
         }
-    };
-    Ok(Page::new(Some(&op), "Tokens", body))
+    }
 }
 
 fn kind_name(kind: TokenKind) -> &'static str {

@@ -2,6 +2,7 @@
 //! serial number, and the state of a CA's published CRL.
 
 use super::auth::{Global, PageQuery, Posted};
+use super::operator::Operator;
 use super::view::{self, csrf, when, Page, Refusal};
 use axum::extract::State;
 use maud::{html, Markup};
@@ -12,6 +13,7 @@ use rp_domain::certificates::MAX_SERIAL_NUMBER;
 use rp_domain::events::EventRecord;
 use rp_domain::pki::PublishedCrl;
 use rp_domain::{validate, EpochMillis};
+use rp_repo::certificates::QueueCounts;
 use serde::Deserialize;
 
 /// How far back "recent" reaches.
@@ -51,6 +53,7 @@ pub async fn show(
         }
     };
     let (counts, recent, crl) = tokio::join!(counts, recent, crl);
+    let counts = counts.into_iter().collect::<Result<Vec<_>, _>>()?;
     let recent = recent.transpose()?;
     let crl = match crl {
         Some(Ok(published)) => Some(Some(published)),
@@ -58,16 +61,22 @@ pub async fn show(
         Some(Err(e)) => return Err(e.into()),
         None => None,
     };
-    let body = html! {
+    let queue = queue_table(apps.iter().map(|app| &app.app_id).zip(&counts), more_apps.is_some());
+    let body = page(queue, &op, (selected.as_ref(), recent.as_deref()), (ca.as_deref(), crl.as_ref()), now);
+    Ok(Page::new(Some(&op), "Certificates", body))
+}
+
+/// Each app's queue, the first 100 apps (`more`: there are more).
+fn queue_table<'a>(rows: impl Iterator<Item = (&'a AppId, &'a QueueCounts)>, more: bool) -> Markup {
+    html! {
         h2 { "Queue" }
         table #queue {
             thead { tr { th { "App" } th.num { "Pending logins" } th.num { "Pending revocations" } th.num { "Leased logins" } th.num { "Dead" } } }
             tbody {
-                @for (app, counts) in apps.iter().zip(counts) {
-                    @let counts = counts?;
+                @for (app, counts) in rows {
                     @let more = if counts.more { "+" } else { "" };
                     tr {
-                        td { a href={ "/console/certificates?app=" (app.app_id) } { (app.app_id) } }
+                        td { a href={ "/console/certificates?app=" (app) } { (app) } }
                         td.num { (counts.pending_logins) (more) }
                         td.num { (counts.pending_revocations) (more) }
                         td.num { (counts.leased_logins()) }
@@ -76,28 +85,41 @@ pub async fn show(
                 }
             }
         }
-        @if more_apps.is_some() { p.muted { "The first 100 apps." } }
+        @if more { p.muted { "The first 100 apps." } }
         p.muted { "Pending and leased requests wait for the enrollment agent's poll; dead ones ran out of attempts (counted since this version)." }
+    }
+}
+
+/// The page below the queue: the selected app's recent certificates, the revoke form, and the
+/// selected CA's CRL (`None` inside: nothing published).
+fn page(
+    queue: Markup,
+    op: &Operator,
+    (selected, recent): (Option<&AppId>, Option<&[EventRecord]>),
+    (ca, crl): (Option<&str>, Option<&Option<PublishedCrl>>),
+    now: EpochMillis,
+) -> Markup {
+    html! {
+        (queue)
         h2 { "Recent issuances and revocations" }
         form.row method="get" action="/console/certificates" {
-            div { label for="app" { "App" } input #app type="text" name="app" value=[selected.as_ref().map(AppId::as_str)]; }
+            div { label for="app" { "App" } input #app type="text" name="app" value=[selected.map(AppId::as_str)]; }
             button type="submit" { "Show the last 7 days" }
         }
-        @if let Some(recent) = &recent { (recent_table(recent)) }
+        @if let Some(recent) = recent { (recent_table(recent)) }
         h2 { "Revoke a certificate" }
         form.card.row #revoke-form method="post" action="/console/certificates/revoke" {
-            (csrf(&op))
+            (csrf(op))
             div { label for="certSerialNumber" { "Serial number" } input #certSerialNumber type="text" name="certSerialNumber" required; }
             button.danger type="submit" { "Revoke" }
         }
         h2 { "CRL" }
         form.row method="get" action="/console/certificates" {
-            div { label for="ca" { "CA id" } input #ca type="text" name="ca" value=[ca.as_deref()]; }
+            div { label for="ca" { "CA id" } input #ca type="text" name="ca" value=[ca]; }
             button type="submit" { "Show its CRL" }
         }
-        @if let (Some(ca), Some(crl)) = (&ca, &crl) { (crl_state(ca, crl.as_ref(), now)) }
-    };
-    Ok(Page::new(Some(&op), "Certificates", body))
+        @if let (Some(ca), Some(crl)) = (ca, crl) { (crl_state(ca, crl.as_ref(), now)) }
+    }
 }
 
 fn recent_table(events: &[EventRecord]) -> Markup {

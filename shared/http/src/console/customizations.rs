@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use rp_app::customizations::{self, Customization};
 use rp_app::AppState;
-use rp_domain::code::{CodeFields, CodePatch, CodeRecord, NewCode, Trigger, DEFAULT_TIMEOUT_MS};
+use rp_domain::code::{CodeFields, CodePatch, CodeRecord, EnvEntry, NewCode, Trigger, DEFAULT_TIMEOUT_MS};
 use rp_domain::content::{self, ContentRecord};
 use rp_domain::{validate, FieldError};
 use rp_repo::apps::AppRecord;
@@ -305,36 +305,48 @@ pub async fn code_list(
     let body = html! {
         (notice(query.notice.as_deref()))
         p { a href={ "/console/apps/" (app.app_id) } { "Back to " (app.display_name) } " · " (total) " in all" }
-        @if !items.is_empty() {
-            table #code {
-                thead { tr { th.num { "Id" } th { "Name" } th { "Trigger" } th { "Enabled" } th { "Changed" } th.num { "Version" } } }
-                tbody {
-                    @for record in &items {
-                        tr {
-                            td.num { a href={ (base) "/" (record.id) } { (record.id) } }
-                            td { a href={ (base) "/" (record.id) } { (record.display_name) } }
-                            td { code { (record.trigger.name()) } }
-                            td { (super::apps::on_off(record.enabled)) }
-                            td { (when(record.updated_at)) }
-                            td.num { (record.version) }
-                        }
-                    }
-                }
-            }
-        }
+        @if !items.is_empty() { (code_table(&base, &items)) }
         @if let Some(next) = next { p { a href={ (base) "?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
-        h2 { "Environment variables" }
-        @if names.is_empty() { p.muted { "None. They are set through the API (PUT /code-customization/env/{name}); values are never shown." } } @else {
-            table #env {
-                thead { tr { th { "Name" } th { "Set" } } }
-                tbody { @for entry in &names { tr { td { code { (entry.name) } } td { (when(entry.updated_at)) } } } }
-            }
-            p.muted { "Values are sealed and never shown." }
-        }
+        (env_table(&names))
         h2 { "Create a code customization" }
         (code_form(&op, &base, None, "Create"))
     };
     Ok(Page::new(Some(&op), &format!("Code customizations of {}", app.display_name), body))
+}
+
+/// A page of the tenant's code customizations.
+fn code_table(base: &str, items: &[CodeRecord]) -> Markup {
+    html! {
+        table #code {
+            thead { tr { th.num { "Id" } th { "Name" } th { "Trigger" } th { "Enabled" } th { "Changed" } th.num { "Version" } } }
+            tbody {
+                @for record in items {
+                    tr {
+                        td.num { a href={ (base) "/" (record.id) } { (record.id) } }
+                        td { a href={ (base) "/" (record.id) } { (record.display_name) } }
+                        td { code { (record.trigger.name()) } }
+                        td { (super::apps::on_off(record.enabled)) }
+                        td { (when(record.updated_at)) }
+                        td.num { (record.version) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The names of the tenant's environment variables (their values are never shown).
+fn env_table(names: &[EnvEntry]) -> Markup {
+    html! {
+        h2 { "Environment variables" }
+        @if names.is_empty() { p.muted { "None. They are set through the API (PUT /code-customization/env/{name}); values are never shown." } } @else {
+            table #env {
+                thead { tr { th { "Name" } th { "Set" } } }
+                tbody { @for entry in names { tr { td { code { (entry.name) } } td { (when(entry.updated_at)) } } } }
+            }
+            p.muted { "Values are sealed and never shown." }
+        }
+    }
 }
 
 const SAMPLE_SOURCE: &str =

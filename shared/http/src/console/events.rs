@@ -53,53 +53,70 @@ pub async fn show(
     Global(op): Global,
     PageQuery(query): PageQuery<EventQuery>,
 ) -> Result<Page, Refusal> {
+    let (filter, from, to) = filter(query, state.backend.clock.now_millis())?;
+    let (events, more) = rp_app::console::events(&state, &filter, COUNTED).await?;
+    let body = html! {
+        (filter_form(&filter, from, to))
+        p.muted { "Events found: " (events.len()) @if more { "+" } ", from " (when(from)) " to " (when(to)) "." @if more { " The timeline counts the first " (COUNTED) "." } }
+        (timeline(&events, from, to))
+        @if !events.is_empty() { (event_table(&events)) }
+    };
+    Ok(Page::new(Some(&op), "Events", body))
+}
+
+/// The filter `query` asks for, with its window: the 24 hours up to `now` unless it says
+/// otherwise.
+fn filter(query: EventQuery, now: EpochMillis) -> Result<(EventFilter, EpochMillis, EpochMillis), Problem> {
     let name = view::given(query.name);
     let odd = |name: &str| {
         name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
     };
     if name.as_deref().is_some_and(odd) {
-        return Err(Problem::invalid("name", "is not an event name").into());
+        return Err(Problem::invalid("name", "is not an event name"));
     }
-    let app = view::given(query.app).map(|a| AppId::parse("app", a.trim())).transpose()?;
-    let to = time("to", query.to)?.unwrap_or_else(|| state.backend.clock.now_millis());
+    let app_id = view::given(query.app).map(|a| AppId::parse("app", a.trim())).transpose()?;
+    let to = time("to", query.to)?.unwrap_or(now);
     let from = time("from", query.from)?.unwrap_or(to.plus_secs(-24 * 3600));
     if from >= to {
-        return Err(Problem::invalid("from", "must be before to").into());
+        return Err(Problem::invalid("from", "must be before to"));
     }
-    let filter = EventFilter { name: name.clone(), app_id: app.clone(), from: Some(from), to: Some(to) };
-    let (events, more) = rp_app::console::events(&state, &filter, COUNTED).await?;
-    let body = html! {
+    Ok((EventFilter { name, app_id, from: Some(from), to: Some(to) }, from, to))
+}
+
+fn filter_form(filter: &EventFilter, from: EpochMillis, to: EpochMillis) -> Markup {
+    html! {
         form.card.row #event-filter method="get" action="/console/events" {
             div {
                 label for="name" { "Event" }
-                input #name type="text" name="name" list="event-names" value=[name.as_deref()] placeholder="any";
+                input #name type="text" name="name" list="event-names" value=[filter.name.as_deref()] placeholder="any";
                 datalist #event-names { @for known in NAMES { option value=(known) {} } }
             }
-            div { label for="app" { "App" } input #app type="text" name="app" value=[app.as_ref().map(AppId::as_str)]; }
+            div { label for="app" { "App" } input #app type="text" name="app" value=[filter.app_id.as_ref().map(AppId::as_str)]; }
             div { label for="from" { "From (UTC)" } input #from type="datetime-local" name="from" value=(field_value(from)); }
             div { label for="to" { "To (UTC)" } input #to type="datetime-local" name="to" value=(field_value(to)); }
             button type="submit" { "Show" }
         }
-        p.muted { "Events found: " (events.len()) @if more { "+" } ", from " (when(from)) " to " (when(to)) "." @if more { " The timeline counts the first " (COUNTED) "." } }
-        (timeline(&events, from, to))
-        @if !events.is_empty() {
-            table #events {
-                thead { tr { th { "At" } th { "Event" } th { "App" } th { "Source" } th { "Attributes" } } }
-                tbody {
-                    @for event in events.iter().rev().take(SHOWN) {
-                        tr {
-                            td { (when(event.at)) }
-                            td { (event.name) }
-                            td { @if let Some(app) = &event.app_id { (app) } }
-                            td { code { (event.source) } }
-                            td { code { (serde_json::Value::Object(event.attributes.clone())) } }
-                        }
+    }
+}
+
+/// The newest [`SHOWN`] of `events`, newest first.
+fn event_table(events: &[EventRecord]) -> Markup {
+    html! {
+        table #events {
+            thead { tr { th { "At" } th { "Event" } th { "App" } th { "Source" } th { "Attributes" } } }
+            tbody {
+                @for event in events.iter().rev().take(SHOWN) {
+                    tr {
+                        td { (when(event.at)) }
+                        td { (event.name) }
+                        td { @if let Some(app) = &event.app_id { (app) } }
+                        td { code { (event.source) } }
+                        td { code { (serde_json::Value::Object(event.attributes.clone())) } }
                     }
                 }
             }
         }
-    };
-    Ok(Page::new(Some(&op), "Events", body))
+    }
 }
 
 /// The events' counts in [`BUCKETS`] equal spans of `from`..`to`, as bars.

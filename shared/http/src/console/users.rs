@@ -12,7 +12,7 @@ use maud::{html, Markup, PreEscaped};
 use rp_app::devices;
 use rp_app::AppState;
 use rp_domain::apps::AppId;
-use rp_domain::devices::{identifier, named_user};
+use rp_domain::devices::{identifier, named_user, DeviceRecord, DeviceTokenRecord};
 use rp_domain::pairing::{Pairing, PairingKey};
 use rp_domain::EpochMillis;
 use rp_repo::devices::Devices;
@@ -45,41 +45,58 @@ pub async fn show(
             div { label for="user" { "User" } input #user type="text" name="user" value=[user.as_deref()] required; }
             button type="submit" { "Find devices" }
         }
-        @if let Some(user) = &user {
-            h2 { "Devices of " (user) }
-            @if devices.is_empty() { p.muted #no-devices { "No device registered." } } @else {
-                table #devices {
-                    thead { tr { th { "Device" } th { "Name" } th { "Model" } th { "Registered" } th { "Token" } th {} } }
-                    tbody {
-                        @for (device, token) in &devices {
-                            tr {
-                                td { code { (device.device_id) } }
-                                td { (device.friendly_name) }
-                                td { (device.model_number) }
-                                td { (when(device.registered_at)) }
-                                td { @if let Some(token) = token { "until " (when(token.expiry())) } @else { span.tag.off { "ended" } } }
-                                td {
-                                    @if token.is_some() { (device_action(&op, &base, "end-token", &device.device_id, user, "End token", false)) }
-                                    (device_action(&op, &base, "remove", &device.device_id, user, "Remove device", true))
-                                }
+        @if let Some(user) = &user { (device_table(&op, &base, user, &devices)) }
+        (link_form(&op, &base, user.as_deref()))
+    };
+    Ok(Page::new(Some(&op), &format!("Users of {}", app.display_name), body))
+}
+
+/// The devices of `user`, each with its token's end and the actions on it.
+fn device_table(
+    op: &Operator,
+    base: &str,
+    user: &str,
+    devices: &[(DeviceRecord, Option<DeviceTokenRecord>)],
+) -> Markup {
+    html! {
+        h2 { "Devices of " (user) }
+        @if devices.is_empty() { p.muted #no-devices { "No device registered." } } @else {
+            table #devices {
+                thead { tr { th { "Device" } th { "Name" } th { "Model" } th { "Registered" } th { "Token" } th {} } }
+                tbody {
+                    @for (device, token) in devices {
+                        tr {
+                            td { code { (device.device_id) } }
+                            td { (device.friendly_name) }
+                            td { (device.model_number) }
+                            td { (when(device.registered_at)) }
+                            td { @if let Some(token) = token { "until " (when(token.expiry())) } @else { span.tag.off { "ended" } } }
+                            td {
+                                @if token.is_some() { (device_action(op, base, "end-token", &device.device_id, user, "End token", false)) }
+                                (device_action(op, base, "remove", &device.device_id, user, "Remove device", true))
                             }
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// The form that creates a registration link, for `user` if one is selected.
+fn link_form(op: &Operator, base: &str, user: Option<&str>) -> Markup {
+    html! {
         h2 { "Send a registration link" }
         form.card #link-form method="post" action={ (base) "/registration-links" } {
-            (csrf(&op))
+            (csrf(op))
             div.grid {
-                div { label for="namedUser" { "User" } input #namedUser type="text" name="namedUser" value=[user.as_deref()] required; }
+                div { label for="namedUser" { "User" } input #namedUser type="text" name="namedUser" value=[user] required; }
                 div { label for="machineUserNameWs" { "Workstation user name (optional)" } input #machineUserNameWs type="text" name="machineUserNameWs"; }
                 div { label for="linkExpires" { "Valid for (s, default 900)" } input #linkExpires type="number" name="expiresInSecs"; }
             }
             button type="submit" { "Create link" }
         }
-    };
-    Ok(Page::new(Some(&op), &format!("Users of {}", app.display_name), body))
+    }
 }
 
 fn device_action(
