@@ -2,7 +2,7 @@
 //! visible, so a receive is one ordered range scan. Semantics follow SQS: delays, a visibility
 //! timeout, redelivery until acknowledged, and a dead-letter table after `max_receive_count`.
 
-use super::EmbeddedDb;
+use super::db::{EmbeddedDb, DEAD, MESSAGES};
 use async_trait::async_trait;
 use redb::{ReadableTable, TableDefinition};
 use rp_ports::queue::*;
@@ -10,11 +10,6 @@ use rp_ports::Clock;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `(queue, visible at (epoch ms), message id)` → message.
-pub(super) const MESSAGES: TableDefinition<(&str, u64, &str), &[u8]> = TableDefinition::new("queue_messages");
-/// `(queue, moved at (epoch ms), message id)` → message.
-pub(super) const DEAD: TableDefinition<(&str, u64, &str), &[u8]> = TableDefinition::new("queue_dead_letters");
 
 #[derive(Serialize, Deserialize)]
 struct StoredMessage {

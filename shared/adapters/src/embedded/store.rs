@@ -4,19 +4,14 @@
 //! atomically; each commit is durable before the call returns. Secondary indexes are kept in a
 //! second table, updated in the same transaction as the item.
 
-use super::{db_err, EmbeddedDb};
+use super::db::{db_err, EmbeddedDb, INDEX, ITEMS};
 use async_trait::async_trait;
-use redb::{ReadableTable, TableDefinition};
+use redb::ReadableTable;
 use rp_ports::store::*;
 use rp_ports::Clock;
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;
-
-pub(super) const ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("items");
-/// Index entries: `("<index>\0<index pk>", "<index sk>\0<pk>\0<sk>")`, so entries sort by index
-/// sort key and stay unique per item.
-pub(super) const INDEX: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("index");
 
 const SEP: char = '\0';
 
