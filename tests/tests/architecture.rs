@@ -169,33 +169,32 @@ impl Reader {
         }
         self.module.names.push(named);
     }
-
-    fn define(&mut self, ident: &syn::Ident) {
-        if self.at == self.file {
-            self.module.defines.insert(ident.to_string());
-        }
-    }
 }
 
 impl<'ast> Visit<'ast> for Reader {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs = match item {
-            syn::Item::Const(i) => &i.attrs,
-            syn::Item::Enum(i) => &i.attrs,
-            syn::Item::Fn(i) => &i.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Macro(i) => &i.attrs,
-            syn::Item::Mod(i) => &i.attrs,
-            syn::Item::Static(i) => &i.attrs,
-            syn::Item::Struct(i) => &i.attrs,
-            syn::Item::Trait(i) => &i.attrs,
-            syn::Item::Type(i) => &i.attrs,
-            syn::Item::Use(i) => &i.attrs,
+        let (attrs, defined) = match item {
+            syn::Item::Const(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Enum(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Fn(i) => (&i.attrs, Some(&i.sig.ident)),
+            syn::Item::Impl(i) => (&i.attrs, None),
+            syn::Item::Macro(i) => (&i.attrs, i.ident.as_ref()),
+            syn::Item::Mod(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Static(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Struct(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Trait(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Type(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Union(i) => (&i.attrs, Some(&i.ident)),
+            syn::Item::Use(i) => (&i.attrs, None),
             _ => return syn::visit::visit_item(self, item),
         };
-        if !is_cfg_test(attrs) {
-            syn::visit::visit_item(self, item);
+        if is_cfg_test(attrs) {
+            return;
         }
+        if let Some(ident) = defined.filter(|_| self.at == self.file) {
+            self.module.defines.insert(ident.to_string());
+        }
+        syn::visit::visit_item(self, item);
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
@@ -203,54 +202,11 @@ impl<'ast> Visit<'ast> for Reader {
     }
 
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        self.define(&item.ident);
         if item.content.is_some() {
             self.at.push(item.ident.to_string());
             syn::visit::visit_item_mod(self, item);
             self.at.pop();
         }
-    }
-
-    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        self.define(&item.sig.ident);
-        syn::visit::visit_item_fn(self, item);
-    }
-
-    fn visit_item_struct(&mut self, item: &'ast syn::ItemStruct) {
-        self.define(&item.ident);
-        syn::visit::visit_item_struct(self, item);
-    }
-
-    fn visit_item_enum(&mut self, item: &'ast syn::ItemEnum) {
-        self.define(&item.ident);
-        syn::visit::visit_item_enum(self, item);
-    }
-
-    fn visit_item_trait(&mut self, item: &'ast syn::ItemTrait) {
-        self.define(&item.ident);
-        syn::visit::visit_item_trait(self, item);
-    }
-
-    fn visit_item_type(&mut self, item: &'ast syn::ItemType) {
-        self.define(&item.ident);
-        syn::visit::visit_item_type(self, item);
-    }
-
-    fn visit_item_const(&mut self, item: &'ast syn::ItemConst) {
-        self.define(&item.ident);
-        syn::visit::visit_item_const(self, item);
-    }
-
-    fn visit_item_static(&mut self, item: &'ast syn::ItemStatic) {
-        self.define(&item.ident);
-        syn::visit::visit_item_static(self, item);
-    }
-
-    fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
-        if let Some(ident) = &item.ident {
-            self.define(ident);
-        }
-        syn::visit::visit_item_macro(self, item);
     }
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
