@@ -24,7 +24,6 @@ pub mod problem;
 pub mod problems;
 pub mod ratelimit;
 pub mod registration;
-pub use routing::head_refused;
 mod strict_json;
 pub mod wire;
 pub mod workstation;
