@@ -9,7 +9,10 @@
 //! - an HTTP area module (one that declares its routers with `routers!`, and the console) that
 //!   names another area's module: what two areas share is a use case, a wire type or a helper
 //!   below them;
-//! - an `async fn` of rp-http (every handler is one) over 40 lines.
+//! - an `async fn` of rp-http (every handler is one) over 40 lines;
+//! - a library crate that depends on a workspace crate its layer may not see, or a domain whose
+//!   dependencies (all of them, `cargo tree`) take in an AWS SDK, HTTP, Lambda, runtime,
+//!   storage or OpenAPI crate.
 //!
 //! Test modules (`#[cfg(test)]`) are left out: they are no part of the structure.
 
@@ -482,4 +485,79 @@ fn no_http_handler_is_over_40_lines() {
     }
     assert!(handlers > 50, "the handlers were not found ({handlers})");
     assert!(found.is_empty(), "handlers over {MAX_HANDLER_LINES} lines:\n{}", found.join("\n"));
+}
+
+/// The workspace crates each library crate may depend on (its direct, normal dependencies).
+const LAYERS: [(&str, &[&str]); 7] = [
+    ("rp-domain", &[]),
+    ("rp-ports", &["rp-domain"]),
+    ("rp-repo", &["rp-domain", "rp-ports"]),
+    ("rp-sandbox", &["rp-domain", "rp-ports"]),
+    ("rp-adapters", &["rp-domain", "rp-ports"]),
+    ("rp-app", &["rp-domain", "rp-ports", "rp-repo", "rp-sandbox"]),
+    ("rp-http", &["rp-domain", "rp-ports", "rp-repo", "rp-sandbox", "rp-app"]),
+];
+
+/// The names of the packages `cargo tree` lists for `package` (normal dependencies, this
+/// platform's), `depth` levels down (all of them with `None`); `package` itself included.
+fn tree(package: &str, depth: Option<usize>) -> BTreeSet<String> {
+    let mut command = std::process::Command::new(env!("CARGO"));
+    command.current_dir(root()).args([
+        "tree",
+        "--offline",
+        "-p",
+        package,
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]);
+    command.args(["--format", "{p}"]);
+    if let Some(depth) = depth {
+        command.args(["--depth", &depth.to_string()]);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "cargo tree -p {package}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_owned).collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_the_layers_below_it() {
+    let mut found = Vec::new();
+    for (package, allowed) in LAYERS {
+        let workspace: BTreeSet<String> =
+            tree(package, Some(1)).into_iter().filter(|d| d.starts_with("rp-")).collect();
+        assert!(workspace.contains(package), "cargo tree did not list {package}");
+        for dependency in workspace.iter().filter(|d| *d != package && !allowed.contains(&d.as_str())) {
+            found.push(format!("{package} depends on {dependency}"));
+        }
+    }
+    assert!(found.is_empty(), "dependencies across the layers:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_domain_takes_in_no_sdk_http_runtime_storage_or_schema_crate() {
+    let forbidden = |name: &str| {
+        [
+            "aws-sdk-",
+            "aws-config",
+            "aws-smithy-",
+            "aws-types",
+            "axum",
+            "hyper",
+            "tower",
+            "lambda_",
+            "tokio",
+            "redb",
+            "utoipa",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+            || (name.starts_with("rp-") && name != "rp-domain")
+    };
+    let all = tree("rp-domain", None);
+    assert!(all.contains("serde"), "cargo tree did not list the domain's dependencies: {all:?}");
+    let found: Vec<&String> = all.iter().filter(|name| forbidden(name)).collect();
+    assert!(found.is_empty(), "rp-domain takes in {found:?}");
 }
