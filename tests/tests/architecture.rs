@@ -73,10 +73,9 @@ struct Module {
     names: Vec<Named>,
 }
 
-/// A crate's files by module path (`[]` is its root), and where each is.
+/// A crate's files by module path (`[]` is its root).
 struct Crate {
     modules: BTreeMap<ModPath, Module>,
-    files: BTreeMap<ModPath, PathBuf>,
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -227,15 +226,14 @@ impl Crate {
         let src = root().join(src);
         let mut files = Vec::new();
         rust_files(&src, &mut files);
-        let mut krate = Crate { modules: BTreeMap::new(), files: BTreeMap::new() };
+        let mut krate = Crate { modules: BTreeMap::new() };
         for file in files {
             let path = module_path(&src, &file);
             let text = std::fs::read_to_string(&file).unwrap();
             let syntax = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             let mut reader = Reader { file: path.clone(), at: path.clone(), module: Module::default() };
             reader.visit_file(&syntax);
-            krate.modules.insert(path.clone(), reader.module);
-            krate.files.insert(path, file);
+            krate.modules.insert(path, reader.module);
         }
         krate
     }

@@ -5,6 +5,7 @@ use super::auth::{Global, PageQuery, Posted};
 use super::operator::Operator;
 use super::view::{self, csrf, when, Page, Refusal};
 use axum::extract::State;
+use futures_util::future::OptionFuture;
 use maud::{html, Markup};
 use rp_app::revocation;
 use rp_app::AppState;
@@ -38,20 +39,11 @@ pub async fn show(
     let (apps, more_apps) = rp_app::console::apps(&state, &op.session, 100, None).await?;
     let ids: Vec<AppId> = apps.iter().map(|app| app.app_id.clone()).collect();
     let counts = rp_app::console::queues(&state, &ids);
-    let recent = async {
-        match &selected {
-            Some(app) => {
-                Some(rp_app::console::recent_certificates(&state, app, now.plus_secs(-RECENT_SECS), 50).await)
-            }
-            None => None,
-        }
-    };
-    let crl = async {
-        match &ca {
-            Some(ca) => Some(rp_app::pki::published(&state, ca).await),
-            None => None,
-        }
-    };
+    let since = now.plus_secs(-RECENT_SECS);
+    let recent = OptionFuture::from(
+        selected.as_ref().map(|app| rp_app::console::recent_certificates(&state, app, since, 50)),
+    );
+    let crl = OptionFuture::from(ca.as_deref().map(|ca| rp_app::pki::published(&state, ca)));
     let (counts, recent, crl) = tokio::join!(counts, recent, crl);
     let counts = counts.into_iter().collect::<Result<Vec<_>, _>>()?;
     let recent = recent.transpose()?;
@@ -61,8 +53,12 @@ pub async fn show(
         Some(Err(e)) => return Err(e.into()),
         None => None,
     };
-    let queue = queue_table(apps.iter().map(|app| &app.app_id).zip(&counts), more_apps.is_some());
-    let body = page(queue, &op, (selected.as_ref(), recent.as_deref()), (ca.as_deref(), crl.as_ref()), now);
+    let body = html! {
+        (queue_table(apps.iter().map(|app| &app.app_id).zip(&counts), more_apps.is_some()))
+        (recent_section(selected.as_ref(), recent.as_deref()))
+        (revoke_form(&op))
+        (crl_section(ca.as_deref(), crl.as_ref(), now))
+    };
     Ok(Page::new(Some(&op), "Certificates", body))
 }
 
@@ -90,29 +86,32 @@ fn queue_table<'a>(rows: impl Iterator<Item = (&'a AppId, &'a QueueCounts)>, mor
     }
 }
 
-/// The page below the queue: the selected app's recent certificates, the revoke form, and the
-/// selected CA's CRL (`None` inside: nothing published).
-fn page(
-    queue: Markup,
-    op: &Operator,
-    (selected, recent): (Option<&AppId>, Option<&[EventRecord]>),
-    (ca, crl): (Option<&str>, Option<&Option<PublishedCrl>>),
-    now: EpochMillis,
-) -> Markup {
+/// The app picker, and the selected app's recent issuances and revocations.
+fn recent_section(selected: Option<&AppId>, recent: Option<&[EventRecord]>) -> Markup {
     html! {
-        (queue)
         h2 { "Recent issuances and revocations" }
         form.row method="get" action="/console/certificates" {
             div { label for="app" { "App" } input #app type="text" name="app" value=[selected.map(AppId::as_str)]; }
             button type="submit" { "Show the last 7 days" }
         }
         @if let Some(recent) = recent { (recent_table(recent)) }
+    }
+}
+
+fn revoke_form(op: &Operator) -> Markup {
+    html! {
         h2 { "Revoke a certificate" }
         form.card.row #revoke-form method="post" action="/console/certificates/revoke" {
             (csrf(op))
             div { label for="certSerialNumber" { "Serial number" } input #certSerialNumber type="text" name="certSerialNumber" required; }
             button.danger type="submit" { "Revoke" }
         }
+    }
+}
+
+/// The CA picker, and the selected CA's CRL (`None` inside: nothing published).
+fn crl_section(ca: Option<&str>, crl: Option<&Option<PublishedCrl>>, now: EpochMillis) -> Markup {
+    html! {
         h2 { "CRL" }
         form.row method="get" action="/console/certificates" {
             div { label for="ca" { "CA id" } input #ca type="text" name="ca" value=[ca]; }
