@@ -10,6 +10,8 @@
 //!   names another area's module: what two areas share is a use case, a wire type or a helper
 //!   below them;
 //! - an `async fn` of rp-http (every handler is one) over 40 lines;
+//! - rp-http reaching a port itself (the state's `backend`, or a capability that hands out a
+//!   store, key service, queue or push): it reads and writes through the use cases;
 //! - a library crate that depends on a workspace crate its layer may not see, or a domain whose
 //!   dependencies (all of them, `cargo tree`) take in an AWS SDK, HTTP, Lambda, runtime,
 //!   storage or OpenAPI crate.
@@ -483,6 +485,74 @@ fn no_http_handler_is_over_40_lines() {
     }
     assert!(handlers > 50, "the handlers were not found ({handlers})");
     assert!(found.is_empty(), "handlers over {MAX_HANDLER_LINES} lines:\n{}", found.join("\n"));
+}
+
+/// The capabilities that hand out a port: rp-http takes none of them.
+const PORT_CAPABILITIES: [&str; 4] = ["HasStore", "HasKeys", "HasQueue", "HasPush"];
+
+/// Where a source reaches a port past the use cases: the `backend` field of the state, or a
+/// capability that hands out a port. Test modules are left out.
+#[derive(Default)]
+struct PortReach {
+    found: Vec<String>,
+}
+
+impl<'a> Visit<'a> for PortReach {
+    fn visit_item_mod(&mut self, module: &'a syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+    fn visit_item_fn(&mut self, function: &'a syn::ItemFn) {
+        if !is_cfg_test(&function.attrs) {
+            syn::visit::visit_item_fn(self, function);
+        }
+    }
+    fn visit_member(&mut self, member: &'a syn::Member) {
+        if matches!(member, syn::Member::Named(name) if name == "backend") {
+            self.found.push("the state's `backend`".into());
+        }
+    }
+    fn visit_ident(&mut self, ident: &'a syn::Ident) {
+        if PORT_CAPABILITIES.iter().any(|c| ident == c) {
+            self.found.push(format!("`{ident}`"));
+        }
+    }
+}
+
+fn port_reach(source: &str) -> Vec<String> {
+    let mut reach = PortReach::default();
+    reach.visit_file(&syn::parse_file(source).unwrap());
+    reach.found
+}
+
+/// rp-http reads and writes only through the use cases of rp-app: no handler, extractor or
+/// middleware builds a repository or calls a port itself (it has no way to reach one: the
+/// state's ports and the capabilities that hand them out are the use cases').
+#[test]
+fn http_reaches_the_ports_only_through_use_cases() {
+    let mut files = Vec::new();
+    rust_files(&root().join("shared/http/src"), &mut files);
+    assert!(files.len() > 20, "the sources were not found");
+    let mut found = Vec::new();
+    for file in files {
+        for reach in port_reach(&std::fs::read_to_string(&file).unwrap()) {
+            found.push(format!("{}: {reach}", file.display()));
+        }
+    }
+    assert!(found.is_empty(), "rp-http reaching a port past the use cases:\n{}", found.join("\n"));
+}
+
+/// The test can fail: a handler that takes the store from the state, or the capability, is found;
+/// a test module may.
+#[test]
+fn a_port_reached_past_the_use_cases_is_found() {
+    let handler = "async fn h(state: AppState) { Devices::new(state.backend.store.as_ref()); }";
+    assert_eq!(port_reach(handler), ["the state's `backend`"]);
+    let capability = "use rp_app::HasStore;\nfn h(s: &AppState) { Apps::new(s.store()); }";
+    assert_eq!(port_reach(capability), ["`HasStore`"]);
+    assert!(port_reach("#[cfg(test)]\nmod tests { fn f(s: AppState) { s.backend.clock; } }").is_empty());
+    assert!(port_reach("fn f(state: &AppState) { state.clock().now_millis(); }").is_empty());
 }
 
 /// The workspace crates each library crate may depend on (its direct, normal dependencies).

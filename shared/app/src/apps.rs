@@ -2,11 +2,11 @@
 
 use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::{AppId, ControlError, RateLimit, WorkstationSettings};
-use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
+use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use rp_domain::{validate, FieldError};
-use rp_ports::{retry_on_conflict_from, StoreError};
+use rp_ports::{retry_on_conflict_from, Cursor, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
-use rp_repo::tokens;
+use rp_repo::tokens::{self, Tokens};
 
 /// The app at `app_id` with its version, or 404.
 pub async fn load_app(state: &impl HasStore, app_id: &str) -> Result<(AppRecord, u64), ControlError> {
@@ -16,6 +16,53 @@ pub async fn load_app(state: &impl HasStore, app_id: &str) -> Result<(AppRecord,
 
 /// An app a request names, read ahead (beside the caller's token): `None` when it names none.
 pub type NamedRead = Option<Result<Option<(AppRecord, u64)>, StoreError>>;
+
+/// Reads the app `app_id`, with its version.
+pub async fn app(state: &impl HasStore, app_id: &AppId) -> Result<Option<(AppRecord, u64)>, StoreError> {
+    Apps::new(state.store()).get(app_id).await
+}
+
+/// Reads the app a request names, if it names one.
+pub async fn named(state: &impl HasStore, app_id: Option<AppId>) -> NamedRead {
+    Apps::new(state.store()).named(app_id).await
+}
+
+/// A page of every app.
+pub async fn list_apps(
+    state: &impl HasStore,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
+    Apps::new(state.store()).list(limit, cursor).await
+}
+
+/// The API token `presented` is, admitted now: `Ok(Err(_))` says why it is refused.
+pub async fn admit_token(
+    state: &(impl HasClock + HasStore),
+    presented: &TokenHash,
+) -> Result<Result<TokenRecord, TokenRefusal>, StoreError> {
+    let Some(record) = Tokens::new(state.store()).find(presented).await? else {
+        return Ok(Err(TokenRefusal::Unknown));
+    };
+    Ok(record.admit(presented, state.clock().now_millis()).map(|()| record))
+}
+
+/// A page of the API tokens (never their secrets).
+pub async fn list_tokens(
+    state: &impl HasStore,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<TokenRecord>, Option<Cursor>), StoreError> {
+    Tokens::new(state.store()).list(limit, cursor).await
+}
+
+/// An API token as read (with its version), for [`revoke_token`] to start from.
+pub type TokenRead = Result<Option<(TokenRecord, u64)>, StoreError>;
+
+/// Reads the API token `token_id`.
+pub async fn token(state: &impl HasStore, token_id: &str) -> TokenRead {
+    Tokens::new(state.store()).read(token_id).await
+}
 
 /// Longest token lifetime: two years.
 pub const MAX_TOKEN_LIFETIME_SECS: i64 = 2 * 366 * 24 * 3600;
@@ -120,12 +167,14 @@ async fn update_app(
     .await
 }
 
-/// Revokes the API token `token_id`; revoking a revoked one again is no error. Sessions of the
-/// console that stand for it end with it.
-pub async fn revoke_token(state: &(impl HasClock + HasStore), token_id: &str) -> Result<(), ControlError> {
-    let tokens = rp_repo::tokens::Tokens::new(state.store());
-    let found = tokens.read(token_id).await?;
-    if tokens.revoke(found, state.clock().now_millis()).await? {
+/// Revokes the API token `token_id`, from `found` (it as [`token`] read it, ahead); revoking a
+/// revoked one again is no error. Sessions of the console that stand for it end with it.
+pub async fn revoke_token(
+    state: &(impl HasClock + HasStore),
+    token_id: &str,
+    found: TokenRead,
+) -> Result<(), ControlError> {
+    if Tokens::new(state.store()).revoke(found?, state.clock().now_millis()).await? {
         tracing::info!(%token_id, "token revoked");
         Ok(())
     } else {

@@ -2,6 +2,7 @@
 //! [`crate::revocation`].
 
 use crate::{AppError, HasClock, HasPush, HasQueue, HasSettings, HasStore};
+use rp_domain::apps::AppId;
 use rp_domain::certificates::{
     CertError, CertRequest, CertResult, Expiry, IssuedCert, Outcome, RequestKind, Settlement,
 };
@@ -9,9 +10,26 @@ use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::push::WakeKind;
 use rp_domain::time::EpochMillis;
 use rp_ports::metrics::{self, Metric};
-use rp_ports::{retry_on_conflict_from, StoreError};
+use rp_ports::{retry_on_conflict_from, Cursor, StoreError};
 use rp_repo::certificates::{Certificates, Effect, RoundStart};
 use std::future::Future;
+
+/// Where the agent's next round starts: read ahead of [`poll`], beside the caller's token.
+pub async fn round_start(state: &impl HasStore) -> Result<RoundStart, StoreError> {
+    Certificates::new(state.store()).round_start().await
+}
+
+/// A page of the device's issued certificates (still encrypted for it), in serial order; the
+/// cursor is checked against [`Certificates::device_query`].
+pub async fn of_device(
+    state: &impl HasStore,
+    app: &AppId,
+    device_id: &str,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<IssuedCert>, Option<Cursor>), StoreError> {
+    Certificates::new(state.store()).of_device(app, device_id, limit, cursor).await
+}
 
 /// The agent's poll: queues the renewals that are due ([`crate::renewal::sweep`]) and leases up
 /// to a batch of pending requests, round-robin over the apps from

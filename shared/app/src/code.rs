@@ -3,11 +3,11 @@
 
 use crate::{AppState, HasClock, HasKeys, HasSettings, HasStore};
 use rp_domain::apps::AppId;
-use rp_domain::code::{self, CodeError, CodeRecord, HookDecision, Trigger};
+use rp_domain::code::{self, CodeError, CodeRecord, EnvEntry, HookDecision, Trigger};
 use rp_domain::events::CODE_EVENT;
 use rp_domain::events::{attributes, EventRecord};
 use rp_domain::time::EpochMillis;
-use rp_ports::retry_on_conflict;
+use rp_ports::{retry_on_conflict, StoreError};
 use rp_repo::code_env::CodeEnv;
 use rp_repo::events::Events;
 use rp_repo::versioned::CodeRecords;
@@ -16,13 +16,21 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// The tenant's code customizations, keeping the configured number of earlier versions.
-pub fn records<'a>(state: &'a (impl HasSettings + HasStore), tenant: &AppId) -> CodeRecords<'a> {
+pub(crate) fn records<'a>(state: &'a (impl HasSettings + HasStore), tenant: &AppId) -> CodeRecords<'a> {
     crate::customizations::records(state, tenant)
 }
 
 /// The tenant's environment variables, sealed under the key service.
-pub fn env<'a>(state: &'a (impl HasKeys + HasStore), tenant: &AppId) -> CodeEnv<'a> {
+pub(crate) fn env<'a>(state: &'a (impl HasKeys + HasStore), tenant: &AppId) -> CodeEnv<'a> {
     CodeEnv::new(state.store(), state.keys(), tenant)
+}
+
+/// The names of the tenant's environment variables with their update times: never a value.
+pub async fn env_names(
+    state: &(impl HasKeys + HasStore),
+    tenant: &AppId,
+) -> Result<Vec<EnvEntry>, StoreError> {
+    env(state, tenant).names().await
 }
 
 /// The issuer of the tokens a tenant's customizations mint, and the base of its JWKS URL.

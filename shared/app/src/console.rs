@@ -6,7 +6,6 @@ use crate::{HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::boundary::Failure;
 use rp_domain::console::{self, ConsoleSession, SignInRefusal, SIGN_IN_FAILURES};
-use rp_domain::devices::{DeviceRecord, DeviceTokenRecord};
 use rp_domain::events::EventRecord;
 use rp_domain::pairing::Pairing;
 use rp_domain::time::EpochMillis;
@@ -15,7 +14,6 @@ use rp_ports::{retry_on_conflict, Cursor, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::certificates::{Certificates, QueueCounts};
 use rp_repo::console::ConsoleSessions;
-use rp_repo::devices::Devices;
 use rp_repo::events::{EventFilter, Events};
 use rp_repo::tokens::Tokens;
 use rp_repo::workstations::Workstations;
@@ -111,32 +109,12 @@ pub async fn apps(
     limit: usize,
     cursor: Option<Cursor>,
 ) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
-    let apps = Apps::new(state.store());
     match &session.app_id {
-        None => apps.list(limit, cursor).await,
-        Some(own) => Ok((apps.get(own).await?.map(|(app, _)| app).into_iter().collect(), None)),
+        None => crate::apps::list_apps(state, limit, cursor).await,
+        Some(own) => {
+            Ok((Apps::new(state.store()).get(own).await?.map(|(app, _)| app).into_iter().collect(), None))
+        }
     }
-}
-
-/// A page of the API tokens (never their secrets).
-pub async fn tokens(
-    state: &impl HasStore,
-    limit: usize,
-    cursor: Option<Cursor>,
-) -> Result<(Vec<TokenRecord>, Option<Cursor>), StoreError> {
-    Tokens::new(state.store()).list(limit, cursor).await
-}
-
-/// A user's devices, each with its token if it has one (never the token's secret).
-pub async fn devices_of_user(
-    state: &impl HasStore,
-    app: &AppId,
-    named_user: &str,
-) -> Result<Vec<(DeviceRecord, Option<DeviceTokenRecord>)>, StoreError> {
-    let repo = Devices::new(state.store());
-    let devices = repo.devices_of(app, named_user).await?;
-    let tokens = repo.tokens_of(&devices).await?;
-    Ok(devices.into_iter().zip(tokens).collect())
 }
 
 /// A page of the app's workstation pairings.

@@ -61,11 +61,23 @@ impl Customization for CodeRecord {
 }
 
 /// The tenant's customizations of kind `R`, with the configured version retention.
-pub fn records<'a, R: Customization>(
+pub(crate) fn records<'a, R: Customization>(
     state: &'a (impl HasSettings + HasStore),
     tenant: &AppId,
 ) -> Records<'a, R> {
     Records::new(state.store(), tenant).keeping(state.settings().content_versions_kept)
+}
+
+/// A page of the tenant's customizations of kind `R` and how many it has; `page` gives the size
+/// and the cursor, checked against the partition the list reads.
+pub async fn list<R: Customization, E: From<StoreError>>(
+    state: &(impl HasSettings + HasStore),
+    tenant: &AppId,
+    page: impl FnOnce(&Query) -> Result<(usize, Option<Cursor>), E>,
+) -> Result<(Vec<R>, Option<Cursor>, i64), E> {
+    let records = records::<R>(state, tenant);
+    let (limit, cursor) = page(&records.list_query())?;
+    Ok(records.list(limit, cursor).await?)
 }
 
 /// Stores the record `make` builds under the next id, checked before an id is allocated.

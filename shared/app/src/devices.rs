@@ -7,14 +7,14 @@ use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{CertError, IssuedCert};
 use rp_domain::devices::{
-    DeviceRecord, DeviceTokenRecord, LinkRecord, Registration, RegistrationCode, RegistrationError,
-    UserRecord, DEVICE_TOKEN_LIFETIME_SECS,
+    DeviceRecord, DeviceTokenRecord, DeviceTokenRefusal, LinkRecord, Registration, RegistrationCode,
+    RegistrationError, UserRecord, DEVICE_TOKEN_LIFETIME_SECS,
 };
 use rp_domain::events::DEVICE_REVOKED_EVENT;
 use rp_domain::events::{attributes, EventRecord};
 use rp_domain::pairing::{Pairing, PairingError};
 use rp_domain::time::EpochMillis;
-use rp_domain::tokens::TokenSecret;
+use rp_domain::tokens::{TokenHash, TokenSecret};
 use rp_domain::validate;
 use rp_ports::{retry_on_conflict, retry_on_conflict_from, StoreError};
 use rp_repo::apps::AppRecord;
@@ -182,6 +182,37 @@ pub async fn refresh_token(
     Ok((secret, token))
 }
 
+/// A user's devices, each with its token if it has one (never the token's secret).
+pub async fn devices_of_user(
+    state: &impl HasStore,
+    app: &AppId,
+    named_user: &str,
+) -> Result<Vec<(DeviceRecord, Option<DeviceTokenRecord>)>, StoreError> {
+    let repo = Devices::new(state.store());
+    let devices = repo.devices_of(app, named_user).await?;
+    let tokens = repo.tokens_of(&devices).await?;
+    Ok(devices.into_iter().zip(tokens).collect())
+}
+
+/// A device as read (with its version), for a use case to start from.
+pub type DeviceRead = Result<Option<(DeviceRecord, u64)>, StoreError>;
+
+/// Reads the device `device_id` of `app`.
+pub async fn device(state: &impl HasStore, app: &AppId, device_id: &str) -> DeviceRead {
+    Devices::new(state.store()).device(app, device_id).await
+}
+
+/// The device token `presented` is, admitted now: `Ok(Err(_))` says why it is refused.
+pub async fn admit_token(
+    state: &(impl HasClock + HasStore),
+    presented: &TokenHash,
+) -> Result<Result<DeviceTokenRecord, DeviceTokenRefusal>, StoreError> {
+    let Some(record) = Devices::new(state.store()).device_token(presented).await? else {
+        return Ok(Err(DeviceTokenRefusal::Invalid));
+    };
+    Ok(record.admit(presented, state.clock().now_millis()).map(|()| record))
+}
+
 /// Ends the token of `device_id` in `app`, from `first` (the device and its version, read
 /// ahead): a token swapped meanwhile is read again and ended, the device frozen before that read
 /// so that no swap can beat the retry, and the 204 means no token of it works.
@@ -189,7 +220,7 @@ pub async fn end_token(
     state: &impl HasStore,
     app: &AppId,
     device_id: &str,
-    first: Result<Option<(DeviceRecord, u64)>, StoreError>,
+    first: DeviceRead,
 ) -> Result<(), RegistrationError> {
     let devices = &Devices::new(state.store());
     let reread = || async move {

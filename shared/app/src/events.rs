@@ -5,11 +5,21 @@ use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::events::EventRecord;
 use rp_domain::FieldError;
-use rp_ports::StoreError;
+use rp_ports::{Cursor, StoreError};
 use rp_repo::apps::Apps;
 use rp_repo::certificates::Certificates;
-use rp_repo::events::Events;
+use rp_repo::events::{EventFilter, Events};
 use serde_json::{Map, Value};
+
+/// A page of the events `filter` selects, oldest first.
+pub async fn list(
+    state: &impl HasStore,
+    filter: &EventFilter,
+    limit: usize,
+    cursor: Option<Cursor>,
+) -> Result<(Vec<EventRecord>, Option<Cursor>), StoreError> {
+    Events::new(state.store()).list(filter, limit, cursor).await
+}
 
 /// Stores the event `name` with `attributes`, reported by `source`, for `app` (which must
 /// exist; `field` is where the request named it): the event. `early` is `app`, if it was read

@@ -26,7 +26,7 @@ mod state;
 
 pub use capabilities::{HasClock, HasKeys, HasPush, HasQueue, HasSettings, HasStore};
 pub use error::AppError;
-pub use ratelimit::within_rate_limit;
+pub use ratelimit::{count_request, within_rate_limit};
 pub use state::{AppState, HttpConfig, LAMBDA_MAX_WAIT_SECS, LOCAL_MAX_WAIT_SECS};
 
 /// The envelope context of a secret kept for one machine and device of `app`, for `purpose`: it

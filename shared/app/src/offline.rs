@@ -72,6 +72,20 @@ pub async fn open_pins(
 /// The pairing at a key, as a read made ahead hands it to [`edit_pairing`].
 pub type PairingRead = Result<Option<(Pairing, u64)>, StoreError>;
 
+/// The app's record and every pairing of `device_id`, read at once; the app judged first.
+pub async fn app_and_pairings_of_device(
+    state: &impl HasStore,
+    app_id: &AppId,
+    device_id: &str,
+) -> Result<(AppRecord, Vec<(Pairing, u64)>), ControlError> {
+    let workstations = Workstations::new(state.store());
+    let (app, pairings) = tokio::join!(
+        crate::apps::load_app(state, app_id.as_str()),
+        workstations.pairings_of_device(app_id, device_id)
+    );
+    Ok((app?.0, pairings?))
+}
+
 /// The app's record and the pairing of `device_id` on `machine_id`, read at once. The app is
 /// judged first (gone: 404); the pairing's read is handed on as it came, for the caller's retry
 /// to start from.

@@ -21,6 +21,21 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
 
+/// A request as read (with its version), for [`status`].
+pub type RequestRead = Result<Option<(OobRequest, u64)>, StoreError>;
+
+/// Reads the request `request_id`: one consistent read, ahead of [`status`].
+pub async fn request(state: &impl HasStore, request_id: &str) -> RequestRead {
+    OobRequests::new(state.store()).get(request_id).await
+}
+
+/// The request `read` found, as app `app` may see it now: another app's, or one past its
+/// retention, is not found.
+pub fn status(state: &impl HasClock, app: &AppId, read: RequestRead) -> Result<OobRequest, OobError> {
+    let (request, _) = read?.ok_or(OobError::NotFound)?;
+    request.visible_to(app, state.clock().now_millis())
+}
+
 /// What a start needs to know, read at once before anything is judged: the app, the user,
 /// whether the nonce is spent, and the customizations that decide.
 pub struct StartReads {

@@ -1,5 +1,6 @@
 //! What the use cases run with: the ports and the settings.
 
+use rp_ports::held::{HeldKeys, HeldStore, Pass};
 use rp_ports::{Backend, Services};
 use std::sync::Arc;
 
@@ -18,6 +19,16 @@ impl AppState {
     /// This state as an endpoint that uses `services` sees it ([`Backend::only`]).
     pub fn only(&self, services: Services) -> Self {
         Self { backend: self.backend.only(services), config: self.config.clone() }
+    }
+
+    /// This state with its store holding every write, and its key service every call, until
+    /// `pass` opens (reads go at once): what a use case behind a count that is still running
+    /// gets.
+    pub fn held(&self, pass: &Pass) -> Self {
+        let mut held = self.clone();
+        held.backend.store = Arc::new(HeldStore::new(self.backend.store.clone(), pass.clone()));
+        held.backend.keys = Arc::new(HeldKeys::new(self.backend.keys.clone(), pass.clone()));
+        held
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::apps::AppId;
 use super::time::EpochMillis;
+use super::tokens::TokenHash;
 use super::validate::{self, FieldError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
@@ -182,6 +183,27 @@ impl DeviceTokenRecord {
     pub fn expiry(&self) -> EpochMillis {
         self.expires_at.unwrap_or(self.created_at.plus_secs(DEVICE_TOKEN_LIFETIME_SECS))
     }
+
+    /// Checks a presented token against this record at `now` (the hashes compared in constant
+    /// time).
+    pub fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), DeviceTokenRefusal> {
+        let stored = TokenHash::from_hex(&self.hash).ok_or(DeviceTokenRefusal::Invalid)?;
+        if !stored.matches(presented) {
+            return Err(DeviceTokenRefusal::Invalid);
+        }
+        if self.expiry() <= now {
+            return Err(DeviceTokenRefusal::Expired);
+        }
+        Ok(())
+    }
+}
+
+/// Why a presented device token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceTokenRefusal {
+    /// Unknown, or not the token stored under its id.
+    Invalid,
+    Expired,
 }
 
 /// Registration's errors (DECISIONS §4).
@@ -239,6 +261,30 @@ mod tests {
         );
         assert!(public_key("k", "not base64!").is_err());
         assert!(public_key("k", &STANDARD.encode([4u8; 10])).is_err());
+    }
+
+    #[test]
+    fn device_tokens_admit_their_holder_until_they_expire() {
+        let secret = crate::tokens::TokenSecret::generate();
+        let presented = secret.hash();
+        let record = DeviceTokenRecord {
+            token_id: presented.token_id(),
+            app_id: AppId::parse("appId", "app").unwrap(),
+            named_user: "alice".into(),
+            device_id: "d1".into(),
+            hash: presented.to_hex(),
+            created_at: EpochMillis(0),
+            expires_at: Some(EpochMillis(1_000)),
+        };
+        assert_eq!(record.admit(&presented, EpochMillis(999)), Ok(()));
+        assert_eq!(record.admit(&presented, EpochMillis(1_000)), Err(DeviceTokenRefusal::Expired));
+        let other = crate::tokens::TokenSecret::generate().hash();
+        assert_eq!(record.admit(&other, EpochMillis(0)), Err(DeviceTokenRefusal::Invalid));
+        let garbled = DeviceTokenRecord { hash: "not hex".into(), ..record.clone() };
+        assert_eq!(garbled.admit(&presented, EpochMillis(0)), Err(DeviceTokenRefusal::Invalid));
+        let lifetime = DeviceTokenRecord { expires_at: None, ..record };
+        let end = EpochMillis(0).plus_secs(DEVICE_TOKEN_LIFETIME_SECS);
+        assert_eq!(lifetime.admit(&presented, end), Err(DeviceTokenRefusal::Expired));
     }
 
     #[test]

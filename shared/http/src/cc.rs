@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::Json;
 use rp_app::AppState;
-use rp_domain::apps::{self, AppId, ControlError};
+use rp_domain::apps::{self, AppId};
 use rp_domain::tokens::TokenRecord;
 use rp_ports::{Cursor, Query, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
@@ -92,8 +92,7 @@ async fn list_apps(
     mut parts: Parts,
     params: Result<ApiQuery<ListParams>, Problem>,
 ) -> Result<Json<AppList>, Problem> {
-    let apps = Apps::new(state.backend.store.as_ref());
-    let list = |limit, cursor| apps.list(limit, cursor);
+    let list = |limit, cursor| rp_app::apps::list_apps(&state, limit, cursor);
     let (apps, next) = admin_page(&mut parts, &state, params, &Apps::query_partition(), list).await?;
     Ok(Json(AppList {
         apps: apps.into_iter().map(AppView::from).collect(),
@@ -241,8 +240,7 @@ async fn create_token(
         Ok((body, app_id))
     });
     // The app the body names is read beside the token.
-    let apps = Apps::new(state.backend.store.as_ref());
-    let named = |(_, app_id): &(CreateToken, Option<AppId>)| apps.named(app_id.clone());
+    let named = |(_, app_id): &(CreateToken, Option<AppId>)| rp_app::apps::named(&state, app_id.clone());
     let (_admin, (body, app_id), named) =
         beside_input::<Admin, _, _>(&mut parts, &state, body, named).await?;
     let (kind, description, expires) = (body.kind.into(), body.description, body.expires_in_secs);
@@ -259,8 +257,7 @@ async fn list_tokens(
     mut parts: Parts,
     params: Result<ApiQuery<ListParams>, Problem>,
 ) -> Result<Json<TokenList>, Problem> {
-    let tokens = Tokens::new(state.backend.store.as_ref());
-    let list = |limit, cursor| tokens.list(limit, cursor);
+    let list = |limit, cursor| rp_app::apps::list_tokens(&state, limit, cursor);
     let (tokens, next) = admin_page(&mut parts, &state, params, &Tokens::query_partition(), list).await?;
     Ok(Json(TokenList {
         tokens: tokens.into_iter().map(TokenView::from).collect(),
@@ -283,16 +280,11 @@ async fn revoke_token(
         Ok(token_id)
     });
     // The token to revoke is read beside the caller's.
-    let tokens = Tokens::new(state.backend.store.as_ref());
     let read = |token_id: &String| {
-        let token_id = token_id.clone();
-        async move { tokens.read(&token_id).await }
+        let (state, token_id) = (&state, token_id.clone());
+        async move { rp_app::apps::token(state, &token_id).await }
     };
     let (_admin, token_id, found) = beside_input::<Admin, _, _>(&mut parts, &state, token_id, read).await?;
-    if tokens.revoke(found?, state.backend.clock.now_millis()).await? {
-        tracing::info!(%token_id, "token revoked");
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ControlError::TokenNotFound(token_id).into())
-    }
+    rp_app::apps::revoke_token(&state, &token_id, found).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -40,9 +40,8 @@ async fn poll(
     State(state): State<AppState>,
     mut parts: Parts,
 ) -> Result<Json<CertificateRequestList>, Problem> {
-    let certs = Certificates::new(state.backend.store.as_ref());
     // Where the round starts is read beside the token.
-    let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certs.round_start()).await?;
+    let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certificates::round_start(&state)).await?;
     Ok(Json(certificates::poll(&state, start).await?.into()))
 }
 
@@ -173,9 +172,8 @@ async fn device_certificates(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<DeviceCertificates>, super::problem::Problem> {
     let (limit, cursor) = params.page(&Certificates::device_query(&device.app_id, &device.device_id))?;
-    let (certs, next) = Certificates::new(state.backend.store.as_ref())
-        .of_device(&device.app_id, &device.device_id, limit, cursor)
-        .await?;
+    let (certs, next) =
+        certificates::of_device(&state, &device.app_id, &device.device_id, limit, cursor).await?;
     Ok(Json(DeviceCertificates {
         certificates: certs.into_iter().map(DeviceCertificate::from).collect(),
         next_cursor: next.map(|c| c.encode()),

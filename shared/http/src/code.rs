@@ -14,7 +14,6 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use rp_app::code::{env, records};
 use rp_app::customizations;
 use rp_app::AppState;
 use rp_domain::apps::AppId;
@@ -139,9 +138,8 @@ async fn list(
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<CodeList>, Problem> {
-    let records = records(&state, tenant.id());
-    let (limit, cursor) = params.page(&records.list_query())?;
-    let (items, next, total) = records.list(limit, cursor).await?;
+    let page = |query: &_| Ok::<_, Problem>(params.page(query)?);
+    let (items, next, total) = customizations::list::<CodeRecord, _>(&state, tenant.id(), page).await?;
     Ok(Json(CodeList {
         code_customizations: items.into_iter().map(CodeView::listed).collect(),
         total,
@@ -270,7 +268,7 @@ impl From<EnvEntry> for EnvView {
 #[utoipa::path(get, path = "/code-customization/env", tag = "code", security(("tenantAdmin" = [])),
     responses((status = 200, description = "The variables' names, never their values", body = EnvList)))]
 async fn list_env(Counted(state, _): Counted, tenant: Tenant) -> Result<Json<EnvList>, Problem> {
-    let names = env(&state, tenant.id()).names().await?;
+    let names = rp_app::code::env_names(&state, tenant.id()).await?;
     Ok(Json(EnvList { variables: names.into_iter().map(EnvView::from).collect() }))
 }
 

@@ -242,9 +242,8 @@ async fn list(
     tenant: Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ContentList>, Problem> {
-    let contents = customizations::records::<ContentRecord>(&state, tenant.id());
-    let (limit, cursor) = params.page(&contents.list_query())?;
-    let (items, next, total) = contents.list(limit, cursor).await?;
+    let page = |query: &_| Ok::<_, Problem>(params.page(query)?);
+    let (items, next, total) = customizations::list::<ContentRecord, _>(&state, tenant.id(), page).await?;
     Ok(Json(ContentList {
         content_customizations: items.iter().map(|r| ContentSummary::of(r, None)).collect(),
         total,

@@ -15,8 +15,7 @@ use rp_domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
 use rp_ports::Cursor;
-use rp_repo::apps::Apps;
-use rp_repo::events::{EventFilter, Events};
+use rp_repo::events::EventFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -160,8 +159,9 @@ async fn report(
     });
     // The app the body names is read beside the token; the token's own app, if it names none,
     // after it.
-    let apps = Apps::new(state.backend.store.as_ref());
-    let early = |(_, named): &(EventReport, Option<NamedApp>)| apps.named(named.clone().map(|n| n.app_id));
+    let early = |(_, named): &(EventReport, Option<NamedApp>)| {
+        rp_app::apps::named(&state, named.clone().map(|n| n.app_id))
+    };
     let (caller, (body, named), early) =
         beside_input::<Caller, _, _>(&mut parts, &state, body, early).await?;
     let (named, field) = match named {
@@ -268,10 +268,9 @@ async fn list(
         Ok((filter, limit, cursor))
     });
     // The page is read beside the token.
-    let events = Events::new(state.backend.store.as_ref());
     let read = |(filter, limit, cursor): &(EventFilter, usize, Option<Cursor>)| {
-        let (filter, limit, cursor) = (filter.clone(), *limit, cursor.clone());
-        async move { events.list(&filter, limit, cursor).await }
+        let (state, filter, limit, cursor) = (&state, filter.clone(), *limit, cursor.clone());
+        async move { rp_app::events::list(state, &filter, limit, cursor).await }
     };
     let (_admin, _, page) = beside_input::<Admin, _, _>(&mut parts, &state, page, read).await?;
     let (events, next) = page?;

@@ -9,10 +9,9 @@ use bytes::Bytes;
 use rp_app::apps::load_app;
 use rp_app::AppState;
 use rp_domain::apps::{AppId, ControlError};
-use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
-use rp_repo::apps::{AppRecord, Apps};
-use rp_repo::devices::Devices;
-use rp_repo::tokens::Tokens;
+use rp_domain::devices::DeviceTokenRefusal;
+use rp_domain::tokens::{TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use rp_repo::apps::AppRecord;
 use serde::de::DeserializeOwned;
 
 /// A JSON body: `Content-Type: application/json`, within the body limit, every field known.
@@ -220,8 +219,6 @@ impl FromRequestParts<AppState> for Caller {
         }
         let secret = bearer(parts)?;
         let presented = secret.hash();
-        let record = Tokens::new(state.backend.store.as_ref()).find(&presented).await?;
-        let now = state.backend.clock.now_millis();
         let refused = |why: TokenRefusal| {
             let detail = match why {
                 TokenRefusal::Unknown => "Authorization: the token is not valid",
@@ -230,8 +227,7 @@ impl FromRequestParts<AppState> for Caller {
             };
             Problem::unauthorized(&errors::INVALID_TOKEN, detail)
         };
-        let record = record.ok_or(refused(TokenRefusal::Unknown))?;
-        record.admit(&presented, now).map_err(refused)?;
+        let record = rp_app::apps::admit_token(state, &presented).await?.map_err(refused)?;
         tracing::Span::current().record("token_id", record.token_id.as_str());
         let caller = match (record.kind, record.app_id.clone()) {
             (TokenKind::ControlCenterAdmin, app_id) => Caller::Admin { token: record, app_id },
@@ -432,14 +428,9 @@ impl FromRequestParts<AppState> for Tenant {
         // The app the header names is read beside the token, so the two reads cost one wait.
         // Whatever the token turns out to be, the checks below run in the same order, and an app
         // read for a refused caller is dropped unseen.
-        let apps = Apps::new(state.backend.store.as_ref());
         let early = named.as_ref().ok().cloned().flatten();
-        let (caller, early_read) = tokio::join!(Caller::from_request_parts(parts, state), async {
-            match &early {
-                Some(app_id) => Some(apps.get(app_id).await),
-                None => None,
-            }
-        });
+        let (caller, early_read) =
+            tokio::join!(Caller::from_request_parts(parts, state), rp_app::apps::named(state, early.clone()));
         let scope = match caller? {
             Caller::Admin { app_id, .. } => app_id,
             Caller::Access { .. } => return Err(wrong_kind("a controlCenterAdmin")),
@@ -456,7 +447,7 @@ impl FromRequestParts<AppState> for Tenant {
         };
         let read = match early_read {
             Some(read) if early.as_ref() == Some(&app_id) => read,
-            _ => apps.get(&app_id).await,
+            _ => rp_app::apps::app(state, &app_id).await,
         };
         let (app, _) =
             read?.ok_or_else(|| Problem::invalid("X-Tenant-Id", format!("no app with appId '{app_id}'")))?;
@@ -518,20 +509,16 @@ impl FromRequestParts<AppState> for DeviceCaller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
         let secret = bearer(parts)?;
         let presented = secret.hash();
-        let record = Devices::new(state.backend.store.as_ref()).device_token(&presented).await?;
-        let invalid =
-            || Problem::unauthorized(&errors::INVALID_TOKEN, "Authorization: the device token is not valid");
-        let record = record.ok_or_else(invalid)?;
-        let stored = TokenHash::from_hex(&record.hash).ok_or_else(invalid)?;
-        if !stored.matches(&presented) {
-            return Err(invalid());
-        }
-        if record.expiry() <= state.backend.clock.now_millis() {
-            return Err(Problem::unauthorized(
-                &errors::INVALID_TOKEN,
-                "Authorization: the device token has expired; refresh it before it expires, or register again",
-            ));
-        }
+        let refused = |why: DeviceTokenRefusal| {
+            let detail = match why {
+                DeviceTokenRefusal::Invalid => "Authorization: the device token is not valid",
+                DeviceTokenRefusal::Expired => {
+                    "Authorization: the device token has expired; refresh it before it expires, or register again"
+                }
+            };
+            Problem::unauthorized(&errors::INVALID_TOKEN, detail)
+        };
+        let record = rp_app::devices::admit_token(state, &presented).await?.map_err(refused)?;
         Ok(DeviceCaller {
             app_id: record.app_id,
             device_id: record.device_id,

@@ -13,11 +13,11 @@ use axum::routing::{delete, get, post};
 use axum::Json;
 use rp_app::offline::{self, app_and_pairing, edit_pairing, Delivered, PairingEdit};
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::devices;
 use rp_domain::offline::{render_pins, require_enabled};
 use rp_domain::pairing::{pin_ids, PairingError, PairingKey};
 use rp_domain::time::EpochMillis;
-use rp_repo::workstations::Workstations;
 use serde::{Deserialize, Serialize};
 
 routers! { crate::routing::plain;
@@ -101,15 +101,10 @@ async fn device_workstations(
     State(state): State<AppState>,
     device: DeviceCaller,
 ) -> Result<Json<DeviceWorkstations>, Problem> {
-    let workstations = Workstations::new(state.backend.store.as_ref());
-    let (app, pairings) = tokio::join!(
-        rp_app::apps::load_app(&state, device.app_id.as_str()),
-        workstations.pairings_of_device(&device.app_id, &device.device_id),
-    );
-    let (app, _) = app?;
-    let pairings = pairings?;
+    let (app, pairings) =
+        rp_app::offline::app_and_pairings_of_device(&state, &device.app_id, &device.device_id).await?;
     let settings = &app.workstation.offline_access;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let workstations = pairings
         .into_iter()
         .map(|(p, _)| {

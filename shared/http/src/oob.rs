@@ -14,11 +14,11 @@ use axum::routing::{get, post};
 use axum::Json;
 use rp_app::oob;
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::devices::named_user;
-use rp_domain::oob::{OobAnswer, OobError, OobRequest, OobStart, PROTOCOL_VERSION};
+use rp_domain::oob::{OobAnswer, OobRequest, OobStart, PROTOCOL_VERSION};
 use rp_domain::time::EpochMillis;
-use rp_repo::oob::OobRequests;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -167,16 +167,13 @@ async fn status(
     path: Result<ApiPath<String>, Problem>,
 ) -> Result<Json<OobStatus>, Problem> {
     // The request is read beside the token.
-    let requests = OobRequests::new(state.backend.store.as_ref());
     let read = |session_id: &String| {
-        let session_id = session_id.clone();
-        async move { requests.get(&session_id).await }
+        let (state, session_id) = (&state, session_id.clone());
+        async move { rp_app::oob::request(state, &session_id).await }
     };
     let path = path.map(|ApiPath(session_id)| session_id);
     let (access, _, read) = beside_input::<Access, _, _>(&mut parts, &state, path, read).await?;
-    let (request, _) = read?.ok_or(OobError::NotFound)?;
-    let request = request.visible_to(&access.app_id, state.backend.clock.now_millis())?;
-    Ok(Json(OobStatus::from(request)))
+    Ok(Json(OobStatus::from(rp_app::oob::status(&state, &access.app_id, read)?)))
 }
 
 /// A pending request as the phone shows it, with what it needs to sign its answer.
@@ -270,7 +267,7 @@ async fn device_requests(
     };
     let wait = std::time::Duration::from_secs(wait);
     let pending = oob::pending_for_device_within(&state, &device.app_id, &device.device_id, wait).await?;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let requests = pending
         .into_iter()
         .map(|(request, recovery_keys)| DeviceOobRequest {

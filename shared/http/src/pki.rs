@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::pki::{self, PublishedCrl};
 use rp_domain::FieldError;
 use serde::{Deserialize, Serialize};
@@ -119,7 +120,7 @@ fn max_age(crl: &PublishedCrl, now: rp_domain::time::EpochMillis) -> i64 {
     responses((status = 200, description = "The CRL, DER (RFC 5280)", content_type = "application/pkix-crl", body = Vec<u8>)))]
 async fn get_crl(State(state): State<AppState>, Checked(ca_id): CaId) -> Result<Response, Problem> {
     let crl = rp_app::pki::published(&state, &ca_id).await?;
-    let cache = format!("public, max-age={}", max_age(&crl, state.backend.clock.now_millis()));
+    let cache = format!("public, max-age={}", max_age(&crl, state.clock().now_millis()));
     Ok(([(header::CONTENT_TYPE, "application/pkix-crl".to_owned()), (header::CACHE_CONTROL, cache)], crl.crl)
         .into_response())
 }

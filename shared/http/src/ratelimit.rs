@@ -9,11 +9,10 @@ use axum::http::{request::Parts, HeaderMap, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use rp_app::AppState;
+use rp_app::{AppState, HasClock};
 use rp_domain::apps::RateLimit;
-use rp_ports::held::{Gate, HeldKeys, HeldStore, Pass};
-use rp_repo::ratelimit::{self, Decision};
-use std::sync::Arc;
+use rp_ports::held::{Gate, Pass};
+use rp_repo::ratelimit::Decision;
 
 /// `router` behind the tenant's rate limit, counted under `scope`.
 pub fn gated_as(router: Router<AppState>, state: &AppState, scope: &'static str) -> Router<AppState> {
@@ -31,7 +30,7 @@ async fn rate_limit_gate(
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
-    let now = state.backend.clock.epoch_secs();
+    let now = state.clock().epoch_secs();
     // Refused before a tenant is known (401, 403, a bad X-Tenant-Id): nothing is counted.
     let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
         Ok(tenant) => tenant,
@@ -39,9 +38,9 @@ async fn rate_limit_gate(
     };
     let rule = &tenant.app.rate_limit;
     let (gate, pass) = Gate::new();
-    parts.extensions.insert(Counted(held(&state, &pass), pass));
+    parts.extensions.insert(Counted(state.held(&pass), pass));
     let count = async {
-        let decision = ratelimit::hit(state.backend.store.as_ref(), tenant.id(), scope, rule, now).await;
+        let decision = rp_app::count_request(&state, tenant.id(), scope, rule, now).await;
         gate.open(decision.as_ref().is_ok_and(|d| d.allowed));
         decision
     };
@@ -55,14 +54,6 @@ async fn rate_limit_gate(
         if decision.allowed { response } else { errors::over_limit(rule, &decision, now).into_response() };
     stamp(response.headers_mut(), &decision);
     response
-}
-
-/// `state` with its store holding every write, and its key service every call, until `pass`.
-fn held(state: &AppState, pass: &Pass) -> AppState {
-    let mut held = state.clone();
-    held.backend.store = Arc::new(HeldStore::new(state.backend.store.clone(), pass.clone()));
-    held.backend.keys = Arc::new(HeldKeys::new(state.backend.keys.clone(), pass.clone()));
-    held
 }
 
 /// The answer of a request refused before it was counted: the headers show `rule`'s budget

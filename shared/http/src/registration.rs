@@ -18,7 +18,6 @@ use rp_app::AppState;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{identifier, named_user, Registration, RegistrationCode, RegistrationError};
 use rp_domain::push::PushToken;
-use rp_repo::devices::Devices;
 use serde::{Deserialize, Serialize};
 
 routers! { crate::routing::plain;
@@ -271,25 +270,19 @@ async fn list_devices(
     let named_user =
         path.and_then(|ApiPath(UserPath { named_user: name, .. })| Ok(named_user("namedUser", &name)?));
     // The user's devices, then their tokens, are read beside the token and the app.
-    let repo = Devices::new(state.backend.store.as_ref());
     let reads = |app: AppId, named_user: &String| {
-        let named_user = named_user.clone();
-        async move {
-            let devices = repo.devices_of(&app, &named_user).await?;
-            let tokens = repo.tokens_of(&devices).await?;
-            Ok::<_, rp_ports::StoreError>((devices, tokens))
-        }
+        let (state, named_user) = (&state, named_user.clone());
+        async move { rp_app::devices::devices_of_user(state, &app, &named_user).await }
     };
     let (admin, read) = AdminOfApp::beside(&mut parts, &state, &named_user, reads).await?;
     let named_user = named_user?;
     let (app, _) = admin.app?;
-    let (devices, tokens) = match read {
+    let devices = match read {
         Some(read) => read?,
         None => reads(app.app_id.clone(), &named_user).await?,
     };
     let devices = devices
         .into_iter()
-        .zip(tokens)
         .map(|(device, token)| DeviceView {
             device_id: device.device_id,
             friendly_name: device.friendly_name,
@@ -311,17 +304,16 @@ async fn revoke_token(
 ) -> Result<StatusCode, Problem> {
     let device_id = path.and_then(|ApiPath((_, id))| Ok(identifier("deviceId", &id)?));
     // The device is read beside the token and the app.
-    let repo = Devices::new(state.backend.store.as_ref());
     let device = |app: AppId, device_id: &String| {
-        let device_id = device_id.clone();
-        async move { repo.device(&app, &device_id).await }
+        let (state, device_id) = (&state, device_id.clone());
+        async move { rp_app::devices::device(state, &app, &device_id).await }
     };
     let (admin, device) = AdminOfApp::beside(&mut parts, &state, &device_id, device).await?;
     let (app, _) = admin.app?;
     let device_id = device_id?;
     let first = match device {
         Some(read) => read,
-        None => repo.device(&app.app_id, &device_id).await,
+        None => rp_app::devices::device(&state, &app.app_id, &device_id).await,
     };
     rp_app::devices::end_token(&state, &app.app_id, &device_id, first).await?;
     tracing::info!(app_id = %app.app_id, %device_id, "device token revoked");

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::apps::{self, AppId, RateLimit};
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{TokenKind, TokenRecord};
@@ -227,8 +228,8 @@ pub async fn tokens(
     PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
     let cursor = view::cursor(query.cursor.as_deref(), &Tokens::query_partition())?;
-    let (tokens, next) = rp_app::console::tokens(&state, 50, cursor).await?;
-    let now = state.backend.clock.now_millis();
+    let (tokens, next) = rp_app::apps::list_tokens(&state, 50, cursor).await?;
+    let now = state.clock().now_millis();
     let body = html! {
         (notice(query.notice.as_deref()))
         (token_table(&tokens, &op, now))
@@ -320,7 +321,7 @@ pub async fn create_token(
     };
     let app_id = view::given(form.app_id).map(|id| AppId::parse("appId", id.trim())).transpose()?;
     let expires = view::number("expiresInSecs", form.expires_in_secs.as_deref())?;
-    let named = Apps::new(state.backend.store.as_ref()).named(app_id.clone()).await;
+    let named = rp_app::apps::named(&state, app_id.clone()).await;
     let description = view::given(form.description);
     let (secret, record) =
         rp_app::apps::create_token(&state, kind, app_id, named, description, expires).await?;
@@ -348,6 +349,6 @@ pub async fn revoke_token(
     if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Problem::invalid("tokenId", "must be 16 hexadecimal digits").into());
     }
-    rp_app::apps::revoke_token(&state, token_id).await?;
+    rp_app::apps::revoke_token(&state, token_id, rp_app::apps::token(&state, token_id).await).await?;
     Ok(Redirect::to("/console/tokens?notice=revoked").into_response())
 }

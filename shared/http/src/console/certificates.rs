@@ -9,6 +9,7 @@ use futures_util::future::OptionFuture;
 use maud::{html, Markup};
 use rp_app::revocation;
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::certificates::MAX_SERIAL_NUMBER;
 use rp_domain::events::EventRecord;
@@ -35,7 +36,7 @@ pub async fn show(
 ) -> Result<Page, Refusal> {
     let selected = view::given(query.app).map(|a| AppId::parse("app", a.trim())).transpose()?;
     let ca = view::given(query.ca).map(|ca| ca.trim().to_owned());
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let (apps, more_apps) = rp_app::console::apps(&state, &op.session, 100, None).await?;
     let ids: Vec<AppId> = apps.iter().map(|app| app.app_id.clone()).collect();
     let counts = rp_app::console::queues(&state, &ids);

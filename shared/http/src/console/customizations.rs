@@ -134,9 +134,8 @@ pub async fn content_list(
     AppOf { op, app, .. }: ScopedApp,
     PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let records = customizations::records::<ContentRecord>(&state, &app.app_id);
-    let cursor = view::cursor(query.cursor.as_deref(), &records.list_query())?;
-    let (items, next, total) = records.list(50, cursor).await?;
+    let page = |partition: &_| Ok::<_, Refusal>((50, view::cursor(query.cursor.as_deref(), partition)?));
+    let (items, next, total) = customizations::list::<ContentRecord, _>(&state, &app.app_id, page).await?;
     let base = format!("/console/apps/{}/content", app.app_id);
     let body = html! {
         (notice(query.notice.as_deref()))
@@ -296,10 +295,11 @@ pub async fn code_list(
     AppOf { op, app, .. }: ScopedApp,
     PageQuery(query): PageQuery<Listing>,
 ) -> Result<Page, Refusal> {
-    let records = rp_app::code::records(&state, &app.app_id);
-    let cursor = view::cursor(query.cursor.as_deref(), &records.list_query())?;
-    let environment = rp_app::code::env(&state, &app.app_id);
-    let (listed, names) = tokio::join!(records.list(50, cursor), environment.names());
+    let page = |partition: &_| Ok::<_, Refusal>((50, view::cursor(query.cursor.as_deref(), partition)?));
+    let (listed, names) = tokio::join!(
+        customizations::list::<CodeRecord, _>(&state, &app.app_id, page),
+        rp_app::code::env_names(&state, &app.app_id)
+    );
     let ((items, next, total), names) = (listed?, names?);
     let base = format!("/console/apps/{}/code", app.app_id);
     let body = html! {

@@ -6,6 +6,7 @@ use crate::problem::Problem;
 use axum::extract::State;
 use maud::{html, Markup};
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES};
 use rp_domain::EpochMillis;
@@ -53,7 +54,7 @@ pub async fn show(
     Global(op): Global,
     PageQuery(query): PageQuery<EventQuery>,
 ) -> Result<Page, Refusal> {
-    let (filter, from, to) = filter(query, state.backend.clock.now_millis())?;
+    let (filter, from, to) = filter(query, state.clock().now_millis())?;
     let (events, more) = rp_app::console::events(&state, &filter, COUNTED).await?;
     let body = html! {
         (filter_form(&filter, from, to))

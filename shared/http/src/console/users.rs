@@ -11,11 +11,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup, PreEscaped};
 use rp_app::devices;
 use rp_app::AppState;
+use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::devices::{identifier, named_user, DeviceRecord, DeviceTokenRecord};
 use rp_domain::pairing::{Pairing, PairingKey};
 use rp_domain::EpochMillis;
-use rp_repo::devices::Devices;
 use rp_repo::workstations::Workstations;
 use serde::Deserialize;
 
@@ -34,7 +34,7 @@ pub async fn show(
 ) -> Result<Page, Refusal> {
     let user = view::given(query.user).map(|u| named_user("user", u.trim())).transpose()?;
     let devices = match &user {
-        Some(user) => rp_app::console::devices_of_user(&state, &app.app_id, user).await?,
+        Some(user) => rp_app::devices::devices_of_user(&state, &app.app_id, user).await?,
         None => Vec::new(),
     };
     let base = format!("/console/apps/{}", app.app_id);
@@ -181,7 +181,7 @@ pub async fn end_token(
     Posted { by: AppOf { app, .. }, form }: Posted<DeviceForm, GlobalApp>,
 ) -> Result<Response, Refusal> {
     let device_id = identifier("deviceId", form.device_id.trim())?;
-    let first = Devices::new(state.backend.store.as_ref()).device(&app.app_id, &device_id).await;
+    let first = devices::device(&state, &app.app_id, &device_id).await;
     devices::end_token(&state, &app.app_id, &device_id, first).await?;
     tracing::info!(app_id = %app.app_id, %device_id, "device token revoked");
     Ok(back_to_user(&app.app_id, &form.named_user, "ended"))
@@ -212,7 +212,7 @@ pub async fn workstations(
 ) -> Result<Page, Refusal> {
     let cursor = view::cursor(query.cursor.as_deref(), &Workstations::app_query(&app.app_id))?;
     let (pairings, next) = rp_app::console::pairings_of_app(&state, &app.app_id, 50, cursor).await?;
-    let now = state.backend.clock.now_millis();
+    let now = state.clock().now_millis();
     let base = format!("/console/apps/{}", app.app_id);
     let body = html! {
         (notice(query.notice.as_deref()))
