@@ -116,7 +116,6 @@ def provision(urls, prefix="rp-local"):
                              Attributes=queue_attributes(template["CertTimeoutQueue"], dead_arn))["QueueUrl"]
     kms = boto3.client("kms", endpoint_url=urls["KMS"])
     envelope = kms.create_key(**key_arguments(template["EnvelopeKey"]))["KeyMetadata"]["KeyId"]
-    signing = kms.create_key(**key_arguments(template["SigningKey"]))["KeyMetadata"]["KeyId"]
     create_table(boto3.client("dynamodb", endpoint_url=urls["DYNAMODB"]), name, template["Table"])
     sns = boto3.client("sns", endpoint_url=urls["SNS"])
     sns.create_platform_application(Name="workstationDemo", Platform="APNS",
@@ -124,7 +123,7 @@ def provision(urls, prefix="rp-local"):
     values = dict(FIXED)
     values.update({f"AWS_ENDPOINT_URL_{service}": url for service, url in urls.items()})
     values.update(TABLE_NAME=name, QUEUE_URL=queue, DEAD_LETTER_QUEUE_URL=dead,
-                  KMS_ENVELOPE_KEY_ID=envelope, KMS_SIGNING_KEY_ID=signing)
+                  KMS_ENVELOPE_KEY_ID=envelope)
     return values
 
 

@@ -60,7 +60,7 @@ def main():
         "PATH": os.environ["PATH"], "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": closed,
         "TABLE_NAME": "rp", "QUEUE_URL": f"{closed}/000000000000/rp", "DEAD_LETTER_QUEUE_URL": f"{closed}/000000000000/rp-dlq",
-        "KMS_ENVELOPE_KEY_ID": "alias/rp-envelope", "KMS_SIGNING_KEY_ID": "alias/rp-signing",
+        "KMS_ENVELOPE_KEY_ID": "alias/rp-envelope",
         "PUBLIC_BASE_URL": "https://rp.example.test", "TLS_TRUST_ROOTS": "amazon",
         "AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH": "true", "AWS_LAMBDA_LOG_LEVEL": "WARN",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 #[command(name = "rp-admin", about = "Administer the relying-party backend directly, without HTTP")]
 pub struct Cli {
     /// Which backend to administer: the embedded data directory, or the AWS deployment named by
-    /// TABLE_NAME, QUEUE_URL, KMS_ENVELOPE_KEY_ID and KMS_SIGNING_KEY_ID (the stack's outputs).
+    /// TABLE_NAME, QUEUE_URL and KMS_ENVELOPE_KEY_ID (the stack's outputs).
     #[arg(long, env = "RP_BACKEND", value_enum, default_value_t = BackendKind::Embedded, global = true)]
     pub backend: BackendKind,
     /// Data directory of the embedded backend (stop the local server first: it holds the lock).

@@ -105,8 +105,9 @@ mod tests {
         assert!(backend.queue.send("{}", std::time::Duration::ZERO).await.is_ok());
         let queue = backend.only(Services::QUEUE);
         assert!(Arc::ptr_eq(&queue.queue, &backend.queue));
-        assert!(queue.keys.sign_es256(b"m").await.is_err(), "no key service");
-        assert!(backend.keys.sign_es256(b"m").await.is_ok());
+        let context = rp_ports::EncryptionContext::new("app", "purpose");
+        assert!(queue.keys.generate_data_key(&context).await.is_err(), "no key service");
+        assert!(backend.keys.generate_data_key(&context).await.is_ok());
         assert_eq!(
             [
                 Services::STORE,

@@ -229,7 +229,6 @@ mod tests {
                 "CERT_MAX_ATTEMPTS must be a positive number, not 'x'",
                 "TABLE_NAME is not set",
                 "KMS_ENVELOPE_KEY_ID is not set",
-                "KMS_SIGNING_KEY_ID is not set",
             ]
         );
     }

@@ -149,7 +149,7 @@ mod tests {
 
     fn aws_config() -> Config {
         let get = |name: &str| match name {
-            "TABLE_NAME" | "QUEUE_URL" | "KMS_ENVELOPE_KEY_ID" | "KMS_SIGNING_KEY_ID" => Some("x".to_owned()),
+            "TABLE_NAME" | "QUEUE_URL" | "KMS_ENVELOPE_KEY_ID" => Some("x".to_owned()),
             _ => None,
         };
         Config::from_lookup(get, BackendKind::Aws).expect("a complete AWS configuration")

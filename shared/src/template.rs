@@ -19,7 +19,6 @@ pub const TABLE: &str = "Table";
 pub const QUEUE: &str = "CertTimeoutQueue";
 pub const DEAD_LETTER_QUEUE: &str = "CertTimeoutDeadLetterQueue";
 pub const ENVELOPE_KEY: &str = "EnvelopeKey";
-pub const SIGNING_KEY: &str = "SigningKey";
 
 /// The template's stateful resources.
 #[derive(Debug, Clone)]
@@ -28,7 +27,6 @@ pub struct Stateful {
     pub queue: QueueSpec,
     pub dead_letter_queue: QueueSpec,
     pub envelope_key: KmsKeySpec,
-    pub signing_key: KmsKeySpec,
 }
 
 #[derive(Deserialize)]
@@ -64,7 +62,6 @@ pub fn parse(text: &str) -> Result<Stateful, String> {
         queue: template.properties(QUEUE, "AWS::SQS::Queue")?,
         dead_letter_queue: template.properties(DEAD_LETTER_QUEUE, "AWS::SQS::Queue")?,
         envelope_key: template.properties(ENVELOPE_KEY, "AWS::KMS::Key")?,
-        signing_key: template.properties(SIGNING_KEY, "AWS::KMS::Key")?,
     })
 }
 
@@ -94,7 +91,6 @@ mod tests {
         assert_eq!(redrive.max_receive_count, crate::backend::MAX_RECEIVE_COUNT);
         assert!(stateful.dead_letter_queue.redrive_policy.is_none());
         assert_eq!(stateful.envelope_key.key_spec, None, "the envelope key is symmetric");
-        assert_eq!(stateful.signing_key.key_spec.as_deref(), Some("ECC_NIST_P256"));
     }
 
     #[test]

@@ -22,7 +22,6 @@ fn on_emulators(binary: &str, config: &AwsConfig) -> Command {
         .env("TABLE_NAME", &config.table_name)
         .env("QUEUE_URL", &config.queue_url)
         .env("KMS_ENVELOPE_KEY_ID", &config.envelope_key_id)
-        .env("KMS_SIGNING_KEY_ID", &config.signing_key_id)
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")

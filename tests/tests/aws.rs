@@ -8,7 +8,7 @@ use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
 use rp_shared::backend::{self, Backend};
 use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
 use rp_shared::testing::aws::{
-    clients, fresh_config, fresh_keys, fresh_queue_with, fresh_table, shared_sdk_config,
+    clients, fresh_config, fresh_key, fresh_queue_with, fresh_table, shared_sdk_config,
 };
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
@@ -27,8 +27,8 @@ async fn queue() -> Option<Arc<dyn Queue>> {
 
 async fn keys() -> Option<Arc<dyn KeyService>> {
     let clients = clients().await?;
-    let (envelope, signing) = fresh_keys(&clients).await;
-    Some(Arc::new(KmsKeys::new(clients.kms, envelope, signing)))
+    let envelope = fresh_key(&clients).await;
+    Some(Arc::new(KmsKeys::new(clients.kms, envelope)))
 }
 
 fn now() -> i64 {

@@ -186,9 +186,6 @@ fn policies(e: &Endpoint) -> String {
     if !g.envelope.is_empty() {
         statement(&mut out, g.envelope_why, g.envelope, &["!GetAtt EnvelopeKey.Arn"]);
     }
-    if !g.signing.is_empty() {
-        statement(&mut out, None, g.signing, &["!GetAtt SigningKey.Arn"]);
-    }
     if g.queue {
         statement(&mut out, None, &["sqs:SendMessage"], &["!GetAtt CertTimeoutQueue.Arn"]);
     }

@@ -57,7 +57,6 @@ async fn a_customization_signs_through_kms_on_the_functions_runtime() {
         ("TABLE_NAME", &config.table_name),
         ("QUEUE_URL", &config.queue_url),
         ("KMS_ENVELOPE_KEY_ID", &config.envelope_key_id),
-        ("KMS_SIGNING_KEY_ID", &config.signing_key_id),
     ];
     let lambda = runtime_api::LAMBDA_ENV.into_iter().filter(|(name, _)| *name != "AWS_ENDPOINT_URL");
     for (name, value) in lambda.chain(own) {

@@ -35,8 +35,6 @@ pub struct Grants {
     /// KMS actions on the envelope key, and why, when the template should say.
     pub envelope: &'static [&'static str],
     pub envelope_why: Option<&'static str>,
-    /// KMS actions on the signing key.
-    pub signing: &'static [&'static str],
     /// It sends the certificate time-out messages.
     pub queue: bool,
     /// SNS actions on the account's platform applications and endpoints (mobile push).
@@ -51,7 +49,6 @@ impl Grants {
         indexes: false,
         envelope: &[],
         envelope_why: None,
-        signing: &[],
         queue: false,
         push: &[],
         sandbox: None,
@@ -83,7 +80,7 @@ pub struct Pages {
 impl Endpoint {
     /// The services besides the store that its handlers call: those its grants allow.
     pub const fn services(&self) -> Services {
-        let keys = !self.grants.envelope.is_empty() || !self.grants.signing.is_empty();
+        let keys = !self.grants.envelope.is_empty();
         Services { queue: self.grants.queue, keys, push: !self.grants.push.is_empty() }
     }
 }

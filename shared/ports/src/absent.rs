@@ -64,16 +64,6 @@ impl KeyService for Absent {
     ) -> Result<[u8; 32], KeyError> {
         Err(no_keys())
     }
-    async fn sign_es256(&self, _message: &[u8]) -> Result<Vec<u8>, KeyError> {
-        Err(no_keys())
-    }
-    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
-        Err(no_keys())
-    }
-    /// Empty: nothing is signed without [`sign_es256`](KeyService::sign_es256), which fails.
-    fn signing_key_id(&self) -> String {
-        String::new()
-    }
 }
 
 #[async_trait]
@@ -95,11 +85,13 @@ mod tests {
         let err = Queue::send(&Absent, "{}", Duration::ZERO).await.unwrap_err();
         assert!(matches!(&err, QueueError::Unavailable(e) if e.to_string().starts_with("the queue is not")));
         assert!(Absent.dead_letter("{}").await.is_err());
-        let err = Absent.sign_es256(b"m").await.unwrap_err();
+        let Err(err) = Absent.generate_data_key(&EncryptionContext::new("t", "p")).await else {
+            panic!("an absent key service made a data key")
+        };
         assert!(
             matches!(&err, KeyError::Unavailable(e) if e.to_string().starts_with("the key service is not"))
         );
-        assert!(Absent.generate_data_key(&EncryptionContext::new("t", "p")).await.is_err());
+        assert!(Absent.decrypt_data_key(b"w", &EncryptionContext::new("t", "p")).await.is_err());
         let wake = WakeUp { kind: rp_domain::push::WakeKind::Oob, id: "r".into() };
         let err = Push::send(&Absent, "e", Platform::Apns, &wake).await.unwrap_err();
         assert!(

@@ -136,18 +136,4 @@ impl KeyService for HeldKeys {
         self.through().await?;
         self.inner.decrypt_data_key(wrapped, context).await
     }
-
-    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
-        self.through().await?;
-        self.inner.sign_es256(message).await
-    }
-
-    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
-        self.through().await?;
-        self.inner.signing_public_key().await
-    }
-
-    fn signing_key_id(&self) -> String {
-        self.inner.signing_key_id()
-    }
 }

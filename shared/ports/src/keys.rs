@@ -1,4 +1,4 @@
-//! The key port: envelope encryption and ES256 signing, as KMS provides.
+//! The key port: envelope encryption, as KMS provides.
 //!
 //! Secrets are sealed with a fresh 256-bit data key each (AES-256-GCM); the data key is wrapped by
 //! the key service under an encryption context naming the tenant and the purpose, so a sealed
@@ -58,15 +58,6 @@ pub trait KeyService: Send + Sync {
         wrapped: &[u8],
         context: &EncryptionContext,
     ) -> Result<[u8; 32], KeyError>;
-
-    /// An ES256 signature (fixed-size `r || s`, 64 bytes, as JWS wants) over `message`.
-    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError>;
-
-    /// The signing key's public half, SEC1 uncompressed.
-    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError>;
-
-    /// Identifies the signing key (a JWT `kid`).
-    fn signing_key_id(&self) -> String;
 }
 
 /// Encrypts `plaintext` under a fresh data key bound to `context`.

@@ -167,18 +167,6 @@ impl KeyService for Recorded<dyn KeyService> {
             .around("keys.decrypt_data_key".to_owned(), self.inner.decrypt_data_key(wrapped, context))
             .await
     }
-
-    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
-        self.trips.around("keys.sign_es256".to_owned(), self.inner.sign_es256(message)).await
-    }
-
-    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
-        self.trips.around("keys.signing_public_key".to_owned(), self.inner.signing_public_key()).await
-    }
-
-    fn signing_key_id(&self) -> String {
-        self.inner.signing_key_id()
-    }
 }
 
 #[async_trait]

@@ -136,24 +136,21 @@ async fn fresh_queue_as(clients: &AwsClients, spec: &QueueSpec) -> (String, Stri
     (url, dlq_url)
 }
 
-/// A fresh envelope key and a fresh signing key as the template defines them; returns their ids.
-pub async fn fresh_keys(clients: &AwsClients) -> (String, String) {
-    let envelope = create_key(&clients.kms, &stateful().envelope_key).await.expect("create envelope key");
-    let signing = create_key(&clients.kms, &stateful().signing_key).await.expect("create signing key");
-    (envelope, signing)
+/// A fresh envelope key as the template defines it; returns its id.
+pub async fn fresh_key(clients: &AwsClients) -> String {
+    create_key(&clients.kms, &stateful().envelope_key).await.expect("create envelope key")
 }
 
 /// A whole fresh deployment of the template's stateful resources: table, queue with DLQ, keys.
 pub async fn fresh_config(clients: &AwsClients) -> AwsConfig {
     let table_name = fresh_table(clients).await;
     let (queue_url, dead_letter_queue_url) = fresh_queue(clients).await;
-    let (envelope_key_id, signing_key_id) = fresh_keys(clients).await;
+    let envelope_key_id = fresh_key(clients).await;
     AwsConfig {
         table_name,
         queue_url,
         dead_letter_queue_url: Some(dead_letter_queue_url),
         envelope_key_id,
-        signing_key_id,
         trust_roots: TrustRoots::Amazon,
     }
 }

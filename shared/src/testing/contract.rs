@@ -8,7 +8,6 @@
 use crate::ports::keys::{open, seal};
 use crate::ports::store::Invalid;
 use crate::ports::*;
-use p256::ecdsa::signature::Verifier;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -397,18 +396,6 @@ pub async fn keys_seal_and_open_under_context(keys: Arc<dyn KeyService>) {
     assert_ne!(again.wrapped_key, sealed.wrapped_key, "a data key per secret");
 }
 
-pub async fn keys_sign_es256(keys: Arc<dyn KeyService>) {
-    let message = b"header.payload";
-    let signature = keys.sign_es256(message).await.unwrap();
-    assert_eq!(signature.len(), 64, "JWS wants r || s");
-    let public = keys.signing_public_key().await.unwrap();
-    let verifier = p256::ecdsa::VerifyingKey::from(&public);
-    let sig = p256::ecdsa::Signature::from_slice(&signature).unwrap();
-    verifier.verify(message, &sig).unwrap();
-    assert!(verifier.verify(b"other", &sig).is_err());
-    assert!(!keys.signing_key_id().is_empty());
-}
-
 /// Every store case as a `#[tokio::test]`; `$make` is an async expression giving
 /// `Option<Arc<dyn ItemStore>>` (`None` skips: the backend is not configured).
 #[macro_export]
@@ -449,7 +436,6 @@ macro_rules! queue_contract_tests {
 macro_rules! keys_contract_tests {
     ($make:expr) => {
         $crate::__contract_case!(keys_seal_and_open_under_context, $make);
-        $crate::__contract_case!(keys_sign_es256, $make);
     };
 }
 

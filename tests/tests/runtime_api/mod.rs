@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 /// Lambda's environment for a function under test, with every AWS client pointed at a closed
 /// loopback port (none is called); the function's name, the Runtime API's address and the log
 /// level are added by each test.
-pub const LAMBDA_ENV: [(&str, &str); 11] = [
+pub const LAMBDA_ENV: [(&str, &str); 10] = [
     ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256"),
     ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
     ("AWS_REGION", "eu-west-1"),
@@ -28,7 +28,6 @@ pub const LAMBDA_ENV: [(&str, &str); 11] = [
     ("TABLE_NAME", "rp"),
     ("QUEUE_URL", "http://127.0.0.1:9/000000000000/rp"),
     ("KMS_ENVELOPE_KEY_ID", "envelope"),
-    ("KMS_SIGNING_KEY_ID", "signing"),
 ];
 
 #[derive(Clone)]

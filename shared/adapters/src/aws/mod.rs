@@ -38,14 +38,12 @@ pub struct AwsConfig {
     pub queue_url: String,
     pub dead_letter_queue_url: Option<String>,
     pub envelope_key_id: String,
-    pub signing_key_id: String,
     pub trust_roots: TrustRoots,
 }
 
 impl AwsConfig {
-    /// Reads `TABLE_NAME`, `QUEUE_URL`, `KMS_ENVELOPE_KEY_ID`, `KMS_SIGNING_KEY_ID` (required),
-    /// `DEAD_LETTER_QUEUE_URL` and `TLS_TRUST_ROOTS` (optional); every problem is named in one
-    /// error.
+    /// Reads `TABLE_NAME`, `QUEUE_URL`, `KMS_ENVELOPE_KEY_ID` (required), `DEAD_LETTER_QUEUE_URL`
+    /// and `TLS_TRUST_ROOTS` (optional); every problem is named in one error.
     pub fn from_env() -> Result<Self, AwsConfigError> {
         Self::from_lookup(&|name| std::env::var(name).ok())
     }
@@ -62,7 +60,6 @@ impl AwsConfig {
             table_name: required("TABLE_NAME"),
             queue_url: required("QUEUE_URL"),
             envelope_key_id: required("KMS_ENVELOPE_KEY_ID"),
-            signing_key_id: required("KMS_SIGNING_KEY_ID"),
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL").filter(|v| !v.is_empty()),
             trust_roots: TrustRoots::from_lookup(get).unwrap_or_else(|problem| {
                 problems.push(problem);
@@ -159,7 +156,7 @@ pub fn sqs_over(config: &AwsConfig, client: LazyClient<aws_sdk_sqs::Client>) -> 
 
 /// The keys `config` names, over `client`.
 pub fn kms_over(config: &AwsConfig, client: LazyClient<aws_sdk_kms::Client>) -> Arc<dyn KeyService> {
-    Arc::new(KmsKeys::new(client, &config.envelope_key_id, &config.signing_key_id))
+    Arc::new(KmsKeys::new(client, &config.envelope_key_id))
 }
 
 #[cfg(test)]
@@ -197,7 +194,6 @@ mod tests {
             vec![
                 "TABLE_NAME is not set",
                 "KMS_ENVELOPE_KEY_ID is not set",
-                "KMS_SIGNING_KEY_ID is not set",
                 "TLS_TRUST_ROOTS must be 'amazon' or 'system', not 'all'",
             ]
         );

@@ -1,4 +1,4 @@
-//! The local key file: an AES-256 master key that wraps data keys, and a P-256 signing key.
+//! The local key file: an AES-256 master key that wraps data keys.
 //!
 //! Created on first start with mode 0600 (written to a temporary file, then linked into place so
 //! two processes starting at once agree on one key file). Wrapped data keys are
@@ -10,26 +10,22 @@ use aes_gcm::{Aes256Gcm, Nonce};
 use async_trait::async_trait;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use p256::ecdsa::{signature::Signer, Signature, SigningKey};
 use rand::RngCore;
 use rp_ports::keys::*;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::Path;
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+// A file written before signing left the key port also holds a `signingKey`: it is read past.
 struct KeyFileContents {
     version: u8,
     master_key: String,
-    signing_key: String,
 }
 
 pub struct LocalKeyFile {
     master: Aes256Gcm,
-    signing: SigningKey,
-    key_id: String,
 }
 
 impl LocalKeyFile {
@@ -68,12 +64,7 @@ impl LocalKeyFile {
     fn create(path: &Path) -> std::io::Result<()> {
         let mut master = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut master);
-        let signing = SigningKey::random(&mut rand::rngs::OsRng);
-        let contents = KeyFileContents {
-            version: 1,
-            master_key: STANDARD.encode(master),
-            signing_key: STANDARD.encode(signing.to_bytes()),
-        };
+        let contents = KeyFileContents { version: 1, master_key: STANDARD.encode(master) };
         let json = serde_json::to_vec_pretty(&contents).expect("key file serializes");
         let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
         let mut options = std::fs::OpenOptions::new();
@@ -99,11 +90,7 @@ impl LocalKeyFile {
             serde_json::from_slice(bytes).map_err(|_| invalid("key file is not valid JSON"))?;
         let master = STANDARD.decode(contents.master_key).map_err(|_| invalid("bad master key"))?;
         let master = Aes256Gcm::new_from_slice(&master).map_err(|_| invalid("bad master key"))?;
-        let signing = STANDARD.decode(contents.signing_key).map_err(|_| invalid("bad signing key"))?;
-        let signing = SigningKey::from_slice(&signing).map_err(|_| invalid("bad signing key"))?;
-        let public = signing.verifying_key().to_encoded_point(false);
-        let key_id = format!("local-{}", &hex::encode(Sha256::digest(public.as_bytes()))[..16]);
-        Ok(Self { master, signing, key_id })
+        Ok(Self { master })
     }
 }
 
@@ -140,17 +127,42 @@ impl KeyService for LocalKeyFile {
             .map_err(|_| KeyError::Decrypt)?;
         plain.try_into().map_err(|_| KeyError::Decrypt)
     }
+}
 
-    async fn sign_es256(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
-        let signature: Signature = self.signing.sign(message);
-        Ok(signature.to_bytes().to_vec())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_file_written_with_a_signing_key_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let master = STANDARD.encode([7u8; 32]);
+        let earlier = format!(r#"{{"version": 1, "masterKey": "{master}", "signingKey": "AAAA"}}"#);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&path).unwrap().write_all(earlier.as_bytes()).unwrap();
+        let keys = LocalKeyFile::open_or_create(&path).unwrap();
+        let context = EncryptionContext::new("app", "purpose");
+        let key = keys.generate_data_key(&context).await.unwrap();
+        assert_eq!(keys.decrypt_data_key(&key.wrapped, &context).await.unwrap(), key.plaintext);
     }
 
-    async fn signing_public_key(&self) -> Result<p256::PublicKey, KeyError> {
-        Ok(self.signing.verifying_key().into())
-    }
-
-    fn signing_key_id(&self) -> String {
-        self.key_id.clone()
+    #[tokio::test]
+    async fn a_new_key_file_holds_the_master_key_alone_and_opens_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let first = LocalKeyFile::open_or_create(&path).unwrap();
+        let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let fields: Vec<&str> = written.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(fields, ["masterKey", "version"]);
+        let context = EncryptionContext::new("app", "purpose");
+        let key = first.generate_data_key(&context).await.unwrap();
+        let again = LocalKeyFile::open_or_create(&path).unwrap();
+        assert_eq!(again.decrypt_data_key(&key.wrapped, &context).await.unwrap(), key.plaintext);
+        let other = EncryptionContext::new("other", "purpose");
+        assert!(matches!(again.decrypt_data_key(&key.wrapped, &other).await, Err(KeyError::Decrypt)));
     }
 }
