@@ -110,8 +110,7 @@ impl ConsoleSession {
     /// Whether `presented` (a cookie's id, hashed) is this session's, and the session is live at
     /// `now`: the whole hash is compared, in constant time.
     pub fn admits(&self, presented: &TokenHash, now: EpochMillis) -> bool {
-        let matches = TokenHash::from_hex(&self.hash).is_some_and(|stored| stored.matches(presented));
-        matches && now < self.expires_at
+        presented.is_stored_as(&self.hash) && now < self.expires_at
     }
 
     /// Whether a form's CSRF token is this session's, compared in constant time.

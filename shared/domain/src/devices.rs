@@ -187,8 +187,7 @@ impl DeviceTokenRecord {
     /// Checks a presented token against this record at `now` (the hashes compared in constant
     /// time).
     pub fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), DeviceTokenRefusal> {
-        let stored = TokenHash::from_hex(&self.hash).ok_or(DeviceTokenRefusal::Invalid)?;
-        if !stored.matches(presented) {
+        if !presented.is_stored_as(&self.hash) {
             return Err(DeviceTokenRefusal::Invalid);
         }
         if self.expiry() <= now {

@@ -96,6 +96,12 @@ impl TokenHash {
     pub fn matches(&self, other: &TokenHash) -> bool {
         self.0.ct_eq(&other.0).into()
     }
+
+    /// Whether this (presented) hash is the one a record stores as `hex`, compared in constant
+    /// time; a stored value that is no hash matches nothing.
+    pub fn is_stored_as(&self, hex: &str) -> bool {
+        Self::from_hex(hex).is_some_and(|stored| stored.matches(self))
+    }
 }
 
 /// A stored token.
@@ -128,8 +134,7 @@ pub enum TokenRefusal {
 impl TokenRecord {
     /// Checks a presented token against this record at `now`.
     pub fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), TokenRefusal> {
-        let stored = TokenHash::from_hex(&self.hash).ok_or(TokenRefusal::Unknown)?;
-        if !stored.matches(presented) {
+        if !presented.is_stored_as(&self.hash) {
             return Err(TokenRefusal::Unknown);
         }
         self.live_at(now)
