@@ -2,7 +2,7 @@
 
 use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::{AppId, ControlError, RateLimit, WorkstationSettings};
-use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use rp_domain::tokens::{admitted, TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use rp_domain::{validate, FieldError};
 use rp_ports::{retry_on_conflict_from, Cursor, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
@@ -41,10 +41,8 @@ pub async fn admit_token(
     state: &(impl HasClock + HasStore),
     presented: &TokenHash,
 ) -> Result<Result<TokenRecord, TokenRefusal>, StoreError> {
-    let Some(record) = Tokens::new(state.store()).find(presented).await? else {
-        return Ok(Err(TokenRefusal::Unknown));
-    };
-    Ok(record.admit(presented, state.clock().now_millis()).map(|()| record))
+    let found = Tokens::new(state.store()).find(presented).await?;
+    Ok(admitted(found, presented, state.clock().now_millis()))
 }
 
 /// A page of the API tokens (never their secrets).

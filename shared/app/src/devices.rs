@@ -14,7 +14,7 @@ use rp_domain::events::DEVICE_REVOKED_EVENT;
 use rp_domain::events::{attributes, EventRecord};
 use rp_domain::pairing::{Pairing, PairingError};
 use rp_domain::time::EpochMillis;
-use rp_domain::tokens::{TokenHash, TokenSecret};
+use rp_domain::tokens::{admitted, TokenHash, TokenSecret};
 use rp_domain::validate;
 use rp_ports::{retry_on_conflict, retry_on_conflict_from, StoreError};
 use rp_repo::apps::AppRecord;
@@ -207,10 +207,8 @@ pub async fn admit_token(
     state: &(impl HasClock + HasStore),
     presented: &TokenHash,
 ) -> Result<Result<DeviceTokenRecord, DeviceTokenRefusal>, StoreError> {
-    let Some(record) = Devices::new(state.store()).device_token(presented).await? else {
-        return Ok(Err(DeviceTokenRefusal::Invalid));
-    };
-    Ok(record.admit(presented, state.clock().now_millis()).map(|()| record))
+    let found = Devices::new(state.store()).device_token(presented).await?;
+    Ok(admitted(found, presented, state.clock().now_millis()))
 }
 
 /// Ends the token of `device_id` in `app`, from `first` (the device and its version, read

@@ -6,7 +6,7 @@
 
 use crate::apps::AppId;
 use crate::time::EpochMillis;
-use crate::tokens::{TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
+use crate::tokens::{admitted, TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
@@ -78,8 +78,7 @@ pub fn admit(
     presented: &TokenHash,
     now: EpochMillis,
 ) -> Result<TokenRecord, SignInRefusal> {
-    let record = record.ok_or(SignInRefusal::Unknown)?;
-    record.admit(presented, now)?;
+    let record = admitted(record, presented, now)?;
     match record.kind {
         TokenKind::ControlCenterAdmin => Ok(record),
         TokenKind::Access => Err(SignInRefusal::NotAdmin),

@@ -2,7 +2,7 @@
 
 use super::apps::AppId;
 use super::time::EpochMillis;
-use super::tokens::TokenHash;
+use super::tokens::{Credential, TokenHash};
 use super::validate::{self, FieldError};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
@@ -183,10 +183,12 @@ impl DeviceTokenRecord {
     pub fn expiry(&self) -> EpochMillis {
         self.expires_at.unwrap_or(self.created_at.plus_secs(DEVICE_TOKEN_LIFETIME_SECS))
     }
+}
 
-    /// Checks a presented token against this record at `now` (the hashes compared in constant
-    /// time).
-    pub fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), DeviceTokenRefusal> {
+impl Credential for DeviceTokenRecord {
+    type Refusal = DeviceTokenRefusal;
+    const UNKNOWN: DeviceTokenRefusal = DeviceTokenRefusal::Invalid;
+    fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), DeviceTokenRefusal> {
         if !presented.is_stored_as(&self.hash) {
             return Err(DeviceTokenRefusal::Invalid);
         }

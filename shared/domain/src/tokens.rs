@@ -131,15 +131,38 @@ pub enum TokenRefusal {
     Revoked,
 }
 
-impl TokenRecord {
+/// A stored record a presented token is checked against: an API token, a device token.
+pub trait Credential: Sized {
+    type Refusal;
+    /// The refusal of a token that no record stands for.
+    const UNKNOWN: Self::Refusal;
     /// Checks a presented token against this record at `now`.
-    pub fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), TokenRefusal> {
+    fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), Self::Refusal>;
+}
+
+/// The record `found` under a presented token's id, if it admits that token at `now`.
+pub fn admitted<C: Credential>(
+    found: Option<C>,
+    presented: &TokenHash,
+    now: EpochMillis,
+) -> Result<C, C::Refusal> {
+    let record = found.ok_or(C::UNKNOWN)?;
+    record.admit(presented, now)?;
+    Ok(record)
+}
+
+impl Credential for TokenRecord {
+    type Refusal = TokenRefusal;
+    const UNKNOWN: TokenRefusal = TokenRefusal::Unknown;
+    fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), TokenRefusal> {
         if !presented.is_stored_as(&self.hash) {
             return Err(TokenRefusal::Unknown);
         }
         self.live_at(now)
     }
+}
 
+impl TokenRecord {
     /// Whether the token still admits its holder at `now`: not revoked, not expired.
     pub fn live_at(&self, now: EpochMillis) -> Result<(), TokenRefusal> {
         if self.revoked_at.is_some() {
