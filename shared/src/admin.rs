@@ -7,8 +7,6 @@ pub use crate::config::BackendKind;
 use crate::config::Config;
 use crate::domain::apps::{self, AppId};
 use crate::domain::tokens::{TokenKind, TokenSecret};
-use crate::repo::apps::Apps;
-use crate::repo::tokens;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
@@ -107,8 +105,6 @@ pub async fn create_table_from_env() -> anyhow::Result<Value> {
 
 /// Runs one command and returns what to print.
 pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
-    let store = backend.store.as_ref();
-    let now = backend.clock.now_millis();
     // The CLI calls the use cases the API calls, with the API's default settings.
     let state = app::AppState::new(backend.clone(), app::HttpConfig::default());
     match command {
@@ -116,9 +112,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             let secret = TokenSecret::parse_chosen(&value)
                 .context("--token must be 32 to 512 printable ASCII characters without spaces")?;
             let description = description.unwrap_or_else(|| "installed by rp-admin".into());
-            let created =
-                tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, None, &description)
-                    .await?;
+            let created = app::apps::install_admin_token(&state, &secret, &description).await?;
             anyhow::ensure!(created, "this token is already installed");
             Ok(json!({ "tokenId": secret.hash().token_id(), "kind": TokenKind::ControlCenterAdmin }))
         }
@@ -133,7 +127,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
         }
         Command::CreateAccessToken { app_id, description, expires_in_secs } => {
             let app_id = AppId::parse("app-id", &app_id)?;
-            let found = Some(Apps::new(store).get(&app_id).await);
+            let found = Some(app::apps::app(&state, &app_id).await);
             let (secret, record) = app::apps::create_token(
                 &state,
                 TokenKind::Access,
@@ -157,7 +151,7 @@ pub async fn run(backend: &Backend, command: Command) -> anyhow::Result<Value> {
             let mut all = Vec::new();
             let mut cursor = None;
             loop {
-                let (page, next) = Apps::new(store).list(200, cursor).await?;
+                let (page, next) = app::apps::list_apps(&state, 200, cursor).await?;
                 all.extend(
                     page.into_iter().map(|a| json!({ "appId": a.app_id, "displayName": a.display_name })),
                 );

@@ -23,9 +23,8 @@ pub async fn bootstrap_admin(backend: &Backend, preset: Option<&str>) -> anyhow:
     let now = backend.clock.now_millis();
     if let Some(value) = preset {
         let secret = TokenSecret::parse_chosen(value).context("LOCAL_ADMIN_TOKEN is not a valid token")?;
-        let created =
-            tokens::install(store, now, &secret, TokenKind::ControlCenterAdmin, None, "LOCAL_ADMIN_TOKEN")
-                .await?;
+        let state = AppState::new(backend.clone(), http::HttpConfig::default());
+        let created = crate::app::apps::install_admin_token(&state, &secret, "LOCAL_ADMIN_TOKEN").await?;
         mark_bootstrapped(backend).await?;
         // The operator knows it already: it is never echoed.
         return Ok(created.then(|| "(the value of LOCAL_ADMIN_TOKEN)".to_owned()));

@@ -97,6 +97,23 @@ pub async fn create_token(
     Ok((secret, record))
 }
 
+/// Installs an admin token whose secret the operator chose (`LOCAL_ADMIN_TOKEN`, `rp-admin
+/// create-admin-token --token`), described as `description`, if it is not stored yet: `Ok(true)`
+/// if it was created now.
+pub async fn install_admin_token(
+    state: &(impl HasClock + HasStore),
+    secret: &TokenSecret,
+    description: &str,
+) -> Result<bool, StoreError> {
+    let now = state.clock().now_millis();
+    let kind = TokenKind::ControlCenterAdmin;
+    let created = tokens::install(state.store(), now, secret, kind, None, description).await?;
+    if created {
+        tracing::info!(token_id = %secret.hash().token_id(), kind = ?kind, "token installed");
+    }
+    Ok(created)
+}
+
 /// Creates the app `app_id`, named `display_name` (checked by the caller), with default
 /// settings: the app as stored.
 pub async fn create_app(
