@@ -11,7 +11,7 @@ use rp_domain::pairing::Pairing;
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{TokenRecord, TokenSecret};
 use rp_ports::{retry_on_conflict, Cursor, StoreError};
-use rp_repo::apps::{AppRecord, Apps};
+use rp_repo::apps::AppRecord;
 use rp_repo::certificates::{Certificates, QueueCounts};
 use rp_repo::console::ConsoleSessions;
 use rp_repo::events::{EventFilter, Events};
@@ -112,7 +112,7 @@ pub async fn apps(
     match &session.app_id {
         None => crate::apps::list_apps(state, limit, cursor).await,
         Some(own) => {
-            Ok((Apps::new(state.store()).get(own).await?.map(|(app, _)| app).into_iter().collect(), None))
+            Ok((crate::apps::app(state, own).await?.map(|(app, _)| app).into_iter().collect(), None))
         }
     }
 }

@@ -349,6 +349,7 @@ pub async fn revoke_token(
     if token_id.len() != 16 || !token_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Problem::invalid("tokenId", "must be 16 hexadecimal digits").into());
     }
-    rp_app::apps::revoke_token(&state, token_id, rp_app::apps::token(&state, token_id).await).await?;
+    let found = rp_app::apps::token(&state, token_id).await;
+    rp_app::apps::revoke_token(&state, token_id, found).await?;
     Ok(Redirect::to("/console/tokens?notice=revoked").into_response())
 }
