@@ -4,7 +4,7 @@ use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::{AppId, ControlError, RateLimit, WorkstationSettings};
 use rp_domain::tokens::{admitted, TokenHash, TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use rp_domain::{validate, FieldError};
-use rp_ports::{retry_on_conflict_from, Cursor, StoreError};
+use rp_ports::{retry_on_conflict_from, Cursor, Listed, StoreError};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::{self, Tokens};
 
@@ -28,11 +28,7 @@ pub async fn named(state: &impl HasStore, app_id: Option<AppId>) -> NamedRead {
 }
 
 /// A page of every app.
-pub async fn list_apps(
-    state: &impl HasStore,
-    limit: usize,
-    cursor: Option<Cursor>,
-) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
+pub async fn list_apps(state: &impl HasStore, limit: usize, cursor: Option<Cursor>) -> Listed<AppRecord> {
     Apps::new(state.store()).list(limit, cursor).await
 }
 
@@ -46,11 +42,7 @@ pub async fn admit_token(
 }
 
 /// A page of the API tokens (never their secrets).
-pub async fn list_tokens(
-    state: &impl HasStore,
-    limit: usize,
-    cursor: Option<Cursor>,
-) -> Result<(Vec<TokenRecord>, Option<Cursor>), StoreError> {
+pub async fn list_tokens(state: &impl HasStore, limit: usize, cursor: Option<Cursor>) -> Listed<TokenRecord> {
     Tokens::new(state.store()).list(limit, cursor).await
 }
 

@@ -10,7 +10,7 @@ use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::push::WakeKind;
 use rp_domain::time::EpochMillis;
 use rp_ports::metrics::{self, Metric};
-use rp_ports::{retry_on_conflict_from, Cursor, StoreError};
+use rp_ports::{retry_on_conflict_from, Cursor, Listed, StoreError};
 use rp_repo::certificates::{Certificates, Effect, RoundStart};
 use std::future::Future;
 
@@ -27,7 +27,7 @@ pub async fn of_device(
     device_id: &str,
     limit: usize,
     cursor: Option<Cursor>,
-) -> Result<(Vec<IssuedCert>, Option<Cursor>), StoreError> {
+) -> Listed<IssuedCert> {
     Certificates::new(state.store()).of_device(app, device_id, limit, cursor).await
 }
 

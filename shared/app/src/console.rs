@@ -10,7 +10,7 @@ use rp_domain::events::EventRecord;
 use rp_domain::pairing::Pairing;
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{TokenRecord, TokenSecret};
-use rp_ports::{retry_on_conflict, Cursor, StoreError};
+use rp_ports::{retry_on_conflict, Cursor, Listed, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::certificates::{Certificates, QueueCounts};
 use rp_repo::console::ConsoleSessions;
@@ -108,7 +108,7 @@ pub async fn apps(
     session: &ConsoleSession,
     limit: usize,
     cursor: Option<Cursor>,
-) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
+) -> Listed<AppRecord> {
     match &session.app_id {
         None => crate::apps::list_apps(state, limit, cursor).await,
         Some(own) => {
@@ -123,7 +123,7 @@ pub async fn pairings_of_app(
     app: &AppId,
     limit: usize,
     cursor: Option<Cursor>,
-) -> Result<(Vec<Pairing>, Option<Cursor>), StoreError> {
+) -> Listed<Pairing> {
     Workstations::new(state.store()).pairings_of_app(app, limit, cursor).await
 }
 

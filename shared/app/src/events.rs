@@ -5,7 +5,7 @@ use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::events::EventRecord;
 use rp_domain::FieldError;
-use rp_ports::{Cursor, StoreError};
+use rp_ports::{Cursor, Listed, StoreError};
 use rp_repo::apps::Apps;
 use rp_repo::certificates::Certificates;
 use rp_repo::events::{EventFilter, Events};
@@ -17,7 +17,7 @@ pub async fn list(
     filter: &EventFilter,
     limit: usize,
     cursor: Option<Cursor>,
-) -> Result<(Vec<EventRecord>, Option<Cursor>), StoreError> {
+) -> Listed<EventRecord> {
     Events::new(state.store()).list(filter, limit, cursor).await
 }
 

@@ -12,7 +12,7 @@ use axum::Json;
 use rp_app::AppState;
 use rp_domain::apps::{self, AppId};
 use rp_domain::tokens::TokenRecord;
-use rp_ports::{Cursor, Query, StoreError};
+use rp_ports::{Cursor, Listed, Query};
 use rp_repo::apps::{AppRecord, Apps};
 use rp_repo::tokens::Tokens;
 use serde::{Deserialize, Serialize};
@@ -110,7 +110,7 @@ async fn admin_page<T, F>(
     list: impl FnOnce(usize, Option<Cursor>) -> F,
 ) -> Result<(Vec<T>, Option<Cursor>), Problem>
 where
-    F: std::future::Future<Output = Result<(Vec<T>, Option<Cursor>), StoreError>>,
+    F: std::future::Future<Output = Listed<T>>,
 {
     let page = params.and_then(|ApiQuery(params)| Ok(params.page(partition)?));
     let read = |(limit, cursor): &(usize, Option<Cursor>)| list(*limit, cursor.clone());

@@ -22,5 +22,5 @@ pub use push::{EndpointRequest, Push, PushError};
 pub use queue::{Queue, QueueError, ReceivedMessage};
 pub use store::{
     retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Increment, Index, Invalid, Item, ItemKey,
-    ItemStore, MaybeConflict, Page, Query, SortKey, StoreError, WriteOp,
+    ItemStore, Listed, MaybeConflict, Page, Query, SortKey, StoreError, WriteOp,
 };

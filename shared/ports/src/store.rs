@@ -274,6 +274,10 @@ impl Query {
     }
 }
 
+/// A page of records as a list reads them: the records, and where the next page starts (`None`
+/// after the last).
+pub type Listed<T> = Result<(Vec<T>, Option<Cursor>), StoreError>;
+
 /// Where a query stopped: the last item's table key and, for an index query, its index key.
 /// Rendered to clients as an opaque base64url token; a cursor is only accepted for the partition
 /// it came from, so one tenant's cursor cannot walk another tenant's partition.

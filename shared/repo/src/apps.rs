@@ -2,7 +2,7 @@
 
 use rp_domain::apps::{AppId, RateLimit, WorkstationSettings};
 use rp_domain::time::EpochMillis;
-use rp_ports::{Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+use rp_ports::{Condition, Cursor, Item, ItemKey, ItemStore, Listed, Query, StoreError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,11 +65,7 @@ impl<'a> Apps<'a> {
         }
     }
 
-    pub async fn list(
-        &self,
-        limit: usize,
-        cursor: Option<Cursor>,
-    ) -> Result<(Vec<AppRecord>, Option<Cursor>), StoreError> {
+    pub async fn list(&self, limit: usize, cursor: Option<Cursor>) -> Listed<AppRecord> {
         let page = self.store.query(Query::table(PARTITION).limit(limit).after(cursor)).await?;
         let apps = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
         Ok((apps, page.cursor))

@@ -25,7 +25,8 @@ use rp_domain::certificates::{fair_share, first_round_reads, CertRequest, Expiry
 use rp_domain::events::EventRecord;
 use rp_domain::time::EpochMillis;
 use rp_ports::{
-    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp,
+    Condition, Cursor, Increment, Index, Item, ItemKey, ItemStore, Listed, Query, SortKey, StoreError,
+    WriteOp,
 };
 use serde::{Deserialize, Serialize};
 
@@ -573,7 +574,7 @@ impl<'a> Certificates<'a> {
         device_id: &str,
         limit: usize,
         cursor: Option<Cursor>,
-    ) -> Result<(Vec<IssuedCert>, Option<Cursor>), StoreError> {
+    ) -> Listed<IssuedCert> {
         let page = self.store.query(Self::device_query(app, device_id).limit(limit).after(cursor)).await?;
         let certs = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
         Ok((certs, page.cursor))

@@ -5,7 +5,9 @@
 
 use rp_domain::apps::AppId;
 use rp_domain::time::EpochMillis;
-use rp_ports::{Condition, Cursor, Index, Item, ItemKey, ItemStore, Query, SortKey, StoreError, WriteOp};
+use rp_ports::{
+    Condition, Cursor, Index, Item, ItemKey, ItemStore, Listed, Query, SortKey, StoreError, WriteOp,
+};
 use serde_json::Value;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
@@ -108,7 +110,7 @@ impl<'a> Events<'a> {
         filter: &EventFilter,
         limit: usize,
         cursor: Option<Cursor>,
-    ) -> Result<(Vec<EventRecord>, Option<Cursor>), StoreError> {
+    ) -> Listed<EventRecord> {
         let page = self.store.query(filter.query().limit(limit).after(cursor)).await?;
         let mut events = Vec::with_capacity(page.items.len());
         for item in &page.items {

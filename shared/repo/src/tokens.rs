@@ -4,7 +4,7 @@
 use rp_domain::apps::AppId;
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{TokenHash, TokenKind, TokenRecord, TokenSecret};
-use rp_ports::{retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, Query, StoreError};
+use rp_ports::{retry_on_conflict, Condition, Cursor, Item, ItemKey, ItemStore, Listed, Query, StoreError};
 
 const PARTITION: &str = "TOKEN";
 const KEEP_AFTER_EXPIRY_SECS: i64 = 7 * 24 * 3600;
@@ -48,11 +48,7 @@ impl<'a> Tokens<'a> {
         super::get_versioned(self.store, &key(token_id)).await
     }
 
-    pub async fn list(
-        &self,
-        limit: usize,
-        cursor: Option<Cursor>,
-    ) -> Result<(Vec<TokenRecord>, Option<Cursor>), StoreError> {
+    pub async fn list(&self, limit: usize, cursor: Option<Cursor>) -> Listed<TokenRecord> {
         let page = self.store.query(Self::query_partition().limit(limit).after(cursor)).await?;
         let tokens = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
         Ok((tokens, page.cursor))

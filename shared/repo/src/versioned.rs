@@ -26,8 +26,8 @@ use rp_domain::code::{CodeRecord, Trigger};
 use rp_domain::content::ContentRecord;
 use rp_domain::time::EpochMillis;
 use rp_ports::{
-    retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Item, ItemKey, ItemStore, MaybeConflict,
-    Query, SortKey, StoreError, WriteOp,
+    retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Item, ItemKey, ItemStore, Listed,
+    MaybeConflict, Query, SortKey, StoreError, WriteOp,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -366,12 +366,7 @@ impl<'a, R: Versioned> Records<'a, R> {
     }
 
     /// Earlier versions of record `id`, oldest first.
-    pub async fn versions(
-        &self,
-        id: i64,
-        limit: usize,
-        cursor: Option<Cursor>,
-    ) -> Result<(Vec<R>, Option<Cursor>), StoreError> {
+    pub async fn versions(&self, id: i64, limit: usize, cursor: Option<Cursor>) -> Listed<R> {
         let page = self.store.query(self.versions_query(id).limit(limit).after(cursor)).await?;
         let mut versions = Vec::with_capacity(page.items.len());
         for item in &page.items {
