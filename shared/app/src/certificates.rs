@@ -11,12 +11,23 @@ use rp_domain::push::WakeKind;
 use rp_domain::time::EpochMillis;
 use rp_ports::metrics::{self, Metric};
 use rp_ports::{retry_on_conflict_from, Cursor, Listed, StoreError};
-use rp_repo::certificates::{Certificates, Effect, RoundStart};
+use rp_repo::certificates::{Certificates, Effect, RenewalStart, RoundStart};
 use std::future::Future;
 
-/// Where the agent's next round starts: read ahead of [`poll`], beside the caller's token.
-pub async fn round_start(state: &impl HasStore) -> Result<RoundStart, StoreError> {
-    Certificates::new(state.store()).round_start().await
+/// Where the agent's next poll starts: its round over the apps' pending requests, and its
+/// renewal sweep over the apps' certificates.
+#[derive(Debug, Clone, Default)]
+pub struct PollStart {
+    round: RoundStart,
+    renewal: RenewalStart,
+}
+
+/// Where the agent's next poll starts, both pointers at once: read ahead of [`poll`], beside
+/// the caller's token.
+pub async fn round_start(state: &impl HasStore) -> Result<PollStart, StoreError> {
+    let certs = Certificates::new(state.store());
+    let (round, renewal) = tokio::try_join!(certs.round_start(), certs.renewal_start())?;
+    Ok(PollStart { round, renewal })
 }
 
 /// A page of the device's issued certificates (still encrypted for it), in serial order; the
@@ -37,14 +48,17 @@ pub async fn of_device(
 /// time-out message on the queue; the requests this poll leased, in the order they were read.
 pub async fn poll(
     state: &(impl HasClock + HasQueue + HasSettings + HasStore),
-    start: Result<RoundStart, StoreError>,
+    start: Result<PollStart, StoreError>,
 ) -> Result<Vec<CertRequest>, AppError> {
     let certs = Certificates::new(state.store());
     let now = state.clock().now_millis();
+    let PollStart { round, renewal } = start?;
     // Renewals that are due are queued beside the read of what is pending (costing the poll no
     // wait of its own); the next poll leases them.
-    let (_, pending) =
-        tokio::join!(crate::renewal::sweep(state), certs.pending(state.settings().poll_batch, now, start?));
+    let (_, pending) = tokio::join!(
+        crate::renewal::sweep_from(state, renewal),
+        certs.pending(state.settings().poll_batch, now, round)
+    );
     let (pending, round) = pending?;
     let leases: Vec<_> = pending
         .into_iter()

@@ -3,10 +3,10 @@
 //! the new certificate is stored, the pairing moves to it and the old one is revoked.
 //!
 //! The sweep runs in each agent poll, beside its read of the pending requests, over the
-//! certificates whose renewal check is due (an index ordered by that time); the next poll leases
-//! what it queued. Every step is a conditional write: two polls sweeping at once queue one renewal, and a
-//! revocation (an unpairing, a removed device, an admin) that reaches the old certificate first
-//! takes the new one with it.
+//! certificates whose renewal check is due (an index per app, ordered by that time), taking the
+//! apps in turn; the next poll leases what it queued. Every step is a conditional write: two
+//! polls sweeping at once queue one renewal, and a revocation (an unpairing, a removed device,
+//! an admin) that reaches the old certificate first takes the new one with it.
 
 use crate::revocation::{request_timeout, revocation_of, revoke_serial, serial_read, Revocation};
 use crate::{HasClock, HasSettings, HasStore};
@@ -14,7 +14,7 @@ use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, R
 use rp_domain::time::EpochMillis;
 use rp_ports::{retry_on_conflict, retry_on_conflict_from, MaybeConflict, StoreError};
 use rp_repo::apps::Apps;
-use rp_repo::certificates::Certificates;
+use rp_repo::certificates::{Certificates, RenewalStart};
 use rp_repo::workstations::Workstations;
 
 pub use rp_domain::certificates::RENEWAL_WINDOW_PERCENT;
@@ -22,16 +22,32 @@ pub use rp_domain::certificates::RENEWAL_WINDOW_PERCENT;
 /// Certificates one sweep looks at, at most.
 pub const SWEEP_BATCH: usize = 10;
 
+/// Apps one sweep looks at, at most, taken in turn: the due certificates are shared between
+/// them, so that one app's backlog (or its full queue) holds back no other app's renewals.
+pub const SWEEP_APPS: usize = 10;
+
 /// How long a certificate whose renewal cannot be queued (its request or app is gone) waits
 /// before the sweep looks at it again.
 const CANNOT_RENEW_RECHECK_SECS: i64 = 86_400;
 
-/// Queues the renewals that are due; how many it queued. Best effort: what fails is logged and
-/// looked at again by a later sweep; the poll goes on.
+/// [`sweep_from`] where the last sweep ended, read first (a poll reads it ahead, beside its
+/// caller's token).
 pub async fn sweep(state: &(impl HasClock + HasSettings + HasStore)) -> usize {
+    match Certificates::new(state.store()).renewal_start().await {
+        Ok(start) => sweep_from(state, start).await,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read where the renewal sweep starts");
+            0
+        }
+    }
+}
+
+/// Queues the renewals that are due, from the apps after `start`; how many it queued. Best
+/// effort: what fails is logged and looked at again by a later sweep; the poll goes on.
+pub async fn sweep_from(state: &(impl HasClock + HasSettings + HasStore), start: RenewalStart) -> usize {
     let certs = Certificates::new(state.store());
     let now = state.clock().now_millis();
-    let due = match certs.due_for_renewal(now, SWEEP_BATCH).await {
+    let due = match certs.due_for_renewal(&start, SWEEP_APPS, SWEEP_BATCH, now).await {
         Ok(due) => due,
         Err(e) => {
             tracing::warn!(error = %e, "could not read the certificates due for renewal");

@@ -31,7 +31,7 @@ impl AppRecord {
     }
 }
 
-const PARTITION: &str = "APP";
+pub(crate) const PARTITION: &str = "APP";
 
 fn key(app_id: &AppId) -> ItemKey {
     ItemKey::new(PARTITION, app_id.as_str())

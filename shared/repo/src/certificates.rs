@@ -8,12 +8,14 @@
 //! | `CERTQ#ROUND` | `LAST` | the last app the previous poll served: the next poll starts after it (round robin) |
 //! | `CERTQ#OPEN#<appId>` | `COUNT` | the app's open (PENDING or LEASED) login-certificate requests: a counter raised under the cap in the transaction that queues one, lowered in the one that settles it |
 //! | `CERTQ#DEAD#<app>` | `COUNT` | the app's requests that ran out of attempts (DEAD): raised in the transaction that makes one so |
-//! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial |
+//! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial; until it is revoked or replaced also in `gsi1` under its app's renewal partition `CERTRENEW#<appId>`, by when the renewal sweep is to look at it next |
+//! | `CERTRENEW#ROUND` | `LAST` | the last app the previous renewal sweep looked at: the next sweep starts after it (round robin over the apps) |
 //! | `SERIAL#<serial>` | `SERIAL` | the serial taken, pointing at its certificate: written with an absent-condition in the issuing transaction, so a serial is issued once |
 //!
 //! A poll reads at most `batch` ready markers starting after the round-robin pointer, then each
 //! of those apps' shards with a `Limit` of its fair share: O(batch) items whatever the depth
-//! of any one app's queue, and never a scan.
+//! of any one app's queue, and never a scan. Its renewal sweep likewise reads a few apps after
+//! its own pointer, then each one's due certificates with a `Limit`.
 //!
 //! Every write is conditional on the version the request was read at, so of two callers that
 //! decided on the same state only one persists; the other reloads and decides again.
@@ -33,8 +35,13 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_BATCH: usize = 50;
 /// The partition of the ready markers, one per app with pending requests.
 pub const READY_APPS: &str = "CERTQ#READY";
-/// The renewal index's partition: every certificate that may still need renewing.
-const RENEWALS: &str = "CERTRENEW";
+/// The renewal index's partition of one app: its certificates that may still need renewing.
+fn renewals(app: &str) -> String {
+    format!("CERTRENEW#{app}")
+}
+/// The renewal index's one partition for every app, before it was kept per app: still swept,
+/// so that a certificate indexed there is renewed (its next write moves it to its app's).
+const RENEWALS_OF_EVERY_APP: &str = "CERTRENEW";
 /// How long a ready marker outlives the last request that made its app ready, however empty
 /// its shard looks: DynamoDB's indexes lag their table by moments, and a marker deleted while
 /// its newest request was not yet in the shard would strand that request.
@@ -57,6 +64,10 @@ fn ready_key(app: &AppId) -> ItemKey {
 
 fn round_key() -> ItemKey {
     ItemKey::new("CERTQ#ROUND", "LAST")
+}
+
+fn renewal_round_key() -> ItemKey {
+    ItemKey::new("CERTRENEW#ROUND", "LAST")
 }
 
 fn open_key(app: &AppId) -> ItemKey {
@@ -154,14 +165,17 @@ pub fn cert_item(cert: &IssuedCert) -> Result<Item, StoreError> {
     let item = Item::new(key, cert)?
         .with_index(Index::Gsi2, ItemKey::new(format!("SERIAL#{}", cert.cert_serial_number), "CERT"));
     Ok(match cert.renewal_check() {
-        Some(at) => item.with_index(Index::Gsi1, renewal_index_key(at, &cert.cert_serial_number)),
+        Some(at) => {
+            item.with_index(Index::Gsi1, renewal_index_key(&cert.app_id, at, &cert.cert_serial_number))
+        }
         None => item,
     })
 }
 
-/// Where a certificate waits in the renewal index: by the time its sweep is due, then serial.
-fn renewal_index_key(at: EpochMillis, serial: &str) -> ItemKey {
-    ItemKey::new(RENEWALS, format!("{:013}#{serial}", at.as_millis().max(0)))
+/// Where a certificate waits in the renewal index: in its app's partition, by the time its
+/// sweep is due, then serial.
+fn renewal_index_key(app: &AppId, at: EpochMillis, serial: &str) -> ItemKey {
+    ItemKey::new(renewals(app.as_str()), format!("{:013}#{serial}", at.as_millis().max(0)))
 }
 
 /// The writes of a queued revocation, to join another transaction: the certificate (read at
@@ -217,9 +231,6 @@ pub enum Effect {
     Revoke(IssuedCert, u64),
 }
 
-/// What a poll's round leaves to write once its requests are found: the apps it served (the
-/// pointer moves past the last) and, for each, whether its shard may hold more (if not, its
-/// ready marker goes). [`Certificates::end_round`] writes it.
 /// Where a poll's round starts: after the app the previous round served last (the round-robin
 /// pointer), or at the first app. [`Certificates::round_start`] reads it, so that a poll can
 /// read it beside its caller's token.
@@ -228,6 +239,17 @@ pub struct RoundStart {
     after: Option<String>,
 }
 
+/// Where a renewal sweep starts: after the app the previous sweep looked at last, or at the
+/// first app. [`Certificates::renewal_start`] reads it, so that a poll can read it beside its
+/// caller's token.
+#[derive(Debug, Clone, Default)]
+pub struct RenewalStart {
+    after: Option<String>,
+}
+
+/// What a poll's round leaves to write once its requests are found: the apps it served (the
+/// pointer moves past the last) and, for each, whether its shard may hold more (if not, its
+/// ready marker goes). [`Certificates::end_round`] writes it.
 #[derive(Debug, Default)]
 pub struct RoundEnd {
     apps: Vec<(ReadyMarker, u64)>,
@@ -321,49 +343,33 @@ impl<'a> Certificates<'a> {
         }
         // The batch, interleaved app by app so that a cut keeps it fair.
         let mut pending = Vec::with_capacity(batch);
-        let deepest = found.iter().map(Vec::len).max().unwrap_or(0);
-        for rank in 0..deepest {
-            for items in &found {
-                if let Some(item) = items.get(rank) {
-                    let request: CertRequest = item.data()?;
-                    if request.state == RequestState::Pending && pending.len() < batch {
-                        pending.push((request, item.version));
-                    }
-                }
+        for item in super::interleaved(&found) {
+            let request: CertRequest = item.data()?;
+            if request.state == RequestState::Pending && pending.len() < batch {
+                pending.push((request, item.version));
             }
         }
         Ok((pending, RoundEnd { apps, more }))
     }
 
-    /// Up to `batch` ready markers (with their versions), starting after the round-robin pointer
-    /// and wrapping around.
     /// Where the next round starts: the pointer the last round left.
     pub async fn round_start(&self) -> Result<RoundStart, StoreError> {
-        let after = match self.store.get(&round_key()).await? {
-            Some(item) => Some(item.data::<RoundPointer>()?.app_id),
-            None => None,
-        };
-        Ok(RoundStart { after })
+        Ok(RoundStart { after: self.pointer(&round_key()).await? })
     }
 
+    /// The app a round-robin pointer at `key` names, if one was left.
+    async fn pointer(&self, key: &ItemKey) -> Result<Option<String>, StoreError> {
+        self.store.get(key).await?.map(|item| item.data::<RoundPointer>().map(|p| p.app_id)).transpose()
+    }
+
+    /// Up to `batch` ready markers (with their versions), starting after the round-robin pointer
+    /// and wrapping around.
     async fn ready_apps(
         &self,
         batch: usize,
         start: &RoundStart,
     ) -> Result<Vec<(ReadyMarker, u64)>, StoreError> {
-        let pointer = &start.after;
-        let after = pointer.as_ref().map(|app| Cursor {
-            key: ItemKey::new(READY_APPS, app.as_str()),
-            index_key: None,
-            scope: None,
-        });
-        let mut items = self.store.query(Query::table(READY_APPS).limit(batch).after(after)).await?.items;
-        if items.len() < batch && pointer.is_some() {
-            // Wrap around to the apps up to and including the pointer.
-            let from_start = self.store.query(Query::table(READY_APPS).limit(batch - items.len())).await?;
-            let seen: std::collections::HashSet<_> = items.iter().map(|i| i.key.sk.clone()).collect();
-            items.extend(from_start.items.into_iter().filter(|i| !seen.contains(&i.key.sk)));
-        }
+        let items = super::ring(self.store, READY_APPS, start.after.as_deref(), batch).await?;
         items.iter().map(super::versioned).collect()
     }
 
@@ -586,17 +592,47 @@ impl<'a> Certificates<'a> {
         items.iter().map(Item::data).collect()
     }
 
-    /// Up to `limit` certificates whose renewal check is due at `now`, soonest first.
+    /// Where the next renewal sweep starts: the pointer the last sweep left.
+    pub async fn renewal_start(&self) -> Result<RenewalStart, StoreError> {
+        Ok(RenewalStart { after: self.pointer(&renewal_round_key()).await? })
+    }
+
+    /// Up to `limit` certificates whose renewal check is due at `now`, with the versions they
+    /// were read at, shared fairly between apps: up to `apps` apps are taken in turn, after the
+    /// one the last sweep looked at last (`start`) and wrapping around; each app's due
+    /// certificates come soonest first, interleaved app by app, so that no app's backlog holds
+    /// back another's. The due certificates of the index's partition from before it was kept
+    /// per app come as one more app. The pointer moves to the last app looked at, beside the
+    /// reads of the certificates.
     pub async fn due_for_renewal(
         &self,
-        now: EpochMillis,
+        start: &RenewalStart,
+        apps: usize,
         limit: usize,
+        now: EpochMillis,
     ) -> Result<Vec<(IssuedCert, u64)>, StoreError> {
+        let visited = super::ring(self.store, super::apps::PARTITION, start.after.as_deref(), apps).await?;
         let until = format!("{:013}$", now.as_millis().max(0));
-        let query =
-            Query::index(Index::Gsi1, RENEWALS).sort(SortKey::Between("0".into(), until)).limit(limit);
-        let page = self.store.query(query).await?;
-        page.items.iter().map(|item| Ok((item.data()?, item.version))).collect()
+        let partitions = visited.iter().map(|app| renewals(&app.key.sk));
+        let reads = partitions.chain([RENEWALS_OF_EVERY_APP.to_owned()]).map(|partition| {
+            let query =
+                Query::index(Index::Gsi1, partition).sort(SortKey::Between("0".into(), until.clone()));
+            self.store.query(query.limit(limit))
+        });
+        let pointer = async {
+            match visited.last() {
+                Some(last) => {
+                    let pointer = RoundPointer { app_id: last.key.sk.clone() };
+                    self.store.put(Item::new(renewal_round_key(), &pointer)?, Condition::Any).await.map(drop)
+                }
+                None => Ok(()),
+            }
+        };
+        let (pages, moved) = tokio::join!(futures_util::future::join_all(reads), pointer);
+        moved?;
+        let found: Vec<Vec<Item>> =
+            pages.into_iter().map(|page| page.map(|p| p.items)).collect::<Result<_, _>>()?;
+        super::interleaved(&found).take(limit).map(super::versioned).collect()
     }
 
     /// Writes `cert` (read at `version`) back, conditionally: a renewal check moved on.
@@ -653,5 +689,109 @@ mod tests {
         // Anything else names no app: the caller reads the certificate first, then its app.
         assert_eq!(app_of_cert_key(&ItemKey::new("CERTREQ#x", "CERTREQ")), None);
         assert_eq!(app_of_cert_key(&ItemKey::new("DEVCERT#", "CERT#0a1b")), None);
+    }
+
+    const DAY_MS: i64 = 86_400_000;
+
+    /// A day's certificate of `app` stored at `at` (due for renewal 80 % of a day later), as the
+    /// issuing transaction writes it.
+    async fn stored_cert(store: &dyn ItemStore, app: &AppId, serial: &str, at: EpochMillis) -> IssuedCert {
+        use rp_domain::certificates::{LoginCertIssued, RequestKind};
+        let request = CertRequest::new(RequestKind::LoginCert, app.clone(), 300, at);
+        let issued = LoginCertIssued {
+            login_cert: "c2VhbGVk".into(),
+            iv_login_cert: "aXY=".into(),
+            login_cert_auth: "YXV0aA==".into(),
+            login_cert_serial_number: serial.into(),
+            issuer_key_agreement_public_key: "a2V5".into(),
+            issuer_key_agreement_public_key_auth: "YXV0aA==".into(),
+            signing_cert: "Y2E=".into(),
+            login_cert_expiry_date: EpochMillis(at.as_millis() + DAY_MS),
+            machine_user_name_ws: None,
+            machine_user_names: Vec::new(),
+            envelope_version: 1,
+            login_cert_signature: None,
+        };
+        let cert = IssuedCert::new(&request, &issued, at);
+        store.put(cert_item(&cert).unwrap(), Condition::Absent).await.unwrap();
+        cert
+    }
+
+    async fn app(store: &dyn ItemStore, id: &str) -> AppId {
+        let app = AppId::parse("appId", id).unwrap();
+        let record = crate::apps::AppRecord::new(app.clone(), id.into(), EpochMillis(0));
+        crate::apps::Apps::new(store).create(&record).await.unwrap();
+        app
+    }
+
+    fn serials(due: &[(IssuedCert, u64)]) -> Vec<&str> {
+        due.iter().map(|(cert, _)| cert.cert_serial_number.as_str()).collect()
+    }
+
+    /// One app's backlog of due certificates (here twelve, all due before the other app's one)
+    /// does not keep the other's out of a sweep: the apps' certificates are interleaved.
+    #[tokio::test]
+    async fn one_apps_backlog_holds_back_no_other_apps_renewal() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = crate::test_backend(dir.path());
+        let store = backend.store.as_ref();
+        let (busy, quiet) = (app(store, "busy").await, app(store, "quiet").await);
+        for i in 0..12 {
+            stored_cert(store, &busy, &format!("b{i:02}"), EpochMillis(i)).await;
+        }
+        stored_cert(store, &quiet, "q00", EpochMillis(1_000)).await;
+        let certs = Certificates::new(store);
+        let due = certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
+        assert_eq!(serials(&due), ["b00", "q00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08"]);
+        // Nothing is due before its window opens.
+        let early = EpochMillis(DAY_MS * 79 / 100);
+        assert!(certs.due_for_renewal(&RenewalStart::default(), 10, 10, early).await.unwrap().is_empty());
+    }
+
+    /// A sweep looks at a few apps at a time, after the one the last sweep looked at last, and
+    /// wraps around: every app gets its turn.
+    #[tokio::test]
+    async fn sweeps_take_the_apps_in_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = crate::test_backend(dir.path());
+        let store = backend.store.as_ref();
+        for id in ["a", "b", "c"] {
+            let app = app(store, id).await;
+            stored_cert(store, &app, &format!("{id}0"), EpochMillis(0)).await;
+        }
+        let certs = Certificates::new(store);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let start = certs.renewal_start().await.unwrap();
+            let due = certs.due_for_renewal(&start, 2, 10, EpochMillis(DAY_MS)).await.unwrap();
+            seen.push(serials(&due).join(","));
+        }
+        assert_eq!(seen, ["a0,b0", "c0,a0", "b0,c0"]);
+    }
+
+    /// A certificate indexed in the one partition of every app (before the index was kept per
+    /// app) is still found, and its next write moves it to its app's partition.
+    #[tokio::test]
+    async fn a_certificate_indexed_before_the_index_was_per_app_is_still_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = crate::test_backend(dir.path());
+        let store = backend.store.as_ref();
+        let app = app(store, "older").await;
+        let cert = stored_cert(store, &app, "o00", EpochMillis(0)).await;
+        let at = cert.renewal_check().unwrap();
+        let before = Item::new(cert_key(&app, &cert.device_id, "o00"), &cert).unwrap().with_index(
+            Index::Gsi1,
+            ItemKey::new(RENEWALS_OF_EVERY_APP, format!("{:013}#o00", at.as_millis())),
+        );
+        store.put(before, Condition::Any).await.unwrap();
+        let certs = Certificates::new(store);
+        let due = certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
+        assert_eq!(serials(&due), ["o00"], "found once, in the old partition");
+        let (cert, version) = &due[0];
+        certs.put_cert(&cert.check_again_at(EpochMillis(DAY_MS)), *version).await.unwrap();
+        let old = Query::index(Index::Gsi1, RENEWALS_OF_EVERY_APP).limit(10);
+        assert!(store.query(old).await.unwrap().items.is_empty(), "moved out of the old partition");
+        let due = certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
+        assert_eq!(serials(&due), ["o00"], "and into its app's");
     }
 }

@@ -59,6 +59,38 @@ pub(crate) async fn query_all(store: &dyn ItemStore, query: Query) -> Result<Vec
     }
 }
 
+/// Up to `limit` items of the table partition `partition` in sort-key order, starting after the
+/// sort key `after` and wrapping around to the partition's start: a round-robin page. Both
+/// reads go at once, so a short page costs no round trip of its own.
+pub(crate) async fn ring(
+    store: &dyn ItemStore,
+    partition: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<Item>, StoreError> {
+    let Some(after) = after else {
+        return Ok(store.query(Query::table(partition).limit(limit)).await?.items);
+    };
+    let cursor = rp_ports::Cursor { key: ItemKey::new(partition, after), index_key: None, scope: None };
+    let (rest, from_start) = futures_util::future::join(
+        store.query(Query::table(partition).limit(limit).after(Some(cursor))),
+        store.query(Query::table(partition).limit(limit)),
+    )
+    .await;
+    let mut items = rest?.items;
+    let seen: std::collections::HashSet<_> = items.iter().map(|i| i.key.sk.clone()).collect();
+    items.extend(from_start?.items.into_iter().filter(|i| !seen.contains(&i.key.sk)));
+    items.truncate(limit);
+    Ok(items)
+}
+
+/// The items of `lists` rank by rank (every list's first, then every list's second, …), so that
+/// a cut anywhere shares fairly between the lists.
+pub(crate) fn interleaved(lists: &[Vec<Item>]) -> impl Iterator<Item = &Item> {
+    let deepest = lists.iter().map(Vec::len).max().unwrap_or(0);
+    (0..deepest).flat_map(move |rank| lists.iter().filter_map(move |list| list.get(rank)))
+}
+
 /// An embedded store over `dir` behind the port set, with no queue or key service: what the
 /// repositories' own tests read and write through.
 #[cfg(test)]

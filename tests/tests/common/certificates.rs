@@ -1364,6 +1364,42 @@ pub async fn a_certificate_near_its_end_is_renewed_and_replaces_the_old_one(h: H
     assert_eq!(view().await["state"], "issued");
 }
 
+/// Ten certificates of one app due before another app's one, while the first app's queue is
+/// full: the sweep still queues the other app's renewal (the apps are taken in turn, their due
+/// certificates interleaved), and the first app gets no more than its cap.
+pub async fn a_full_queue_in_one_app_holds_back_no_other_apps_renewal(h: Harness) {
+    use rp_shared::app::renewal::sweep;
+    let settings = json!({"certificateValidityDays": 1});
+    let (agent, _ca, _server) = agent_for(&h).await;
+    let mut paired = Vec::new();
+    // The busy app's ten, then the quiet app's one.
+    for users in [10, 1] {
+        let app = h.app().await;
+        assert_eq!(
+            h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings.clone())).await.status,
+            200
+        );
+        let access = h.access_token(&app).await;
+        for i in 0..users {
+            let dev = device(&h, &app, &format!("user{i}@example.com"), None).await;
+            pair(&h, &access, &dev, &format!("m-{i}")).await;
+            paired.push(dev);
+        }
+        assert_eq!(agent.run_once().await.unwrap().issued.len(), users);
+        // The quiet app's certificate is stored a minute later, so it is due last.
+        h.clock.advance(Duration::from_secs(60));
+    }
+    h.clock.advance(Duration::from_secs(20 * 3600));
+    let capped = HttpConfig { max_open_per_app: 2, ..HttpConfig::default() };
+    let state = AppState::new(h.backend.clone(), capped);
+    assert_eq!(sweep(&state).await, 3, "the busy app's two, up to its cap, and the quiet app's one");
+    let certs = Certificates::new(h.backend.store.as_ref());
+    let quiet = paired.last().unwrap();
+    let quiet_certs =
+        certs.all_of_device(&AppId::parse("appId", &quiet.app).unwrap(), &quiet.device_id).await.unwrap();
+    assert!(quiet_certs[0].renewal_request_id.is_some(), "{quiet_certs:?}");
+}
+
 /// Workstations unpairing while the agent delivers their renewals: every unpairing answers 204,
 /// and afterwards no certificate of those pairings is left unrevoked, whichever came first.
 pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
