@@ -202,9 +202,11 @@ async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     let leased: Vec<_> = tally.calls.iter().filter(|(_, c)| c.starts_with("store.put_each")).collect();
     assert_eq!(leased.len(), 1, "{tally}");
     assert_eq!(leased[0].0, sent[0] + 1, "{tally}");
-    // Both pointers, the round's and the renewal sweep's, are read beside the token; the sweep
-    // (its apps, then their due certificates) waits for no more than the pending requests.
+    // Both pointers, the round's and the renewal sweep's, are read beside the token, and both
+    // written beside the message; the sweep (its apps, then their due certificates) waits for
+    // no more than the pending requests.
     assert_eq!(waves_of(&tally, "store.get CERTRENEW"), waves_of(&tally, "store.get TOKEN"), "{tally}");
+    assert_eq!(waves_of(&tally, "store.put CERTRENEW"), sent, "{tally}");
     assert_eq!(tally.waves, 5, "{tally}");
 }
 

@@ -55,7 +55,7 @@ pub async fn poll(
     let PollStart { round, renewal } = start?;
     // Renewals that are due are queued beside the read of what is pending (costing the poll no
     // wait of its own); the next poll leases them.
-    let (_, pending) = tokio::join!(
+    let ((_, swept), pending) = tokio::join!(
         crate::renewal::sweep_from(state, renewal),
         certs.pending(state.settings().poll_batch, now, round)
     );
@@ -77,15 +77,16 @@ pub async fn poll(
     .into_iter()
     .map(|(message, delay)| (message.body(), delay))
     .collect();
-    // The round's end (the round-robin pointer, drained apps' markers) goes beside the
-    // messages: neither waits for the other, and both come before the leases.
+    // The round's end (the round-robin pointer, drained apps' markers) and the sweep's go
+    // beside the messages: none waits for another, and all come before the leases.
     let send = async {
         match messages.is_empty() {
             true => Ok(()),
             false => state.queue().send_batch(&messages).await.map(drop),
         }
     };
-    let (sent, ended) = tokio::join!(send, certs.end_round(round, now));
+    let (sent, ended, ()) =
+        tokio::join!(send, certs.end_round(round, now), crate::renewal::end_sweep(state, swept));
     sent?;
     ended?;
     let taken = certs.persist_leases(&leases).await?;

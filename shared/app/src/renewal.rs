@@ -14,7 +14,7 @@ use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, R
 use rp_domain::time::EpochMillis;
 use rp_ports::{retry_on_conflict, retry_on_conflict_from, MaybeConflict, StoreError};
 use rp_repo::apps::Apps;
-use rp_repo::certificates::{Certificates, RenewalStart};
+use rp_repo::certificates::{Certificates, RenewalStart, SweepEnd};
 use rp_repo::workstations::Workstations;
 
 pub use rp_domain::certificates::RENEWAL_WINDOW_PERCENT;
@@ -30,28 +30,44 @@ pub const SWEEP_APPS: usize = 10;
 /// before the sweep looks at it again.
 const CANNOT_RENEW_RECHECK_SECS: i64 = 86_400;
 
-/// [`sweep_from`] where the last sweep ended, read first (a poll reads it ahead, beside its
-/// caller's token).
+/// A whole sweep: where the last one ended is read first, and where this one ends is written
+/// last (a poll reads the first beside its caller's token, and writes the last beside its own
+/// writes: [`sweep_from`]).
 pub async fn sweep(state: &(impl HasClock + HasSettings + HasStore)) -> usize {
-    match Certificates::new(state.store()).renewal_start().await {
-        Ok(start) => sweep_from(state, start).await,
+    let certs = Certificates::new(state.store());
+    let start = match certs.renewal_start().await {
+        Ok(start) => start,
         Err(e) => {
             tracing::warn!(error = %e, "could not read where the renewal sweep starts");
-            0
+            return 0;
         }
+    };
+    let (queued, end) = sweep_from(state, start).await;
+    end_sweep(state, end).await;
+    queued
+}
+
+/// Writes where a sweep ended. Best effort: if it fails, the next sweep starts where this one did.
+pub async fn end_sweep(state: &impl HasStore, end: SweepEnd) {
+    if let Err(e) = Certificates::new(state.store()).end_sweep(end).await {
+        tracing::warn!(error = %e, "could not write where the renewal sweep ended");
     }
 }
 
-/// Queues the renewals that are due, from the apps after `start`; how many it queued. Best
-/// effort: what fails is logged and looked at again by a later sweep; the poll goes on.
-pub async fn sweep_from(state: &(impl HasClock + HasSettings + HasStore), start: RenewalStart) -> usize {
+/// Queues the renewals that are due, from the apps `start` names; how many it queued, and
+/// where it ended (for [`end_sweep`]). Best effort: what fails is logged and looked at again by
+/// a later sweep; the poll goes on.
+pub async fn sweep_from(
+    state: &(impl HasClock + HasSettings + HasStore),
+    start: RenewalStart,
+) -> (usize, SweepEnd) {
     let certs = Certificates::new(state.store());
     let now = state.clock().now_millis();
-    let due = match certs.due_for_renewal(&start, SWEEP_APPS, SWEEP_BATCH, now).await {
+    let (due, end) = match certs.due_for_renewal(&start, SWEEP_APPS, SWEEP_BATCH, now).await {
         Ok(due) => due,
         Err(e) => {
             tracing::warn!(error = %e, "could not read the certificates due for renewal");
-            return 0;
+            return (0, SweepEnd::default());
         }
     };
     // Each certificate on its own, all at once: the poll waits for the slowest, not the sum.
@@ -69,7 +85,7 @@ pub async fn sweep_from(state: &(impl HasClock + HasSettings + HasStore), start:
             }
         }
     }
-    queued
+    (queued, end)
 }
 
 /// One due certificate's step; whether a renewal was queued.

@@ -9,13 +9,13 @@
 //! | `CERTQ#OPEN#<appId>` | `COUNT` | the app's open (PENDING or LEASED) login-certificate requests: a counter raised under the cap in the transaction that queues one, lowered in the one that settles it |
 //! | `CERTQ#DEAD#<app>` | `COUNT` | the app's requests that ran out of attempts (DEAD): raised in the transaction that makes one so |
 //! | `DEVCERT#<app>#<deviceId>` | `CERT#<serial>` | an issued (device-encrypted) login certificate; `gsi2` `SERIAL#<serial>` finds it by serial; until it is revoked or replaced also in `gsi1` under its app's renewal partition `CERTRENEW#<appId>`, by when the renewal sweep is to look at it next |
-//! | `CERTRENEW#ROUND` | `LAST` | the last app the previous renewal sweep looked at: the next sweep starts after it (round robin over the apps) |
+//! | `CERTRENEW#ROUND` | `LAST` | where the previous renewal sweep ended: the last app it took in turn (the next sweep goes on after it: round robin over the apps) and the apps it left due certificates in (the next sweep looks at them again first) |
 //! | `SERIAL#<serial>` | `SERIAL` | the serial taken, pointing at its certificate: written with an absent-condition in the issuing transaction, so a serial is issued once |
 //!
 //! A poll reads at most `batch` ready markers starting after the round-robin pointer, then each
 //! of those apps' shards with a `Limit` of its fair share: O(batch) items whatever the depth
-//! of any one app's queue, and never a scan. Its renewal sweep likewise reads a few apps after
-//! its own pointer, then each one's due certificates with a `Limit`.
+//! of any one app's queue, and never a scan. Its renewal sweep likewise reads a few apps (those
+//! it left unfinished, then the next in turn), then each one's due certificates with a `Limit`.
 //!
 //! Every write is conditional on the version the request was read at, so of two callers that
 //! decided on the same state only one persists; the other reloads and decides again.
@@ -239,12 +239,30 @@ pub struct RoundStart {
     after: Option<String>,
 }
 
-/// Where a renewal sweep starts: after the app the previous sweep looked at last, or at the
-/// first app. [`Certificates::renewal_start`] reads it, so that a poll can read it beside its
-/// caller's token.
+/// Where a renewal sweep starts: the apps the previous sweep left due certificates in, then
+/// the apps in turn after the last one it took, or from the first app.
+/// [`Certificates::renewal_start`] reads it, so that a poll can read it beside its caller's
+/// token.
 #[derive(Debug, Clone, Default)]
 pub struct RenewalStart {
     after: Option<String>,
+    unfinished: Vec<String>,
+}
+
+/// What a renewal sweep leaves to write: where its turn over the apps ended, and the apps it
+/// left due certificates in. [`Certificates::end_sweep`] writes it.
+#[derive(Debug, Default)]
+pub struct SweepEnd {
+    pointer: Option<SweepPointer>,
+}
+
+/// Where the previous renewal sweep stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SweepPointer {
+    app_id: String,
+    #[serde(default)]
+    unfinished: Vec<String>,
 }
 
 /// What a poll's round leaves to write once its requests are found: the apps it served (the
@@ -343,7 +361,7 @@ impl<'a> Certificates<'a> {
         }
         // The batch, interleaved app by app so that a cut keeps it fair.
         let mut pending = Vec::with_capacity(batch);
-        for item in super::interleaved(&found) {
+        for (_, item) in super::interleaved(&found) {
             let request: CertRequest = item.data()?;
             if request.state == RequestState::Pending && pending.len() < batch {
                 pending.push((request, item.version));
@@ -354,12 +372,8 @@ impl<'a> Certificates<'a> {
 
     /// Where the next round starts: the pointer the last round left.
     pub async fn round_start(&self) -> Result<RoundStart, StoreError> {
-        Ok(RoundStart { after: self.pointer(&round_key()).await? })
-    }
-
-    /// The app a round-robin pointer at `key` names, if one was left.
-    async fn pointer(&self, key: &ItemKey) -> Result<Option<String>, StoreError> {
-        self.store.get(key).await?.map(|item| item.data::<RoundPointer>().map(|p| p.app_id)).transpose()
+        let pointer = self.store.get(&round_key()).await?.map(|item| item.data::<RoundPointer>());
+        Ok(RoundStart { after: pointer.transpose()?.map(|p| p.app_id) })
     }
 
     /// Up to `batch` ready markers (with their versions), starting after the round-robin pointer
@@ -594,45 +608,77 @@ impl<'a> Certificates<'a> {
 
     /// Where the next renewal sweep starts: the pointer the last sweep left.
     pub async fn renewal_start(&self) -> Result<RenewalStart, StoreError> {
-        Ok(RenewalStart { after: self.pointer(&renewal_round_key()).await? })
+        let pointer = self.store.get(&renewal_round_key()).await?.map(|item| item.data::<SweepPointer>());
+        Ok(match pointer.transpose()? {
+            Some(pointer) => RenewalStart { after: Some(pointer.app_id), unfinished: pointer.unfinished },
+            None => RenewalStart::default(),
+        })
     }
 
     /// Up to `limit` certificates whose renewal check is due at `now`, with the versions they
-    /// were read at, shared fairly between apps: up to `apps` apps are taken in turn, after the
-    /// one the last sweep looked at last (`start`) and wrapping around; each app's due
-    /// certificates come soonest first, interleaved app by app, so that no app's backlog holds
-    /// back another's. The due certificates of the index's partition from before it was kept
-    /// per app come as one more app. The pointer moves to the last app looked at, beside the
-    /// reads of the certificates.
+    /// were read at, shared fairly between apps. A sweep looks at `apps` apps at most: those the
+    /// last one left due certificates in (`start`, up to half of them), then the others in turn
+    /// after the last one it took, wrapping around. Each app's due certificates come soonest
+    /// first, interleaved app by app, so that no app's backlog holds back another's, and an app
+    /// with a backlog is looked at again by the next sweep however many apps there are. The
+    /// due certificates of the index's partition from before it was kept per app come as one
+    /// more app. Where the sweep ended is for [`end_sweep`](Self::end_sweep) to write.
     pub async fn due_for_renewal(
         &self,
         start: &RenewalStart,
         apps: usize,
         limit: usize,
         now: EpochMillis,
-    ) -> Result<Vec<(IssuedCert, u64)>, StoreError> {
-        let visited = super::ring(self.store, super::apps::PARTITION, start.after.as_deref(), apps).await?;
+    ) -> Result<(Vec<(IssuedCert, u64)>, SweepEnd), StoreError> {
+        let again: Vec<&str> = start.unfinished.iter().map(String::as_str).take(apps / 2).collect();
+        let ring = super::ring(self.store, super::apps::PARTITION, start.after.as_deref(), apps).await?;
+        let turn: Vec<&str> = ring
+            .iter()
+            .map(|app| app.key.sk.as_str())
+            .filter(|app| !again.contains(app))
+            .take(apps - again.len())
+            .collect();
+        let visited: Vec<&str> = again.iter().chain(&turn).copied().collect();
         let until = format!("{:013}$", now.as_millis().max(0));
-        let partitions = visited.iter().map(|app| renewals(&app.key.sk));
-        let reads = partitions.chain([RENEWALS_OF_EVERY_APP.to_owned()]).map(|partition| {
+        let partitions = visited.iter().map(|app| renewals(app)).chain([RENEWALS_OF_EVERY_APP.to_owned()]);
+        let pages = futures_util::future::join_all(partitions.map(|partition| {
             let query =
                 Query::index(Index::Gsi1, partition).sort(SortKey::Between("0".into(), until.clone()));
             self.store.query(query.limit(limit))
-        });
-        let pointer = async {
-            match visited.last() {
-                Some(last) => {
-                    let pointer = RoundPointer { app_id: last.key.sk.clone() };
-                    self.store.put(Item::new(renewal_round_key(), &pointer)?, Condition::Any).await.map(drop)
-                }
-                None => Ok(()),
+        }))
+        .await;
+        let mut found = Vec::with_capacity(pages.len());
+        let mut more = Vec::with_capacity(pages.len());
+        for page in pages {
+            let page = page?;
+            more.push(page.cursor.is_some());
+            found.push(page.items);
+        }
+        let mut taken = vec![0; found.len()];
+        let mut due = Vec::with_capacity(limit);
+        for (list, item) in super::interleaved(&found).take(limit) {
+            taken[list] += 1;
+            due.push(super::versioned(item)?);
+        }
+        // An app is unfinished if the cut left some of its due certificates, or its page was full.
+        let unfinished = (0..visited.len())
+            .filter(|&i| more[i] || taken[i] < found[i].len())
+            .map(|i| visited[i].to_owned())
+            .take(apps / 2)
+            .collect();
+        let after = turn.last().map(|app| app.to_string()).or_else(|| start.after.clone());
+        let pointer = after.map(|app_id| SweepPointer { app_id, unfinished });
+        Ok((due, SweepEnd { pointer }))
+    }
+
+    /// After a sweep: the pointer moves to where it ended.
+    pub async fn end_sweep(&self, end: SweepEnd) -> Result<(), StoreError> {
+        match end.pointer {
+            Some(pointer) => {
+                self.store.put(Item::new(renewal_round_key(), &pointer)?, Condition::Any).await.map(drop)
             }
-        };
-        let (pages, moved) = tokio::join!(futures_util::future::join_all(reads), pointer);
-        moved?;
-        let found: Vec<Vec<Item>> =
-            pages.into_iter().map(|page| page.map(|p| p.items)).collect::<Result<_, _>>()?;
-        super::interleaved(&found).take(limit).map(super::versioned).collect()
+            None => Ok(()),
+        }
     }
 
     /// Writes `cert` (read at `version`) back, conditionally: a renewal check moved on.
@@ -741,11 +787,12 @@ mod tests {
         }
         stored_cert(store, &quiet, "q00", EpochMillis(1_000)).await;
         let certs = Certificates::new(store);
-        let due = certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
+        let (due, _) =
+            certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
         assert_eq!(serials(&due), ["b00", "q00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08"]);
         // Nothing is due before its window opens.
         let early = EpochMillis(DAY_MS * 79 / 100);
-        assert!(certs.due_for_renewal(&RenewalStart::default(), 10, 10, early).await.unwrap().is_empty());
+        assert!(certs.due_for_renewal(&RenewalStart::default(), 10, 10, early).await.unwrap().0.is_empty());
     }
 
     /// A sweep looks at a few apps at a time, after the one the last sweep looked at last, and
@@ -759,14 +806,40 @@ mod tests {
             let app = app(store, id).await;
             stored_cert(store, &app, &format!("{id}0"), EpochMillis(0)).await;
         }
+        assert_eq!(sweeps(store, 3, 2).await, ["a0,b0", "c0,a0", "b0,c0"]);
+    }
+
+    /// What `count` sweeps of `apps` apps and 3 certificates each find, one after another.
+    async fn sweeps(store: &dyn ItemStore, count: usize, apps: usize) -> Vec<String> {
         let certs = Certificates::new(store);
         let mut seen = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..count {
             let start = certs.renewal_start().await.unwrap();
-            let due = certs.due_for_renewal(&start, 2, 10, EpochMillis(DAY_MS)).await.unwrap();
+            let (due, end) = certs.due_for_renewal(&start, apps, 3, EpochMillis(DAY_MS)).await.unwrap();
+            certs.end_sweep(end).await.unwrap();
             seen.push(serials(&due).join(","));
         }
-        assert_eq!(seen, ["a0,b0", "c0,a0", "b0,c0"]);
+        seen
+    }
+
+    /// An app left with due certificates is looked at again by the next sweep, beside the
+    /// others' turn, however many apps there are; once it has none left, it waits its turn.
+    #[tokio::test]
+    async fn an_app_with_a_backlog_is_looked_at_again_by_the_next_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = crate::test_backend(dir.path());
+        let store = backend.store.as_ref();
+        let busy = app(store, "a").await;
+        for i in 0..5 {
+            stored_cert(store, &busy, &format!("a{i}"), EpochMillis(i)).await;
+        }
+        for id in ["b", "c", "d"] {
+            let app = app(store, id).await;
+            stored_cert(store, &app, &format!("{id}0"), EpochMillis(0)).await;
+        }
+        // Two apps a sweep, three certificates: the busy app's backlog goes on being read
+        // (the store here does not move what a sweep found), and b, c and d each get their turn.
+        assert_eq!(sweeps(store, 4, 2).await, ["a0,b0,a1", "a0,c0,a1", "a0,d0,a1", "a0,b0,a1"]);
     }
 
     /// A certificate indexed in the one partition of every app (before the index was kept per
@@ -785,13 +858,15 @@ mod tests {
         );
         store.put(before, Condition::Any).await.unwrap();
         let certs = Certificates::new(store);
-        let due = certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
+        let (due, _) =
+            certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
         assert_eq!(serials(&due), ["o00"], "found once, in the old partition");
         let (cert, version) = &due[0];
         certs.put_cert(&cert.check_again_at(EpochMillis(DAY_MS)), *version).await.unwrap();
         let old = Query::index(Index::Gsi1, RENEWALS_OF_EVERY_APP).limit(10);
         assert!(store.query(old).await.unwrap().items.is_empty(), "moved out of the old partition");
-        let due = certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
+        let (due, _) =
+            certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
         assert_eq!(serials(&due), ["o00"], "and into its app's");
     }
 }

@@ -84,11 +84,13 @@ pub(crate) async fn ring(
     Ok(items)
 }
 
-/// The items of `lists` rank by rank (every list's first, then every list's second, …), so that
-/// a cut anywhere shares fairly between the lists.
-pub(crate) fn interleaved(lists: &[Vec<Item>]) -> impl Iterator<Item = &Item> {
+/// The items of `lists` rank by rank (every list's first, then every list's second, …), each
+/// with the index of its list, so that a cut anywhere shares fairly between the lists.
+pub(crate) fn interleaved(lists: &[Vec<Item>]) -> impl Iterator<Item = (usize, &Item)> {
     let deepest = lists.iter().map(Vec::len).max().unwrap_or(0);
-    (0..deepest).flat_map(move |rank| lists.iter().filter_map(move |list| list.get(rank)))
+    (0..deepest).flat_map(move |rank| {
+        lists.iter().enumerate().filter_map(move |(i, list)| list.get(rank).map(|item| (i, item)))
+    })
 }
 
 /// An embedded store over `dir` behind the port set, with no queue or key service: what the
