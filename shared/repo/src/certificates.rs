@@ -741,7 +741,7 @@ mod tests {
 
     /// A day's certificate of `app` stored at `at` (due for renewal 80 % of a day later), as the
     /// issuing transaction writes it.
-    async fn stored_cert(store: &dyn ItemStore, app: &AppId, serial: &str, at: EpochMillis) -> IssuedCert {
+    async fn stored_cert(store: &dyn ItemStore, app: &AppId, serial: &str, at: EpochMillis) {
         use rp_domain::certificates::{LoginCertIssued, RequestKind};
         let request = CertRequest::new(RequestKind::LoginCert, app.clone(), 300, at);
         let issued = LoginCertIssued {
@@ -760,14 +760,36 @@ mod tests {
         };
         let cert = IssuedCert::new(&request, &issued, at);
         store.put(cert_item(&cert).unwrap(), Condition::Absent).await.unwrap();
-        cert
     }
 
-    async fn app(store: &dyn ItemStore, id: &str) -> AppId {
-        let app = AppId::parse("appId", id).unwrap();
-        let record = crate::apps::AppRecord::new(app.clone(), id.into(), EpochMillis(0));
-        crate::apps::Apps::new(store).create(&record).await.unwrap();
-        app
+    /// An embedded store, in a directory of its own for as long as it lives.
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        backend: rp_ports::Backend,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let backend = crate::test_backend(dir.path());
+            Self { _dir: dir, backend }
+        }
+
+        fn store(&self) -> &dyn ItemStore {
+            self.backend.store.as_ref()
+        }
+
+        /// The app `id` with `count` day certificates, serials `<id><i>`, the i-th stored at
+        /// `from` + i ms.
+        async fn app(&self, id: &str, count: i64, from: i64) -> AppId {
+            let app = AppId::parse("appId", id).unwrap();
+            let record = crate::apps::AppRecord::new(app.clone(), id.into(), EpochMillis(0));
+            crate::apps::Apps::new(self.store()).create(&record).await.unwrap();
+            for i in 0..count {
+                stored_cert(self.store(), &app, &format!("{id}{i}"), EpochMillis(from + i)).await;
+            }
+            app
+        }
     }
 
     fn serials(due: &[(IssuedCert, u64)]) -> Vec<&str> {
@@ -778,18 +800,16 @@ mod tests {
     /// does not keep the other's out of a sweep: the apps' certificates are interleaved.
     #[tokio::test]
     async fn one_apps_backlog_holds_back_no_other_apps_renewal() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
-        let store = backend.store.as_ref();
-        let (busy, quiet) = (app(store, "busy").await, app(store, "quiet").await);
-        for i in 0..12 {
-            stored_cert(store, &busy, &format!("b{i:02}"), EpochMillis(i)).await;
-        }
-        stored_cert(store, &quiet, "q00", EpochMillis(1_000)).await;
-        let certs = Certificates::new(store);
+        let f = Fixture::new();
+        f.app("busy", 12, 0).await;
+        f.app("quiet", 1, 1_000).await;
+        let certs = Certificates::new(f.store());
         let (due, _) =
             certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
-        assert_eq!(serials(&due), ["b00", "q00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08"]);
+        let busy: Vec<String> = (1..9).map(|i| format!("busy{i}")).collect();
+        let expected: Vec<&str> =
+            ["busy0", "quiet0"].into_iter().chain(busy.iter().map(String::as_str)).collect();
+        assert_eq!(serials(&due), expected);
         // Nothing is due before its window opens.
         let early = EpochMillis(DAY_MS * 79 / 100);
         assert!(certs.due_for_renewal(&RenewalStart::default(), 10, 10, early).await.unwrap().0.is_empty());
@@ -799,14 +819,11 @@ mod tests {
     /// wraps around: every app gets its turn.
     #[tokio::test]
     async fn sweeps_take_the_apps_in_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
-        let store = backend.store.as_ref();
+        let f = Fixture::new();
         for id in ["a", "b", "c"] {
-            let app = app(store, id).await;
-            stored_cert(store, &app, &format!("{id}0"), EpochMillis(0)).await;
+            f.app(id, 1, 0).await;
         }
-        assert_eq!(sweeps(store, 3, 2).await, ["a0,b0", "c0,a0", "b0,c0"]);
+        assert_eq!(sweeps(f.store(), 3, 2).await, ["a0,b0", "c0,a0", "b0,c0"]);
     }
 
     /// What `count` sweeps of `apps` apps and 3 certificates each find, one after another.
@@ -826,47 +843,40 @@ mod tests {
     /// others' turn, however many apps there are; once it has none left, it waits its turn.
     #[tokio::test]
     async fn an_app_with_a_backlog_is_looked_at_again_by_the_next_sweep() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
-        let store = backend.store.as_ref();
-        let busy = app(store, "a").await;
-        for i in 0..5 {
-            stored_cert(store, &busy, &format!("a{i}"), EpochMillis(i)).await;
-        }
+        let f = Fixture::new();
+        f.app("a", 5, 0).await;
         for id in ["b", "c", "d"] {
-            let app = app(store, id).await;
-            stored_cert(store, &app, &format!("{id}0"), EpochMillis(0)).await;
+            f.app(id, 1, 0).await;
         }
         // Two apps a sweep, three certificates: the busy app's backlog goes on being read
         // (the store here does not move what a sweep found), and b, c and d each get their turn.
-        assert_eq!(sweeps(store, 4, 2).await, ["a0,b0,a1", "a0,c0,a1", "a0,d0,a1", "a0,b0,a1"]);
+        assert_eq!(sweeps(f.store(), 4, 2).await, ["a0,b0,a1", "a0,c0,a1", "a0,d0,a1", "a0,b0,a1"]);
     }
 
     /// A certificate indexed in the one partition of every app (before the index was kept per
     /// app) is still found, and its next write moves it to its app's partition.
     #[tokio::test]
     async fn a_certificate_indexed_before_the_index_was_per_app_is_still_due() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
-        let store = backend.store.as_ref();
-        let app = app(store, "older").await;
-        let cert = stored_cert(store, &app, "o00", EpochMillis(0)).await;
+        let f = Fixture::new();
+        let store = f.store();
+        let app = f.app("older", 1, 0).await;
+        let certs = Certificates::new(store);
+        let (cert, _) = certs.by_serial("older0").await.unwrap().unwrap();
         let at = cert.renewal_check().unwrap();
-        let before = Item::new(cert_key(&app, &cert.device_id, "o00"), &cert).unwrap().with_index(
+        let before = Item::new(cert_key(&app, &cert.device_id, "older0"), &cert).unwrap().with_index(
             Index::Gsi1,
-            ItemKey::new(RENEWALS_OF_EVERY_APP, format!("{:013}#o00", at.as_millis())),
+            ItemKey::new(RENEWALS_OF_EVERY_APP, format!("{:013}#older0", at.as_millis())),
         );
         store.put(before, Condition::Any).await.unwrap();
-        let certs = Certificates::new(store);
         let (due, _) =
             certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
-        assert_eq!(serials(&due), ["o00"], "found once, in the old partition");
+        assert_eq!(serials(&due), ["older0"], "found once, in the old partition");
         let (cert, version) = &due[0];
         certs.put_cert(&cert.check_again_at(EpochMillis(DAY_MS)), *version).await.unwrap();
         let old = Query::index(Index::Gsi1, RENEWALS_OF_EVERY_APP).limit(10);
         assert!(store.query(old).await.unwrap().items.is_empty(), "moved out of the old partition");
         let (due, _) =
             certs.due_for_renewal(&RenewalStart::default(), 10, 10, EpochMillis(DAY_MS)).await.unwrap();
-        assert_eq!(serials(&due), ["o00"], "and into its app's");
+        assert_eq!(serials(&due), ["older0"], "and into its app's");
     }
 }
