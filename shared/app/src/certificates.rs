@@ -24,7 +24,7 @@ pub struct PollStart {
 
 /// Where the agent's next poll starts, both pointers at once: read ahead of [`poll`], beside
 /// the caller's token.
-pub async fn round_start(state: &impl HasStore) -> Result<PollStart, StoreError> {
+pub async fn poll_start(state: &impl HasStore) -> Result<PollStart, StoreError> {
     let certs = Certificates::new(state.store());
     let (round, renewal) = tokio::try_join!(certs.round_start(), certs.renewal_start())?;
     Ok(PollStart { round, renewal })

@@ -40,8 +40,8 @@ async fn poll(
     State(state): State<AppState>,
     mut parts: Parts,
 ) -> Result<Json<CertificateRequestList>, Problem> {
-    // Where the round starts is read beside the token.
-    let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certificates::round_start(&state)).await?;
+    // Where the poll starts (its round's and its renewal sweep's pointers) is read beside the token.
+    let (_admin, start) = beside::<Admin, _>(&mut parts, &state, certificates::poll_start(&state)).await?;
     Ok(Json(certificates::poll(&state, start).await?.into()))
 }
 
