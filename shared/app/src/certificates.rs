@@ -16,7 +16,7 @@ use std::future::Future;
 
 /// Where the agent's next poll starts: its round over the apps' pending requests, and its
 /// renewal sweep over the apps' certificates.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct PollStart {
     round: RoundStart,
     renewal: RenewalStart,
@@ -42,10 +42,11 @@ pub async fn of_device(
     Certificates::new(state.store()).of_device(app, device_id, limit, cursor).await
 }
 
-/// The agent's poll: queues the renewals that are due ([`crate::renewal::sweep`]) and leases up
-/// to a batch of pending requests, round-robin over the apps from
-/// `start` (where the last round ended, read ahead beside the caller's token), each with a
-/// time-out message on the queue; the requests this poll leased, in the order they were read.
+/// The agent's poll: queues the renewals that are due ([`crate::renewal::sweep_from`]) and
+/// leases up to a batch of pending requests, round-robin over the apps, each with a time-out
+/// message on the queue; both start where `start` says the last poll ended ([`poll_start`],
+/// read ahead beside the caller's token). The requests this poll leased, in the order they were
+/// read.
 pub async fn poll(
     state: &(impl HasClock + HasQueue + HasSettings + HasStore),
     start: Result<PollStart, StoreError>,

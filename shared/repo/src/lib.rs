@@ -68,13 +68,14 @@ pub(crate) async fn ring(
     after: Option<&str>,
     limit: usize,
 ) -> Result<Vec<Item>, StoreError> {
+    let first_page = Query::table(partition).limit(limit);
     let Some(after) = after else {
-        return Ok(store.query(Query::table(partition).limit(limit)).await?.items);
+        return Ok(store.query(first_page).await?.items);
     };
     let cursor = rp_ports::Cursor { key: ItemKey::new(partition, after), index_key: None, scope: None };
     let (rest, from_start) = futures_util::future::join(
-        store.query(Query::table(partition).limit(limit).after(Some(cursor))),
-        store.query(Query::table(partition).limit(limit)),
+        store.query(first_page.clone().after(Some(cursor))),
+        store.query(first_page),
     )
     .await;
     let mut items = rest?.items;
