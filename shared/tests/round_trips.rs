@@ -135,7 +135,7 @@ async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
     for (stem, read) in [
         ("cc-apps.get", "store.query APP"),
         ("cc-tokens.get", "store.query TOKEN"),
-        ("rp-events.get", "store.query EVENTAPP"),
+        ("rp-events.get", "store.query EVENT"),
         ("rp-app-jwks", "store.get SIGNKEYS"),
     ] {
         let (status, tally) = first_call(stem).await;

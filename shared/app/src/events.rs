@@ -5,10 +5,10 @@ use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::events::EventRecord;
 use rp_domain::FieldError;
-use rp_ports::{Cursor, Listed, StoreError};
+use rp_ports::{Listed, StoreError};
 use rp_repo::apps::Apps;
 use rp_repo::certificates::Certificates;
-use rp_repo::events::{EventFilter, Events};
+use rp_repo::events::{EventCursor, EventFilter, Events};
 use serde_json::{Map, Value};
 
 /// A page of the events `filter` selects, oldest first.
@@ -16,8 +16,8 @@ pub async fn list(
     state: &impl HasStore,
     filter: &EventFilter,
     limit: usize,
-    cursor: Option<Cursor>,
-) -> Listed<EventRecord> {
+    cursor: Option<EventCursor>,
+) -> Listed<EventRecord, EventCursor> {
     Events::new(state.store()).list(filter, limit, cursor).await
 }
 

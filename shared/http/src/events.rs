@@ -14,8 +14,7 @@ use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES, SERVER_NAMES};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
-use rp_ports::Cursor;
-use rp_repo::events::EventFilter;
+use rp_repo::events::{EventCursor, EventFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -264,11 +263,11 @@ async fn list(
             to: within_event_times(to),
         };
         let params = ListParams { limit: query.limit, cursor: query.cursor };
-        let (limit, cursor) = params.page(&filter.query())?;
+        let (limit, cursor) = params.page_of(|token| filter.cursor(token))?;
         Ok((filter, limit, cursor))
     });
     // The page is read beside the token.
-    let read = |(filter, limit, cursor): &(EventFilter, usize, Option<Cursor>)| {
+    let read = |(filter, limit, cursor): &(EventFilter, usize, Option<EventCursor>)| {
         let (state, filter, limit, cursor) = (&state, filter.clone(), *limit, cursor.clone());
         async move { rp_app::events::list(state, &filter, limit, cursor).await }
     };

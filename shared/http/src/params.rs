@@ -117,6 +117,15 @@ pub const MAX_PAGE: usize = 200;
 impl ListParams {
     /// The page size and the decoded cursor, checked against the partition `query` reads.
     pub fn page(&self, query: &Query) -> Result<(usize, Option<Cursor>), FieldError> {
+        self.page_of(|text| Cursor::decode(text).filter(|c| c.belongs_to(query)))
+    }
+
+    /// The page size and the cursor `decode` accepts (`None` for one this list did not give
+    /// out).
+    pub fn page_of<C>(
+        &self,
+        decode: impl FnOnce(&str) -> Option<C>,
+    ) -> Result<(usize, Option<C>), FieldError> {
         let limit = match &self.limit {
             None => DEFAULT_PAGE,
             Some(text) => match text.parse::<usize>() {
@@ -126,12 +135,10 @@ impl ListParams {
                 }
             },
         };
-        let cursor = match &self.cursor {
+        let cursor = match self.cursor.as_deref().map(decode) {
             None => None,
-            Some(text) => match Cursor::decode(text) {
-                Some(c) if c.belongs_to(query) => Some(c),
-                _ => return Err(FieldError::new("cursor", "is not a cursor returned by this list")),
-            },
+            Some(Some(cursor)) => Some(cursor),
+            Some(None) => return Err(FieldError::new("cursor", "is not a cursor returned by this list")),
         };
         Ok((limit, cursor))
     }

@@ -276,7 +276,7 @@ impl Query {
 
 /// A page of records as a list reads them: the records, and where the next page starts (`None`
 /// after the last).
-pub type Listed<T> = Result<(Vec<T>, Option<Cursor>), StoreError>;
+pub type Listed<T, C = Cursor> = Result<(Vec<T>, Option<C>), StoreError>;
 
 /// Where a query stopped: the last item's table key and, for an index query, its index key.
 /// Rendered to clients as an opaque base64url token; a cursor is only accepted for the partition

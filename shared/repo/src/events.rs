@@ -1,21 +1,46 @@
 //! Events (DECISIONS §9): stored with time, RP app, source and attributes, and written as one
-//! structured log line each. Layout: pk `EVENT`, sk `<epoch ms, 13 digits>#<eventId>`; index
-//! `gsi1` by app (`EVENTAPP#<appId>`), index `gsi2` by name (`EVENTNAME#<name>`), both sorted by
-//! the same time key; TTL 90 days.
+//! structured log line each.
+//!
+//! Layout: pk `EVENT#<appId>` (`EVENT#-` for an event of no app), so one tenant's events never
+//! share a partition with another's; sk `<epoch ms, 13 digits>#<eventId>`. The listings across
+//! apps read two indexes whose writes are spread over [`SHARDS`] partitions by the event id:
+//! `gsi1` holds every event (`EVENTS#<shard>`), `gsi2` every event of a name
+//! (`EVENTNAME#<name>#<shard>`); both sort by the same time key. A listing reads its partitions
+//! at once and merges them by that key. TTL 90 days.
+//!
+//! Events stored before this layout sit in one partition for all apps (pk `EVENT`, `gsi1`
+//! `EVENTAPP#<appId>`, `gsi2` `EVENTNAME#<name>`); every listing reads the matching one of
+//! those too, until they expire.
 
+use base64::Engine as _;
 use rp_domain::apps::AppId;
 use rp_domain::time::EpochMillis;
-use rp_ports::{
-    Condition, Cursor, Index, Item, ItemKey, ItemStore, Listed, Query, SortKey, StoreError, WriteOp,
-};
+use rp_ports::{Condition, Index, Item, ItemKey, ItemStore, Listed, Query, SortKey, StoreError, WriteOp};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
+
+/// How many partitions each cross-app index spreads its writes over: one busy tenant's events
+/// land on all of them evenly instead of filling one.
+pub const SHARDS: u32 = 8;
 
 pub use rp_domain::events::{EventRecord, NAMES};
 
 fn sort_key(event: &EventRecord) -> String {
     format!("{:013}#{}", event.at.as_millis(), event.event_id)
+}
+
+/// The app's own partition.
+fn partition(app: Option<&AppId>) -> String {
+    format!("EVENT#{}", app.map_or("-", AppId::as_str))
+}
+
+/// The index partition `event_id` is written to: FNV-1a of the id, so the spread is even and
+/// the same event always lands in the same place.
+fn shard(event_id: &str) -> u32 {
+    let hash = event_id.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    hash % SHARDS
 }
 
 /// Which events a listing returns.
@@ -29,21 +54,71 @@ pub struct EventFilter {
 }
 
 impl EventFilter {
-    /// The query that serves this filter: by app if one is named, else by name, else all.
-    pub fn query(&self) -> Query {
-        let sort = match (self.from, self.to) {
-            (None, None) => SortKey::All,
-            (from, to) => SortKey::Between(
-                format!("{:013}", from.map_or(0, |t| t.as_millis()).max(0)),
-                format!("{:013}~", to.map_or(9_999_999_999_999, |t| t.as_millis())),
-            ),
+    /// The partitions that hold the events this filter selects: the app's own (and its old index
+    /// partition) if one is named, else the name's index shards, else all of the index's shards;
+    /// each with the old partition it replaces.
+    fn partitions(&self) -> Vec<Query> {
+        match (&self.app_id, &self.name) {
+            (Some(app), _) => {
+                vec![Query::table(partition(Some(app))), Query::index(Index::Gsi1, format!("EVENTAPP#{app}"))]
+            }
+            (None, Some(name)) => (0..SHARDS)
+                .map(|k| Query::index(Index::Gsi2, format!("EVENTNAME#{name}#{k}")))
+                .chain([Query::index(Index::Gsi2, format!("EVENTNAME#{name}"))])
+                .collect(),
+            (None, None) => (0..SHARDS)
+                .map(|k| Query::index(Index::Gsi1, format!("EVENTS#{k}")))
+                .chain([Query::table("EVENT")])
+                .collect(),
+        }
+    }
+
+    /// The sort keys to read: the filter's times, and only after `after` if a page came before;
+    /// `None` when nothing can match.
+    fn range(&self, after: Option<&str>) -> Option<SortKey> {
+        let from = format!("{:013}", self.from.map_or(0, |t| t.as_millis()).max(0));
+        let lower = match after {
+            // The first key above `after`: event ids hold no character below a space.
+            Some(after) => format!("{after} ").max(from),
+            None => from,
         };
-        let query = match (&self.app_id, &self.name) {
-            (Some(app), _) => Query::index(Index::Gsi1, format!("EVENTAPP#{app}")),
-            (None, Some(name)) => Query::index(Index::Gsi2, format!("EVENTNAME#{name}")),
-            (None, None) => Query::table("EVENT"),
-        };
-        query.sort(sort)
+        let upper = format!("{:013}~", self.to.map_or(9_999_999_999_999, |t| t.as_millis()));
+        (lower <= upper).then_some(SortKey::Between(lower, upper))
+    }
+
+    /// What a cursor of this listing must carry: another filter's cursor is refused.
+    fn scope(&self) -> String {
+        let time = |t: Option<EpochMillis>| t.map(|t| t.as_millis().to_string()).unwrap_or_default();
+        format!(
+            "{}|{}|{}|{}",
+            self.app_id.as_ref().map_or("", AppId::as_str),
+            self.name.as_deref().unwrap_or_default(),
+            time(self.from),
+            time(self.to)
+        )
+    }
+
+    /// The cursor `token` a client sent, if it is one this listing gave out.
+    pub fn cursor(&self, token: &str) -> Option<EventCursor> {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+        let cursor: EventCursor = serde_json::from_slice(&bytes).ok()?;
+        (cursor.scope == self.scope()).then_some(cursor)
+    }
+}
+
+/// Where an event listing stopped: the sort key of the last event it read. Every partition the
+/// listing reads resumes after it, as a merged page returns events in that key's order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventCursor {
+    after: String,
+    scope: String,
+}
+
+impl EventCursor {
+    /// Rendered to clients as an opaque base64url token.
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).expect("a cursor always serializes");
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
     }
 }
 
@@ -87,39 +162,216 @@ impl<'a> Events<'a> {
     /// after the commit.
     pub fn item(event: &EventRecord) -> Result<Item, StoreError> {
         let sk = sort_key(event);
-        let mut item = Item::new(ItemKey::new("EVENT", sk.clone()), event)?
+        let shard = shard(&event.event_id);
+        Ok(Item::new(ItemKey::new(partition(event.app_id.as_ref()), sk.clone()), event)?
             .with_ttl(Some(event.at.plus_secs(RETENTION_SECS).as_secs()))
-            .with_index(Index::Gsi2, ItemKey::new(format!("EVENTNAME#{}", event.name), sk.clone()));
-        if let Some(app) = &event.app_id {
-            item = item.with_index(Index::Gsi1, ItemKey::new(format!("EVENTAPP#{app}"), sk));
-        }
-        Ok(item)
+            .with_index(Index::Gsi1, ItemKey::new(format!("EVENTS#{shard}"), sk.clone()))
+            .with_index(Index::Gsi2, ItemKey::new(format!("EVENTNAME#{}#{shard}", event.name), sk)))
     }
 
     /// Stores the event and writes its log line.
     pub async fn record(&self, event: &EventRecord) -> Result<(), StoreError> {
-        self.store.put(Self::item(event)?, rp_ports::Condition::Absent).await?;
+        self.store.put(Self::item(event)?, Condition::Absent).await?;
         log(event);
         Ok(())
     }
 
-    /// A page of events in time order. With both an app and a name, the app's index is read
-    /// and the name filtered here, so a page may hold fewer than `limit` events.
+    /// A page of events in time order: the filter's partitions read at once, each up to `limit`,
+    /// merged by time and cut at `limit`. With both an app and a name, the app's partition is
+    /// read and the name filtered here, so a page may hold fewer than `limit` events.
     pub async fn list(
         &self,
         filter: &EventFilter,
         limit: usize,
-        cursor: Option<Cursor>,
-    ) -> Listed<EventRecord> {
-        let page = self.store.query(filter.query().limit(limit).after(cursor)).await?;
-        let mut events = Vec::with_capacity(page.items.len());
-        for item in &page.items {
+        cursor: Option<EventCursor>,
+    ) -> Listed<EventRecord, EventCursor> {
+        let Some(range) = filter.range(cursor.as_ref().map(|c| c.after.as_str())) else {
+            return Ok((Vec::new(), None));
+        };
+        let reads = filter
+            .partitions()
+            .into_iter()
+            .map(|query| self.store.query(query.sort(range.clone()).limit(limit)));
+        let pages = crate::at_once(reads.collect()).await?;
+        let mut more = pages.iter().any(|page| page.cursor.is_some());
+        let mut items: Vec<&Item> = pages.iter().flat_map(|page| &page.items).collect();
+        items.sort_by(|a, b| a.key.sk.cmp(&b.key.sk));
+        if items.len() > limit {
+            items.truncate(limit);
+            more = true;
+        }
+        let next = match items.last() {
+            Some(last) if more => Some(EventCursor { after: last.key.sk.clone(), scope: filter.scope() }),
+            _ => None,
+        };
+        let mut events = Vec::with_capacity(items.len());
+        for item in items {
             let event: EventRecord = item.data()?;
             if filter.app_id.is_some() && filter.name.as_ref().is_some_and(|n| *n != event.name) {
                 continue;
             }
             events.push(event);
         }
-        Ok((events, page.cursor))
+        Ok((events, next))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Map;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        backend: rp_ports::Backend,
+    }
+
+    /// Now, about: the embedded store hides an event once its time to live is over.
+    const T0: i64 = 1_795_000_000_000;
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let backend = crate::test_backend(dir.path());
+            Self { _dir: dir, backend }
+        }
+
+        fn events(&self) -> Events<'_> {
+            Events::new(self.backend.store.as_ref())
+        }
+
+        /// Records `name` for `app` at `at` ms after [`T0`]; answers its id.
+        async fn record(&self, name: &str, app: Option<&str>, at: i64) -> String {
+            let app = app.map(|a| AppId::parse("appId", a).unwrap());
+            let event = EventRecord::new(name, app, "server", EpochMillis(T0 + at), Map::new());
+            self.events().record(&event).await.unwrap();
+            event.event_id
+        }
+
+        /// Every event `filter` lists, `limit` a page, cursor after cursor: their ids and how
+        /// many pages it took.
+        async fn all(&self, filter: &EventFilter, limit: usize) -> (Vec<String>, usize) {
+            let (mut ids, mut pages, mut cursor) = (Vec::new(), 0, None);
+            loop {
+                let (events, next) = self.events().list(filter, limit, cursor).await.unwrap();
+                ids.extend(events.into_iter().map(|e| e.event_id));
+                pages += 1;
+                assert!(pages <= 100, "the cursor moves on");
+                match next.map(|next| filter.cursor(&next.encode()).expect("its own cursor is taken")) {
+                    Some(next) => cursor = Some(next),
+                    None => return (ids, pages),
+                }
+            }
+        }
+    }
+
+    fn app(id: &str) -> Option<AppId> {
+        Some(AppId::parse("appId", id).unwrap())
+    }
+
+    #[tokio::test]
+    async fn each_apps_events_are_stored_in_its_own_partition() {
+        let f = Fixture::new();
+        let a = f.record("WORKSTATION_ENROLL", Some("a"), 1).await;
+        let b = f.record("WORKSTATION_ENROLL", Some("b"), 2).await;
+        let none = f.record("WORKSTATION_ENROLL", None, 3).await;
+        let store = f.backend.store.as_ref();
+        let ids = |pk: &'static str| async move {
+            let page = store.query(Query::table(pk)).await.unwrap();
+            page.items.iter().map(|i| i.data::<EventRecord>().unwrap().event_id).collect::<Vec<_>>()
+        };
+        assert_eq!(ids("EVENT#a").await, [a]);
+        assert_eq!(ids("EVENT#b").await, [b]);
+        assert_eq!(ids("EVENT#-").await, [none]);
+        assert!(ids("EVENT").await.is_empty(), "nothing in the one partition all apps shared");
+    }
+
+    #[test]
+    fn the_index_shards_share_the_events_evenly() {
+        let mut counts = [0u32; SHARDS as usize];
+        for i in 0..8000 {
+            counts[shard(&format!("{:08x}-0000-4000-8000-{i:012x}", i * 7919)) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&n| (800..=1200).contains(&n)), "{counts:?}");
+    }
+
+    #[tokio::test]
+    async fn every_listing_pages_through_all_its_partitions_in_time_order() {
+        let f = Fixture::new();
+        let names = ["WORKSTATION_ENROLL", "OOB_WORKSTATION_REG"];
+        let apps = [Some("a"), Some("b"), Some("c"), None];
+        let mut stored = Vec::new();
+        for i in 0..60 {
+            let (name, app) = (names[i % 2], apps[i % 4]);
+            // Two events share each millisecond, so the order within one is the id's.
+            stored.push((i as i64 / 2, f.record(name, app, i as i64 / 2).await, name, app));
+        }
+        let expected = |keep: &dyn Fn(&str, Option<&str>) -> bool| {
+            let mut kept: Vec<_> = stored.iter().filter(|(_, _, n, a)| keep(n, *a)).collect();
+            kept.sort_by_key(|(at, id, _, _)| format!("{at:013}#{id}"));
+            kept.into_iter().map(|(_, id, _, _)| id.clone()).collect::<Vec<_>>()
+        };
+        let everything = EventFilter::default();
+        let (ids, pages) = f.all(&everything, 7).await;
+        assert_eq!(ids, expected(&|_, _| true));
+        assert_eq!(pages, 9, "60 events, 7 a page");
+        let by_name = EventFilter { name: Some(names[1].into()), ..Default::default() };
+        assert_eq!(f.all(&by_name, 4).await.0, expected(&|n, _| n == names[1]));
+        let by_app = EventFilter { app_id: app("b"), ..Default::default() };
+        assert_eq!(f.all(&by_app, 5).await.0, expected(&|_, a| a == Some("b")));
+        let both = EventFilter { app_id: app("a"), name: Some(names[0].into()), ..Default::default() };
+        assert_eq!(f.all(&both, 3).await.0, expected(&|n, a| a == Some("a") && n == names[0]));
+        let window = EventFilter {
+            from: Some(EpochMillis(T0 + 10)),
+            to: Some(EpochMillis(T0 + 19)),
+            ..Default::default()
+        };
+        let (ids, _) = f.all(&window, 6).await;
+        assert_eq!(ids, expected(&|_, _| true)[20..40], "from and to are inclusive");
+    }
+
+    #[tokio::test]
+    async fn events_stored_in_the_old_shared_partition_are_still_listed() {
+        let f = Fixture::new();
+        let first = f.record("WORKSTATION_ENROLL", Some("a"), 1).await;
+        // As the layout before wrote it: one partition for every app.
+        let old = EventRecord::new("WORKSTATION_ENROLL", app("a"), "server", EpochMillis(T0 + 2), Map::new());
+        let sk = sort_key(&old);
+        let item = Item::new(ItemKey::new("EVENT", sk.clone()), &old)
+            .unwrap()
+            .with_index(Index::Gsi1, ItemKey::new("EVENTAPP#a", sk.clone()))
+            .with_index(Index::Gsi2, ItemKey::new("EVENTNAME#WORKSTATION_ENROLL", sk));
+        f.backend.store.put(item, Condition::Absent).await.unwrap();
+        let last = f.record("WORKSTATION_ENROLL", Some("a"), 3).await;
+        let expected = [first, old.event_id.clone(), last];
+        for filter in [
+            EventFilter::default(),
+            EventFilter { app_id: app("a"), ..Default::default() },
+            EventFilter { name: Some("WORKSTATION_ENROLL".into()), ..Default::default() },
+            EventFilter { app_id: app("a"), name: Some("WORKSTATION_ENROLL".into()), ..Default::default() },
+        ] {
+            assert_eq!(f.all(&filter, 1).await.0, expected, "{filter:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cursor_is_taken_only_by_the_listing_that_gave_it_out() {
+        let f = Fixture::new();
+        for at in 0..3 {
+            f.record("WORKSTATION_ENROLL", Some("a"), at).await;
+        }
+        let by_app = EventFilter { app_id: app("a"), ..Default::default() };
+        let (_, next) = f.events().list(&by_app, 1, None).await.unwrap();
+        let token = next.expect("more to read").encode();
+        assert!(by_app.cursor(&token).is_some());
+        for other in [
+            EventFilter { app_id: app("b"), ..Default::default() },
+            EventFilter::default(),
+            EventFilter { app_id: app("a"), name: Some("WORKSTATION_ENROLL".into()), ..Default::default() },
+            EventFilter { app_id: app("a"), from: Some(EpochMillis(T0)), ..Default::default() },
+        ] {
+            assert!(other.cursor(&token).is_none(), "{other:?}");
+        }
+        assert!(by_app.cursor("not-a-cursor").is_none());
     }
 }

@@ -177,6 +177,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, enrollment_ties_enroll_to_complete);
         $crate::router_case!($make, pairing_queues_one_certificate_request);
         $crate::router_case!($make, events_are_reported_and_listed);
+        $crate::router_case!($make, each_apps_events_are_stored_apart_and_listed_across_apps);
         $crate::router_case!($make, link_to_queued_certificate_request_end_to_end);
         $crate::router_case!($make, certificate_poll_and_results_contract);
         $crate::router_case!($make, agent_issues_and_the_device_decrypts);

@@ -510,6 +510,70 @@ pub async fn events_are_reported_and_listed(h: Harness) {
         .problem(403, codes::OTHER_TENANT);
 }
 
+/// Each app's events are stored in that app's own partition, so one tenant's events never load
+/// another's; the listings across apps still find every app's events, in time order, page by
+/// page.
+pub async fn each_apps_events_are_stored_apart_and_listed_across_apps(h: Harness) {
+    let (a, b) = (h.app().await, h.app().await);
+    let from = {
+        use rp_shared::ports::Clock;
+        h.clock.now_millis()
+    };
+    let mut posted = Vec::new();
+    for app in [&a, &b, &a] {
+        let body = json!({"name": "WORKSTATION_ENROLL", "appId": app});
+        let r = h.admin("POST", "/rp/api/events", Some(body)).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+        posted.push(r.json()["eventId"].as_str().unwrap().to_owned());
+        h.clock.advance(Duration::from_millis(5));
+    }
+    let stored = |app: &str| {
+        let query = Query::table(format!("EVENT#{app}"));
+        let store = h.backend.store.clone();
+        async move {
+            let page = store.query(query).await.unwrap();
+            page.items
+                .iter()
+                .map(|i| i.data::<Value>().unwrap()["eventId"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(stored(&a).await, [posted[0].clone(), posted[2].clone()]);
+    assert_eq!(stored(&b).await, [posted[1].clone()]);
+
+    // Other tests write events in the same window on a shared table: ours must be among those
+    // listed, in their order, and the whole listing in time order.
+    let window = format!("from={}&to={}", from.iso8601(), from.plus_secs(1).iso8601());
+    for filter in [format!("name=WORKSTATION_ENROLL&{window}"), window.clone()] {
+        let (mut listed, mut cursor, mut pages) = (Vec::<Value>::new(), None::<String>, 0);
+        loop {
+            let after = cursor.map(|c| format!("&cursor={c}")).unwrap_or_default();
+            let page = h.admin("GET", &format!("/rp/api/events?{filter}&limit=2{after}"), None).await.json();
+            listed.extend(page["events"].as_array().unwrap().iter().cloned());
+            pages += 1;
+            assert!(pages < 500, "the cursor moves on");
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => break,
+            }
+        }
+        let times: Vec<&str> = listed.iter().map(|e| e["timestamp"].as_str().unwrap()).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{filter}: in time order");
+        let ours: Vec<&str> = listed
+            .iter()
+            .map(|e| e["eventId"].as_str().unwrap())
+            .filter(|id| posted.iter().any(|p| p == id))
+            .collect();
+        assert_eq!(ours, posted, "{filter}");
+    }
+
+    // A cursor of one listing is refused by another.
+    let page = h.admin("GET", &format!("/rp/api/events?appId={a}&limit=1"), None).await.json();
+    let next = page["nextCursor"].as_str().expect("a second page");
+    let r = h.admin("GET", &format!("/rp/api/events?appId={b}&limit=1&cursor={next}"), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
+}
+
 pub async fn link_to_queued_certificate_request_end_to_end(h: Harness) {
     let app = h.app().await;
     h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"requestTimeoutInSecs": 2})))
