@@ -148,25 +148,14 @@ pub async fn queues(state: &impl HasStore, apps: &[AppId]) -> Vec<Result<QueueCo
     counts
 }
 
-/// The events `filter` selects, oldest first, at most `cap` of them (page by page), and whether
-/// more were left unread.
+/// The events `filter` selects, oldest first, at most `cap` of them, and whether more were left
+/// unread.
 pub async fn events(
     state: &impl HasStore,
     filter: &EventFilter,
     cap: usize,
 ) -> Result<(Vec<EventRecord>, bool), StoreError> {
-    let events = Events::new(state.store());
-    let mut all = Vec::new();
-    let mut cursor = None;
-    loop {
-        let (page, next) = events.list(filter, (cap - all.len()).min(200), cursor).await?;
-        all.extend(page);
-        match next {
-            Some(next) if all.len() < cap => cursor = Some(next),
-            Some(_) => return Ok((all, true)),
-            None => return Ok((all, false)),
-        }
-    }
+    Events::new(state.store()).first(filter, cap).await
 }
 
 /// The newest certificate issuances and revocations of `app` since `since`, newest first.

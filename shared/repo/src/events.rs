@@ -15,15 +15,21 @@
 use base64::Engine as _;
 use rp_domain::apps::AppId;
 use rp_domain::time::EpochMillis;
-use rp_ports::{Condition, Index, Item, ItemKey, ItemStore, Listed, Query, SortKey, StoreError, WriteOp};
+use rp_ports::{
+    Condition, Cursor, Index, Item, ItemKey, ItemStore, Listed, Query, SortKey, StoreError, WriteOp,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::VecDeque;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
 
 /// How many partitions each cross-app index spreads its writes over: one busy tenant's events
 /// land on all of them evenly instead of filling one.
 pub const SHARDS: u32 = 8;
+
+/// The most events one query of [`Events::first`] reads from a partition.
+const MAX_PAGE: usize = 200;
 
 pub use rp_domain::events::{EventRecord, NAMES};
 
@@ -84,6 +90,12 @@ impl EventFilter {
         };
         let upper = format!("{:013}~", self.to.map_or(9_999_999_999_999, |t| t.as_millis()));
         (lower <= upper).then_some(SortKey::Between(lower, upper))
+    }
+
+    /// Whether `event`, read from one of the filter's partitions, is one it selects: an app's
+    /// partition holds every name.
+    fn keeps(&self, event: &EventRecord) -> bool {
+        self.app_id.is_none() || self.name.as_ref().is_none_or(|name| *name == event.name)
     }
 
     /// What a cursor of this listing must carry: another filter's cursor is refused.
@@ -207,12 +219,60 @@ impl<'a> Events<'a> {
         let mut events = Vec::with_capacity(items.len());
         for item in items {
             let event: EventRecord = item.data()?;
-            if filter.app_id.is_some() && filter.name.as_ref().is_some_and(|n| *n != event.name) {
-                continue;
+            if filter.keeps(&event) {
+                events.push(event);
             }
-            events.push(event);
         }
         Ok((events, next))
+    }
+
+    /// The first `cap` events `filter` selects, in time order, and whether more were left
+    /// unread. Unlike paging through [`Events::list`], which reads every partition afresh for
+    /// each page, each partition is read page by page only as far as the merge takes from it.
+    pub async fn first(
+        &self,
+        filter: &EventFilter,
+        cap: usize,
+    ) -> Result<(Vec<EventRecord>, bool), StoreError> {
+        let Some(range) = filter.range(None) else {
+            return Ok((Vec::new(), false));
+        };
+        let page = cap.clamp(1, MAX_PAGE);
+        let queries: Vec<Query> =
+            filter.partitions().into_iter().map(|query| query.sort(range.clone()).limit(page)).collect();
+        let mut read: Vec<VecDeque<Item>> = vec![VecDeque::new(); queries.len()];
+        // Where each partition's next page starts (`Some(None)`: at its first), `None` once it is
+        // read to its end.
+        let mut next: Vec<Option<Option<Cursor>>> = vec![Some(None); queries.len()];
+        let mut events = Vec::new();
+        loop {
+            if events.len() == cap {
+                let more = read.iter().any(|items| !items.is_empty()) || next.iter().any(Option::is_some);
+                return Ok((events, more));
+            }
+            let starved: Vec<usize> =
+                (0..queries.len()).filter(|&i| read[i].is_empty() && next[i].is_some()).collect();
+            if !starved.is_empty() {
+                let reads = starved
+                    .iter()
+                    .map(|&i| self.store.query(queries[i].clone().after(next[i].clone().flatten())));
+                for (&i, page) in starved.iter().zip(crate::at_once(reads.collect()).await?) {
+                    read[i].extend(page.items);
+                    next[i] = page.cursor.map(Some);
+                }
+                continue;
+            }
+            let earliest = (0..queries.len())
+                .filter_map(|i| read[i].front().map(|item| (i, &item.key.sk)))
+                .min_by_key(|(_, sk)| *sk);
+            let Some((i, _)) = earliest else {
+                return Ok((events, false));
+            };
+            let event: EventRecord = read[i].pop_front().expect("the earliest is read").data()?;
+            if filter.keeps(&event) {
+                events.push(event);
+            }
+        }
     }
 }
 
@@ -246,6 +306,19 @@ mod tests {
             let event = EventRecord::new(name, app, "server", EpochMillis(T0 + at), Map::new());
             self.events().record(&event).await.unwrap();
             event.event_id
+        }
+
+        /// Stores `name` for `app` at `at` ms after [`T0`] as the layout before wrote it, in one
+        /// partition for every app; answers its id.
+        async fn record_old(&self, name: &str, app_id: &str, at: i64) -> String {
+            let old = EventRecord::new(name, app(app_id), "server", EpochMillis(T0 + at), Map::new());
+            let sk = sort_key(&old);
+            let item = Item::new(ItemKey::new("EVENT", sk.clone()), &old)
+                .unwrap()
+                .with_index(Index::Gsi1, ItemKey::new(format!("EVENTAPP#{app_id}"), sk.clone()))
+                .with_index(Index::Gsi2, ItemKey::new(format!("EVENTNAME#{name}"), sk));
+            self.backend.store.put(item, Condition::Absent).await.unwrap();
+            old.event_id
         }
 
         /// Every event `filter` lists, `limit` a page, cursor after cursor: their ids and how
@@ -331,19 +404,85 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_first_events_are_merged_reading_each_partition_only_as_far_as_needed() {
+        let f = Fixture::new();
+        let mut stored = Vec::new();
+        for at in 0..60 {
+            let (name, app) = match at % 6 {
+                0 => ("OOB_WORKSTATION_REG", "a"),
+                3 => ("WORKSTATION_ENROLL", "a"),
+                _ => ("WORKSTATION_ENROLL", "b"),
+            };
+            stored.push((at, f.record(name, Some(app), at).await, name, app));
+        }
+        let events = |filter: EventFilter, cap: usize| {
+            let f = &f;
+            async move {
+                let (backend, trips) = rp_ports::trips::recorded(&f.backend, std::time::Duration::ZERO);
+                let (events, more) = Events::new(backend.store.as_ref()).first(&filter, cap).await.unwrap();
+                (events.into_iter().map(|e| e.event_id).collect::<Vec<_>>(), more, trips.take())
+            }
+        };
+        let ids = |keep: &dyn Fn(&str, &str) -> bool| {
+            stored
+                .iter()
+                .filter(|(_, _, n, a)| keep(n, a))
+                .map(|(_, id, _, _)| id.clone())
+                .collect::<Vec<_>>()
+        };
+        let (first, more, tally) = events(EventFilter::default(), 25).await;
+        assert_eq!(first, ids(&|_, _| true)[..25]);
+        assert!(more);
+        // One query of each index shard and of the old partition: ten or so events a shard,
+        // where paging 25 at a time would read every shard again for each of three pages.
+        assert_eq!((tally.calls.len(), tally.waves), (SHARDS as usize + 1, 1), "{tally}");
+        let (all, more, _) = events(EventFilter::default(), 100).await;
+        assert_eq!((all, more), (ids(&|_, _| true), false));
+        let name = EventFilter { name: Some("WORKSTATION_ENROLL".into()), ..Default::default() };
+        let (first, more, _) = events(name, 3).await;
+        assert_eq!((first, more), (ids(&|n, _| n == "WORKSTATION_ENROLL")[..3].to_vec(), true));
+        // Half of what the app's partition holds is the name asked for: a page runs dry before
+        // the cap is reached, and the partition is read again.
+        let both = || EventFilter {
+            app_id: app("a"),
+            name: Some("OOB_WORKSTATION_REG".into()),
+            ..Default::default()
+        };
+        let (first, more, tally) = events(both(), 5).await;
+        assert_eq!((first, more), (ids(&|n, a| a == "a" && n == "OOB_WORKSTATION_REG")[..5].to_vec(), true));
+        assert!(tally.waves > 1, "{tally}");
+        let (all, more, _) = events(both(), 20).await;
+        assert_eq!((all, more), (ids(&|n, a| a == "a" && n == "OOB_WORKSTATION_REG"), false));
+    }
+
+    #[tokio::test]
+    async fn a_partition_read_dry_is_read_again_before_the_merge_goes_on() {
+        let f = Fixture::new();
+        let mut kept = Vec::new();
+        for at in 0..20 {
+            let name = if at % 2 == 0 { "OOB_WORKSTATION_REG" } else { "WORKSTATION_ENROLL" };
+            let id = f.record(name, Some("a"), at).await;
+            if at % 2 == 0 && at < 16 {
+                kept.push(id);
+            }
+        }
+        f.record_old("OOB_WORKSTATION_REG", "a", 15).await;
+        // The app's first page (8 events, half of them the name) runs dry while the old
+        // partition still holds a later one: the next page comes first.
+        let filter =
+            EventFilter { app_id: app("a"), name: Some("OOB_WORKSTATION_REG".into()), ..Default::default() };
+        let (events, more) = f.events().first(&filter, 8).await.unwrap();
+        assert_eq!(events.into_iter().map(|e| e.event_id).collect::<Vec<_>>(), kept);
+        assert!(more);
+    }
+
+    #[tokio::test]
     async fn events_stored_in_the_old_shared_partition_are_still_listed() {
         let f = Fixture::new();
         let first = f.record("WORKSTATION_ENROLL", Some("a"), 1).await;
-        // As the layout before wrote it: one partition for every app.
-        let old = EventRecord::new("WORKSTATION_ENROLL", app("a"), "server", EpochMillis(T0 + 2), Map::new());
-        let sk = sort_key(&old);
-        let item = Item::new(ItemKey::new("EVENT", sk.clone()), &old)
-            .unwrap()
-            .with_index(Index::Gsi1, ItemKey::new("EVENTAPP#a", sk.clone()))
-            .with_index(Index::Gsi2, ItemKey::new("EVENTNAME#WORKSTATION_ENROLL", sk));
-        f.backend.store.put(item, Condition::Absent).await.unwrap();
+        let old = f.record_old("WORKSTATION_ENROLL", "a", 2).await;
         let last = f.record("WORKSTATION_ENROLL", Some("a"), 3).await;
-        let expected = [first, old.event_id.clone(), last];
+        let expected = [first, old, last];
         for filter in [
             EventFilter::default(),
             EventFilter { app_id: app("a"), ..Default::default() },
