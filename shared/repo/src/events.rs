@@ -114,7 +114,10 @@ impl EventFilter {
     pub fn cursor(&self, token: &str) -> Option<EventCursor> {
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
         let cursor: EventCursor = serde_json::from_slice(&bytes).ok()?;
-        (cursor.scope == self.scope()).then_some(cursor)
+        // An event's sort key: a store refuses a longer key than it keeps as a bad request.
+        let (at, id) = cursor.after.split_at_checked(13)?;
+        let key = at.bytes().all(|b| b.is_ascii_digit()) && id.starts_with('#') && id.len() <= 65;
+        (key && cursor.scope == self.scope()).then_some(cursor)
     }
 }
 
@@ -512,5 +515,12 @@ mod tests {
             assert!(other.cursor(&token).is_none(), "{other:?}");
         }
         assert!(by_app.cursor("not-a-cursor").is_none());
+        let forged = |after: String| EventCursor { after, scope: by_app.scope() }.encode();
+        assert!(by_app.cursor(&forged(format!("{:013}#{}", T0, "e".repeat(64)))).is_some());
+        for after in
+            [String::new(), "123#id".into(), format!("{:013}#{}", T0, "e".repeat(65)), format!("{:013}x", T0)]
+        {
+            assert!(by_app.cursor(&forged(after.clone())).is_none(), "{after}");
+        }
     }
 }
