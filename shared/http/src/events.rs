@@ -239,7 +239,7 @@ fn within_event_times(at: Option<EpochMillis>) -> Option<EpochMillis> {
 }
 
 #[utoipa::path(get, path = "/rp/api/events", tag = "events", security(("admin" = [])), params(ListQuery),
-    responses((status = 200, description = "A page of events, newest first", body = EventList)))]
+    responses((status = 200, description = "A page of events, oldest first", body = EventList)))]
 async fn list(
     State(state): State<AppState>,
     mut parts: Parts,
