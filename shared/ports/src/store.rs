@@ -322,8 +322,14 @@ impl Cursor {
     }
 
     /// Whether this cursor was produced by a query over the partition and sort condition
-    /// `query` reads.
+    /// `query` reads, with keys a store can hold (DynamoDB refuses an empty key, a partition key
+    /// over 2,048 bytes and a sort key over 1,024 as a bad request, not as a foreign cursor).
     pub fn belongs_to(&self, query: &Query) -> bool {
+        let holdable =
+            |key: &ItemKey| (1..=2048).contains(&key.pk.len()) && (1..=1024).contains(&key.sk.len());
+        if !holdable(&self.key) || !self.index_key.as_ref().is_none_or(holdable) {
+            return false;
+        }
         let same_partition = match (query.index, &self.index_key) {
             (None, None) => self.key.pk == query.pk,
             (Some(_), Some(index_key)) => index_key.pk == query.pk,
@@ -499,6 +505,21 @@ mod tests {
         .await;
         assert!(matches!(outcome, Err(StoreError::Conflict)));
         assert_eq!(tries.get(), CONFLICT_ATTEMPTS);
+    }
+
+    #[test]
+    fn a_cursor_whose_keys_no_store_holds_belongs_to_no_query() {
+        let query = Query::index(Index::Gsi1, "P");
+        let cursor = |pk: usize, sk: usize, index_sk: usize| Cursor {
+            key: ItemKey::new("T".repeat(pk), "s".repeat(sk)),
+            index_key: Some(ItemKey::new("P", "i".repeat(index_sk))),
+            scope: None,
+        };
+        assert!(cursor(2048, 1024, 1024).belongs_to(&query));
+        for (pk, sk, index_sk) in [(2049, 1, 1), (1, 1025, 1), (1, 1, 1025), (0, 1, 1), (1, 0, 1), (1, 1, 0)]
+        {
+            assert!(!cursor(pk, sk, index_sk).belongs_to(&query), "{pk} {sk} {index_sk}");
+        }
     }
 
     #[test]

@@ -443,6 +443,11 @@ pub async fn lists_reject_foreign_cursors_and_bad_limits(h: Harness) {
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
     let r = h.admin("GET", "/cc/api/apps?cursor=garbage!", None).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
+    // A cursor of this list, forged with a key longer than any store holds.
+    let mut forged = rp_shared::ports::Cursor::decode(&app_cursor).unwrap();
+    forged.key.sk = "a".repeat(1025);
+    let r = h.admin("GET", &format!("/cc/api/apps?cursor={}", forged.encode()), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
     for limit in ["0", "201", "-1", "ten"] {
         let r = h.admin("GET", &format!("/cc/api/apps?limit={limit}"), None).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "limit");
