@@ -21,6 +21,7 @@ pub use keys::{EncryptionContext, KeyError, KeyService, Sealed};
 pub use push::{EndpointRequest, Push, PushError};
 pub use queue::{Queue, QueueError, ReceivedMessage};
 pub use store::{
-    retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Increment, Index, Invalid, Item, ItemKey,
-    ItemStore, Listed, MaybeConflict, Page, Query, SortKey, StoreError, WriteOp,
+    from_opaque_token, opaque_token, retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Increment,
+    Index, Invalid, Item, ItemKey, ItemStore, Listed, MaybeConflict, Page, Query, SortKey, StoreError,
+    WriteOp,
 };

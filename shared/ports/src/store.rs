@@ -311,14 +311,12 @@ impl Cursor {
     }
 
     pub fn encode(&self) -> String {
-        let json = serde_json::to_vec(self).expect("a cursor always serializes");
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+        opaque_token(self)
     }
 
     /// Parses a client-supplied cursor; `None` for anything malformed.
     pub fn decode(token: &str) -> Option<Self> {
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        from_opaque_token(token)
     }
 
     /// Whether this cursor was produced by a query over the partition and sort condition
@@ -337,6 +335,18 @@ impl Cursor {
         };
         same_partition && self.scope.as_ref().is_none_or(|scope| *scope == Self::scope_of(query))
     }
+}
+
+/// `position` as an opaque base64url token, for a client to send back for the next page.
+pub fn opaque_token<T: Serialize>(position: &T) -> String {
+    let json = serde_json::to_vec(position).expect("a list position always serializes");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+}
+
+/// What [`opaque_token`] wrote; `None` for anything malformed.
+pub fn from_opaque_token<T: DeserializeOwned>(token: &str) -> Option<T> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// One page of a query. `cursor` is set when more items may follow.

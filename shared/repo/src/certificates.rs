@@ -762,17 +762,13 @@ mod tests {
         store.put(cert_item(&cert).unwrap(), Condition::Absent).await.unwrap();
     }
 
-    /// An embedded store, in a directory of its own for as long as it lives.
     struct Fixture {
-        _dir: tempfile::TempDir,
-        backend: rp_ports::Backend,
+        backend: crate::TestBackend,
     }
 
     impl Fixture {
         fn new() -> Self {
-            let dir = tempfile::tempdir().unwrap();
-            let backend = crate::test_backend(dir.path());
-            Self { _dir: dir, backend }
+            Self { backend: crate::TestBackend::new() }
         }
 
         fn store(&self) -> &dyn ItemStore {

@@ -76,8 +76,7 @@ mod tests {
 
     #[tokio::test]
     async fn sessions_are_found_by_their_id_and_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
+        let backend = crate::TestBackend::new();
         let sessions = ConsoleSessions::new(backend.store.as_ref());
         let secret = TokenSecret::generate();
         let hash = secret.hash();
@@ -103,8 +102,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_count_per_client_and_window() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
+        let backend = crate::TestBackend::new();
         let sessions = ConsoleSessions::new(backend.store.as_ref());
         // Now, as the store's clock has it (its TTLs are real), at a window's start.
         let now =

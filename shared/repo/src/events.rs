@@ -12,7 +12,6 @@
 //! `EVENTAPP#<appId>`, `gsi2` `EVENTNAME#<name>`); every listing reads the matching one of
 //! those too, until they expire.
 
-use base64::Engine as _;
 use rp_domain::apps::AppId;
 use rp_domain::time::EpochMillis;
 use rp_ports::{
@@ -112,8 +111,7 @@ impl EventFilter {
 
     /// The cursor `token` a client sent, if it is one this listing gave out.
     pub fn cursor(&self, token: &str) -> Option<EventCursor> {
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
-        let cursor: EventCursor = serde_json::from_slice(&bytes).ok()?;
+        let cursor: EventCursor = rp_ports::from_opaque_token(token)?;
         // An event's sort key: a store refuses a longer key than it keeps as a bad request.
         let (at, id) = cursor.after.split_at_checked(13)?;
         let key = at.bytes().all(|b| b.is_ascii_digit()) && id.starts_with('#') && id.len() <= 65;
@@ -132,8 +130,7 @@ pub struct EventCursor {
 impl EventCursor {
     /// Rendered to clients as an opaque base64url token.
     pub fn encode(&self) -> String {
-        let json = serde_json::to_vec(self).expect("a cursor always serializes");
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+        rp_ports::opaque_token(self)
     }
 }
 
@@ -285,8 +282,7 @@ mod tests {
     use serde_json::Map;
 
     struct Fixture {
-        _dir: tempfile::TempDir,
-        backend: rp_ports::Backend,
+        backend: crate::TestBackend,
     }
 
     /// Now, about: the embedded store hides an event once its time to live is over.
@@ -294,9 +290,7 @@ mod tests {
 
     impl Fixture {
         fn new() -> Self {
-            let dir = tempfile::tempdir().unwrap();
-            let backend = crate::test_backend(dir.path());
-            Self { _dir: dir, backend }
+            Self { backend: crate::TestBackend::new() }
         }
 
         fn events(&self) -> Events<'_> {

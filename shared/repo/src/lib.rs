@@ -94,20 +94,39 @@ pub(crate) fn interleaved(lists: &[Vec<Item>]) -> impl Iterator<Item = (usize, &
     })
 }
 
-/// An embedded store over `dir` behind the port set, with no queue or key service: what the
-/// repositories' own tests read and write through.
+/// An embedded store behind the port set, with no queue or key service, in a directory of its
+/// own for as long as it lives: what the repositories' own tests read and write through.
 #[cfg(test)]
-pub(crate) fn test_backend(dir: &std::path::Path) -> rp_ports::Backend {
-    use std::sync::Arc;
-    let clock: Arc<dyn rp_ports::Clock> = Arc::new(rp_ports::SystemClock);
-    let db = rp_adapters::embedded::EmbeddedDb::open(dir).unwrap();
-    let absent = Arc::new(rp_ports::absent::Absent);
-    rp_ports::Backend {
-        store: Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, clock.clone())),
-        queue: absent.clone(),
-        keys: absent.clone(),
-        push: absent,
-        clock,
+pub(crate) struct TestBackend {
+    backend: rp_ports::Backend,
+    _dir: tempfile::TempDir,
+}
+
+#[cfg(test)]
+impl TestBackend {
+    pub(crate) fn new() -> Self {
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let clock: Arc<dyn rp_ports::Clock> = Arc::new(rp_ports::SystemClock);
+        let db = rp_adapters::embedded::EmbeddedDb::open(dir.path()).unwrap();
+        let absent = Arc::new(rp_ports::absent::Absent);
+        let backend = rp_ports::Backend {
+            store: Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, clock.clone())),
+            queue: absent.clone(),
+            keys: absent.clone(),
+            push: absent,
+            clock,
+        };
+        Self { backend, _dir: dir }
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Deref for TestBackend {
+    type Target = rp_ports::Backend;
+
+    fn deref(&self) -> &rp_ports::Backend {
+        &self.backend
     }
 }
 
@@ -118,8 +137,7 @@ mod tests {
 
     #[tokio::test]
     async fn query_all_reads_every_page_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
+        let backend = crate::TestBackend::new();
         let store = backend.store.as_ref();
         for i in 0..250 {
             let item = Item::new(ItemKey::new("P", format!("{i:04}")), &serde_json::json!({"i": i})).unwrap();

@@ -407,7 +407,6 @@ fn version_of(sk: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rp_ports::Backend;
     use serde_json::{json, Value};
 
     fn code(id: i64, enabled: bool) -> CodeRecord {
@@ -437,15 +436,13 @@ mod tests {
     }
 
     /// An empty embedded store (kept while the directory lives) and a tenant.
-    fn fixture() -> (tempfile::TempDir, Backend, AppId) {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = crate::test_backend(dir.path());
-        (dir, backend, AppId::parse("appId", "tenant").unwrap())
+    fn fixture() -> (crate::TestBackend, AppId) {
+        (crate::TestBackend::new(), AppId::parse("appId", "tenant").unwrap())
     }
 
     #[tokio::test]
     async fn the_index_lists_the_enabled_customizations_through_every_write() {
-        let (_dir, backend, tenant) = fixture();
+        let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant);
         let hooks = || records.indexed("oob.start");
         assert!(hooks().await.unwrap().is_empty(), "no META yet");
@@ -482,7 +479,7 @@ mod tests {
     /// in flight, and answers them in the index's order.
     #[tokio::test]
     async fn an_index_is_read_a_bounded_number_at_once() {
-        let (_dir, backend, tenant) = fixture();
+        let (backend, tenant) = fixture();
         for _ in 0..40 {
             CodeRecords::new(backend.store.as_ref(), &tenant).create(|id| code(id, true)).await.unwrap();
         }
@@ -498,7 +495,7 @@ mod tests {
     /// A tenant whose META predates the index: the first read builds it from the records.
     #[tokio::test]
     async fn a_meta_without_the_index_has_it_built_once_and_not_over_a_newer_write() {
-        let (_dir, backend, tenant) = fixture();
+        let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant);
         let store = backend.store.as_ref();
         // 150 customizations (more than a page), every tenth enabled, as written before.
@@ -530,7 +527,7 @@ mod tests {
     /// a record with fewer, in its one transaction.
     #[tokio::test]
     async fn a_delete_takes_every_version_however_many() {
-        let (_dir, backend, tenant) = fixture();
+        let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(500);
         let versions = |id| records.versions(id, 200, None);
         for (id, updates) in [(1, 130), (2, 3)] {
