@@ -641,19 +641,14 @@ impl<'a> Certificates<'a> {
         let visited: Vec<&str> = again.iter().chain(&turn).copied().collect();
         let until = format!("{:013}$", now.as_millis().max(0));
         let partitions = visited.iter().map(|app| renewals(app)).chain([RENEWALS_OF_EVERY_APP.to_owned()]);
-        let pages = futures_util::future::join_all(partitions.map(|partition| {
+        let reads = partitions.map(|partition| {
             let query =
                 Query::index(Index::Gsi1, partition).sort(SortKey::Between("0".into(), until.clone()));
             self.store.query(query.limit(limit))
-        }))
-        .await;
-        let mut found = Vec::with_capacity(pages.len());
-        let mut more = Vec::with_capacity(pages.len());
-        for page in pages {
-            let page = page?;
-            more.push(page.cursor.is_some());
-            found.push(page.items);
-        }
+        });
+        let pages = super::at_once(reads.collect()).await?;
+        let more: Vec<bool> = pages.iter().map(|page| page.cursor.is_some()).collect();
+        let found: Vec<Vec<Item>> = pages.into_iter().map(|page| page.items).collect();
         let mut taken = vec![0; found.len()];
         let mut due = Vec::with_capacity(limit);
         for (list, item) in super::interleaved(&found).take(limit) {
