@@ -22,7 +22,10 @@ section = re.search(r"<!-- walkthrough -->(.*?)<!-- /walkthrough -->", readme, r
 if not section:
     sys.exit("README.md has no <!-- walkthrough --> section")
 blocks = re.findall(r"```sh\n(.*?)```", section.group(1), re.S)
-script = "set -euo pipefail\n" + "\n".join(blocks) + "\nkill %1\n"
+# Whatever the blocks start in the background (the server) is stopped when the script ends, as
+# it ends: a failed step then ends the run at once, with its output, instead of leaving the
+# server holding the output pipe open until the time-out.
+script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + "\n".join(blocks) + "\n"
 
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -33,8 +36,13 @@ for name in ("RP_BASE_URL", "RP_ADMIN_TOKEN", "RP_DEVICE_STATE", "DATA_DIR", "LO
     env.pop(name, None)
 process = subprocess.Popen(["bash", "-c", script], cwd=root, env=env, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+problems = []
 try:
     output, _ = process.communicate(timeout=600)
+except subprocess.TimeoutExpired:
+    problems.append("the walkthrough took over 600 s")
+    os.killpg(process.pid, signal.SIGTERM)
+    output, _ = process.communicate()
 finally:
     try:
         os.killpg(process.pid, signal.SIGTERM)
@@ -43,7 +51,6 @@ finally:
     scratch.cleanup()
 
 lines = output.strip().splitlines()
-problems = []
 if process.returncode != 0:
     problems.append(f"the walkthrough exited with {process.returncode}")
 if not any(line.startswith("issued 1 ") for line in lines):
