@@ -239,7 +239,8 @@ pub enum SortKey {
     Between(String, String),
 }
 
-/// A query over one partition of the table or of an index, in ascending sort-key order.
+/// A query over one partition of the table or of an index, in ascending sort-key order unless
+/// it is `descending`.
 #[derive(Debug, Clone)]
 pub struct Query {
     pub index: Option<Index>,
@@ -247,11 +248,14 @@ pub struct Query {
     pub sort: SortKey,
     pub limit: usize,
     pub cursor: Option<Cursor>,
+    /// Greatest sort key first (DynamoDB's `ScanIndexForward = false`); a cursor resumes in the
+    /// same direction.
+    pub descending: bool,
 }
 
 impl Query {
     pub fn table(pk: impl Into<String>) -> Self {
-        Self { index: None, pk: pk.into(), sort: SortKey::All, limit: 100, cursor: None }
+        Self { index: None, pk: pk.into(), sort: SortKey::All, limit: 100, cursor: None, descending: false }
     }
 
     pub fn index(index: Index, pk: impl Into<String>) -> Self {
@@ -270,6 +274,12 @@ impl Query {
 
     pub fn after(mut self, cursor: Option<Cursor>) -> Self {
         self.cursor = cursor;
+        self
+    }
+
+    /// The partition read from its greatest sort key down.
+    pub fn descending(mut self) -> Self {
+        self.descending = true;
         self
     }
 }

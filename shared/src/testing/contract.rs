@@ -152,6 +152,52 @@ pub async fn store_index_queries_follow_updates(store: Arc<dyn ItemStore>) {
     assert!(gsi2.items.is_empty(), "indexes are separate");
 }
 
+pub async fn store_descending_queries_page_from_the_top(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let (index_pk, neighbour) = (ns(), ns());
+    for i in 0..25 {
+        let it = item(&pk, &format!("k{i:03}"), i)
+            .with_index(Index::Gsi1, ItemKey::new(&index_pk, format!("s{i:03}")));
+        store.put(it, Condition::Absent).await.unwrap();
+    }
+    // Partitions beside it, in both key orders, are never walked into.
+    for (n, sk) in [(90, "k000"), (91, "k999")] {
+        store.put(item(&format!("{pk}0"), sk, n), Condition::Absent).await.unwrap();
+        let indexed = item(&format!("{neighbour}-{n}"), "meta", n)
+            .with_index(Index::Gsi1, ItemKey::new(format!("{index_pk}0"), sk));
+        store.put(indexed, Condition::Absent).await.unwrap();
+    }
+    let walk = |query: Query| {
+        let store = store.clone();
+        async move {
+            let (mut seen, mut cursor) = (Vec::new(), None);
+            loop {
+                let page = store.query(query.clone().limit(7).after(cursor)).await.unwrap();
+                assert!(page.items.len() <= 7);
+                seen.extend(page.items.iter().map(value));
+                match page.cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break seen,
+                }
+            }
+        }
+    };
+    let down: Vec<i64> = (0..25).rev().collect();
+    assert_eq!(walk(Query::table(&pk).descending()).await, down);
+    assert_eq!(walk(Query::index(Index::Gsi1, &index_pk).descending()).await, down);
+
+    let between = |lo: &str, hi: &str| SortKey::Between(lo.into(), hi.into());
+    let table = walk(Query::table(&pk).sort(between("k005", "k017")).descending()).await;
+    assert_eq!(table, (5..=17).rev().collect::<Vec<_>>());
+    let index = walk(Query::index(Index::Gsi1, &index_pk).sort(between("s005", "s017")).descending()).await;
+    assert_eq!(index, (5..=17).rev().collect::<Vec<_>>());
+    let prefix = walk(Query::table(&pk).sort(SortKey::BeginsWith("k01".into())).descending()).await;
+    assert_eq!(prefix, (10..20).rev().collect::<Vec<_>>());
+    let prefix =
+        walk(Query::index(Index::Gsi1, &index_pk).sort(SortKey::BeginsWith("s01".into())).descending()).await;
+    assert_eq!(prefix, (10..20).rev().collect::<Vec<_>>());
+}
+
 pub async fn store_transactions_are_all_or_nothing(store: Arc<dyn ItemStore>) {
     let pk = ns();
     store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
@@ -406,6 +452,7 @@ macro_rules! store_contract_tests {
         $crate::__contract_case!(store_delete_is_conditional, $make);
         $crate::__contract_case!(store_query_pages_in_order, $make);
         $crate::__contract_case!(store_index_queries_follow_updates, $make);
+        $crate::__contract_case!(store_descending_queries_page_from_the_top, $make);
         $crate::__contract_case!(store_transactions_are_all_or_nothing, $make);
         $crate::__contract_case!(store_concurrent_creates_have_one_winner, $make);
         $crate::__contract_case!(store_counters_are_atomic_and_bounded, $make);

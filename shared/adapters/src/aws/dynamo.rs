@@ -572,6 +572,7 @@ impl ItemStore for DynamoStore {
                 .set_expression_attribute_names(Some(names.clone()))
                 .set_expression_attribute_values(Some(values.clone()))
                 .set_exclusive_start_key(start.take())
+                .scan_index_forward(!query.descending)
                 .limit(remaining.min(1000) as i32)
                 .consistent_read(query.index.is_none())
                 .send()

@@ -190,15 +190,50 @@ fn counter_value(item: Option<&Item>) -> i64 {
     item.and_then(Item::counter).unwrap_or(0)
 }
 
-fn in_sort_range(sort: &SortKey, sk: &str) -> (bool, bool) {
-    // (matches, past the end)
-    match sort {
-        SortKey::All => (true, false),
+/// Where `sk` stands against the query's sort condition: (within it, past it in the walk's
+/// direction).
+fn in_sort_range(query: &Query, sk: &str) -> (bool, bool) {
+    let (matches, above, below) = match &query.sort {
+        SortKey::All => (true, false, false),
         SortKey::BeginsWith(prefix) => {
             let m = sk.starts_with(prefix.as_str());
-            (m, !m && sk > prefix.as_str())
+            (m, !m && sk > prefix.as_str(), !m && sk < prefix.as_str())
         }
-        SortKey::Between(lo, hi) => (sk >= lo.as_str() && sk <= hi.as_str(), sk > hi.as_str()),
+        SortKey::Between(lo, hi) => {
+            (sk >= lo.as_str() && sk <= hi.as_str(), sk > hi.as_str(), sk < lo.as_str())
+        }
+    };
+    (matches, if query.descending { below } else { above })
+}
+
+/// One end of a walk over a table keyed by (partition, sort key).
+type End<'a> = Bound<(&'a str, &'a str)>;
+
+/// The key range a query walks in partition `part` of its table: from the sort condition's
+/// first key up, or from `top` down, or from `resume` (a cursor's entry, excluded) on in the
+/// query's direction.
+fn walk_bounds<'a>(
+    query: &'a Query,
+    part: &'a str,
+    resume: Option<&'a str>,
+    top: &'a Bound<(String, String)>,
+) -> (End<'a>, End<'a>) {
+    match (query.descending, resume) {
+        (false, Some(after)) => (Bound::Excluded((part, after)), Bound::Unbounded),
+        (false, None) => (Bound::Included((part, sort_start(&query.sort))), Bound::Unbounded),
+        (true, Some(before)) => (Bound::Included((part, "")), Bound::Excluded((part, before))),
+        (true, None) => (Bound::Included((part, "")), top.as_ref().map(|(p, sk)| (p.as_str(), sk.as_str()))),
+    }
+}
+
+/// Where a descending walk of partition `part` starts: at a `Between`'s upper end (in an index,
+/// above every entry of that sort key, as entries append `SEP` and the item's key to it), else
+/// at the partition's end.
+fn walk_top(part: &str, sort: &SortKey, indexed: bool) -> Bound<(String, String)> {
+    match sort {
+        SortKey::Between(_, hi) if indexed => Bound::Excluded((part.to_owned(), format!("{hi}\u{1}"))),
+        SortKey::Between(_, hi) => Bound::Included((part.to_owned(), hi.clone())),
+        _ => Bound::Excluded((format!("{part}{SEP}"), String::new())),
     }
 }
 
@@ -227,15 +262,11 @@ fn run_query(
     let mut page = Page::default();
     match query.index {
         None => {
-            let start_sk;
-            let lower = match &query.cursor {
-                Some(c) => {
-                    start_sk = c.key.sk.clone();
-                    Bound::Excluded((query.pk.as_str(), start_sk.as_str()))
-                }
-                None => Bound::Included((query.pk.as_str(), sort_start(&query.sort))),
-            };
-            let range = items.range::<(&str, &str)>((lower, Bound::Unbounded)).map_err(db_err)?;
+            let top = walk_top(&query.pk, &query.sort, false);
+            let resume = query.cursor.as_ref().map(|c| c.key.sk.as_str());
+            let range = items.range(walk_bounds(query, &query.pk, resume, &top)).map_err(db_err)?;
+            let range: Box<dyn Iterator<Item = _>> =
+                if query.descending { Box::new(range.rev()) } else { Box::new(range) };
             for entry in range {
                 let (key, value) = entry.map_err(db_err)?;
                 let (pk, sk) = key.value();
@@ -249,16 +280,14 @@ fn run_query(
         }
         Some(idx) => {
             let part = index_partition(idx, &query.pk);
-            let start;
-            let lower = match &query.cursor {
-                Some(c) => {
-                    let ik = c.index_key.as_ref().expect("checked by belongs_to");
-                    start = index_sort(&ik.sk, &c.key);
-                    Bound::Excluded((part.as_str(), start.as_str()))
-                }
-                None => Bound::Included((part.as_str(), sort_start(&query.sort))),
-            };
-            let range = index.range::<(&str, &str)>((lower, Bound::Unbounded)).map_err(db_err)?;
+            let top = walk_top(&part, &query.sort, true);
+            let resume = query.cursor.as_ref().map(|c| {
+                let ik = c.index_key.as_ref().expect("checked by belongs_to");
+                index_sort(&ik.sk, &c.key)
+            });
+            let range = index.range(walk_bounds(query, &part, resume.as_deref(), &top)).map_err(db_err)?;
+            let range: Box<dyn Iterator<Item = _>> =
+                if query.descending { Box::new(range.rev()) } else { Box::new(range) };
             for entry in range {
                 let (key, _) = entry.map_err(db_err)?;
                 let (p, composite) = key.value();
@@ -297,7 +326,7 @@ fn take(
     sort_key: &str,
     load: impl FnOnce() -> Result<Option<Item>, StoreError>,
 ) -> Result<Walk, StoreError> {
-    let (matches, past) = in_sort_range(&query.sort, sort_key);
+    let (matches, past) = in_sort_range(query, sort_key);
     if past {
         return Ok(Walk::Stop);
     }
