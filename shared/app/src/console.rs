@@ -14,7 +14,7 @@ use rp_ports::{retry_on_conflict, Cursor, Listed, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::certificates::{Certificates, QueueCounts};
 use rp_repo::console::ConsoleSessions;
-use rp_repo::events::{EventFilter, Events};
+use rp_repo::events::{EventFilter, Events, Order};
 use rp_repo::tokens::Tokens;
 use rp_repo::workstations::Workstations;
 
@@ -148,14 +148,19 @@ pub async fn queues(state: &impl HasStore, apps: &[AppId]) -> Vec<Result<QueueCo
     counts
 }
 
-/// The events `filter` selects, oldest first, at most `cap` of them, and whether more were left
-/// unread.
+/// Most events the console's events page counts on its timeline.
+pub const EVENTS_COUNTED: usize = 5000;
+/// How many of the newest events it shows.
+pub const EVENTS_SHOWN: usize = 200;
+
+/// The first `cap` events `filter` selects in `order`, and whether more were left unread.
 pub async fn events(
     state: &impl HasStore,
     filter: &EventFilter,
     cap: usize,
+    order: Order,
 ) -> Result<(Vec<EventRecord>, bool), StoreError> {
-    Events::new(state.store()).first(filter, cap).await
+    Events::new(state.store()).first(filter, cap, order).await
 }
 
 /// The newest certificate issuances and revocations of `app` since `since`, newest first.
@@ -172,7 +177,8 @@ pub async fn recent_certificates(
         to: None,
     };
     let (issued, revoked) = (named("WORKSTATION_CERTIFICATE_ISSUED"), named("WS_CERTIFICATE_REVOKED"));
-    let (issued, revoked) = tokio::join!(events(state, &issued, cap), events(state, &revoked, cap));
+    let newest = |filter| events(state, filter, cap, Order::NewestFirst);
+    let (issued, revoked) = tokio::join!(newest(&issued), newest(&revoked));
     let mut all: Vec<EventRecord> = issued?.0.into_iter().chain(revoked?.0).collect();
     all.sort_by_key(|event| std::cmp::Reverse(event.at));
     all.truncate(cap);

@@ -119,6 +119,13 @@ impl EventFilter {
     }
 }
 
+/// Which end of the time range [`Events::first`] reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    OldestFirst,
+    NewestFirst,
+}
+
 /// Where an event listing stopped: the sort key of the last event it read. Every partition the
 /// listing reads resumes after it, as a merged page returns events in that key's order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,20 +233,33 @@ impl<'a> Events<'a> {
         Ok((events, next))
     }
 
-    /// The first `cap` events `filter` selects, in time order, and whether more were left
-    /// unread. Unlike paging through [`Events::list`], which reads every partition afresh for
-    /// each page, each partition is read page by page only as far as the merge takes from it.
+    /// The first `cap` events `filter` selects in `order`, and whether more were left unread.
+    /// Unlike paging through [`Events::list`], which reads every partition afresh for each page,
+    /// this merges the partitions, each read a page at a time only as far as the merge takes
+    /// from it.
     pub async fn first(
         &self,
         filter: &EventFilter,
         cap: usize,
+        order: Order,
     ) -> Result<(Vec<EventRecord>, bool), StoreError> {
+        let descending = order == Order::NewestFirst;
         let Some(range) = filter.range(None) else {
             return Ok((Vec::new(), false));
         };
         let page = cap.clamp(1, MAX_PAGE);
-        let queries: Vec<Query> =
-            filter.partitions().into_iter().map(|query| query.sort(range.clone()).limit(page)).collect();
+        let queries: Vec<Query> = filter
+            .partitions()
+            .into_iter()
+            .map(|query| {
+                let query = query.sort(range.clone()).limit(page);
+                if descending {
+                    query.descending()
+                } else {
+                    query
+                }
+            })
+            .collect();
         let mut read: Vec<VecDeque<Item>> = vec![VecDeque::new(); queries.len()];
         // Where each partition's next page starts (`Some(None)`: at its first), `None` once it is
         // read to its end.
@@ -262,13 +282,14 @@ impl<'a> Events<'a> {
                 }
                 continue;
             }
-            let earliest = (0..queries.len())
-                .filter_map(|i| read[i].front().map(|item| (i, &item.key.sk)))
-                .min_by_key(|(_, sk)| *sk);
-            let Some((i, _)) = earliest else {
+            // The next in the merge's order: the earliest of the partitions' heads, or the latest.
+            let heads = (0..queries.len()).filter_map(|i| read[i].front().map(|item| (i, &item.key.sk)));
+            let next_head =
+                if descending { heads.max_by_key(|(_, sk)| *sk) } else { heads.min_by_key(|(_, sk)| *sk) };
+            let Some((i, _)) = next_head else {
                 return Ok((events, false));
             };
-            let event: EventRecord = read[i].pop_front().expect("the earliest is read").data()?;
+            let event: EventRecord = read[i].pop_front().expect("the next head is read").data()?;
             if filter.keeps(&event) {
                 events.push(event);
             }
@@ -416,7 +437,10 @@ mod tests {
             let f = &f;
             async move {
                 let (backend, trips) = rp_ports::trips::recorded(&f.backend, std::time::Duration::ZERO);
-                let (events, more) = Events::new(backend.store.as_ref()).first(&filter, cap).await.unwrap();
+                let (events, more) = Events::new(backend.store.as_ref())
+                    .first(&filter, cap, Order::OldestFirst)
+                    .await
+                    .unwrap();
                 (events.into_iter().map(|e| e.event_id).collect::<Vec<_>>(), more, trips.take())
             }
         };
@@ -453,6 +477,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_newest_events_are_merged_from_the_top_down_to_the_start_of_the_range() {
+        let f = Fixture::new();
+        let mut ours = Vec::new();
+        for at in 0..40 {
+            let (name, app) =
+                if at % 4 == 0 { ("OOB_WORKSTATION_REG", "a") } else { ("WORKSTATION_ENROLL", "a") };
+            let id = f.record(name, Some(app), 100 + at).await;
+            f.record(name, Some("b"), 100 + at).await;
+            ours.push((100 + at, id, name));
+        }
+        // Older events of the app, in the layout before: still merged in, in time order.
+        let old = f.record_old("OOB_WORKSTATION_REG", "a", 50).await;
+        ours.insert(0, (50, old, "OOB_WORKSTATION_REG"));
+        let newest = |filter: EventFilter, cap: usize| {
+            let f = &f;
+            async move {
+                let (events, more) = f.events().first(&filter, cap, Order::NewestFirst).await.unwrap();
+                (events.into_iter().map(|e| e.event_id).collect::<Vec<_>>(), more)
+            }
+        };
+        let down = |keep: &dyn Fn(i64, &str) -> bool| {
+            ours.iter()
+                .rev()
+                .filter(|(at, _, n)| keep(*at, n))
+                .map(|(_, id, _)| id.clone())
+                .collect::<Vec<_>>()
+        };
+        let of_a = || EventFilter { app_id: app("a"), ..Default::default() };
+        assert_eq!(newest(of_a(), 5).await, (down(&|_, _| true)[..5].to_vec(), true));
+        assert_eq!(newest(of_a(), 100).await, (down(&|_, _| true), false));
+        let named = EventFilter { name: Some("OOB_WORKSTATION_REG".into()), ..of_a() };
+        assert_eq!(
+            newest(named.clone(), 3).await,
+            (down(&|_, n| n == "OOB_WORKSTATION_REG")[..3].to_vec(), true)
+        );
+        assert_eq!(newest(named.clone(), 100).await.0, down(&|_, n| n == "OOB_WORKSTATION_REG"));
+        // Down to the range's start and no further: the old event is before it.
+        let since = EventFilter { from: Some(EpochMillis(T0 + 120)), ..named };
+        assert_eq!(newest(since, 100).await, (down(&|at, n| at >= 120 && n == "OOB_WORKSTATION_REG"), false));
+    }
+
+    #[tokio::test]
     async fn a_partition_read_dry_is_read_again_before_the_merge_goes_on() {
         let f = Fixture::new();
         let mut kept = Vec::new();
@@ -468,7 +534,7 @@ mod tests {
         // partition still holds a later one: the next page comes first.
         let filter =
             EventFilter { app_id: app("a"), name: Some("OOB_WORKSTATION_REG".into()), ..Default::default() };
-        let (events, more) = f.events().first(&filter, 8).await.unwrap();
+        let (events, more) = f.events().first(&filter, 8, Order::OldestFirst).await.unwrap();
         assert_eq!(events.into_iter().map(|e| e.event_id).collect::<Vec<_>>(), kept);
         assert!(more);
     }

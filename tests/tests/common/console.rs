@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::{header, Request};
 use rp_shared::testing::http::TestResponse;
 use serde_json::json;
+use std::time::Duration;
 
 /// A browser's view of the console: its session cookie and the page's CSRF token.
 pub struct Console<'h> {
@@ -470,4 +471,63 @@ pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
     assert_eq!(again.status, 409, "revoked already");
     let page = html(&console.get("/console/certificates?ca=no-such-ca").await);
     assert!(page.contains("Nothing is published for CA"));
+}
+
+pub async fn console_shows_the_newest_certificate_events_of_the_week(h: Harness) {
+    let app = h.app().await;
+    // 100 issuances and revocations, two hours apart: 84 in the last 7 days, of which more
+    // issuances alone than the page shows.
+    let mut serials = Vec::new();
+    for i in 0..100 {
+        let name = if i % 5 == 4 { "WS_CERTIFICATE_REVOKED" } else { "WORKSTATION_CERTIFICATE_ISSUED" };
+        let serial = format!("5e{i:04}");
+        let attributes = json!({"certSerialNumber": serial, "errorCode": 0});
+        let body = json!({"name": name, "appId": app, "attributes": attributes});
+        let r = h.admin("POST", "/rp/api/events", Some(body)).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+        serials.push(serial);
+        h.clock.advance(Duration::from_secs(2 * 3600));
+    }
+    let console = Console::sign_in(&h, &h.admin).await;
+    let page = html(&console.get(&format!("/console/certificates?app={app}")).await);
+    let cell = |s: &str| page.find(&format!("<code>{s}</code>"));
+    let shown: Vec<&String> = serials.iter().filter(|s| cell(s).is_some()).collect();
+    assert_eq!(shown, serials[50..].iter().collect::<Vec<_>>(), "the newest 50 of either kind");
+    assert!(
+        cell(&serials[99]) < cell(&serials[98]) && cell(&serials[51]) < cell(&serials[50]),
+        "newest first"
+    );
+}
+
+pub async fn console_events_table_shows_the_newest_past_the_timelines_count(h: Harness) {
+    use rp_shared::app::console::{EVENTS_COUNTED, EVENTS_SHOWN};
+    use rp_shared::domain::{apps::AppId, events::EventRecord};
+    use rp_shared::ports::{Clock, Condition, WriteOp};
+    use rp_shared::repo::events::Events;
+    let app = h.app().await;
+    let app_id = AppId::parse("appId", &app).unwrap();
+    // More events in the last day than the timeline counts, 10 ms apart, stored 100 a transaction.
+    let total = EVENTS_COUNTED + 50;
+    let start = h.clock.now_millis().as_millis() - 20 * 3600 * 1000;
+    let mark = |i: usize| format!("m{i:05}");
+    for chunk in (0..total).collect::<Vec<_>>().chunks(100) {
+        let mut ops = Vec::new();
+        for &i in chunk {
+            let attributes = json!({"mark": mark(i)}).as_object().unwrap().clone();
+            let at = rp_shared::domain::EpochMillis(start + 10 * i as i64);
+            let event =
+                EventRecord::new("WORKSTATION_ENROLL", Some(app_id.clone()), "server", at, attributes);
+            ops.push(WriteOp::Put { item: Events::item(&event).unwrap(), condition: Condition::Absent });
+        }
+        h.backend.store.transact(ops).await.unwrap();
+    }
+    let console = Console::sign_in(&h, &h.admin).await;
+    let page = html(&console.get(&format!("/console/events?app={app}")).await);
+    assert!(page.contains(&format!("Events found: {EVENTS_COUNTED}+")), "{page}");
+    let shown = |i: usize| page.find(&format!("&quot;{}&quot;", mark(i)));
+    // The table: the newest of them all (past those counted), newest first.
+    let newest = total - EVENTS_SHOWN;
+    assert!((newest..total).all(|i| shown(i).is_some()), "{page}");
+    assert!(shown(newest - 1).is_none(), "{page}");
+    assert!(shown(total - 1) < shown(newest), "newest first");
 }

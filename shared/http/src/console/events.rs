@@ -5,17 +5,14 @@ use super::view::{self, when, Page, Refusal};
 use crate::problem::Problem;
 use axum::extract::State;
 use maud::{html, Markup};
+use rp_app::console::{EVENTS_COUNTED as COUNTED, EVENTS_SHOWN as SHOWN};
 use rp_app::AppState;
 use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES};
 use rp_domain::EpochMillis;
-use rp_repo::events::EventFilter;
+use rp_repo::events::{EventFilter, Order};
 use serde::Deserialize;
-
-/// Most events one page counts; the table shows the newest [`SHOWN`].
-const COUNTED: usize = 5000;
-const SHOWN: usize = 200;
 /// Bars of the timeline.
 const BUCKETS: usize = 24;
 
@@ -55,12 +52,17 @@ pub async fn show(
     PageQuery(query): PageQuery<EventQuery>,
 ) -> Result<Page, Refusal> {
     let (filter, from, to) = filter(query, state.clock().now_millis())?;
-    let (events, more) = rp_app::console::events(&state, &filter, COUNTED).await?;
+    let (events, more) = rp_app::console::events(&state, &filter, COUNTED, Order::OldestFirst).await?;
+    // Past the count, the newest events are not among those counted: read from the other end.
+    let newest = match more {
+        true => rp_app::console::events(&state, &filter, SHOWN, Order::NewestFirst).await?.0,
+        false => events.iter().rev().take(SHOWN).cloned().collect(),
+    };
     let body = html! {
         (filter_form(&filter, from, to))
         p.muted { "Events found: " (events.len()) @if more { "+" } ", from " (when(from)) " to " (when(to)) "." @if more { " The timeline counts the first " (COUNTED) "." } }
         (timeline(&events, from, to))
-        @if !events.is_empty() { (event_table(&events)) }
+        @if !newest.is_empty() { (event_table(&newest)) }
     };
     Ok(Page::new(Some(&op), "Events", body))
 }
@@ -100,13 +102,13 @@ fn filter_form(filter: &EventFilter, from: EpochMillis, to: EpochMillis) -> Mark
     }
 }
 
-/// The newest [`SHOWN`] of `events`, newest first.
-fn event_table(events: &[EventRecord]) -> Markup {
+/// `newest`, the newest [`SHOWN`] events, newest first.
+fn event_table(newest: &[EventRecord]) -> Markup {
     html! {
         table #events {
             thead { tr { th { "At" } th { "Event" } th { "App" } th { "Source" } th { "Attributes" } } }
             tbody {
-                @for event in events.iter().rev().take(SHOWN) {
+                @for event in newest {
                     tr {
                         td { (when(event.at)) }
                         td { (event.name) }
