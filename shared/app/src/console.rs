@@ -14,9 +14,10 @@ use rp_ports::{retry_on_conflict, Cursor, Listed, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::certificates::{Certificates, QueueCounts};
 use rp_repo::console::ConsoleSessions;
-use rp_repo::events::{EventFilter, Events, Order};
+use rp_repo::events::{EventFilter, Events};
 use rp_repo::tokens::Tokens;
 use rp_repo::workstations::Workstations;
+use rp_repo::Order;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {

@@ -12,6 +12,7 @@ use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
 use rp_ports::{Cursor, Query, StoreError};
 use rp_repo::versioned::{Records, Versioned};
+use rp_repo::Order;
 
 /// A kind of customization: a versioned record of a tenant.
 pub trait Customization: Versioned + Send + Sync + 'static {
@@ -132,18 +133,19 @@ pub async fn remove<R: Customization>(
     Ok(())
 }
 
-/// A page of customization `id`'s earlier versions, with the customization as it is now; `page`
-/// checks the caller's page size and cursor against the versions' partition.
+/// A page of customization `id`'s earlier versions in `order`, with the customization as it is
+/// now; `page` checks the caller's page size and cursor against the versions' partition.
 pub async fn versions<R: Customization>(
     state: &(impl HasSettings + HasStore),
     tenant: &AppId,
     id: i64,
+    order: Order,
     page: impl FnOnce(&Query) -> Result<(usize, Option<Cursor>), FieldError>,
 ) -> Result<(R, Vec<R>, Option<Cursor>), R::Error> {
     let records = records::<R>(state, tenant);
     let current = records.get(id).await?.ok_or_else(|| R::not_found(id))?;
     let (limit, cursor) = page(&records.versions_query(id))?;
-    let (versions, next) = records.versions(id, limit, cursor).await?;
+    let (versions, next) = records.versions(id, order, limit, cursor).await?;
     Ok((current, versions, next))
 }
 

@@ -20,6 +20,7 @@ use rp_domain::apps::AppId;
 use rp_domain::code::{self, CodePatch, CodeRecord, EnvEntry, NewCode};
 use rp_domain::signing;
 use rp_repo::signing_keys::PublishedKey;
+use rp_repo::Order;
 use rp_sandbox::helpers;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -191,7 +192,7 @@ async fn list_versions(
 ) -> Result<Json<CodeVersionList>, Problem> {
     let page = |query: &_| params.page(query);
     let (current, versions, next) =
-        customizations::versions::<CodeRecord>(&state, tenant.id(), id, page).await?;
+        customizations::versions::<CodeRecord>(&state, tenant.id(), id, Order::OldestFirst, page).await?;
     Ok(Json(CodeVersionList {
         id: current.id,
         current_version: current.version,

@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use rp_app::customizations;
 use rp_app::AppState;
 use rp_domain::content::{self, ContentRecord};
+use rp_repo::Order;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
@@ -289,7 +290,7 @@ async fn list_versions(
 ) -> Result<Json<VersionList>, Problem> {
     let page = |query: &_| params.page(query);
     let (current, versions, next) =
-        customizations::versions::<ContentRecord>(&state, tenant.id(), id, page).await?;
+        customizations::versions::<ContentRecord>(&state, tenant.id(), id, Order::OldestFirst, page).await?;
     Ok(Json(VersionList {
         id,
         current_version: current.version,

@@ -19,6 +19,8 @@ use rp_ports::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::Order;
 use std::collections::VecDeque;
 
 pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
@@ -117,13 +119,6 @@ impl EventFilter {
         let key = at.bytes().all(|b| b.is_ascii_digit()) && id.starts_with('#') && id.len() <= 65;
         (key && cursor.scope == self.scope()).then_some(cursor)
     }
-}
-
-/// Which end of the time range [`Events::first`] reads from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    OldestFirst,
-    NewestFirst,
 }
 
 /// Where an event listing stopped: the sort key of the last event it read. Every partition the
@@ -243,7 +238,6 @@ impl<'a> Events<'a> {
         cap: usize,
         order: Order,
     ) -> Result<(Vec<EventRecord>, bool), StoreError> {
-        let descending = order == Order::NewestFirst;
         let Some(range) = filter.range(None) else {
             return Ok((Vec::new(), false));
         };
@@ -251,14 +245,7 @@ impl<'a> Events<'a> {
         let queries: Vec<Query> = filter
             .partitions()
             .into_iter()
-            .map(|query| {
-                let query = query.sort(range.clone()).limit(page);
-                if descending {
-                    query.descending()
-                } else {
-                    query
-                }
-            })
+            .map(|query| order.of(query.sort(range.clone()).limit(page)))
             .collect();
         let mut read: Vec<VecDeque<Item>> = vec![VecDeque::new(); queries.len()];
         // Where each partition's next page starts (`Some(None)`: at its first), `None` once it is
@@ -284,8 +271,10 @@ impl<'a> Events<'a> {
             }
             // The next in the merge's order: the earliest of the partitions' heads, or the latest.
             let heads = (0..queries.len()).filter_map(|i| read[i].front().map(|item| (i, &item.key.sk)));
-            let next_head =
-                if descending { heads.max_by_key(|(_, sk)| *sk) } else { heads.min_by_key(|(_, sk)| *sk) };
+            let next_head = match order {
+                Order::OldestFirst => heads.min_by_key(|(_, sk)| *sk),
+                Order::NewestFirst => heads.max_by_key(|(_, sk)| *sk),
+            };
             let Some((i, _)) = next_head else {
                 return Ok((events, false));
             };

@@ -18,6 +18,23 @@ pub mod workstations;
 use rp_ports::{Item, ItemKey, ItemStore, Query, StoreError};
 use serde::de::DeserializeOwned;
 
+/// Which end of a time-ordered range (events by time, versions by number) a read starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    OldestFirst,
+    NewestFirst,
+}
+
+impl Order {
+    /// `query`, read in this order.
+    pub fn of(self, query: Query) -> Query {
+        match self {
+            Order::OldestFirst => query,
+            Order::NewestFirst => query.descending(),
+        }
+    }
+}
+
 /// How many independent reads one request has in flight at most (a user's device tokens, a
 /// device's pairings).
 const READS_AT_ONCE: usize = 16;

@@ -21,6 +21,7 @@
 //! `META` written before the index existed has none: the first read builds it from the records
 //! (see [`Records::indexed`]).
 
+use crate::Order;
 use rp_domain::apps::AppId;
 use rp_domain::code::{CodeRecord, Trigger};
 use rp_domain::content::ContentRecord;
@@ -365,9 +366,9 @@ impl<'a, R: Versioned> Records<'a, R> {
         }
     }
 
-    /// Earlier versions of record `id`, oldest first.
-    pub async fn versions(&self, id: i64, limit: usize, cursor: Option<Cursor>) -> Listed<R> {
-        let page = self.store.query(self.versions_query(id).limit(limit).after(cursor)).await?;
+    /// Earlier versions of record `id`, in `order`.
+    pub async fn versions(&self, id: i64, order: Order, limit: usize, cursor: Option<Cursor>) -> Listed<R> {
+        let page = self.store.query(order.of(self.versions_query(id)).limit(limit).after(cursor)).await?;
         let mut versions = Vec::with_capacity(page.items.len());
         for item in &page.items {
             let mut snapshot: R = item.data()?;
@@ -529,7 +530,7 @@ mod tests {
     async fn a_delete_takes_every_version_however_many() {
         let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(500);
-        let versions = |id| records.versions(id, 200, None);
+        let versions = |id| records.versions(id, Order::OldestFirst, 200, None);
         for (id, updates) in [(1, 130), (2, 3)] {
             records.create(|id| code(id, false)).await.unwrap();
             for at in 0..updates {

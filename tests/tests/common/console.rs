@@ -531,3 +531,31 @@ pub async fn console_events_table_shows_the_newest_past_the_timelines_count(h: H
     assert!(shown(newest - 1).is_none(), "{page}");
     assert!(shown(total - 1) < shown(newest), "newest first");
 }
+
+pub async fn console_shows_a_customizations_newest_versions_first(h: Harness) {
+    // More earlier versions kept than the page shows.
+    let config = rp_shared::http::HttpConfig { content_versions_kept: 60, ..Default::default() };
+    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let app = h.app().await;
+    let created =
+        h.as_tenant(&app, "POST", "/content-customization", Some(json!({"displayName": "n1"}))).await;
+    let id = created.json()["id"].as_i64().unwrap();
+    for n in 2..=56 {
+        let body = json!({"displayName": format!("n{n}")});
+        let r = h.as_tenant(&app, "POST", &format!("/content-customization/{id}"), Some(body)).await;
+        assert_eq!(r.status, 200, "{}", r.json());
+        if n % 50 == 0 {
+            h.clock.advance(Duration::from_secs(61)); // a fresh window of the tenant's rate limit
+        }
+    }
+    let console = Console::sign_in(&h, &h.admin).await;
+    let page = html(&console.get(&format!("/console/apps/{app}/content/{id}")).await);
+    let table = &page[page.find("id=\"versions\"").expect("the versions table")..];
+    let shown: Vec<u64> = table
+        .split("<td class=\"num\">")
+        .skip(1)
+        .map(|cell| cell[..cell.find('<').unwrap()].parse().unwrap())
+        .collect();
+    // Versions 1 to 55 are kept (56 is current): the newest 50 show, newest first.
+    assert_eq!(shown, (6..=55).rev().collect::<Vec<_>>());
+}

@@ -150,6 +150,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, console_watches_the_queue_and_revokes_a_certificate);
         $crate::router_case!($make, console_shows_the_newest_certificate_events_of_the_week);
         $crate::router_case!($make, console_events_table_shows_the_newest_past_the_timelines_count);
+        $crate::router_case!($make, console_shows_a_customizations_newest_versions_first);
         $crate::router_case!($make, unknown_routes_and_methods_are_problems);
         $crate::router_case!($make, every_response_has_a_request_id);
         $crate::router_case!($make, missing_or_malformed_authorization_is_401);

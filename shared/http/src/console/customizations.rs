@@ -17,6 +17,7 @@ use rp_domain::code::{CodeFields, CodePatch, CodeRecord, EnvEntry, NewCode, Trig
 use rp_domain::content::{self, ContentRecord};
 use rp_domain::{validate, FieldError};
 use rp_repo::apps::AppRecord;
+use rp_repo::Order;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -96,7 +97,7 @@ where
     Ok(Redirect::to(&format!("/console/apps/{}/{kind}/{id}?notice=saved", app.app_id)).into_response())
 }
 
-/// Customization `id` with its earlier versions (the newest 50).
+/// Customization `id` with its newest 50 earlier versions, newest first.
 async fn with_versions<R: Customization>(
     state: &AppState,
     app: &AppRecord,
@@ -106,7 +107,8 @@ where
     Problem: From<R::Error>,
 {
     let page = |_: &_| Ok((50, None));
-    let (record, versions, _) = customizations::versions::<R>(state, &app.app_id, id, page).await?;
+    let (record, versions, _) =
+        customizations::versions::<R>(state, &app.app_id, id, Order::NewestFirst, page).await?;
     Ok((record, versions))
 }
 

@@ -11,7 +11,8 @@ use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::events::{EventRecord, NAMES};
 use rp_domain::EpochMillis;
-use rp_repo::events::{EventFilter, Order};
+use rp_repo::events::EventFilter;
+use rp_repo::Order;
 use serde::Deserialize;
 /// Bars of the timeline.
 const BUCKETS: usize = 24;
