@@ -144,8 +144,8 @@ impl<'a> Devices<'a> {
     pub async fn devices_of(&self, app: &AppId, named_user: &str) -> Result<Vec<DeviceRecord>, StoreError> {
         let query =
             Query::table(user_pk(app, named_user)).sort(SortKey::BeginsWith("DEVICE#".into())).limit(100);
-        let page = self.store.query(query).await?;
-        let mut devices: Vec<DeviceRecord> = page.items.iter().map(Item::data).collect::<Result<_, _>>()?;
+        let items = super::query_all(self.store, query).await?;
+        let mut devices: Vec<DeviceRecord> = items.iter().map(Item::data).collect::<Result<_, _>>()?;
         devices.sort_by_key(|d| d.registered_at);
         Ok(devices)
     }
@@ -434,5 +434,36 @@ impl<'a> Devices<'a> {
             },
         ];
         super::events::transact_with(self.store, ops, event).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_users_devices_are_read_past_one_page_oldest_first() {
+        let backend = crate::TestBackend::new();
+        let app = AppId::parse("appId", "manyDevices").unwrap();
+        // Device ids in the opposite order to their registration, over more than a page.
+        for i in 0..105 {
+            let device = DeviceRecord {
+                app_id: app.clone(),
+                named_user: "uma".into(),
+                device_id: format!("dev-{:03}", 104 - i),
+                friendly_name: "phone".into(),
+                model_number: "m".into(),
+                signing_public_key: String::new(),
+                key_agreement_public_key: String::new(),
+                registered_at: EpochMillis(1_000 + i),
+                token_id: format!("t{i}"),
+                push: None,
+            };
+            let item = Item::new(device_key(&app, "uma", &device.device_id), &device).unwrap();
+            backend.store.put(item, Condition::Absent).await.unwrap();
+        }
+        let devices = Devices::new(backend.store.as_ref()).devices_of(&app, "uma").await.unwrap();
+        let registered: Vec<i64> = devices.iter().map(|d| d.registered_at.as_millis()).collect();
+        assert_eq!(registered, (1_000..1_105).collect::<Vec<_>>());
     }
 }

@@ -185,17 +185,17 @@ impl<'a> Workstations<'a> {
         events::transact_with(self.store, vec![put], event).await
     }
 
-    /// The device's pairings, on every workstation (at most 100).
+    /// Every pairing of the device, on every workstation, page by page: a removal that missed
+    /// one would leave it pairing a removed device.
     pub async fn pairings_of_device(
         &self,
         app: &AppId,
         device_id: &str,
     ) -> Result<Vec<(Pairing, u64)>, StoreError> {
-        let page =
-            self.store.query(Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100)).await?;
+        let query = Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100);
+        let listed = super::query_all(self.store, query).await?;
         // Read the items themselves (the index may lag), several at once.
-        let items =
-            super::at_once(page.items.iter().map(|found| self.store.get(&found.key)).collect()).await?;
+        let items = super::at_once(listed.iter().map(|found| self.store.get(&found.key)).collect()).await?;
         items.iter().flatten().map(super::versioned).collect()
     }
 

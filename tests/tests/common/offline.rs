@@ -351,6 +351,26 @@ pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harne
     assert_eq!(events["events"].as_array().unwrap().len(), 1);
 }
 
+/// A device paired on more workstations than one page of its pairings holds: it lists them all,
+/// and its removal unpairs them all.
+pub async fn removing_a_device_unpairs_it_everywhere_past_one_page(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "tim@example.com", None).await;
+    let machines: Vec<String> = (0..105).map(|i| format!("ws-many-{i:03}")).collect();
+    for machine in &machines {
+        pair(&h, &access, &dev, machine).await;
+    }
+    let listed = h.client.send("GET", "/rp/versioned/device/workstations", Some(&dev.token), None).await;
+    assert_eq!(listed.json()["workstations"].as_array().map(Vec::len), Some(105));
+    let r = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    for machine in &machines {
+        let pairing = reg_path(machine, &dev);
+        h.client.send("GET", &pairing, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
+    }
+}
+
 /// Device tokens live 90 days; a device refreshes its token (the old one stops working), and an
 /// admin lists a user's devices and can end a device's token.
 pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
