@@ -318,15 +318,19 @@ async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
 }
 
 #[tokio::test]
-async fn a_removed_device_its_pairings_and_certificates_are_read_at_once() {
+async fn a_removed_device_is_frozen_before_its_pairings_are_listed() {
     let (status, tally) = first_call("cc-app-device").await;
     assert_eq!(status, 204);
     let device = waves_of(&tally, "store.get DEVICEID");
-    assert_eq!(waves_of(&tally, "store.query DEVPAIR"), device, "{tally}");
     assert_eq!(waves_of(&tally, "store.query DEVCERT"), device, "{tally}");
-    // The token, the app, the device, its pairings and certificates; its user; the removal.
     assert_eq!(device, [1], "{tally}");
-    assert_eq!(tally.waves, 3, "{tally}");
+    // The token, the app, the device and its certificates; its user; the freeze; then its
+    // pairings, listed once no new one can be made (both lists at once); the removal.
+    let frozen = waves_of(&tally, "store.put DEVFROZEN");
+    assert_eq!(frozen, [3], "{tally}");
+    assert_eq!(waves_of(&tally, "store.query PAIRED"), [4], "{tally}");
+    assert_eq!(waves_of(&tally, "store.query DEVPAIR"), [4], "{tally}");
+    assert_eq!(tally.waves, 5, "{tally}");
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use rp_domain::devices::{
 };
 use rp_domain::events::DEVICE_REVOKED_EVENT;
 use rp_domain::events::{attributes, EventRecord};
-use rp_domain::pairing::{Pairing, PairingError};
+use rp_domain::pairing::PairingError;
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{admitted, TokenHash, TokenSecret};
 use rp_domain::validate;
@@ -237,12 +237,9 @@ pub async fn end_token(
     .await
 }
 
-/// What removing a device reads first: the device, its pairings and its certificates.
-pub type RemovalReads = (
-    Result<Option<(DeviceRecord, u64)>, StoreError>,
-    Result<Vec<(Pairing, u64)>, StoreError>,
-    Result<Vec<IssuedCert>, StoreError>,
-);
+/// What removing a device reads first: the device and its certificates.
+pub type RemovalReads =
+    (Result<Option<(DeviceRecord, u64)>, StoreError>, Result<Vec<IssuedCert>, StoreError>);
 
 /// The reads of [`remove`], for `device_id` of `app`: they borrow nothing, so that they can go
 /// beside the caller's token.
@@ -253,15 +250,8 @@ pub fn removal_reads<'s>(
 ) -> impl Future<Output = RemovalReads> + 's {
     let device_id = device_id.to_owned();
     let store = state.store();
-    let (devices, workstations, certs) =
-        (Devices::new(store), Workstations::new(store), Certificates::new(store));
-    async move {
-        tokio::join!(
-            devices.device(&app, &device_id),
-            workstations.pairings_of_device(&app, &device_id),
-            certs.all_of_device(&app, &device_id),
-        )
-    }
+    let (devices, certs) = (Devices::new(store), Certificates::new(store));
+    async move { tokio::join!(devices.device(&app, &device_id), certs.all_of_device(&app, &device_id)) }
 }
 
 /// An admin (event source `source`) removes the device `device_id` of `app`, read ahead as
@@ -274,10 +264,14 @@ pub async fn remove(
     device_id: &str,
     reads: RemovalReads,
 ) -> Result<(), AppError> {
-    let (device, pairings, issued) = reads;
+    let (device, issued) = reads;
     let (device, version) = device?.ok_or_else(|| PairingError::DeviceNotFound(device_id.to_owned()))?;
+    // Frozen first, the device takes no new pairing; its pairings are listed after that, so the
+    // list holds every one it will ever have.
+    let devices = &Devices::new(state.store());
+    devices.freeze(&app.app_id, device_id).await?;
     let workstations = &Workstations::new(state.store());
-    for listed in pairings? {
+    for listed in workstations.pairings_of_device(&app.app_id, device_id).await? {
         let (app_id, machine_id) = (&app.app_id, listed.0.machine_id.clone());
         let reread = || workstations.pairing(app_id, &machine_id, device_id);
         retry_on_conflict_from(Ok(Some(listed)), reread, |read| async move {
@@ -298,7 +292,6 @@ pub async fn remove(
     // At the version read, with the token it names then, freezing the device: a token swapped
     // meanwhile makes this a conflict, and the retry freezes the device before it reads again, so
     // no swap can beat it. A device gone on the re-read was removed by a racing call.
-    let devices = &Devices::new(state.store());
     let named_user = &device.named_user;
     let reread = || async move {
         devices.freeze(&app.app_id, device_id).await?;

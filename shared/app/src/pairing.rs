@@ -126,14 +126,19 @@ pub async fn pair(
             None if certs.open_requests(app).await? >= i64::from(cap) => {
                 Err(CertError::QueueFull { cap }.into())
             }
+            // The device's removal began (or its token ended) since it was read.
+            None if Devices::new(state.store()).is_frozen(app, &request.device_id).await? => {
+                Err(PairingError::UnknownDevice.into())
+            }
             None => Err(StoreError::Conflict.into()),
         },
     }
 }
 
-/// The device `request` pairs and the enrollment of its machine: the machine must be enrolled
-/// for the device's user, and a name the pairing gives must be one of that user's (a
-/// workstation cannot pair a device under someone else's name; the attempt is an event).
+/// The device `request` pairs and the enrollment of its machine: the device must be registered
+/// and not frozen (a removal under way, or its token ended), the machine must be enrolled for
+/// the device's user, and a name the pairing gives must be one of that user's (a workstation
+/// cannot pair a device under someone else's name; the attempt is an event).
 async fn claim(
     state: &(impl HasClock + HasStore),
     app: &AppId,
@@ -142,7 +147,12 @@ async fn claim(
 ) -> Result<(DeviceRecord, Enrollment), AppError> {
     let store = state.store();
     let devices = Devices::new(store);
-    let (device, _) = devices.device(app, &request.device_id).await?.ok_or(PairingError::UnknownDevice)?;
+    let (device, frozen) =
+        tokio::join!(devices.device(app, &request.device_id), devices.is_frozen(app, &request.device_id));
+    let (device, _) = device?.ok_or(PairingError::UnknownDevice)?;
+    if frozen? {
+        return Err(PairingError::UnknownDevice.into());
+    }
     let enrolled = Workstations::new(store).enrollment(app, &request.machine_id).await?;
     let Some(enrolled) = enrolled.filter(|e| e.named_user == device.named_user) else {
         return Err(PairingError::NotEnrolled.into());

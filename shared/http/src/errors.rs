@@ -362,7 +362,7 @@ pub const UNKNOWN_DEVICE: ProblemType = row(
     codes::UNKNOWN_DEVICE,
     "unknown-device",
     "Unknown device",
-    "No registered device of this app has this `deviceId`",
+    "No registered device of this app has this `deviceId`, or its removal began or its token was ended",
 );
 pub const PAIRING_NOT_FOUND: ProblemType = row(
     StatusCode::NOT_FOUND,

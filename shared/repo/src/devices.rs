@@ -314,6 +314,12 @@ impl<'a> Devices<'a> {
         Ok(())
     }
 
+    /// The transaction step that holds only while the device is not frozen: a write that must
+    /// not outlive the device's removal (a new pairing) carries it.
+    pub fn unfrozen(app: &AppId, device_id: &str) -> WriteOp {
+        WriteOp::Check { key: frozen_key(app, device_id), condition: Condition::Absent }
+    }
+
     /// Whether the device was frozen: its token swaps are over.
     pub async fn is_frozen(&self, app: &AppId, device_id: &str) -> Result<bool, StoreError> {
         Ok(self.store.get(&frozen_key(app, device_id)).await?.is_some())

@@ -6,10 +6,12 @@
 //! | `ENRSESSION#<app>#<sessionId>` | `SESSION` | an enrollment session; TTL its expiry (a day once closed) |
 //! | `ENROLL#<app>#<machineId>` | `ENROLL` | the machine's enrollment |
 //! | `PAIR#<app>#<machineId>` | `DEVICE#<deviceId>` | a workstation–device pairing; `gsi2` `DEVPAIR#<app>#<deviceId>` / `<machineId>` finds a device's pairings, `gsi1` `APPPAIR#<app>` / `<machineId>#<deviceId>` the app's |
+//! | `PAIRED#<app>#<deviceId>` | `<machineId>` | the device's pairing on that machine, written and removed with it: read with a strongly consistent query, so a device's removal finds every pairing made before it froze the device (pairings stored before this item existed are found through `gsi2`) |
 //! | `OFFLINEFAIL#<app>#<machineId>#<deviceId>` | `<window start>` | wrong offline attempts in a fixed window of `lockoutSecs`; TTL a minute after it |
 //! | `ENCCTR#<app>#<deviceId>` | `COUNTER` | the device's encryption counter |
 
 use super::certificates::enqueue_ops;
+use super::devices::Devices;
 use crate::events::{self};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::CertRequest;
@@ -44,6 +46,21 @@ fn pairing_key(app: &AppId, machine_id: &str, device_id: &str) -> ItemKey {
 
 fn device_pairings(app: &AppId, device_id: &str) -> String {
     format!("DEVPAIR#{app}#{device_id}")
+}
+
+/// The partition that lists the device's pairings, one item a machine.
+fn device_links(app: &AppId, device_id: &str) -> String {
+    format!("PAIRED#{app}#{device_id}")
+}
+
+/// Where the pairing of `device_id` on `machine_id` is listed under its device.
+fn device_link_key(app: &AppId, device_id: &str, machine_id: &str) -> ItemKey {
+    ItemKey::new(device_links(app, device_id), machine_id)
+}
+
+fn device_link(pairing: &Pairing) -> Result<Item, StoreError> {
+    let key = device_link_key(&pairing.app_id, &pairing.device_id, &pairing.machine_id);
+    Item::new(key, &serde_json::json!({ "machineId": pairing.machine_id }))
 }
 
 fn app_pairings(app: &AppId) -> String {
@@ -144,10 +161,11 @@ impl<'a> Workstations<'a> {
         Ok(item.and_then(|i| i.counter()).unwrap_or(0))
     }
 
-    /// Creates the pairing and queues its certificate request in one transaction;
-    /// [`StoreError::Conflict`] if the pairing exists already (nothing is written then).
-    /// Also [`StoreError::Conflict`], with nothing written, if the request would take the
-    /// app past `cap` open login-certificate requests.
+    /// Creates the pairing, lists it under its device and queues its certificate request in one
+    /// transaction; [`StoreError::Conflict`] if the pairing exists already (nothing is written
+    /// then). Also [`StoreError::Conflict`], with nothing written, if the request would take the
+    /// app past `cap` open login-certificate requests, or once the device is frozen (its removal
+    /// has begun, or its token was ended).
     pub async fn pair(
         &self,
         pairing: &Pairing,
@@ -155,7 +173,11 @@ impl<'a> Workstations<'a> {
         cap: u32,
         now: EpochMillis,
     ) -> Result<(), StoreError> {
-        let mut ops = vec![WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Absent }];
+        let mut ops = vec![
+            WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Absent },
+            WriteOp::Put { item: device_link(pairing)?, condition: Condition::Any },
+            Devices::unfrozen(&pairing.app_id, &pairing.device_id),
+        ];
         ops.extend(enqueue_ops(request, cap, now)?);
         self.store.transact(ops).await
     }
@@ -186,16 +208,27 @@ impl<'a> Workstations<'a> {
     }
 
     /// Every pairing of the device, on every workstation, page by page: a removal that missed
-    /// one would leave it pairing a removed device.
+    /// one would leave it pairing a removed device. The device's own list is read strongly
+    /// consistent, beside the index that lists pairings stored before it.
     pub async fn pairings_of_device(
         &self,
         app: &AppId,
         device_id: &str,
     ) -> Result<Vec<(Pairing, u64)>, StoreError> {
-        let query = Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100);
-        let listed = super::query_all(self.store, query).await?;
-        // Read the items themselves (the index may lag), several at once.
-        let items = super::at_once(listed.iter().map(|found| self.store.get(&found.key)).collect()).await?;
+        let listed = Query::table(device_links(app, device_id)).limit(100);
+        let indexed = Query::index(Index::Gsi2, device_pairings(app, device_id)).limit(100);
+        let (listed, indexed) =
+            tokio::join!(super::query_all(self.store, listed), super::query_all(self.store, indexed));
+        let mut machines: Vec<String> = listed?.into_iter().map(|link| link.key.sk).collect();
+        for pairing in indexed? {
+            machines.push(pairing.data::<Pairing>()?.machine_id);
+        }
+        machines.sort();
+        machines.dedup();
+        // Read the pairings themselves (the index may lag), several at once.
+        let keys: Vec<ItemKey> =
+            machines.iter().map(|machine| pairing_key(app, machine, device_id)).collect();
+        let items = super::at_once(keys.iter().map(|key| self.store.get(key)).collect()).await?;
         items.iter().flatten().map(super::versioned).collect()
     }
 
@@ -228,6 +261,8 @@ impl<'a> Workstations<'a> {
     ) -> Result<(), StoreError> {
         let key = pairing_key(&pairing.app_id, &pairing.machine_id, &pairing.device_id);
         with.push(WriteOp::Delete { key, condition: Condition::Version(version) });
+        let link = device_link_key(&pairing.app_id, &pairing.device_id, &pairing.machine_id);
+        with.push(WriteOp::Delete { key: link, condition: Condition::Any });
         events::transact_with(self.store, with, event).await
     }
 

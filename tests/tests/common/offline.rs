@@ -1,7 +1,7 @@
 //! Offline PIN cases: who sees the PINs, the device's single fetch, used PINs, the low-token
 //! warning, the wrong-attempt lock, unpairing with its revocation, and removing a device.
 
-use super::certificates::{agent_for, device, pair, TestDevice};
+use super::certificates::{agent_for, device, enroll, pair, TestDevice};
 use super::Harness;
 use rp_shared::http::problem::codes;
 use serde_json::{json, Value};
@@ -369,6 +369,57 @@ pub async fn removing_a_device_unpairs_it_everywhere_past_one_page(h: Harness) {
         let pairing = reg_path(machine, &dev);
         h.client.send("GET", &pairing, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
     }
+}
+
+/// Removal wins over pairing: workstations pairing a device while an admin removes it each get
+/// their pairing (and lose it to the removal) or are refused as naming an unknown device; after
+/// the 204 the device is paired nowhere. A device whose token was ended is not paired either.
+pub async fn removal_wins_over_pairings_made_while_it_runs(h: Harness) {
+    let Some(h) = h.for_races() else { return };
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    for trial in 0..6usize {
+        let dev = device(&h, &app, &format!("pairrace{trial}@example.com"), None).await;
+        let machines: Vec<String> = (0..8).map(|i| format!("ws-race-{trial}-{i}")).collect();
+        for machine in &machines {
+            enroll(&h, &access, &app, &dev.user, machine).await;
+        }
+        pair(&h, &access, &dev, &machines[0]).await;
+        let pairings: Vec<_> = machines[1..]
+            .iter()
+            .map(|machine| {
+                let (client, access) = (h.client.clone(), access.clone());
+                let body =
+                    json!({"machineId": machine, "deviceId": dev.device_id, "machineUserNameWS": dev.user});
+                tokio::spawn(async move {
+                    client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await
+                })
+            })
+            .collect();
+        for _ in 0..trial * 4 {
+            tokio::task::yield_now().await;
+        }
+        let r = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
+        assert_eq!(r.status, 204, "trial {trial}: {}", String::from_utf8_lossy(&r.body));
+        for answer in pairings {
+            let answer = answer.await.unwrap();
+            match answer.status.as_u16() {
+                201 => {}
+                _ => assert_eq!(answer.problem(400, codes::UNKNOWN_DEVICE)["field"], "deviceId"),
+            }
+        }
+        for machine in &machines {
+            let pairing = reg_path(machine, &dev);
+            h.client.send("GET", &pairing, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
+        }
+    }
+    let dev = device(&h, &app, "ended@example.com", None).await;
+    enroll(&h, &access, &app, &dev.user, "ws-ended").await;
+    let ended = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id), None).await;
+    assert_eq!(ended.status, 204);
+    let body = json!({"machineId": "ws-ended", "deviceId": dev.device_id, "machineUserNameWS": dev.user});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    r.problem(400, codes::UNKNOWN_DEVICE);
 }
 
 /// Device tokens live 90 days; a device refreshes its token (the old one stops working), and an
