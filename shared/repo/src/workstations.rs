@@ -287,3 +287,61 @@ impl<'a> Workstations<'a> {
         self.store.increment(Increment { key, by, limit: None, expires_at }).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rp_domain::pairing::{NewPairing, PairedDevice};
+
+    #[tokio::test]
+    async fn a_devices_pairings_are_found_listed_under_it_or_only_in_the_index() {
+        let backend = crate::TestBackend::new();
+        let workstations = Workstations::new(backend.store.as_ref());
+        let app = AppId::parse("appId", "pairedApp").unwrap();
+        let device = PairedDevice {
+            device_id: "d1".into(),
+            named_user: "ann".into(),
+            key_agreement_public_key: String::new(),
+        };
+        let pairing_on = |machine: &str| {
+            let request = NewPairing {
+                machine_id: machine.into(),
+                device_id: "d1".into(),
+                machine_name: None,
+                machine_user_name_ws: None,
+                offline: None,
+            };
+            Pairing::create(app.clone(), &request, &device, "owner", 1, 60, EpochMillis(1_000))
+        };
+        // One paired now; one stored before pairings were listed under their device.
+        let (listed, request) = pairing_on("ws-new");
+        workstations.pair(&listed, &request, 10, EpochMillis(1_000)).await.unwrap();
+        let (legacy, _) = pairing_on("ws-old");
+        backend.store.put(pairing_item(&legacy).unwrap(), Condition::Absent).await.unwrap();
+        let found = workstations.pairings_of_device(&app, "d1").await.unwrap();
+        let machines: Vec<&str> = found.iter().map(|(p, _)| p.machine_id.as_str()).collect();
+        assert_eq!(machines, ["ws-new", "ws-old"]);
+        // Both unpair, the legacy one with no list entry to remove.
+        for (pairing, version) in &found {
+            let event = EventRecord::new(
+                "WORKSTATION_UNPAIRED",
+                Some(app.clone()),
+                "test",
+                EpochMillis(2_000),
+                Default::default(),
+            );
+            workstations.unpair(pairing, *version, Vec::new(), &event).await.unwrap();
+        }
+        assert!(workstations.pairings_of_device(&app, "d1").await.unwrap().is_empty());
+        let links = backend.store.query(Query::table(device_links(&app, "d1"))).await.unwrap();
+        assert!(links.items.is_empty(), "the list goes with the pairing");
+        // A frozen device takes no pairing, and nothing of it is written.
+        Devices::new(backend.store.as_ref()).freeze(&app, "d1").await.unwrap();
+        let (late, request) = pairing_on("ws-late");
+        assert!(matches!(
+            workstations.pair(&late, &request, 10, EpochMillis(3_000)).await,
+            Err(StoreError::Conflict)
+        ));
+        assert!(workstations.pairings_of_device(&app, "d1").await.unwrap().is_empty());
+    }
+}
