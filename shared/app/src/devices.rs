@@ -289,14 +289,11 @@ pub async fn remove(
     let attrs = attributes(&[("deviceId", device_id), ("namedUser", &device.named_user)]);
     let now = state.clock().now_millis();
     let event = EventRecord::new(DEVICE_REVOKED_EVENT, Some(app.app_id.clone()), source, now, attrs);
-    // At the version read, with the token it names then, freezing the device: a token swapped
-    // meanwhile makes this a conflict, and the retry freezes the device before it reads again, so
-    // no swap can beat it. A device gone on the re-read was removed by a racing call.
+    // At the version read, with the token it names then: a token swapped before the freeze above
+    // makes this a conflict, and the re-read finds the last token the device will ever have (a
+    // swap needs the device unfrozen). A device gone on the re-read was removed by a racing call.
     let named_user = &device.named_user;
-    let reread = || async move {
-        devices.freeze(&app.app_id, device_id).await?;
-        devices.device_of(&app.app_id, named_user, device_id).await
-    };
+    let reread = || devices.device_of(&app.app_id, named_user, device_id);
     retry_on_conflict_from(Ok(Some((device.clone(), version))), reread, |read| {
         let event = &event;
         async move {
