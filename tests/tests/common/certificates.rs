@@ -728,7 +728,7 @@ pub async fn concurrent_pollers_issue_each_request_once(h: Harness) {
 /// request, exactly as the queue consumer would.
 pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
     let config = HttpConfig { max_attempts: 2, ..HttpConfig::default() };
-    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let h = h.configured(config).await;
     let app = h.app().await;
     h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"requestTimeoutInSecs": 1})))
         .await;
@@ -804,7 +804,7 @@ pub async fn a_flood_from_one_app_does_not_delay_another(h: Harness) {
 /// all such apps reads the next page instead of coming back empty.
 pub async fn a_small_batch_skips_apps_drained_within_the_grace_period(h: Harness) {
     let config = HttpConfig { poll_batch: 1, ..HttpConfig::default() };
-    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let h = h.configured(config).await;
     for i in 0..3 {
         let app = AppId::parse("appId", &h.app().await).unwrap();
         let request = CertRequest {
@@ -827,7 +827,7 @@ pub async fn a_small_batch_skips_apps_drained_within_the_grace_period(h: Harness
 /// app is never affected.
 pub async fn an_app_at_its_cap_cannot_queue_more(h: Harness) {
     let config = HttpConfig { max_open_per_app: 2, ..HttpConfig::default() };
-    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+    let h = h.configured(config).await;
     let app = h.app().await;
     let access = h.access_token(&app).await;
     let mut ids = Vec::new();

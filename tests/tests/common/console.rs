@@ -534,12 +534,7 @@ pub async fn console_events_table_shows_the_newest_past_the_timelines_count(h: H
 
 pub async fn console_shows_a_customizations_newest_versions_first(h: Harness) {
     // More earlier versions kept than the page shows.
-    let config = rp_shared::http::HttpConfig { content_versions_kept: 60, ..Default::default() };
-    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
-    let app = h.app().await;
-    let created =
-        h.as_tenant(&app, "POST", "/content-customization", Some(json!({"displayName": "n1"}))).await;
-    let id = created.json()["id"].as_i64().unwrap();
+    let (h, app, id) = super::content::keeping_versions(&h, 60).await;
     for n in 2..=56 {
         let body = json!({"displayName": format!("n{n}")});
         let r = h.as_tenant(&app, "POST", &format!("/content-customization/{id}"), Some(body)).await;

@@ -511,16 +511,23 @@ pub async fn content_maps_round_trip_and_merge_per_rfc_7396(h: Harness) {
     });
 }
 
-/// A customization cannot outgrow 100 KB (413, nothing written), and only the last
-/// `CONTENT_VERSIONS_KEPT` earlier versions are kept.
-pub async fn content_size_is_capped_and_versions_are_retained(h: Harness) {
-    let config = rp_shared::http::HttpConfig { content_versions_kept: 2, ..Default::default() };
-    let h = Harness::with_config(h.backend.clone(), h.clock.clone(), config).await;
+/// A harness that keeps `kept` earlier versions of a content customization, a new app, and one
+/// customization of it, just created (its id).
+pub async fn keeping_versions(h: &Harness, kept: u64) -> (Harness, String, i64) {
+    let config = rp_shared::http::HttpConfig { content_versions_kept: kept, ..Default::default() };
+    let h = h.configured(config).await;
     let app = h.app().await;
     let created =
         h.as_tenant(&app, "POST", "/content-customization", Some(json!({"displayName": "v1"}))).await;
     assert_eq!(created.status, 201, "{}", created.json());
     let id = created.json()["id"].as_i64().unwrap();
+    (h, app, id)
+}
+
+/// A customization cannot outgrow 100 KB (413, nothing written), and only the last
+/// `CONTENT_VERSIONS_KEPT` earlier versions are kept.
+pub async fn content_size_is_capped_and_versions_are_retained(h: Harness) {
+    let (h, app, id) = keeping_versions(&h, 2).await;
     let path = format!("/content-customization/{id}");
     // Each update adds about 30 KB of button labels; the fourth would pass 100 KB.
     let mut last_ok = Value::Null;

@@ -63,6 +63,11 @@ impl Harness {
         Self::with_config(backend, clock, HttpConfig { body_limit: 16 * 1024, ..HttpConfig::default() }).await
     }
 
+    /// A harness on this one's store and clock whose routers run with `config`.
+    pub async fn configured(&self, config: HttpConfig) -> Self {
+        Self::with_config(self.backend.clone(), self.clock.clone(), config).await
+    }
+
     /// A harness whose routers run with `config`.
     pub async fn with_config(backend: Backend, clock: ManualClock, config: HttpConfig) -> Self {
         let admin =
