@@ -274,6 +274,29 @@ pub async fn oob_requests_expire_and_nonces_are_spent(h: Harness) {
     status(&h, &access, "no-such-request").await.problem(400, codes::OOB_NOT_FOUND);
 }
 
+/// Requests that expired unanswered stay in the device's index until the store's TTL sweep
+/// (DynamoDB's may lag two days): a request started after a page of them still reaches the
+/// device.
+pub async fn a_new_request_reaches_the_device_past_expired_ones(h: Harness) {
+    let (app, access, dev) = setup(&h, "cora@example.com").await;
+    let r = h
+        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"oobRequestTimeoutInSecs": 2})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let ignored = rp_shared::repo::oob::DEVICE_PAGE + 5;
+    for _ in 0..ignored {
+        start(&h, &access, start_body(&app, "cora@example.com")).await;
+        h.clock.advance(Duration::from_millis(10));
+    }
+    h.clock.advance(Duration::from_secs(3));
+    let id = start(&h, &access, start_body(&app, "cora@example.com")).await;
+    let seen = fetch(&h, &dev).await;
+    assert_eq!(seen.len(), 1, "only the live request: {seen:?}");
+    assert_eq!(seen[0]["requestId"], id.as_str());
+    let r = answer(&h, &dev, &id, signed(&dev.signing, &seen[0], "approve", None)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+}
+
 pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
     let (app, access, dev) = setup(&h, "dave@example.com").await;
     let path = "/rp/api/oob/client/authentication/requests";
