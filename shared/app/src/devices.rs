@@ -143,9 +143,11 @@ pub async fn register(
         signing_public_key: registration.signing_public_key,
         key_agreement_public_key: registration.key_agreement_public_key,
         registered_at: now,
-        token_id: token.token_id.clone(),
+        token_id: String::new(),
+        token_ends_at: None,
         push: None,
-    };
+    }
+    .with_token(&token);
     Devices::new(state.store())
         .register(&registration.code.digest(), &link, version, &device, &token, now)
         .await?;
@@ -215,7 +217,7 @@ pub async fn admit_token(
 /// ahead): a token swapped meanwhile is read again and ended, the device frozen before that read
 /// so that no swap can beat the retry, and the 204 means no token of it works.
 pub async fn end_token(
-    state: &impl HasStore,
+    state: &(impl HasClock + HasStore),
     app: &AppId,
     device_id: &str,
     first: DeviceRead,
@@ -228,7 +230,7 @@ pub async fn end_token(
     retry_on_conflict_from(first, reread, |read| async move {
         let (device, version) =
             read?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
-        if devices.revoke_token(&device, version).await? {
+        if devices.revoke_token(&device, version, state.clock().now_millis()).await? {
             Ok(())
         } else {
             Err(RegistrationError::NoDeviceToken(device_id.to_owned()))

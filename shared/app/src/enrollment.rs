@@ -99,7 +99,8 @@ pub struct Opened {
 }
 
 /// Opens (or reopens) the enrollment session of `request` for the user read as `user` (by
-/// [`user_of`]) and the device of the session it names, else the user's newest device.
+/// [`user_of`]) and the device of the session it names, else the user's newest device that can
+/// still call in.
 pub async fn open_session(
     state: &(impl HasClock + HasStore),
     request: Enroll,
@@ -108,12 +109,13 @@ pub async fn open_session(
     let app = &request.app_id;
     let NamedUser { user, devices: mut listed, name_ws, device_id, session } =
         user?.ok_or(EnrollError::UnknownUser)?;
+    let now = state.clock().now_millis();
     let chosen = device_id.and_then(|id| listed.iter().position(|d| d.device_id == id));
     let device = match chosen {
         Some(at) => listed.swap_remove(at),
-        None => listed.pop().ok_or(EnrollError::NoDevice)?,
+        // Unnamed, a device whose token ended or expired is passed over: it could never claim.
+        None => listed.into_iter().rev().find(|d| d.can_answer(now)).ok_or(EnrollError::NoDevice)?,
     };
-    let now = state.clock().now_millis();
     // A session id of our own making names no session yet: only a caller's is looked up.
     let named = request.session_id.is_some();
     let fresh = &EnrollmentSession {

@@ -88,7 +88,8 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     if spent? {
         return Err(OobError::NonceReused.into());
     }
-    let chosen = choose_device(listed?, start.device_id.as_deref(), start.machine_id.as_deref())?;
+    let now = state.clock().now_millis();
+    let chosen = choose_device(listed?, start.device_id.as_deref(), start.machine_id.as_deref(), now)?;
     let device = OobDevice {
         device_id: chosen.device_id.clone(),
         friendly_name: chosen.friendly_name.clone(),
@@ -122,17 +123,18 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     Ok(request.request_id)
 }
 
-/// The devices of the user `name` (a registered name or an alias) of `app`, most recently
-/// registered first, with the user's registered name: none for an unknown user.
+/// The devices a start may go to of the user `name` (a registered name or an alias) of `app`,
+/// most recently registered first, with the user's registered name: none for an unknown user.
+/// A device whose token ended or expired is left out: it could not answer.
 pub async fn devices_of_user(
-    state: &impl HasStore,
+    state: &(impl HasClock + HasStore),
     app: &AppId,
     name: &str,
 ) -> Result<Option<(String, Vec<DeviceRecord>)>, StoreError> {
     let found = Devices::new(state.store()).user_and_devices(app, name).await?;
-    Ok(found.map(|(user, mut devices)| {
-        devices.reverse();
-        (user.named_user, devices)
+    let now = state.clock().now_millis();
+    Ok(found.map(|(user, devices)| {
+        (user.named_user, devices.into_iter().rev().filter(|d| d.can_answer(now)).collect())
     }))
 }
 

@@ -157,9 +157,32 @@ pub struct DeviceRecord {
     pub key_agreement_public_key: String,
     pub registered_at: EpochMillis,
     pub token_id: String,
+    /// When the device's token stops working: its expiry, or when an admin ended it. Absent on
+    /// records from before it was kept, whose devices count as able to answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ends_at: Option<EpochMillis>,
     /// Where a wake-up reaches the device, once it registered a push token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<crate::push::PushRegistration>,
+}
+
+impl DeviceRecord {
+    /// Whether the device can call in at `now` (to fetch and answer a request, to claim a
+    /// pairing): its token has not ended or expired. A device that cannot stays listed until it
+    /// is removed, but no request goes to it unnamed.
+    pub fn can_answer(&self, now: EpochMillis) -> bool {
+        self.token_ends_at.is_none_or(|end| now < end)
+    }
+
+    /// The device with `token` as its token.
+    pub fn with_token(self, token: &DeviceTokenRecord) -> Self {
+        Self { token_id: token.token_id.clone(), token_ends_at: Some(token.expiry()), ..self }
+    }
+
+    /// The device with its token ended at `now`.
+    pub fn token_ended(self, now: EpochMillis) -> Self {
+        Self { token_ends_at: Some(now), ..self }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -102,7 +102,7 @@ pub enum EnrollError {
     MachineTaken,
     #[error("machineUserNameWS: no registered user has this name")]
     UnknownUser,
-    #[error("machineUserNameWS: the user has no registered device")]
+    #[error("machineUserNameWS: the user has no registered device that can answer")]
     NoDevice,
     #[error("sessionId: no open enrollment session has this id (unknown or expired)")]
     SessionNotFound,

@@ -123,10 +123,14 @@ pub enum OobError {
     NotFound,
     #[error("namedUser: no registered user has this name")]
     UnknownUser,
-    #[error("namedUser: the user has no registered device")]
+    #[error("namedUser: the user has no registered device that can answer")]
     NoDevice,
     #[error("deviceId: names none of the user's registered devices")]
     UnknownDevice,
+    #[error(
+        "deviceId: the device's token has ended or expired, so it cannot answer; it must register again"
+    )]
+    DeviceCannotAnswer,
     #[error("sessionNonce: this nonce was used before")]
     NonceReused,
     #[error("requestId: the request was answered already")]
@@ -168,24 +172,26 @@ pub struct OobStart {
     pub additional_details: BTreeMap<String, String>,
 }
 
-/// The device a start goes to, of the user's `devices` (most recently registered last): the one
-/// `device_id` names (an error when it names none of them); else the one `machine_id` names,
-/// since the device list gives each device's id as its `machineId`; else, as a `machineId` that
-/// names no device (a workstation's, or a caller's own) does, the most recently registered.
+/// The device a start goes to at `now`, of the user's `devices` (most recently registered
+/// last): the one `device_id` names (an error when it names none of them, or one that cannot
+/// answer); else the one `machine_id` names, since the device list gives each device's id as its
+/// `machineId`; else, as a `machineId` that names no device (a workstation's, or a caller's
+/// own) does, the most recently registered. Unnamed, a device whose token ended or expired is
+/// passed over: it could never fetch the request.
 pub fn choose_device(
-    mut devices: Vec<DeviceRecord>,
+    devices: Vec<DeviceRecord>,
     device_id: Option<&str>,
     machine_id: Option<&str>,
+    now: EpochMillis,
 ) -> Result<DeviceRecord, OobError> {
-    let position = |id: &str| devices.iter().position(|d| d.device_id == id);
-    let chosen = match (device_id, machine_id) {
-        (Some(id), _) => Some(position(id).ok_or(OobError::UnknownDevice)?),
-        (None, Some(id)) => position(id),
-        (None, None) => None,
-    };
-    match chosen {
-        Some(at) => Ok(devices.swap_remove(at)),
-        None => devices.pop().ok_or(OobError::NoDevice),
+    if let Some(id) = device_id {
+        let named = devices.into_iter().find(|d| d.device_id == id).ok_or(OobError::UnknownDevice)?;
+        return if named.can_answer(now) { Ok(named) } else { Err(OobError::DeviceCannotAnswer) };
+    }
+    let mut able: Vec<DeviceRecord> = devices.into_iter().filter(|d| d.can_answer(now)).collect();
+    match machine_id.and_then(|id| able.iter().position(|d| d.device_id == id)) {
+        Some(at) => Ok(able.swap_remove(at)),
+        None => able.pop().ok_or(OobError::NoDevice),
     }
 }
 
@@ -581,5 +587,44 @@ mod tests {
             prop_assert!(finals <= 1);
             if finals == 1 { prop_assert!(r.is_final()); }
         }
+    }
+
+    fn phone(id: &str, token_ends_at: Option<EpochMillis>) -> DeviceRecord {
+        DeviceRecord {
+            app_id: AppId::parse("appId", "demo").unwrap(),
+            named_user: "alice".into(),
+            device_id: id.into(),
+            friendly_name: id.into(),
+            model_number: "m".into(),
+            signing_public_key: String::new(),
+            key_agreement_public_key: String::new(),
+            registered_at: T0,
+            token_id: format!("t-{id}"),
+            token_ends_at,
+            push: None,
+        }
+    }
+
+    fn chosen(
+        devices: &[DeviceRecord],
+        device_id: Option<&str>,
+        machine_id: Option<&str>,
+    ) -> Result<String, OobError> {
+        choose_device(devices.to_vec(), device_id, machine_id, T0).map(|d| d.device_id)
+    }
+
+    #[test]
+    fn a_start_goes_to_the_newest_device_that_can_answer() {
+        let (live, ended) = (Some(T0.plus_secs(60)), Some(T0));
+        let devices = [phone("old", live), phone("legacy", None), phone("new", ended)];
+        assert_eq!(chosen(&devices, None, None).unwrap(), "legacy", "a record without an end counts as live");
+        assert_eq!(chosen(&devices[..1], None, None).unwrap(), "old");
+        assert_eq!(chosen(&devices, None, Some("old")).unwrap(), "old");
+        assert_eq!(chosen(&devices, None, Some("new")).unwrap(), "legacy", "a machineId is a preference");
+        assert_eq!(chosen(&devices, Some("old"), Some("legacy")).unwrap(), "old");
+        assert!(matches!(chosen(&devices, Some("new"), None), Err(OobError::DeviceCannotAnswer)));
+        assert!(matches!(chosen(&devices, Some("gone"), None), Err(OobError::UnknownDevice)));
+        assert!(matches!(chosen(&devices[2..], None, None), Err(OobError::NoDevice)));
+        assert!(matches!(chosen(&[], None, None), Err(OobError::NoDevice)));
     }
 }

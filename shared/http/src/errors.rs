@@ -116,14 +116,14 @@ pub const OOB_NO_DEVICE: ProblemType = row(
     codes::OOB_NO_DEVICE,
     "no-device",
     "No registered device",
-    "The user (`namedUser`) has no registered device",
+    "The user (`namedUser`) has no registered device that can answer (none whose token is live)",
 );
 pub const OOB_UNKNOWN_DEVICE: ProblemType = row(
     StatusCode::BAD_REQUEST,
     codes::OOB_UNKNOWN_DEVICE,
     "unknown-device",
     "Unknown device",
-    "The start's `deviceId` names none of the user's registered devices",
+    "The start's `deviceId` names none of the user's registered devices, or one whose token ended or expired",
 );
 pub const NONCE_REUSED: ProblemType = row(
     StatusCode::CONFLICT,
@@ -323,7 +323,7 @@ pub const NO_DEVICE: ProblemType = row(
     codes::NO_DEVICE,
     "no-device",
     "No registered device",
-    "The user has no registered device",
+    "The user has no registered device that can answer (none whose token is live)",
 );
 pub const SESSION_NOT_FOUND: ProblemType = row(
     StatusCode::BAD_REQUEST,
@@ -642,7 +642,9 @@ impl From<OobError> for Problem {
             OobError::HookFailed { .. } => Problem::of(&OOB_HOOK_FAILED).detail(detail),
             OobError::UnknownUser => Problem::about(&OOB_UNKNOWN_USER, "namedUser", detail),
             OobError::NoDevice => Problem::about(&OOB_NO_DEVICE, "namedUser", detail),
-            OobError::UnknownDevice => Problem::about(&OOB_UNKNOWN_DEVICE, "deviceId", detail),
+            OobError::UnknownDevice | OobError::DeviceCannotAnswer => {
+                Problem::about(&OOB_UNKNOWN_DEVICE, "deviceId", detail)
+            }
             OobError::NonceReused => Problem::about(&NONCE_REUSED, "sessionNonce", detail),
             OobError::AlreadyAnswered => Problem::of(&OOB_ANSWERED).detail(detail),
             OobError::BadSignature => Problem::about(&BAD_SIGNATURE, "signature", detail),

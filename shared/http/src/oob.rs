@@ -84,7 +84,7 @@ pub struct UserDevice {
 /// a user without devices, or an app other than the token's (which learns nothing of this one).
 #[utoipa::path(get, path = "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", tag = "oob", security(("access" = [])),
     params(crate::params::UserPath),
-    responses((status = 200, description = "The user's devices, newest first; `[]` for an unknown user or another app", body = Vec<UserDevice>)))]
+    responses((status = 200, description = "The user's devices that can answer (whose token is live), newest first; `[]` for an unknown user or another app", body = Vec<UserDevice>)))]
 async fn user_devices(
     State(state): State<AppState>,
     mut parts: Parts,

@@ -275,7 +275,7 @@ impl<'a> Devices<'a> {
         new: &DeviceTokenRecord,
     ) -> Result<(), StoreError> {
         let record = device_key(&device.app_id, &device.named_user, &device.device_id);
-        let updated = DeviceRecord { token_id: new.token_id.clone(), ..device.clone() };
+        let updated = device.clone().with_token(new);
         self.store
             .transact(vec![
                 WriteOp::Delete { key: ItemKey::new("DEVTOKEN", old_token_id), condition: Condition::Exists },
@@ -339,12 +339,19 @@ impl<'a> Devices<'a> {
         super::at_once(devices.iter().map(|device| self.token(&device.token_id)).collect()).await
     }
 
-    /// Ends the token the device holds at `version`, and freezes the device: a conflict if the
-    /// device moved on (a token swapped meanwhile), `Ok(false)` if it has no token.
-    pub async fn revoke_token(&self, device: &DeviceRecord, version: u64) -> Result<bool, StoreError> {
+    /// Ends the token the device holds at `version` (the device says so from `now` on), and
+    /// freezes the device: a conflict if the device moved on (a token swapped meanwhile),
+    /// `Ok(false)` if it has no token.
+    pub async fn revoke_token(
+        &self,
+        device: &DeviceRecord,
+        version: u64,
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
         let record = device_key(&device.app_id, &device.named_user, &device.device_id);
+        let ended = Item::new(record.clone(), &device.clone().token_ended(now))?;
         let ops = vec![
-            WriteOp::Check { key: record.clone(), condition: Condition::Version(version) },
+            WriteOp::Put { item: ended, condition: Condition::Version(version) },
             WriteOp::Delete {
                 key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
                 condition: Condition::Exists,
@@ -463,6 +470,7 @@ mod tests {
                 key_agreement_public_key: String::new(),
                 registered_at: EpochMillis(1_000 + i),
                 token_id: format!("t{i}"),
+                token_ends_at: None,
                 push: None,
             };
             let item = Item::new(device_key(&app, "uma", &device.device_id), &device).unwrap();

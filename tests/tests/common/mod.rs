@@ -223,6 +223,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, oob_declines_bad_signatures_and_wrong_numbers);
         $crate::router_case!($make, oob_requests_expire_and_nonces_are_spent);
         $crate::router_case!($make, a_new_request_reaches_the_device_past_expired_ones);
+        $crate::router_case!($make, requests_go_past_devices_whose_token_ended);
         $crate::router_case!($make, oob_input_and_tenancy_are_checked);
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
         $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);

@@ -297,6 +297,62 @@ pub async fn a_new_request_reaches_the_device_past_expired_ones(h: Harness) {
     assert_eq!(r.status, 200, "{}", r.json());
 }
 
+/// A device whose token an admin ended, or whose token expired, could never fetch a request:
+/// a start (and an enrollment) that names no device goes to the newest device that can answer,
+/// the device list leaves it out, and a start that names it is refused.
+pub async fn requests_go_past_devices_whose_token_ended(h: Harness) {
+    let (user, starts) = ("olga@example.com", "/rp/api/oob/client/authentication/requests");
+    let (app, access, older) = setup(&h, user).await;
+    h.clock.advance(Duration::from_secs(1));
+    let newer = device(&h, &app, user, None).await;
+    let path = format!("/cc/api/apps/{app}/devices/{}/token", newer.device_id);
+    assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+
+    let id = start(&h, &access, start_body(&app, user)).await;
+    let seen = fetch(&h, &older).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["requestId"], id.as_str());
+    let listed = h
+        .client
+        .send("GET", &format!("/rp/api/oob/client/authentication/{app}/{user}/devices"), Some(&access), None)
+        .await
+        .json();
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|d| d["deviceId"].as_str().unwrap()).collect();
+    assert_eq!(ids, [older.device_id.as_str()]);
+    let mut named = start_body(&app, user);
+    named["deviceId"] = json!(newer.device_id);
+    let r =
+        h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(&access), Some(named)).await;
+    let problem = r.problem(400, codes::OOB_UNKNOWN_DEVICE);
+    assert_eq!(problem["field"], "deviceId");
+    assert!(problem["detail"].as_str().unwrap().contains("ended or expired"), "{problem}");
+    let enrolled = enroll_as(&h, &access, &app, user, user, "WS-OLGA", json!({})).await;
+    assert_eq!(enrolled.status, 200, "{}", enrolled.json());
+    let r = h
+        .client
+        .send(
+            "POST",
+            "/rp/wsapi/client/enroll",
+            Some(&access),
+            Some(json!({"rpAppId": app, "machineUserNameWS": user})),
+        )
+        .await;
+    assert_eq!(r.json()["response"]["device"]["deviceId"], older.device_id.as_str(), "{}", r.json());
+
+    // A refreshed token lives on past the first one's lifetime; once it expires too, no device
+    // of the user can answer.
+    h.clock.advance(Duration::from_secs(60 * 24 * 3600));
+    let r = h.client.send("POST", "/rp/versioned/device/token", Some(&older.token), None).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    h.clock.advance(Duration::from_secs(40 * 24 * 3600));
+    let access = h.access_token(&app).await;
+    start(&h, &access, start_body(&app, user)).await;
+    h.clock.advance(Duration::from_secs(60 * 24 * 3600));
+    let access = h.access_token(&app).await;
+    let r = h.client.send("POST", starts, Some(&access), Some(start_body(&app, user))).await;
+    assert_eq!(r.problem(400, codes::OOB_NO_DEVICE)["field"], "namedUser");
+}
+
 pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
     let (app, access, dev) = setup(&h, "dave@example.com").await;
     let path = "/rp/api/oob/client/authentication/requests";
