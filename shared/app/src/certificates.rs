@@ -4,7 +4,7 @@
 use crate::{AppError, HasClock, HasPush, HasQueue, HasSettings, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{
-    CertError, CertRequest, CertResult, Expiry, IssuedCert, Outcome, RequestKind, Settlement,
+    CertError, CertRequest, CertResult, Expiry, IssuedCert, Outcome, RequestKind, RequestState, Settlement,
 };
 use rp_domain::messages::{lease_timeouts, LeaseRef};
 use rp_domain::push::WakeKind;
@@ -12,6 +12,7 @@ use rp_domain::time::EpochMillis;
 use rp_ports::metrics::{self, Metric};
 use rp_ports::{retry_on_conflict_from, Cursor, Listed, StoreError};
 use rp_repo::certificates::{Certificates, Effect, RenewalStart, RoundStart};
+use rp_repo::workstations::Workstations;
 use std::future::Future;
 
 /// Where the agent's next poll starts: its round over the apps' pending requests, and its
@@ -186,13 +187,49 @@ pub async fn settle(
                 .await;
             }
         };
-        let (remembered, ()) = tokio::join!(remember_names(state, &request, result, source), wake);
+        let (remembered, (), kept) = tokio::join!(
+            remember_names(state, &request, result, source),
+            wake,
+            revoke_if_unpaired(state, &request)
+        );
         remembered?;
+        kept?;
         tracing::info!(request_id = %result.request_id, kind = ?result.kind(), "certificate result stored");
+    } else {
+        revoke_if_unpaired(state, &request).await?;
     }
     // A renewal's certificate replaces the old one; a repeated result finishes what a failed
     // first one left undone.
     crate::renewal::finish(state, &request).await?;
+    Ok(())
+}
+
+/// A login certificate issued for a pairing that ended while its request waited or was leased
+/// (unpaired, or its device removed) is revoked at once: the unpairing found nothing issued to
+/// revoke. It runs after the result is stored, and an unpairing holds only while the request
+/// is unchanged, so of the two one always sees the other. A renewal has its own
+/// ([`crate::renewal::finish`]); a request from before pairings were recorded on requests has
+/// no pairing to look for.
+async fn revoke_if_unpaired(
+    state: &(impl HasClock + HasStore),
+    request: &CertRequest,
+) -> Result<(), CertError> {
+    let (RequestKind::LoginCert, RequestState::Done, None, Some(serial), Some(machine_id), Some(device_id)) = (
+        request.kind,
+        request.state,
+        &request.renews,
+        &request.cert_serial_number,
+        &request.machine_id,
+        &request.device_id,
+    ) else {
+        return Ok(());
+    };
+    let pairing = Workstations::new(state.store()).pairing(&request.app_id, machine_id, device_id).await?;
+    if pairing.is_some_and(|(pairing, _)| pairing.certificate_request_id == request.request_id) {
+        return Ok(());
+    }
+    crate::revocation::revoke_stranded(state, serial).await?;
+    tracing::info!(serial = %serial, "certificate revoked: its pairing ended before it was issued");
     Ok(())
 }
 

@@ -209,7 +209,8 @@ pub async fn count_wrong_attempts(
 }
 
 /// Removes the pairing (read at `version`) and queues, in the same transaction, the revocation
-/// of the certificate issued through it; logs the event.
+/// of the certificate issued through it (one issued later is revoked by its result's
+/// settling, [`crate::certificates::settle`]); logs the event.
 pub async fn unpair(
     state: &(impl HasClock + HasStore),
     pairing: Pairing,
@@ -218,28 +219,38 @@ pub async fn unpair(
 ) -> Result<(), PairingError> {
     let certs = Certificates::new(state.store());
     let now = state.clock().now_millis();
-    let mut revocations = Vec::new();
-    if let Some((request, _)) = certs.request(&pairing.certificate_request_id).await? {
-        if let (RequestState::Done, Some(serial)) = (request.state, &request.cert_serial_number) {
-            // The certificate is filed under the request's device; the app's time-out for the
-            // revocation is read beside it.
-            let device = request.device_id.as_deref().unwrap_or_default();
-            let (cert, timeout) = tokio::join!(
-                certs.issued(&request.app_id, device, serial),
-                request_timeout(state, &request.app_id)
-            );
-            if let Some((cert, cert_version)) = cert? {
-                if let Revocation::Queue(_, ops) =
-                    revocation_of(certs, &cert, cert_version, timeout, now).await?
-                {
-                    revocations = ops;
+    // What goes with the pairing's removal: its certificate's revocation, or the condition
+    // that it is not issued meanwhile.
+    let (mut with, mut queued) = (Vec::new(), 0);
+    if let Some((request, request_version)) = certs.request(&pairing.certificate_request_id).await? {
+        match (request.state, &request.cert_serial_number) {
+            // Not issued yet: the unpairing holds only while it stays so. A result stored
+            // meanwhile makes this a conflict, and the caller's retry then revokes what it
+            // issued; one stored after the unpairing finds the pairing gone and revokes it.
+            (RequestState::Pending | RequestState::Leased, _) => {
+                with.push(Certificates::unchanged(&request.request_id, request_version));
+            }
+            (RequestState::Done, Some(serial)) => {
+                // The certificate is filed under the request's device; the app's time-out for
+                // the revocation is read beside it.
+                let device = request.device_id.as_deref().unwrap_or_default();
+                let (cert, timeout) = tokio::join!(
+                    certs.issued(&request.app_id, device, serial),
+                    request_timeout(state, &request.app_id)
+                );
+                if let Some((cert, cert_version)) = cert? {
+                    if let Revocation::Queue(_, ops) =
+                        revocation_of(certs, &cert, cert_version, timeout, now).await?
+                    {
+                        (with, queued) = (ops, 1);
+                    }
                 }
             }
+            _ => {}
         }
     }
-    let queued = usize::from(!revocations.is_empty());
     let event = pairing.unpaired_event(source, queued, now);
-    Workstations::new(state.store()).unpair(&pairing, version, revocations, &event).await?;
+    Workstations::new(state.store()).unpair(&pairing, version, with, &event).await?;
     tracing::info!(app_id = %pairing.app_id, machine_id = %pairing.machine_id, device_id = %pairing.device_id, revocations = queued, "unpaired");
     Ok(())
 }

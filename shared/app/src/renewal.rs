@@ -8,7 +8,7 @@
 //! polls sweeping at once queue one renewal, and a revocation (an unpairing, a removed device,
 //! an admin) that reaches the old certificate first takes the new one with it.
 
-use crate::revocation::{request_timeout, revocation_of, revoke_serial, serial_read, Revocation};
+use crate::revocation::{request_timeout, revocation_of, Revocation};
 use crate::{HasClock, HasSettings, HasStore};
 use rp_domain::certificates::{CertError, CertRequest, IssuedCert, RenewalStep, RequestState};
 use rp_domain::time::EpochMillis;
@@ -157,10 +157,7 @@ pub async fn finish(state: &(impl HasClock + HasStore), renewal: &CertRequest) -
     let paired = move_pairing(state, renewal, &old.request_id).await?;
     let replaced = replace(state, old_serial, new_serial, Ok(first)).await?;
     if !(paired && replaced) {
-        match revoke_serial(state, new_serial, serial_read(state, new_serial).await).await {
-            Ok(_) | Err(CertError::AlreadyRevoked(_)) => {}
-            Err(e) => return Err(e),
-        }
+        crate::revocation::revoke_stranded(state, new_serial).await?;
         tracing::info!(serial = %new_serial, "renewed certificate revoked: its pairing or the certificate it replaced was ended first");
     }
     Ok(())

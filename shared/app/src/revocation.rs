@@ -73,6 +73,15 @@ pub fn serial_read<'s>(state: &'s impl HasStore, serial: &str) -> impl Future<Ou
     }
 }
 
+/// Revokes the certificate `serial` that must not stay valid (its pairing or the certificate
+/// it renews was ended first): queued unless it is revoked already or its revocation is under way.
+pub async fn revoke_stranded(state: &(impl HasClock + HasStore), serial: &str) -> Result<(), CertError> {
+    match revoke_serial(state, serial, serial_read(state, serial).await).await {
+        Ok(_) | Err(CertError::AlreadyRevoked(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// An admin's revocation of the certificate `serial` (read first as `first`,
 /// [`serial_read`]): the queued request's id, or the id of the one under way already.
 pub async fn revoke_serial(

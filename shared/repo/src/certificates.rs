@@ -437,6 +437,13 @@ impl<'a> Certificates<'a> {
         Ok(counts)
     }
 
+    /// The transaction step that holds only while the request `request_id` stands at `version`:
+    /// an unpairing that found its pairing's certificate not yet issued carries it, so that a
+    /// result stored meanwhile makes the unpairing read again (and revoke what was issued).
+    pub fn unchanged(request_id: &str, version: u64) -> WriteOp {
+        WriteOp::Check { key: request_key(request_id), condition: Condition::Version(version) }
+    }
+
     pub async fn request(&self, request_id: &str) -> Result<Option<(CertRequest, u64)>, StoreError> {
         super::get_versioned(self.store, &request_key(request_id)).await
     }

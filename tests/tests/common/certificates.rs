@@ -1402,6 +1402,111 @@ pub async fn a_full_queue_in_one_app_holds_back_no_other_apps_renewal(h: Harness
 
 /// Workstations unpairing while the agent delivers their renewals: every unpairing answers 204,
 /// and afterwards no certificate of those pairings is left unrevoked, whichever came first.
+/// Every certificate a device holds of `app`, each with whether the agent's CA revoked it.
+async fn held_certificates(h: &Harness, app: &str, dev: &TestDevice, ca: &LocalCa) -> Vec<(String, bool)> {
+    let app_id = AppId::parse("appId", app).unwrap();
+    let held =
+        Certificates::new(h.backend.store.as_ref()).all_of_device(&app_id, &dev.device_id).await.unwrap();
+    held.into_iter()
+        .map(|c| {
+            let revoked = ca.is_revoked(&c.cert_serial_number);
+            (c.cert_serial_number, revoked)
+        })
+        .collect()
+}
+
+/// A pairing ended before its login certificate is issued (unpaired, or its device removed,
+/// while the request waits): the unpairing had nothing to revoke, so the certificate the agent
+/// issues later is revoked as its result is stored, and the agent's next pass carries it out.
+pub async fn a_certificate_issued_after_its_pairing_ended_is_revoked(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let (unpaired, removed) =
+        (device(&h, &app, "una@example.com", None).await, device(&h, &app, "rem@example.com", None).await);
+    pair(&h, &access, &unpaired, "m-una").await;
+    pair(&h, &access, &removed, "m-rem").await;
+    let path = format!("/rp/api/client/reg?machineId=m-una&deviceId={}", unpaired.device_id);
+    assert_eq!(h.client.send("DELETE", &path, Some(&access), None).await.status, 204);
+    let path = format!("/cc/api/apps/{app}/devices/{}", removed.device_id);
+    assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 2, "the requests were queued already");
+    let pass = agent.run_once().await.unwrap();
+    assert_eq!(pass.revoked.len(), 2, "{pass:?}");
+    for dev in [&unpaired, &removed] {
+        let held = held_certificates(&h, &app, dev, &ca).await;
+        assert!(held.len() == 1 && held[0].1, "{}: {held:?}", dev.user);
+    }
+    // A repeated result revokes nothing twice.
+    assert!(agent.run_once().await.unwrap().revoked.is_empty());
+}
+
+/// Unpairings race the agent's pass that issues their certificates: whichever lands first,
+/// no certificate of an ended pairing stays valid.
+pub async fn unpairing_wins_over_the_first_issue_of_its_certificate(h: Harness) {
+    let Some(h) = h.for_races() else { return };
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let mut devices = Vec::new();
+    for i in 0..6 {
+        let dev = device(&h, &app, &format!("first{i}@example.com"), None).await;
+        pair(&h, &access, &dev, &format!("m-first-{i}")).await;
+        devices.push(dev);
+    }
+    let (agent, ca, _server) = agent_for(&h).await;
+    let unpairs = futures_util::future::join_all(devices.iter().enumerate().map(|(i, dev)| {
+        let path = format!("/rp/api/client/reg?machineId=m-first-{i}&deviceId={}", dev.device_id);
+        let (h, access) = (&h, access.clone());
+        async move {
+            for _ in 0..i {
+                tokio::task::yield_now().await;
+            }
+            h.client.send("DELETE", &path, Some(&access), None).await.status.as_u16()
+        }
+    }));
+    let (pass, statuses) = tokio::join!(agent.run_once(), unpairs);
+    pass.unwrap();
+    assert_eq!(statuses, [204; 6]);
+    for _ in 0..3 {
+        agent.run_once().await.unwrap();
+    }
+    for dev in &devices {
+        let held = held_certificates(&h, &app, dev, &ca).await;
+        assert!(held.iter().all(|(_, revoked)| *revoked), "{}: {held:?}", dev.user);
+    }
+}
+
+/// The narrowest window of that race, held open: the unpairing has read the request (not yet
+/// issued) and waits to write while the agent leases it, issues it and stores the result, which
+/// still finds the pairing. The unpairing's write then fails on the changed request, and its
+/// retry revokes the certificate.
+pub async fn an_unpairing_that_read_before_the_issue_revokes_it(h: Harness) {
+    use rp_shared::domain::pairing::PairingKey;
+    use rp_shared::ports::held::Gate;
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "held@example.com", None).await;
+    pair(&h, &access, &dev, "m-held").await;
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    let (gate, pass) = Gate::new();
+    let held = state.held(&pass);
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let key = PairingKey { machine_id: "m-held".into(), device_id: dev.device_id.clone() };
+    let unpairing = tokio::spawn(async move {
+        rp_shared::app::pairing::unpair(&held, &app_id, &key, None, "admin:test")
+            .await
+            .map_err(|e| e.to_string())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    gate.open(true);
+    unpairing.await.unwrap().unwrap();
+    assert_eq!(agent.run_once().await.unwrap().revoked.len(), 1);
+    let held = held_certificates(&h, &app, &dev, &ca).await;
+    assert!(held.len() == 1 && held[0].1, "{held:?}");
+}
+
 pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
     use rp_shared::app::renewal::sweep;
     use rp_shared::repo::certificates::Certificates;
