@@ -1447,32 +1447,50 @@ pub async fn unpairing_wins_over_the_first_issue_of_its_certificate(h: Harness) 
     let Some(h) = h.for_races() else { return };
     let app = h.app().await;
     let access = h.access_token(&app).await;
+    let devices = six_paired(&h, &app, &access, "first").await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    unpair_racing_a_pass(&h, &access, &agent, &devices, "first").await;
+    for dev in &devices {
+        let held = held_certificates(&h, &app, dev, &ca).await;
+        assert!(held.iter().all(|(_, revoked)| *revoked), "{}: {held:?}", dev.user);
+    }
+}
+
+/// Six devices of `app`, of the users `{prefix}{i}@example.com`, each paired with the machine
+/// `m-{prefix}-{i}`.
+async fn six_paired(h: &Harness, app: &str, access: &str, prefix: &str) -> Vec<TestDevice> {
     let mut devices = Vec::new();
     for i in 0..6 {
-        let dev = device(&h, &app, &format!("first{i}@example.com"), None).await;
-        pair(&h, &access, &dev, &format!("m-first-{i}")).await;
+        let dev = device(h, app, &format!("{prefix}{i}@example.com"), None).await;
+        pair(h, access, &dev, &format!("m-{prefix}-{i}")).await;
         devices.push(dev);
     }
-    let (agent, ca, _server) = agent_for(&h).await;
+    devices
+}
+
+/// Unpairs each of `devices` ([`six_paired`] with `prefix`) during one pass of `agent`, the
+/// unpairings starting a yield apart; then three more passes carry out what was queued.
+async fn unpair_racing_a_pass(
+    h: &Harness,
+    access: &str,
+    agent: &Agent,
+    devices: &[TestDevice],
+    prefix: &str,
+) {
     let unpairs = futures_util::future::join_all(devices.iter().enumerate().map(|(i, dev)| {
-        let path = format!("/rp/api/client/reg?machineId=m-first-{i}&deviceId={}", dev.device_id);
-        let (h, access) = (&h, access.clone());
+        let path = format!("/rp/api/client/reg?machineId=m-{prefix}-{i}&deviceId={}", dev.device_id);
         async move {
             for _ in 0..i {
                 tokio::task::yield_now().await;
             }
-            h.client.send("DELETE", &path, Some(&access), None).await.status.as_u16()
+            h.client.send("DELETE", &path, Some(access), None).await.status.as_u16()
         }
     }));
     let (pass, statuses) = tokio::join!(agent.run_once(), unpairs);
     pass.unwrap();
-    assert_eq!(statuses, [204; 6]);
+    assert_eq!(statuses, vec![204; devices.len()]);
     for _ in 0..3 {
         agent.run_once().await.unwrap();
-    }
-    for dev in &devices {
-        let held = held_certificates(&h, &app, dev, &ca).await;
-        assert!(held.iter().all(|(_, revoked)| *revoked), "{}: {held:?}", dev.user);
     }
 }
 
@@ -1514,29 +1532,14 @@ pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
     let settings = json!({"certificateValidityDays": 1});
     assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
     let access = h.access_token(&app).await;
-    let mut devices = Vec::new();
-    for i in 0..6 {
-        let dev = device(&h, &app, &format!("racer{i}@example.com"), None).await;
-        pair(&h, &access, &dev, &format!("m-race-{i}")).await;
-        devices.push(dev);
-    }
+    let devices = six_paired(&h, &app, &access, "race").await;
     let (agent, _ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 6);
     h.clock.advance(Duration::from_secs(20 * 3600));
     let state = AppState::new(h.backend.clone(), HttpConfig::default());
     assert_eq!(sweep(&state).await, 6);
 
-    let unpairs = futures_util::future::join_all(devices.iter().enumerate().map(|(i, dev)| {
-        let path = format!("/rp/api/client/reg?machineId=m-race-{i}&deviceId={}", dev.device_id);
-        let (h, access) = (&h, access.clone());
-        async move { h.client.send("DELETE", &path, Some(&access), None).await.status.as_u16() }
-    }));
-    let (pass, statuses) = tokio::join!(agent.run_once(), unpairs);
-    pass.unwrap();
-    assert_eq!(statuses, [204; 6]);
-    for _ in 0..3 {
-        agent.run_once().await.unwrap();
-    }
+    unpair_racing_a_pass(&h, &access, &agent, &devices, "race").await;
     let certs = Certificates::new(h.backend.store.as_ref());
     let app_id = AppId::parse("appId", &app).unwrap();
     for dev in &devices {

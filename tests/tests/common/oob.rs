@@ -250,12 +250,16 @@ pub async fn oob_declines_bad_signatures_and_wrong_numbers(h: Harness) {
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "decision");
 }
 
+/// Sets `app`'s OOB requests to expire `secs` after their start.
+async fn expiring_after(h: &Harness, app: &str, secs: u64) {
+    let settings = json!({"oobRequestTimeoutInSecs": secs});
+    let r = h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+}
+
 pub async fn oob_requests_expire_and_nonces_are_spent(h: Harness) {
     let (app, access, dev) = setup(&h, "carol@example.com").await;
-    let r = h
-        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"oobRequestTimeoutInSecs": 2})))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.json());
+    expiring_after(&h, &app, 2).await;
     let body = start_body(&app, "carol@example.com");
     let id = start(&h, &access, body.clone()).await;
     let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
@@ -279,10 +283,7 @@ pub async fn oob_requests_expire_and_nonces_are_spent(h: Harness) {
 /// device.
 pub async fn a_new_request_reaches_the_device_past_expired_ones(h: Harness) {
     let (app, access, dev) = setup(&h, "cora@example.com").await;
-    let r = h
-        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"oobRequestTimeoutInSecs": 2})))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.json());
+    expiring_after(&h, &app, 2).await;
     let ignored = rp_shared::repo::oob::DEVICE_PAGE + 5;
     for _ in 0..ignored {
         start(&h, &access, start_body(&app, "cora@example.com")).await;
