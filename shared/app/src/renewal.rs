@@ -206,7 +206,7 @@ async fn replace(
         if old.renewed_by.as_deref() == Some(new_serial) {
             return Ok(true);
         }
-        if old.revoked_at.is_some() || old.revocation_request_id.is_some() || old.renewed_by.is_some() {
+        if old.is_withdrawn() || old.renewed_by.is_some() {
             return Ok(false);
         }
         let marked = IssuedCert { renewed_by: Some(new_serial.to_owned()), ..old };

@@ -385,6 +385,13 @@ fn envelope_v1() -> u8 {
 }
 
 impl IssuedCert {
+    /// Whether the certificate is withdrawn: revoked, or its revocation decided (queued, or
+    /// asked for and to be queued again). Its holder must not use it from then on, before the
+    /// agent has carried the revocation out.
+    pub fn is_withdrawn(&self) -> bool {
+        self.revoked_at.is_some() || self.revocation_request_id.is_some()
+    }
+
     /// The certificate `issued` for `request`, as stored for its device.
     pub fn new(request: &CertRequest, issued: &LoginCertIssued, now: EpochMillis) -> Self {
         Self {
@@ -427,7 +434,7 @@ impl IssuedCert {
     /// When the renewal sweep is to look at it next; `None` once it is revoked, being revoked
     /// or replaced.
     pub fn renewal_check(&self) -> Option<EpochMillis> {
-        if self.revoked_at.is_some() || self.revocation_request_id.is_some() || self.renewed_by.is_some() {
+        if self.is_withdrawn() || self.renewed_by.is_some() {
             return None;
         }
         Some(self.renewal_check_at.unwrap_or_else(|| self.renewal_window_opens()))
@@ -842,6 +849,7 @@ pub enum CertificateState {
     /// Queued or with the agent.
     Pending,
     Issued,
+    /// Revoked, or its revocation queued ([`IssuedCert::is_withdrawn`]).
     Revoked,
     /// The agent reported a failure, or the request ran out of attempts.
     Failed,
@@ -867,7 +875,7 @@ pub fn certificate_status(
 ) -> CertificateStatus {
     let cert = issued.iter().find(|c| c.request_id == request_id);
     let state = match (cert, request.map(|r| r.state)) {
-        (Some(cert), _) if cert.revoked_at.is_some() => CertificateState::Revoked,
+        (Some(cert), _) if cert.is_withdrawn() => CertificateState::Revoked,
         (Some(_), _) => CertificateState::Issued,
         (None, Some(RequestState::Failed | RequestState::Dead)) => CertificateState::Failed,
         (None, _) => CertificateState::Pending,

@@ -131,6 +131,8 @@ pub struct DeviceCertificate {
     /// The counter the envelope was sealed under: the device needs it, with `requestId`, to
     /// derive the envelope keys.
     pub enc_counter: Option<String>,
+    /// Revoked, or its revocation decided and queued (the agent has yet to carry it out): the
+    /// device must not use it either way.
     pub revoked: bool,
 }
 
@@ -144,6 +146,7 @@ pub struct DeviceCertificates {
 
 impl From<IssuedCert> for DeviceCertificate {
     fn from(c: IssuedCert) -> Self {
+        let revoked = c.is_withdrawn();
         Self {
             cert_serial_number: c.cert_serial_number,
             login_cert: c.login_cert,
@@ -158,7 +161,7 @@ impl From<IssuedCert> for DeviceCertificate {
             machine_user_name_ws: c.machine_user_name_ws,
             request_id: c.request_id,
             enc_counter: c.enc_counter,
-            revoked: c.revoked_at.is_some(),
+            revoked,
         }
     }
 }

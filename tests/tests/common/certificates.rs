@@ -507,6 +507,9 @@ pub async fn revocation_round_trip(h: Harness) {
     let r = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
     assert_eq!(r.status, 202, "{}", r.json());
     let request_id = r.json()["requestId"].as_str().unwrap().to_owned();
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    assert_eq!(certs["certificates"][0]["revoked"], true, "withdrawn once its revocation is queued");
     let again = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
     assert_eq!(
         (again.status.as_u16(), again.json()["requestId"].as_str()),
@@ -1162,9 +1165,10 @@ pub async fn the_workstation_sees_its_pairings_certificate(h: Harness) {
     // Another workstation of the app reads the pairing without it.
     let other = h.access_token(&app).await;
     assert!(view(other).await.get("certificate").is_none());
-    // Revoked by an admin, through the agent.
+    // Revoked by an admin, through the agent: shown revoked from the moment it is queued.
     let r = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
     assert_eq!(r.status, 202, "{}", r.json());
+    assert_eq!(view(access.clone()).await["certificate"]["state"], "revoked");
     assert_eq!(agent.run_once().await.unwrap().revoked.len(), 1);
     assert_eq!(view(access).await["certificate"]["state"], "revoked");
 }
@@ -1431,6 +1435,9 @@ pub async fn a_certificate_issued_after_its_pairing_ended_is_revoked(h: Harness)
     assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
     let (agent, ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 2, "the requests were queued already");
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&unpaired.token), None).await.json();
+    assert_eq!(certs["certificates"][0]["revoked"], true, "withdrawn before the agent revokes it: {certs}");
     let pass = agent.run_once().await.unwrap();
     assert_eq!(pass.revoked.len(), 2, "{pass:?}");
     for dev in [&unpaired, &removed] {
