@@ -158,7 +158,8 @@ pub struct DeviceRecord {
     pub registered_at: EpochMillis,
     pub token_id: String,
     /// When the device's token stops working: its expiry, or when an admin ended it. Absent on
-    /// records from before it was kept, whose devices count as able to answer.
+    /// records from before it was kept: listing a user's devices learns it from the token then,
+    /// and a device still without it counts as able to answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ends_at: Option<EpochMillis>,
     /// Where a wake-up reaches the device, once it registered a push token.

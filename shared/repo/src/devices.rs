@@ -147,7 +147,24 @@ impl<'a> Devices<'a> {
         let items = super::query_all(self.store, query).await?;
         let mut devices: Vec<DeviceRecord> = items.iter().map(Item::data).collect::<Result<_, _>>()?;
         devices.sort_by_key(|d| d.registered_at);
+        self.learn_token_ends(&mut devices).await?;
         Ok(devices)
+    }
+
+    /// Fills in when its token stops working for each device recorded before that was kept,
+    /// from the token itself (read at once): a token that is gone ended. Records that keep it,
+    /// every one written since, cost no read.
+    async fn learn_token_ends(&self, devices: &mut [DeviceRecord]) -> Result<(), StoreError> {
+        let legacy: Vec<usize> = (0..devices.len()).filter(|&i| devices[i].token_ends_at.is_none()).collect();
+        if legacy.is_empty() {
+            return Ok(());
+        }
+        let tokens =
+            super::at_once(legacy.iter().map(|&i| self.token(&devices[i].token_id)).collect()).await?;
+        for (&i, token) in legacy.iter().zip(tokens) {
+            devices[i].token_ends_at = Some(token.map_or(EpochMillis(0), |t| t.expiry()));
+        }
+        Ok(())
     }
 
     pub async fn device(
@@ -470,7 +487,7 @@ mod tests {
                 key_agreement_public_key: String::new(),
                 registered_at: EpochMillis(1_000 + i),
                 token_id: format!("t{i}"),
-                token_ends_at: None,
+                token_ends_at: Some(EpochMillis(2_000)),
                 push: None,
             };
             let item = Item::new(device_key(&app, "uma", &device.device_id), &device).unwrap();
@@ -479,5 +496,41 @@ mod tests {
         let devices = Devices::new(backend.store.as_ref()).devices_of(&app, "uma").await.unwrap();
         let registered: Vec<i64> = devices.iter().map(|d| d.registered_at.as_millis()).collect();
         assert_eq!(registered, (1_000..1_105).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_device_recorded_before_its_token_end_was_kept_learns_it_from_the_token() {
+        let backend = crate::TestBackend::new();
+        let devices = Devices::new(backend.store.as_ref());
+        let app = AppId::parse("appId", "legacyDevices").unwrap();
+        let now = EpochMillis(1_700_000_000_000);
+        let token = DeviceTokenRecord {
+            token_id: "live".into(),
+            app_id: app.clone(),
+            named_user: "lea".into(),
+            device_id: "kept".into(),
+            hash: String::new(),
+            created_at: now,
+            expires_at: Some(now.plus_secs(60)),
+        };
+        backend
+            .store
+            .put(Item::new(ItemKey::new("DEVTOKEN", "live"), &token).unwrap(), Condition::Absent)
+            .await
+            .unwrap();
+        for (i, (device_id, token_id)) in [("kept", "live"), ("ended", "gone")].into_iter().enumerate() {
+            // As a release from before wrote it: no `tokenEndsAt`.
+            let record = serde_json::json!({
+                "appId": "legacyDevices", "namedUser": "lea", "deviceId": device_id, "friendlyName": "phone",
+                "modelNumber": "m", "signingPublicKey": "", "keyAgreementPublicKey": "",
+                "registeredAt": i, "tokenId": token_id,
+            });
+            let item = Item::new(device_key(&app, "lea", device_id), &record).unwrap();
+            backend.store.put(item, Condition::Absent).await.unwrap();
+        }
+        let listed = devices.devices_of(&app, "lea").await.unwrap();
+        let ends: Vec<_> = listed.iter().map(|d| (d.device_id.as_str(), d.token_ends_at)).collect();
+        assert_eq!(ends, [("kept", Some(now.plus_secs(60))), ("ended", Some(EpochMillis(0)))]);
+        assert!(listed[0].can_answer(now) && !listed[1].can_answer(now));
     }
 }
