@@ -156,11 +156,7 @@ impl<'a> Devices<'a> {
     /// every one written since, cost no read.
     async fn learn_token_ends(&self, devices: &mut [DeviceRecord]) -> Result<(), StoreError> {
         let legacy: Vec<usize> = (0..devices.len()).filter(|&i| devices[i].token_ends_at.is_none()).collect();
-        if legacy.is_empty() {
-            return Ok(());
-        }
-        let tokens =
-            super::at_once(legacy.iter().map(|&i| self.token(&devices[i].token_id)).collect()).await?;
+        let tokens = self.tokens_of(legacy.iter().map(|&i| &devices[i])).await?;
         for (&i, token) in legacy.iter().zip(tokens) {
             devices[i].token_ends_at = Some(token.map_or(EpochMillis(0), |t| t.expiry()));
         }
@@ -349,11 +345,11 @@ impl<'a> Devices<'a> {
 
     /// The token of each of `devices`, in their order, read several at once ([`super::at_once`]):
     /// a user's list waits for about one read, not one per device.
-    pub async fn tokens_of(
+    pub async fn tokens_of<'d>(
         &self,
-        devices: &[DeviceRecord],
+        devices: impl IntoIterator<Item = &'d DeviceRecord>,
     ) -> Result<Vec<Option<DeviceTokenRecord>>, StoreError> {
-        super::at_once(devices.iter().map(|device| self.token(&device.token_id)).collect()).await
+        super::at_once(devices.into_iter().map(|device| self.token(&device.token_id)).collect()).await
     }
 
     /// Ends the token the device holds at `version` (the device says so from `now` on), and
