@@ -1425,11 +1425,9 @@ async fn held_certificates(h: &Harness, app: &str, dev: &TestDevice, ca: &LocalC
 pub async fn a_certificate_issued_after_its_pairing_ended_is_revoked(h: Harness) {
     let app = h.app().await;
     let access = h.access_token(&app).await;
-    let (unpaired, removed) =
-        (device(&h, &app, "una@example.com", None).await, device(&h, &app, "rem@example.com", None).await);
-    pair(&h, &access, &unpaired, "m-una").await;
-    pair(&h, &access, &removed, "m-rem").await;
-    let path = format!("/rp/api/client/reg?machineId=m-una&deviceId={}", unpaired.device_id);
+    let devices = paired(&h, &app, &access, "gone", 2).await;
+    let (unpaired, removed) = (&devices[0], &devices[1]);
+    let path = format!("/rp/api/client/reg?machineId=m-gone-0&deviceId={}", unpaired.device_id);
     assert_eq!(h.client.send("DELETE", &path, Some(&access), None).await.status, 204);
     let path = format!("/cc/api/apps/{app}/devices/{}", removed.device_id);
     assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
@@ -1440,7 +1438,7 @@ pub async fn a_certificate_issued_after_its_pairing_ended_is_revoked(h: Harness)
     assert_eq!(certs["certificates"][0]["revoked"], true, "withdrawn before the agent revokes it: {certs}");
     let pass = agent.run_once().await.unwrap();
     assert_eq!(pass.revoked.len(), 2, "{pass:?}");
-    for dev in [&unpaired, &removed] {
+    for dev in &devices {
         let held = held_certificates(&h, &app, dev, &ca).await;
         assert!(held.len() == 1 && held[0].1, "{}: {held:?}", dev.user);
     }
@@ -1454,7 +1452,7 @@ pub async fn unpairing_wins_over_the_first_issue_of_its_certificate(h: Harness) 
     let Some(h) = h.for_races() else { return };
     let app = h.app().await;
     let access = h.access_token(&app).await;
-    let devices = six_paired(&h, &app, &access, "first").await;
+    let devices = paired(&h, &app, &access, "first", 6).await;
     let (agent, ca, _server) = agent_for(&h).await;
     unpair_racing_a_pass(&h, &access, &agent, &devices, "first").await;
     for dev in &devices {
@@ -1463,11 +1461,11 @@ pub async fn unpairing_wins_over_the_first_issue_of_its_certificate(h: Harness) 
     }
 }
 
-/// Six devices of `app`, of the users `{prefix}{i}@example.com`, each paired with the machine
-/// `m-{prefix}-{i}`.
-async fn six_paired(h: &Harness, app: &str, access: &str, prefix: &str) -> Vec<TestDevice> {
+/// `count` devices of `app`, of the users `{prefix}{i}@example.com`, each paired with the
+/// machine `m-{prefix}-{i}`.
+async fn paired(h: &Harness, app: &str, access: &str, prefix: &str, count: usize) -> Vec<TestDevice> {
     let mut devices = Vec::new();
-    for i in 0..6 {
+    for i in 0..count {
         let dev = device(h, app, &format!("{prefix}{i}@example.com"), None).await;
         pair(h, access, &dev, &format!("m-{prefix}-{i}")).await;
         devices.push(dev);
@@ -1475,7 +1473,7 @@ async fn six_paired(h: &Harness, app: &str, access: &str, prefix: &str) -> Vec<T
     devices
 }
 
-/// Unpairs each of `devices` ([`six_paired`] with `prefix`) during one pass of `agent`, the
+/// Unpairs each of `devices` ([`paired`] with `prefix`) during one pass of `agent`, the
 /// unpairings starting a yield apart; then three more passes carry out what was queued.
 async fn unpair_racing_a_pass(
     h: &Harness,
@@ -1539,7 +1537,7 @@ pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
     let settings = json!({"certificateValidityDays": 1});
     assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
     let access = h.access_token(&app).await;
-    let devices = six_paired(&h, &app, &access, "race").await;
+    let devices = paired(&h, &app, &access, "race", 6).await;
     let (agent, _ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 6);
     h.clock.advance(Duration::from_secs(20 * 3600));
