@@ -43,10 +43,21 @@ impl Index {
     }
 }
 
-/// One stored item. `version` is maintained by the store: 1 on create, +1 on every update.
+/// The version a new item starts at: a fresh random number from 2^40 (far above the versions of
+/// items stored when every item started at 1) to below 2^52 (exact in every number type the
+/// stores use). A key's versions then do not repeat across its removal: a write conditioned on
+/// a version read before an item was removed cannot land on the item stored again at that key.
+pub fn fresh_version() -> u64 {
+    (rand::random::<u64>() >> 12) | (1 << 40)
+}
+
+/// One stored item. `version` is maintained by the store: [`Item::first_version`] on create, +1
+/// on every update.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item {
     pub key: ItemKey,
+    /// As read, the stored version. As written, ignored, except that a create starts at it when
+    /// the writer set it ([`Item::numbered_from`]).
     pub version: u64,
     /// Epoch seconds after which the item counts as absent (DynamoDB TTL semantics).
     pub expires_at: Option<i64>,
@@ -148,6 +159,22 @@ impl Item {
             }
         };
         Ok(Self { key, version: 0, expires_at: None, gsi1: None, gsi2: None, attrs: attrs.into() })
+    }
+
+    /// A create of this item starts at `version` instead of a fresh one: for a record whose
+    /// versions are its own numbering (shown to its users), at a key never used again once removed.
+    pub fn numbered_from(mut self, version: u64) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// The version a create of this item gives it: the one its writer set
+    /// ([`Item::numbered_from`]), else a fresh one ([`fresh_version`]).
+    pub fn first_version(&self) -> u64 {
+        match self.version {
+            0 => fresh_version(),
+            set => set,
+        }
     }
 
     pub fn with_ttl(mut self, expires_at: Option<i64>) -> Self {

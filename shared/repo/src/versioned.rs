@@ -191,8 +191,9 @@ impl<'a, R: Versioned> Records<'a, R> {
             let mut next = Meta { next_id: meta.next_id + 1, count: meta.count + 1, ..meta };
             next.reindex(created.id(), None, created.index());
             let ops = vec![
+                // Its store version is its version, 1 to start with: ids are never used again.
                 WriteOp::Put {
-                    item: Item::new(self.key(item_sk(created.id())), &created)?,
+                    item: Item::new(self.key(item_sk(created.id())), &created)?.numbered_from(1),
                     condition: Condition::Absent,
                 },
                 self.put_meta(&next, meta_version)?,

@@ -29,38 +29,70 @@ fn value(item: &Item) -> i64 {
 pub async fn store_create_is_conditional(store: Arc<dyn ItemStore>) {
     let pk = ns();
     let created = store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
-    assert_eq!(created.version, 1);
+    assert!(created.version >= 1 << 40, "a new item's version starts fresh: {}", created.version);
     let again = store.put(item(&pk, "a", 2), Condition::Absent).await;
     assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
     let got = store.get(&ItemKey::new(&pk, "a")).await.unwrap().unwrap();
-    assert_eq!((value(&got), got.version), (1, 1));
+    assert_eq!((value(&got), got.version), (1, created.version));
     assert_eq!(got.attrs["text"], "x");
     assert!(store.get(&ItemKey::new(&pk, "b")).await.unwrap().is_none());
+    // A record that numbers its own versions starts where it says.
+    let numbered = store.put(item(&pk, "n", 1).numbered_from(1), Condition::Absent).await.unwrap();
+    assert_eq!(numbered.version, 1);
+    let next = store.put(item(&pk, "n", 2), Condition::Version(1)).await.unwrap();
+    assert_eq!(store.get(&next.key).await.unwrap().unwrap().version, 2);
 }
 
 pub async fn store_update_checks_version(store: Arc<dyn ItemStore>) {
     let pk = ns();
-    store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
-    let updated = store.put(item(&pk, "a", 2), Condition::Version(1)).await.unwrap();
-    assert_eq!(updated.version, 2);
-    let stale = store.put(item(&pk, "a", 3), Condition::Version(1)).await;
+    let v = store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap().version;
+    let updated = store.put(item(&pk, "a", 2), Condition::Version(v)).await.unwrap();
+    assert_eq!(updated.version, v + 1);
+    let stale = store.put(item(&pk, "a", 3), Condition::Version(v)).await;
     assert!(matches!(stale, Err(StoreError::Conflict)));
-    let missing = store.put(item(&pk, "zz", 3), Condition::Version(1)).await;
+    let missing = store.put(item(&pk, "zz", 3), Condition::Version(v)).await;
     assert!(matches!(missing, Err(StoreError::Conflict)));
     let exists = store.put(item(&pk, "zz", 3), Condition::Exists).await;
     assert!(matches!(exists, Err(StoreError::Conflict)));
     let got = store.get(&ItemKey::new(&pk, "a")).await.unwrap().unwrap();
-    assert_eq!((value(&got), got.version), (2, 2));
+    assert_eq!((value(&got), got.version), (2, v + 1));
     let next = store.put(item(&pk, "a", 4), Condition::Exists).await.unwrap();
-    assert_eq!(next.version, 3);
+    assert_eq!(next.version, v + 2);
+}
+
+/// A key's versions do not repeat across its removal, however the item is made again: a write
+/// conditioned on a version read before the removal cannot land on what is stored after it.
+pub async fn store_versions_do_not_repeat_after_a_removal(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let key = ItemKey::new(&pk, "a");
+    let created = store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
+    let updated = store.put(item(&pk, "a", 2), Condition::Version(created.version)).await.unwrap();
+    let mut seen = vec![created.version, updated.version];
+    let counter = |by| Increment { key: key.clone(), by, limit: None, expires_at: None };
+    let remakes: [WriteOp; 3] = [
+        WriteOp::Put { item: item(&pk, "a", 3), condition: Condition::Absent },
+        WriteOp::Put { item: item(&pk, "a", 4), condition: Condition::Any },
+        WriteOp::Increment(counter(1)),
+    ];
+    for remake in remakes {
+        store.delete(&key, Condition::Any).await.unwrap();
+        store.transact(vec![remake]).await.unwrap();
+        let now = store.get(&key).await.unwrap().unwrap();
+        assert!(!seen.contains(&now.version), "version {} again after a removal: {seen:?}", now.version);
+        for stale in &seen {
+            let late = store.put(item(&pk, "a", 9), Condition::Version(*stale)).await;
+            assert!(matches!(late, Err(StoreError::Conflict)), "a write read at {stale} landed: {late:?}");
+        }
+        seen.push(now.version);
+    }
 }
 
 pub async fn store_delete_is_conditional(store: Arc<dyn ItemStore>) {
     let pk = ns();
     let key = ItemKey::new(&pk, "a");
-    store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
+    let created = store.put(item(&pk, "a", 1), Condition::Absent).await.unwrap();
     assert!(matches!(store.delete(&key, Condition::Version(7)).await, Err(StoreError::Conflict)));
-    store.delete(&key, Condition::Version(1)).await.unwrap();
+    store.delete(&key, Condition::Version(created.version)).await.unwrap();
     assert!(store.get(&key).await.unwrap().is_none());
     store.delete(&key, Condition::Any).await.unwrap();
     assert!(matches!(store.delete(&key, Condition::Exists).await, Err(StoreError::Conflict)));
@@ -76,7 +108,7 @@ pub async fn store_expired_items_count_as_absent(store: Arc<dyn ItemStore>, now_
     assert_eq!(page.items.iter().map(value).collect::<Vec<_>>(), vec![2]);
     assert!(matches!(store.put(item(&pk, "a", 3), Condition::Exists).await, Err(StoreError::Conflict)));
     let recreated = store.put(item(&pk, "a", 3), Condition::Absent).await.unwrap();
-    assert_eq!(recreated.version, 1);
+    assert!(recreated.version >= 1 << 40, "a new item's version starts fresh: {}", recreated.version);
     assert_eq!(value(&store.get(&key).await.unwrap().unwrap()), 3);
 }
 
@@ -116,10 +148,11 @@ pub async fn store_query_pages_in_order(store: Arc<dyn ItemStore>) {
 pub async fn store_index_queries_follow_updates(store: Arc<dyn ItemStore>) {
     let owner = ns();
     let index_pk = ns();
+    let mut versions = Vec::new();
     for i in 0..12 {
         let it = item(&format!("{owner}-{i}"), "meta", i)
             .with_index(Index::Gsi1, ItemKey::new(&index_pk, format!("s{:02}", 11 - i)));
-        store.put(it, Condition::Absent).await.unwrap();
+        versions.push(store.put(it, Condition::Absent).await.unwrap().version);
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -135,7 +168,7 @@ pub async fn store_index_queries_follow_updates(store: Arc<dyn ItemStore>) {
 
     // Moving an item's index key moves it in the index; deleting removes it.
     let moved = item(&format!("{owner}-0"), "meta", 0).with_index(Index::Gsi1, ItemKey::new(&index_pk, "a"));
-    store.put(moved, Condition::Version(1)).await.unwrap();
+    store.put(moved, Condition::Version(versions[0])).await.unwrap();
     store.delete(&ItemKey::new(format!("{owner}-1"), "meta"), Condition::Any).await.unwrap();
     let page = store.query(Query::index(Index::Gsi1, &index_pk).limit(100)).await.unwrap();
     let values: Vec<_> = page.items.iter().map(value).collect();
@@ -200,7 +233,7 @@ pub async fn store_descending_queries_page_from_the_top(store: Arc<dyn ItemStore
 
 pub async fn store_transactions_are_all_or_nothing(store: Arc<dyn ItemStore>) {
     let pk = ns();
-    store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
+    let taken = store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
     let failing = store
         .transact(vec![
             WriteOp::Put { item: item(&pk, "new", 1), condition: Condition::Absent },
@@ -213,13 +246,13 @@ pub async fn store_transactions_are_all_or_nothing(store: Arc<dyn ItemStore>) {
     store
         .transact(vec![
             WriteOp::Put { item: item(&pk, "new", 1), condition: Condition::Absent },
-            WriteOp::Delete { key: ItemKey::new(&pk, "taken"), condition: Condition::Version(1) },
+            WriteOp::Delete { key: ItemKey::new(&pk, "taken"), condition: Condition::Version(taken.version) },
             WriteOp::Check { key: ItemKey::new(&pk, "never"), condition: Condition::Absent },
         ])
         .await
         .unwrap();
     assert!(store.get(&ItemKey::new(&pk, "taken")).await.unwrap().is_none());
-    assert_eq!(store.get(&ItemKey::new(&pk, "new")).await.unwrap().unwrap().version, 1);
+    assert!(store.get(&ItemKey::new(&pk, "new")).await.unwrap().unwrap().version >= 1 << 40);
 
     let check_fails = store
         .transact(vec![
@@ -318,7 +351,7 @@ pub async fn store_counters_join_transactions(store: Arc<dyn ItemStore>) {
 
 pub async fn store_puts_each_stand_alone(store: Arc<dyn ItemStore>) {
     let pk = ns();
-    store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
+    let taken = store.put(item(&pk, "taken", 0), Condition::Absent).await.unwrap();
     let versioned = store.put(item(&pk, "versioned", 0), Condition::Absent).await.unwrap();
     let outcomes = store
         .put_each(vec![
@@ -329,7 +362,7 @@ pub async fn store_puts_each_stand_alone(store: Arc<dyn ItemStore>) {
         ])
         .await;
     assert_eq!(outcomes.len(), 4);
-    assert!(outcomes[0].as_ref().is_ok_and(|i| i.version == 1), "{outcomes:?}");
+    assert!(outcomes[0].as_ref().is_ok_and(|i| i.version >= 1 << 40), "{outcomes:?}");
     assert!(matches!(outcomes[1], Err(StoreError::Conflict)), "{outcomes:?}");
     assert!(outcomes[2].as_ref().is_ok_and(|i| i.version == versioned.version + 1), "{outcomes:?}");
     assert!(matches!(outcomes[3], Err(StoreError::Conflict)), "{outcomes:?}");
@@ -338,7 +371,7 @@ pub async fn store_puts_each_stand_alone(store: Arc<dyn ItemStore>) {
         async move { store.get(&ItemKey::new(&pk, sk)).await.unwrap() }
     };
     assert!(read("new").await.is_some(), "a put stands even when another fails");
-    assert_eq!(read("taken").await.unwrap().version, 1, "a failed put changes nothing");
+    assert_eq!(read("taken").await.unwrap().version, taken.version, "a failed put changes nothing");
     assert!(store.put_each(Vec::new()).await.is_empty());
 }
 
@@ -450,6 +483,7 @@ macro_rules! store_contract_tests {
         $crate::__contract_case!(store_create_is_conditional, $make);
         $crate::__contract_case!(store_update_checks_version, $make);
         $crate::__contract_case!(store_delete_is_conditional, $make);
+        $crate::__contract_case!(store_versions_do_not_repeat_after_a_removal, $make);
         $crate::__contract_case!(store_query_pages_in_order, $make);
         $crate::__contract_case!(store_index_queries_follow_updates, $make);
         $crate::__contract_case!(store_descending_queries_page_from_the_top, $make);

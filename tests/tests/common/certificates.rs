@@ -1530,6 +1530,56 @@ pub async fn an_unpairing_that_read_before_the_issue_revokes_it(h: Harness) {
     assert!(held.len() == 1 && held[0].1, "{held:?}");
 }
 
+/// A write read before an unpairing cannot land on the pairing made again after it: the
+/// workstation's rename, held between its read and its write while the pairing is removed and
+/// made anew, goes to the new pairing, which keeps its own certificate request.
+pub async fn a_rename_read_before_a_new_pairing_keeps_the_new_pairing(h: Harness) {
+    use rp_shared::domain::pairing::PairingUpdate;
+    use rp_shared::ports::held::Gate;
+    use rp_shared::repo::workstations::Workstations;
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "again@example.com", None).await;
+    let first = pair(&h, &access, &dev, "m-again").await;
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let workstations = Workstations::new(h.backend.store.as_ref());
+    let (old, _) = workstations.pairing(&app_id, "m-again", &dev.device_id).await.unwrap().unwrap();
+    let owner = old.owner_token_id.clone().expect("the pairing's workstation");
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    let (gate, pass) = Gate::new();
+    let held = state.held(&pass);
+    let update = PairingUpdate {
+        machine_id: "m-again".into(),
+        device_id: dev.device_id.clone(),
+        machine_name: Some("WS-late".into()),
+        offline: None,
+        used_token_ids: Vec::new(),
+        failed_attempts: 0,
+    };
+    let renaming = tokio::spawn(async move {
+        rp_shared::app::pairing::update(&held, &app_id, &owner, update)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let path = format!("/rp/api/client/reg?machineId=m-again&deviceId={}", dev.device_id);
+    assert_eq!(h.client.send("DELETE", &path, Some(&access), None).await.status, 204);
+    let body = json!({"machineId": "m-again", "deviceId": dev.device_id, "machineUserNameWS": dev.user});
+    let again = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    assert_eq!(again.status, 201, "{}", again.json());
+    let second = again.json()["certificateRequestId"].as_str().unwrap().to_owned();
+    assert_ne!(first, second);
+    gate.open(true);
+    renaming.await.unwrap().unwrap();
+    let now = h.client.send("GET", &path, Some(&access), None).await.json();
+    assert_eq!(
+        (now["certificateRequestId"].as_str(), now["machineName"].as_str()),
+        (Some(second.as_str()), Some("WS-late")),
+        "{now}"
+    );
+}
+
 pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
     use rp_shared::app::renewal::sweep;
     use rp_shared::repo::certificates::Certificates;

@@ -196,6 +196,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_certificate_issued_after_its_pairing_ended_is_revoked);
         $crate::router_case!($make, unpairing_wins_over_the_first_issue_of_its_certificate);
         $crate::router_case!($make, an_unpairing_that_read_before_the_issue_revokes_it);
+        $crate::router_case!($make, a_rename_read_before_a_new_pairing_keeps_the_new_pairing);
         $crate::router_case!($make, a_full_queue_in_one_app_holds_back_no_other_apps_renewal);
         $crate::router_case!($make, leases_time_out_requeue_and_die);
         $crate::router_case!($make, a_poll_sends_one_time_out_message_per_time_out);

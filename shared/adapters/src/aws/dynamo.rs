@@ -154,8 +154,9 @@ enum Write {
 }
 
 /// A write and the version the item will have, where that is known before the call: a put
-/// under `Absent` (1) or `Version(n)` (n + 1). Under `Exists`/`Any` the write is an update that
-/// adds 1 to whatever version is stored, learnt from the response.
+/// under `Absent` ([`Item::first_version`]) or `Version(n)` (n + 1). Under `Exists`/`Any` the
+/// write is an update that adds 1 to whatever version is stored (a new item's is its first),
+/// learnt from the response.
 fn plan(op: WriteOp, now: i64) -> Result<(Write, Option<u64>), StoreError> {
     Ok(match op {
         WriteOp::Put { mut item, condition } => {
@@ -164,7 +165,7 @@ fn plan(op: WriteOp, now: i64) -> Result<(Write, Option<u64>), StoreError> {
                 Condition::Absent | Condition::Version(_) => {
                     let version = match condition {
                         Condition::Version(v) => v + 1,
-                        _ => 1,
+                        _ => item.first_version(),
                     };
                     item.version = version;
                     (Write::Put { item: to_attrs(&item)?, expr }, Some(version))
@@ -182,18 +183,19 @@ fn plan(op: WriteOp, now: i64) -> Result<(Write, Option<u64>), StoreError> {
     })
 }
 
-/// `ADD` to the counter and 1 to the version (setting the TTL of a new counter), on condition
-/// that the result stays within the limit.
+/// `ADD` to the counter and 1 to the version (setting the TTL and a fresh version of a new
+/// counter), on condition that the result stays within the limit.
 fn increment_of(increment: &Increment) -> Write {
     let mut expr = Expr::default();
-    expr.names.extend([("#n".to_owned(), COUNTER_ATTR.to_owned()), ("#v".to_owned(), "v".to_owned())]);
-    expr.values.extend([(":by".to_owned(), n(increment.by)), (":one".to_owned(), n(1))]);
-    let mut expression = "ADD #n :by, #v :one".to_owned();
+    expr.names.insert("#n".to_owned(), COUNTER_ATTR.to_owned());
+    expr.values.insert(":by".to_owned(), n(increment.by));
+    let mut sets = vec![next_version(&mut expr, fresh_version())];
     if let Some(ttl) = increment.expires_at {
         expr.names.insert("#ttl".into(), "ttl".into());
         expr.values.insert(":ttl".into(), n(ttl));
-        expression = format!("SET #ttl = if_not_exists(#ttl, :ttl) {expression}");
+        sets.push("#ttl = if_not_exists(#ttl, :ttl)".to_owned());
     }
+    let expression = format!("SET {} ADD #n :by", sets.join(", "));
     if let Some(limit) = increment.limit {
         expr.values.insert(":max".into(), n(limit - increment.by));
         // A missing counter counts as 0.
@@ -204,7 +206,17 @@ fn increment_of(increment: &Increment) -> Write {
     Write::Update { key: key_attrs(&increment.key), expression, expr }
 }
 
-/// `SET` every attribute of `item`, `REMOVE` the unset optional ones, `ADD` 1 to the version.
+/// The `SET` term that raises the stored version by 1, a new item's starting at `first`, with
+/// its names and values added to `expr`.
+fn next_version(expr: &mut Expr, first: u64) -> String {
+    expr.names.insert("#v".into(), "v".into());
+    expr.values.insert(":one".into(), n(1));
+    expr.values.insert(":fresh".into(), n(first - 1));
+    "#v = if_not_exists(#v, :fresh) + :one".to_owned()
+}
+
+/// `SET` every attribute of `item` and its next version ([`next_version`]), `REMOVE` the unset
+/// optional ones.
 fn update_of(item: &Item, mut expr: Expr) -> Result<Write, StoreError> {
     let dynamo = DynamoItem::from(item);
     let attrs: Attrs = serde_dynamo::to_item(&dynamo).map_err(StoreError::encoding)?;
@@ -230,13 +242,11 @@ fn update_of(item: &Item, mut expr: Expr) -> Result<Write, StoreError> {
             removes.push(format!("#r_{name}"));
         }
     }
-    expr.names.insert("#v".into(), "v".into());
-    expr.values.insert(":one".into(), n(1));
+    sets.push(next_version(&mut expr, item.first_version()));
     let mut expression = format!("SET {}", sets.join(", "));
     if !removes.is_empty() {
         expression.push_str(&format!(" REMOVE {}", removes.join(", ")));
     }
-    expression.push_str(" ADD #v :one");
     Ok(Write::Update { key: key_attrs(&item.key), expression, expr })
 }
 
@@ -772,9 +782,12 @@ mod tests {
     fn a_create_is_a_put_only_if_absent_or_expired() {
         let (write, version) =
             plan(WriteOp::Put { item: record(), condition: Condition::Absent }, 100).unwrap();
-        assert_eq!(version, Some(1));
+        let version = version.expect("a create knows its version");
+        assert!(version >= 1 << 40, "a fresh version: {version}");
         let Write::Put { item, expr } = write else { panic!("a put: {write:?}") };
-        assert_eq!(item["v"], AttributeValue::N("1".into()));
+        assert_eq!(item["v"], AttributeValue::N(version.to_string()));
+        let (_, again) = plan(WriteOp::Put { item: record(), condition: Condition::Absent }, 100).unwrap();
+        assert_ne!(again, Some(version), "each create starts at a version of its own");
         assert_eq!(expr.condition.as_deref(), Some("attribute_not_exists(pk) OR #ttl <= :now"));
         assert_eq!(expr.values[":now"], AttributeValue::N("100".into()));
     }
@@ -795,7 +808,7 @@ mod tests {
     }
 
     #[test]
-    fn exists_and_any_are_updates_that_add_one_to_the_stored_version() {
+    fn exists_and_any_are_updates_that_add_one_to_the_stored_version_or_start_fresh() {
         let (write, version) =
             plan(WriteOp::Put { item: record(), condition: Condition::Exists }, 7).unwrap();
         assert_eq!(version, None, "the store knows the version");
@@ -806,7 +819,7 @@ mod tests {
             expression.contains("REMOVE #r_ttl, #r_gsi1pk, #r_gsi1sk, #r_gsi2pk, #r_gsi2sk, #r_n"),
             "{expression}"
         );
-        assert!(expression.ends_with(" ADD #v :one"), "{expression}");
+        assert!(expression.contains(", #v = if_not_exists(#v, :fresh) + :one REMOVE"), "{expression}");
         assert_eq!(
             expr.condition.as_deref(),
             Some("attribute_exists(pk) AND (attribute_not_exists(#ttl) OR #ttl > :now)")

@@ -90,11 +90,13 @@ fn holds(condition: Condition, current: Option<&Item>) -> bool {
     }
 }
 
-fn next_version(condition: Condition, current: Option<&Item>) -> u64 {
+fn next_version(condition: Condition, current: Option<&Item>, written: &Item) -> u64 {
     match condition {
-        Condition::Absent => 1,
+        Condition::Absent => written.first_version(),
         Condition::Version(v) => v + 1,
-        Condition::Exists | Condition::Any => current.map_or(1, |c| c.version + 1),
+        Condition::Exists | Condition::Any => {
+            current.map_or_else(|| written.first_version(), |c| c.version + 1)
+        }
     }
 }
 
@@ -160,7 +162,7 @@ fn apply(
     for (op, current) in ops.into_iter().zip(staged) {
         match op {
             WriteOp::Put { mut item, condition } => {
-                item.version = next_version(condition, current.as_ref());
+                item.version = next_version(condition, current.as_ref(), &item);
                 write_item(items, index, &item)?;
                 written.push(item);
             }
@@ -173,9 +175,11 @@ fn apply(
                         item.version += 1;
                         item
                     }
-                    None => Item::new(increment.key, &serde_json::json!({}))?.with_ttl(increment.expires_at),
+                    None => Item {
+                        version: fresh_version(),
+                        ..Item::new(increment.key, &serde_json::json!({}))?.with_ttl(increment.expires_at)
+                    },
                 };
-                item.version = item.version.max(1);
                 item.attrs.insert(COUNTER_ATTR.into(), value.into());
                 write_item(items, index, &item)?;
                 written.push(item);
