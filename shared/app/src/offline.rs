@@ -108,6 +108,8 @@ pub async fn app_and_pairing(
 /// unless all of it can be: a PIN already gone leaves the name and the set as they were.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PairingEdit<'a> {
+    /// The workstation (access token) the pairing must belong to, when a workstation edits it.
+    pub owner: Option<&'a str>,
     pub machine_name: Option<&'a str>,
     pub new_set: Option<&'a OfflineSet>,
     pub used: &'a [String],
@@ -122,8 +124,10 @@ impl PairingEdit<'_> {
 
 /// Writes `edit` to the pairing, conditionally. Used PINs are deleted from its set (re-sealed
 /// without them); one already gone is [`OfflineError::PinGone`]. The first attempt works on
-/// `read` (the pairing as last read or written), a retry reads it again. Returns the pairing as
-/// stored, with its version, and its PINs in the clear when the edit had them (used PINs).
+/// `read` (the pairing as last read or written), a retry reads it again; each read is checked
+/// against the edit's owner, so that a pairing made anew by another workstation meanwhile is
+/// not edited. Returns the pairing as stored, with its version, and its PINs in the clear when
+/// the edit had them (used PINs).
 pub async fn edit_pairing(
     state: &(impl HasClock + HasKeys + HasStore),
     app: &AppId,
@@ -137,6 +141,9 @@ pub async fn edit_pairing(
     let reread = || workstations.pairing(app, &key.machine_id, &key.device_id);
     retry_on_conflict_from(read, reread, |read| async move {
         let (pairing, version) = read?.ok_or(PairingError::NotFound)?;
+        if let Some(owner) = edit.owner {
+            pairing.require_owner(owner)?;
+        }
         let mut next = pairing.update(edit.machine_name, edit.new_set, now);
         let mut open = None;
         if !edit.used.is_empty() {

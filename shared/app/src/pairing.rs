@@ -262,8 +262,12 @@ pub async fn update(
     let mut latest = read?;
     if update.touches_offline() {
         require_enabled(offline_settings).map_err(PairingError::from)?;
-        let (pairing, _) = latest.as_ref().ok_or(PairingError::NotFound)?;
-        pairing.require_owner(owner).map_err(PairingError::from)?;
+    }
+    // A pairing is changed by its own workstation only: another of the app may read it (without
+    // its PINs), never rename it or touch its offline access.
+    let (pairing, _) = latest.as_ref().ok_or(PairingError::NotFound)?;
+    pairing.require_owner(owner).map_err(PairingError::from)?;
+    if update.touches_offline() {
         pairing.lock.check(now).map_err(PairingError::from)?;
     }
     let (new_set, mut open) = match &update.offline {
@@ -276,6 +280,7 @@ pub async fn update(
     .unzip();
     // The name, the new set and the used PINs go in one write: all of it lands or none of it.
     let edit = PairingEdit {
+        owner: Some(owner),
         machine_name: update.machine_name.as_deref(),
         new_set: new_set.as_ref(),
         used: &update.used_token_ids,

@@ -390,7 +390,7 @@ pub const NOT_PAIRING_OWNER: ProblemType = row(
     codes::NOT_PAIRING_OWNER,
     "not-pairing-owner",
     "Not the pairing's workstation",
-    "Only the workstation (access token) that created the pairing may change its offline access or unpair it",
+    "Only the workstation (access token) that created the pairing may change it or unpair it",
 );
 pub const OFFLINE_DELIVERED: ProblemType = row(
     StatusCode::GONE,

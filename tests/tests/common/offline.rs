@@ -69,7 +69,14 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
         .send("PATCH", "/rp/api/client/reg", Some(&other), Some(patch))
         .await
         .problem(403, codes::NOT_PAIRING_OWNER);
+    // Nor may it rename the pairing.
+    let rename = json!({"machineId": machine, "deviceId": dev.device_id, "machineName": "not-yours"});
+    h.client
+        .send("PATCH", "/rp/api/client/reg", Some(&other), Some(rename))
+        .await
+        .problem(403, codes::NOT_PAIRING_OWNER);
     let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
+    assert_ne!(own["machineName"], "not-yours", "{own}");
     assert_eq!(
         (
             own["offlineStatus"]["tokensVisible"].as_bool(),
