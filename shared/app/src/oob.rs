@@ -246,11 +246,13 @@ async fn recovery_keys(
     Ok(Some(String::from_utf8_lossy(&plain).into_owned()))
 }
 
-/// Stores `answer`, by the device `device_id`, to the request `request_id`: the request as
-/// answered. A signature that does not verify, or a wrong amount, is stored (the request
-/// fails) and then refused.
+/// Stores `answer`, by the device `device_id` of `app`, to the request `request_id`: the
+/// request as answered. A request of another app is not found, whatever its device's id (ids
+/// are the devices' own, unique within an app only). A signature that does not verify, or a
+/// wrong amount, is stored (the request fails) and then refused.
 pub async fn answer(
     state: &(impl HasClock + HasStore),
+    app: &AppId,
     device_id: &str,
     request_id: &str,
     answer: &OobAnswer,
@@ -259,6 +261,9 @@ pub async fn answer(
     let now = state.clock().now_millis();
     let answered = retry_on_conflict(|| async move {
         let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
+        if &request.app_id != app {
+            return Err(OobError::NotFound);
+        }
         let answered = request.answer(device_id, answer, now)?;
         repo.finish(&answered.request, version, &answered.event).await?;
         Ok::<_, OobError>(answered)

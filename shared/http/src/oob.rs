@@ -296,6 +296,6 @@ async fn device_answer(
     ApiJson(body): ApiJson<OobAnswerRequest>,
 ) -> Result<Json<DeviceOobAnswered>, Problem> {
     let answer = OobAnswer::try_from(body)?;
-    let answered = oob::answer(&state, &device.device_id, &request_id, &answer).await?;
+    let answered = oob::answer(&state, &device.app_id, &device.device_id, &request_id, &answer).await?;
     Ok(Json(DeviceOobAnswered { state: answered.current().into(), request_id: answered.request_id }))
 }

@@ -56,13 +56,24 @@ fn member_names(object: &serde_json::Value) -> Vec<String> {
 }
 
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
+    device_with_id(h, app, user, alias, &Harness::unique("dev")).await
+}
+
+/// [`device`], registered under the id `device_id`.
+pub async fn device_with_id(
+    h: &Harness,
+    app: &str,
+    user: &str,
+    alias: Option<&str>,
+    device_id: &str,
+) -> TestDevice {
     let code = link(h, app, user, alias.map(|a| json!({"machineUserNameWS": a}))).await["code"]
         .as_str()
         .unwrap()
         .to_owned();
     let signing = p256::SecretKey::random(&mut rand::rngs::OsRng);
     let agreement = p256::SecretKey::random(&mut rand::rngs::OsRng);
-    let device_id = Harness::unique("dev");
+    let device_id = device_id.to_owned();
     let body = json!({
         "code": code, "deviceId": device_id, "friendlyName": "phone", "modelNumber": "m1",
         "signingPublicKey": STANDARD.encode(signing.public_key().to_encoded_point(false).as_bytes()),

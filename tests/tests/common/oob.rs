@@ -1,7 +1,7 @@
 //! OOB authentication cases: the relying party's start and status, the device's fetch and signed
 //! answer (with a real P-256 key), number matching, expiry, nonce reuse, tenancy and races.
 
-use super::certificates::{device, enroll_as, TestDevice};
+use super::certificates::{device, device_with_id, enroll_as, TestDevice};
 use super::Harness;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -400,6 +400,13 @@ pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
     answer(&h, &other_dev, &id, signed(&other_dev.signing, &seen, "approve", None))
         .await
         .problem(400, codes::OOB_NOT_FOUND);
+    // Nor does a device of another app registered under the same id: it cannot fail the
+    // request with an answer that does not verify.
+    let twin = device_with_id(&h, &other_app, "dave@example.com", None, &dev.device_id).await;
+    answer(&h, &twin, &id, signed(&twin.signing, &seen, "approve", None))
+        .await
+        .problem(400, codes::OOB_NOT_FOUND);
+    assert_eq!(states(&status(&h, &access, &id).await.json()), ["REQUEST_SENT", "INITIATED"]);
     // An id longer than any request's (and than DynamoDB takes in a key) is not found, on every
     // backend, before any store call.
     let long = "r".repeat(3000);
@@ -407,7 +414,6 @@ pub async fn oob_input_and_tenancy_are_checked(h: Harness) {
         .await
         .problem(400, codes::OOB_NOT_FOUND);
     status(&h, &access, &long).await.problem(400, codes::OOB_NOT_FOUND);
-    let _ = other_app;
     h.client
         .send("GET", "/rp/versioned/device/oob/requests", Some(&access), None)
         .await
