@@ -193,8 +193,22 @@ impl<'a> Devices<'a> {
         self.store.get(&key).await?.map(|i| i.data()).transpose()
     }
 
-    /// Consumes the link (at `link_version`) and registers the device, all or nothing.
+    /// Consumes the link (at `link_version`) and registers the device, all or nothing. The
+    /// user's record is written at the version read: an alias another registration, or an
+    /// issued certificate, adds meanwhile makes this a conflict, read again, not a lost alias.
     pub async fn register(
+        &self,
+        digest: &str,
+        link: &LinkRecord,
+        link_version: u64,
+        device: &DeviceRecord,
+        token: &DeviceTokenRecord,
+        now: EpochMillis,
+    ) -> Result<(), RegistrationError> {
+        retry_on_conflict(|| self.register_once(digest, link, link_version, device, token, now)).await
+    }
+
+    async fn register_once(
         &self,
         digest: &str,
         link: &LinkRecord,
@@ -206,8 +220,12 @@ impl<'a> Devices<'a> {
         let app = &device.app_id;
         let used = link.used_by(&device.device_id, now);
         let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
-        let existing_user = self.user(app, &device.named_user).await?;
-        let mut user = existing_user.clone().unwrap_or(UserRecord {
+        let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
+        let existing_user = match self.store.get(&user_key).await? {
+            Some(item) => Some((item.data::<UserRecord>()?, item.version)),
+            None => None,
+        };
+        let mut user = existing_user.as_ref().map(|(user, _)| user.clone()).unwrap_or(UserRecord {
             app_id: app.clone(),
             named_user: device.named_user.clone(),
             aliases: Vec::new(),
@@ -253,8 +271,8 @@ impl<'a> Devices<'a> {
                 user.aliases.push(alias.clone());
             }
         }
-        let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
-        let user_condition = if existing_user.is_some() { Condition::Exists } else { Condition::Absent };
+        let user_condition =
+            existing_user.map_or(Condition::Absent, |(_, version)| Condition::Version(version));
         ops.push(WriteOp::Put { item: Item::new(user_key, &user)?, condition: user_condition });
         match self.store.transact(ops).await {
             Ok(()) => Ok(()),

@@ -197,6 +197,48 @@ fn complete_body(session: &str, user: &str, error_code: i64) -> Value {
     })
 }
 
+/// A registration and an issued certificate that each teach the server a name of one user at
+/// once: the user keeps both. The registration's write is held after its reads while the
+/// certificate's name lands.
+pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
+    use rp_shared::domain::devices::{Registration, RegistrationCode};
+    use rp_shared::http::{AppState, HttpConfig};
+    use rp_shared::ports::held::Gate;
+    use rp_shared::repo::devices::Devices;
+    let app = h.app().await;
+    let user = "una@example.com";
+    registered_user(&h, &app, user, None).await;
+    let code = link(&h, &app, user, Some(json!({"machineUserNameWS": "CORP\\una"}))).await["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = registration(&code, &Harness::unique("dev"));
+    let text = |k: &str| body[k].as_str().unwrap().to_owned();
+    let registration = Registration {
+        code: RegistrationCode::parse("code", &code).unwrap(),
+        device_id: text("deviceId"),
+        friendly_name: text("friendlyName"),
+        model_number: text("modelNumber"),
+        signing_public_key: text("signingPublicKey"),
+        key_agreement_public_key: text("keyAgreementPublicKey"),
+    };
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    let (gate, pass) = Gate::new();
+    let held = state.held(&pass);
+    let registering = tokio::spawn(async move {
+        rp_shared::app::devices::register(&held, registration).await.map(drop).map_err(|e| e.to_string())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let devices = Devices::new(h.backend.store.as_ref());
+    let learnt = ["una@corp.example".to_owned()];
+    assert_eq!(devices.add_aliases(&app_id, user, &learnt).await.unwrap(), Vec::new());
+    gate.open(true);
+    registering.await.unwrap().unwrap();
+    let names = devices.user(&app_id, user).await.unwrap().unwrap().aliases;
+    assert!(names.contains(&"CORP\\una".to_owned()) && names.contains(&learnt[0]), "{names:?}");
+}
+
 pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
     let app = h.app().await;
     let device_id = registered_user(&h, &app, "alice@example.com", Some("CORP\\alice")).await;
