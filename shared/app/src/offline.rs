@@ -16,6 +16,7 @@ use rp_ports::keys::{open, seal_under, DataKey, Sealed};
 use rp_ports::{retry_on_conflict_from, EncryptionContext, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::certificates::Certificates;
+use rp_repo::devices::Devices;
 use rp_repo::workstations::Workstations;
 
 /// The envelope context of a pairing's PINs: they open for that app, machine and device only.
@@ -272,7 +273,8 @@ pub struct Delivered {
 }
 
 /// Hands the device `device_id` of `app` the PINs of its pairing with `machine_id`: once per
-/// set (the set is marked delivered in the same conditional write), and only while it is valid.
+/// set (the set is marked delivered in the same conditional write), only while it is valid, and
+/// not once the device's removal (or the end of its token) has begun.
 pub async fn deliver(
     state: &(impl HasClock + HasKeys + HasStore),
     app_id: &AppId,
@@ -295,8 +297,14 @@ pub async fn deliver(
         let pins = open_pins(state, &pairing, &set).await?;
         let mut next = pairing.clone();
         next.offline_set = Some(OfflineSet { delivered_at: Some(now), ..set.clone() });
-        workstations.replace_pairing(&next, version).await?;
-        Ok::<_, PairingError>((pairing, set, pins))
+        match workstations.replace_pairing_for_device(&next, version).await {
+            Ok(()) => Ok::<_, PairingError>((pairing, set, pins)),
+            // The device's removal, or the end of its token, came first: it takes nothing.
+            Err(StoreError::Conflict) if Devices::new(state.store()).is_frozen(app_id, device_id).await? => {
+                Err(PairingError::NotFound)
+            }
+            Err(e) => Err(e.into()),
+        }
     })
     .await?;
     tracing::info!(app_id = %app_id, device_id = %device_id, machine_id = %machine_id, "offline PINs delivered to the device");

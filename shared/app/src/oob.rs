@@ -248,8 +248,9 @@ async fn recovery_keys(
 
 /// Stores `answer`, by the device `device_id` of `app`, to the request `request_id`: the
 /// request as answered. A request of another app is not found, whatever its device's id (ids
-/// are the devices' own, unique within an app only). A signature that does not verify, or a
-/// wrong amount, is stored (the request fails) and then refused.
+/// are the devices' own, unique within an app only); so is any, once the device's removal or
+/// the end of its token has begun, even if the device was let in before. A signature that does
+/// not verify, or a wrong amount, is stored (the request fails) and then refused.
 pub async fn answer(
     state: &(impl HasClock + HasStore),
     app: &AppId,
@@ -257,7 +258,7 @@ pub async fn answer(
     request_id: &str,
     answer: &OobAnswer,
 ) -> Result<OobRequest, OobError> {
-    let repo = OobRequests::new(state.store());
+    let (repo, devices) = (OobRequests::new(state.store()), Devices::new(state.store()));
     let now = state.clock().now_millis();
     let answered = retry_on_conflict(|| async move {
         let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
@@ -265,8 +266,12 @@ pub async fn answer(
             return Err(OobError::NotFound);
         }
         let answered = request.answer(device_id, answer, now)?;
-        repo.finish(&answered.request, version, &answered.event).await?;
-        Ok::<_, OobError>(answered)
+        match repo.finish(&answered.request, version, &answered.event).await {
+            Ok(()) => Ok::<_, OobError>(answered),
+            // The device's removal, or the end of its token, came first: it answers nothing.
+            Err(StoreError::Conflict) if devices.is_frozen(app, device_id).await? => Err(OobError::NotFound),
+            Err(e) => Err(e.into()),
+        }
     })
     .await?;
     let current = answered.request.current();

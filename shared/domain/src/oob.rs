@@ -118,7 +118,8 @@ impl Decision {
 
 #[derive(Debug, thiserror::Error)]
 pub enum OobError {
-    /// Unknown, another app's or another device's, or expired (the seed's 1201013).
+    /// Unknown, another app's or another device's, expired, or answered by a device whose
+    /// removal (or token's end) began (the seed's 1201013).
     #[error("the OOB authentication request could not be found")]
     NotFound,
     #[error("namedUser: no registered user has this name")]

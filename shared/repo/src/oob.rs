@@ -119,6 +119,9 @@ impl<'a> OobRequests<'a> {
         event: &EventRecord,
     ) -> Result<(), StoreError> {
         let put = WriteOp::Put { item: request_item(request)?, condition: Condition::Version(version) };
-        events::transact_with(self.store, vec![put], event).await
+        // Only while its device is not frozen: a removal, or the end of its token, that lands
+        // first makes the answer a conflict.
+        let unfrozen = crate::devices::Devices::unfrozen(&request.app_id, &request.device.device_id);
+        events::transact_with(self.store, vec![put, unfrozen], event).await
     }
 }

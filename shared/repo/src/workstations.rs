@@ -196,6 +196,22 @@ impl<'a> Workstations<'a> {
         self.store.put(pairing_item(pairing)?, Condition::Version(version)).await.map(|item| item.version)
     }
 
+    /// Stores a pairing read at `version`, if it is still at it and its device is not frozen:
+    /// what the device takes of it (its PINs) is not handed over once its removal, or the end
+    /// of its token, has begun.
+    pub async fn replace_pairing_for_device(
+        &self,
+        pairing: &Pairing,
+        version: u64,
+    ) -> Result<(), StoreError> {
+        self.store
+            .transact(vec![
+                WriteOp::Put { item: pairing_item(pairing)?, condition: Condition::Version(version) },
+                Devices::unfrozen(&pairing.app_id, &pairing.device_id),
+            ])
+            .await
+    }
+
     /// Stores a pairing (read at `version`) with the event that reports the change.
     pub async fn replace_pairing_with_event(
         &self,

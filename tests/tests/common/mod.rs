@@ -231,6 +231,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, requests_go_past_devices_whose_token_ended);
         $crate::router_case!($make, oob_input_and_tenancy_are_checked);
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
+        $crate::router_case!($make, a_removal_wins_over_an_answer_in_flight);
         $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);
         $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);
         $crate::router_case!($make, devices_are_woken_when_there_is_something_to_fetch);
@@ -238,6 +239,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, an_enroll_named_by_its_session_needs_no_workstation_name);
         $crate::router_case!($make, a_machine_stays_with_the_workstation_that_enrolled_it);
         $crate::router_case!($make, offline_pins_go_to_the_owner_and_the_device_once);
+        $crate::router_case!($make, a_token_end_wins_over_a_pin_fetch_in_flight);
         $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);
         $crate::router_case!($make, racing_pin_reports_all_land);
         $crate::router_case!($make, wrong_attempts_lock_offline_access);

@@ -42,6 +42,37 @@ async fn setup(h: &Harness, dev: &TestDevice, machine: &str) -> rp_shared::testi
         .await
 }
 
+/// The end of a device's token wins over its fetch of the PINs in flight: a fetch let in before
+/// the end, held before its write while the admin ends the token, hands nothing over.
+pub async fn a_token_end_wins_over_a_pin_fetch_in_flight(h: Harness) {
+    use rp_shared::domain::apps::AppId;
+    use rp_shared::http::{AppState, HttpConfig};
+    use rp_shared::ports::held::Gate;
+    use rp_shared::repo::workstations::Workstations;
+    let (app, _access, dev, machine) = offline_pairing(&h, "tess@example.com", 5).await;
+    let state = AppState::new(h.backend.clone(), HttpConfig::default());
+    let (gate, pass) = Gate::new();
+    let held = state.held(&pass);
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let (device_id, machine_id) = (dev.device_id.clone(), machine.clone());
+    let delivering = tokio::spawn(async move {
+        rp_shared::app::offline::deliver(&held, &app_id, &machine_id, &device_id)
+            .await
+            .map(|delivered| delivered.pins.0.len())
+            .map_err(|e| e.to_string())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await; // its read is done; the rest waits
+    let ended = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id), None).await;
+    assert_eq!(ended.status, 204, "{}", ended.json());
+    gate.open(true);
+    let refused = delivering.await.unwrap();
+    assert!(refused.is_err(), "the PINs went to a device whose token ended: {refused:?}");
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let workstations = Workstations::new(h.backend.store.as_ref());
+    let (pairing, _) = workstations.pairing(&app_id, &machine, &dev.device_id).await.unwrap().unwrap();
+    assert_eq!(pairing.offline_set.and_then(|set| set.delivered_at), None);
+}
+
 pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
     let (app, access, dev, machine) = offline_pairing(&h, "olga@example.com", 5).await;
     // Another workstation of the same app sees the pairing, not the PINs, and is told why.
