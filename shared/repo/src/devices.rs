@@ -205,93 +205,86 @@ impl<'a> Devices<'a> {
         token: &DeviceTokenRecord,
         now: EpochMillis,
     ) -> Result<(), RegistrationError> {
-        retry_on_conflict(|| self.register_once(digest, link, link_version, device, token, now)).await
-    }
-
-    async fn register_once(
-        &self,
-        digest: &str,
-        link: &LinkRecord,
-        link_version: u64,
-        device: &DeviceRecord,
-        token: &DeviceTokenRecord,
-        now: EpochMillis,
-    ) -> Result<(), RegistrationError> {
-        let app = &device.app_id;
-        let used = link.used_by(&device.device_id, now);
-        let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
-        let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
-        let existing_user = match self.store.get(&user_key).await? {
-            Some(item) => Some((item.data::<UserRecord>()?, item.version)),
-            None => None,
-        };
-        let mut user = existing_user.as_ref().map(|(user, _)| user.clone()).unwrap_or(UserRecord {
-            app_id: app.clone(),
-            named_user: device.named_user.clone(),
-            aliases: Vec::new(),
-            created_at: now,
-        });
-        let mut ops = vec![
-            WriteOp::Put {
-                item: Item::new(link_key(digest), &used)?.with_ttl(Some(ttl)),
-                condition: Condition::Version(link_version),
-            },
-            WriteOp::Put {
-                item: Item::new(
-                    device_guard(app, &device.device_id),
-                    &Pointer { named_user: device.named_user.clone() },
-                )?,
-                condition: Condition::Absent,
-            },
-            WriteOp::Put {
-                item: Item::new(device_key(app, &device.named_user, &device.device_id), device)?,
-                condition: Condition::Absent,
-            },
-            WriteOp::Put {
-                item: Item::new(ItemKey::new("DEVTOKEN", token.token_id.clone()), token)?,
-                condition: Condition::Absent,
-            },
-        ];
-        if let Some(alias) = &link.machine_user_name_ws {
-            // An alias belongs to one user: written only if nobody holds it, kept if it is theirs.
-            match self.store.get(&alias_key(app, alias)).await? {
-                Some(held) if held.data::<Pointer>()?.named_user != device.named_user => {
-                    return Err(RegistrationError::AliasTaken(alias.clone()));
-                }
-                Some(_) => {}
-                None => {
-                    let pointer = Pointer { named_user: device.named_user.clone() };
-                    ops.push(WriteOp::Put {
-                        item: Item::new(alias_key(app, alias), &pointer)?,
-                        condition: Condition::Absent,
-                    });
-                }
-            }
-            if !user.aliases.iter().any(|a| a.eq_ignore_ascii_case(alias)) {
-                user.aliases.push(alias.clone());
-            }
-        }
-        let user_condition =
-            existing_user.map_or(Condition::Absent, |(_, version)| Condition::Version(version));
-        ops.push(WriteOp::Put { item: Item::new(user_key, &user)?, condition: user_condition });
-        match self.store.transact(ops).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::Conflict) => {
-                // Say why: the code went first, or the device id is taken.
-                match self.link(digest).await? {
-                    Some((current, _)) if current.used_at.is_some() => Err(RegistrationError::LinkUsed),
-                    _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
-                        Err(RegistrationError::DeviceExists(device.device_id.clone()))
+        retry_on_conflict(|| async {
+            let app = &device.app_id;
+            let used = link.used_by(&device.device_id, now);
+            let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
+            let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
+            let existing_user = match self.store.get(&user_key).await? {
+                Some(item) => Some((item.data::<UserRecord>()?, item.version)),
+                None => None,
+            };
+            let mut user = existing_user.as_ref().map(|(user, _)| user.clone()).unwrap_or(UserRecord {
+                app_id: app.clone(),
+                named_user: device.named_user.clone(),
+                aliases: Vec::new(),
+                created_at: now,
+            });
+            let mut ops = vec![
+                WriteOp::Put {
+                    item: Item::new(link_key(digest), &used)?.with_ttl(Some(ttl)),
+                    condition: Condition::Version(link_version),
+                },
+                WriteOp::Put {
+                    item: Item::new(
+                        device_guard(app, &device.device_id),
+                        &Pointer { named_user: device.named_user.clone() },
+                    )?,
+                    condition: Condition::Absent,
+                },
+                WriteOp::Put {
+                    item: Item::new(device_key(app, &device.named_user, &device.device_id), device)?,
+                    condition: Condition::Absent,
+                },
+                WriteOp::Put {
+                    item: Item::new(ItemKey::new("DEVTOKEN", token.token_id.clone()), token)?,
+                    condition: Condition::Absent,
+                },
+            ];
+            if let Some(alias) = &link.machine_user_name_ws {
+                // An alias belongs to one user: written only if nobody holds it, kept if it is theirs.
+                match self.store.get(&alias_key(app, alias)).await? {
+                    Some(held) if held.data::<Pointer>()?.named_user != device.named_user => {
+                        return Err(RegistrationError::AliasTaken(alias.clone()));
                     }
-                    // The alias was taken between the check and the write.
-                    _ if self.alias_held_by_another(app, link, &device.named_user).await? => Err(
-                        RegistrationError::AliasTaken(link.machine_user_name_ws.clone().unwrap_or_default()),
-                    ),
-                    _ => Err(StoreError::Conflict.into()),
+                    Some(_) => {}
+                    None => {
+                        let pointer = Pointer { named_user: device.named_user.clone() };
+                        ops.push(WriteOp::Put {
+                            item: Item::new(alias_key(app, alias), &pointer)?,
+                            condition: Condition::Absent,
+                        });
+                    }
+                }
+                if !user.aliases.iter().any(|a| a.eq_ignore_ascii_case(alias)) {
+                    user.aliases.push(alias.clone());
                 }
             }
-            Err(e) => Err(e.into()),
-        }
+            let user_condition =
+                existing_user.map_or(Condition::Absent, |(_, version)| Condition::Version(version));
+            ops.push(WriteOp::Put { item: Item::new(user_key, &user)?, condition: user_condition });
+            match self.store.transact(ops).await {
+                Ok(()) => Ok(()),
+                Err(StoreError::Conflict) => {
+                    // Say why: the code went first, or the device id is taken.
+                    match self.link(digest).await? {
+                        Some((current, _)) if current.used_at.is_some() => Err(RegistrationError::LinkUsed),
+                        _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
+                            Err(RegistrationError::DeviceExists(device.device_id.clone()))
+                        }
+                        // The alias was taken between the check and the write.
+                        _ if self.alias_held_by_another(app, link, &device.named_user).await? => {
+                            Err(RegistrationError::AliasTaken(
+                                link.machine_user_name_ws.clone().unwrap_or_default(),
+                            ))
+                        }
+                        _ => Err(StoreError::Conflict.into()),
+                    }
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
     }
 
     /// Replaces the device token `old_token_id` with `new`, and points the device at it, in one

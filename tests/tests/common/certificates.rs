@@ -1516,22 +1516,19 @@ async fn unpair_racing_a_pass(
 /// retry revokes the certificate.
 pub async fn an_unpairing_that_read_before_the_issue_revokes_it(h: Harness) {
     use rp_shared::domain::pairing::PairingKey;
-    use rp_shared::ports::held::Gate;
     let app = h.app().await;
     let access = h.access_token(&app).await;
     let dev = device(&h, &app, "held@example.com", None).await;
     pair(&h, &access, &dev, "m-held").await;
-    let state = AppState::new(h.backend.clone(), HttpConfig::default());
-    let (gate, pass) = Gate::new();
-    let held = state.held(&pass);
     let app_id = AppId::parse("appId", &app).unwrap();
     let key = PairingKey { machine_id: "m-held".into(), device_id: dev.device_id.clone() };
-    let unpairing = tokio::spawn(async move {
-        rp_shared::app::pairing::unpair(&held, &app_id, &key, None, "admin:test")
-            .await
-            .map_err(|e| e.to_string())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let (gate, unpairing) = h
+        .held(move |held| async move {
+            rp_shared::app::pairing::unpair(&held, &app_id, &key, None, "admin:test")
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
     let (agent, ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
     gate.open(true);
@@ -1546,7 +1543,6 @@ pub async fn an_unpairing_that_read_before_the_issue_revokes_it(h: Harness) {
 /// made anew, goes to the new pairing, which keeps its own certificate request.
 pub async fn a_rename_read_before_a_new_pairing_keeps_the_new_pairing(h: Harness) {
     use rp_shared::domain::pairing::PairingUpdate;
-    use rp_shared::ports::held::Gate;
     use rp_shared::repo::workstations::Workstations;
     let app = h.app().await;
     let access = h.access_token(&app).await;
@@ -1556,9 +1552,6 @@ pub async fn a_rename_read_before_a_new_pairing_keeps_the_new_pairing(h: Harness
     let workstations = Workstations::new(h.backend.store.as_ref());
     let (old, _) = workstations.pairing(&app_id, "m-again", &dev.device_id).await.unwrap().unwrap();
     let owner = old.owner_token_id.clone().expect("the pairing's workstation");
-    let state = AppState::new(h.backend.clone(), HttpConfig::default());
-    let (gate, pass) = Gate::new();
-    let held = state.held(&pass);
     let update = PairingUpdate {
         machine_id: "m-again".into(),
         device_id: dev.device_id.clone(),
@@ -1567,13 +1560,14 @@ pub async fn a_rename_read_before_a_new_pairing_keeps_the_new_pairing(h: Harness
         used_token_ids: Vec::new(),
         failed_attempts: 0,
     };
-    let renaming = tokio::spawn(async move {
-        rp_shared::app::pairing::update(&held, &app_id, &owner, update)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let (gate, renaming) = h
+        .held(move |held| async move {
+            rp_shared::app::pairing::update(&held, &app_id, &owner, update)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .await;
     let path = format!("/rp/api/client/reg?machineId=m-again&deviceId={}", dev.device_id);
     assert_eq!(h.client.send("DELETE", &path, Some(&access), None).await.status, 204);
     let body = json!({"machineId": "m-again", "deviceId": dev.device_id, "machineUserNameWS": dev.user});

@@ -78,6 +78,23 @@ impl Harness {
         Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes }
     }
 
+    /// Runs `call` on this harness's backend with its writes and key calls held, past its reads
+    /// (300 ms): a race held open at its narrowest. The gate lets the rest go (or refuses it).
+    pub async fn held<T, F>(
+        &self,
+        call: impl FnOnce(AppState) -> F,
+    ) -> (rp_shared::ports::held::Gate, tokio::task::JoinHandle<T>)
+    where
+        F: std::future::Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (gate, pass) = rp_shared::ports::held::Gate::new();
+        let state = AppState::new(self.backend.clone(), HttpConfig::default()).held(&pass);
+        let task = tokio::spawn(call(state));
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        (gate, task)
+    }
+
     /// One poll of the certificate queue, as the agent makes it.
     pub async fn poll(&self) -> CertificateRequestList {
         let r = self.admin("GET", "/rp/api/certificate/requests", None).await;

@@ -46,22 +46,18 @@ async fn setup(h: &Harness, dev: &TestDevice, machine: &str) -> rp_shared::testi
 /// the end, held before its write while the admin ends the token, hands nothing over.
 pub async fn a_token_end_wins_over_a_pin_fetch_in_flight(h: Harness) {
     use rp_shared::domain::apps::AppId;
-    use rp_shared::http::{AppState, HttpConfig};
-    use rp_shared::ports::held::Gate;
     use rp_shared::repo::workstations::Workstations;
     let (app, _access, dev, machine) = offline_pairing(&h, "tess@example.com", 5).await;
-    let state = AppState::new(h.backend.clone(), HttpConfig::default());
-    let (gate, pass) = Gate::new();
-    let held = state.held(&pass);
     let app_id = AppId::parse("appId", &app).unwrap();
     let (device_id, machine_id) = (dev.device_id.clone(), machine.clone());
-    let delivering = tokio::spawn(async move {
-        rp_shared::app::offline::deliver(&held, &app_id, &machine_id, &device_id)
-            .await
-            .map(|delivered| delivered.pins.0.len())
-            .map_err(|e| e.to_string())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await; // its read is done; the rest waits
+    let (gate, delivering) = h
+        .held(move |held| async move {
+            rp_shared::app::offline::deliver(&held, &app_id, &machine_id, &device_id)
+                .await
+                .map(|delivered| delivered.pins.0.len())
+                .map_err(|e| e.to_string())
+        })
+        .await;
     let ended = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id), None).await;
     assert_eq!(ended.status, 204, "{}", ended.json());
     gate.open(true);

@@ -471,25 +471,21 @@ pub async fn racing_oob_answers_have_one_winner(h: Harness) {
 pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
     use rp_shared::domain::apps::AppId;
     use rp_shared::domain::oob::OobAnswer;
-    use rp_shared::http::{AppState, HttpConfig};
-    use rp_shared::ports::held::Gate;
     let (app, access, dev) = setup(&h, "rita@example.com").await;
     let id = start(&h, &access, start_body(&app, "rita@example.com")).await;
     let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
     let body = signed(&dev.signing, &seen, "approve", None);
     let approval = OobAnswer::parse(Decision::Approve, body["signature"].as_str().unwrap(), None).unwrap();
-    let state = AppState::new(h.backend.clone(), HttpConfig::default());
-    let (gate, pass) = Gate::new();
-    let held = state.held(&pass);
     let app_id = AppId::parse("appId", &app).unwrap();
     let (device_id, request_id) = (dev.device_id.clone(), id.clone());
-    let answering = tokio::spawn(async move {
-        rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &approval)
-            .await
-            .map(|answered| answered.current())
-            .map_err(|e| e.to_string())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let (gate, answering) = h
+        .held(move |held| async move {
+            rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &approval)
+                .await
+                .map(|answered| answered.current())
+                .map_err(|e| e.to_string())
+        })
+        .await;
     let removed = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
     assert_eq!(removed.status, 204, "{}", removed.json());
     gate.open(true);

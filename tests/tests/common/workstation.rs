@@ -202,8 +202,6 @@ fn complete_body(session: &str, user: &str, error_code: i64) -> Value {
 /// certificate's name lands.
 pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
     use rp_shared::domain::devices::{Registration, RegistrationCode};
-    use rp_shared::http::{AppState, HttpConfig};
-    use rp_shared::ports::held::Gate;
     use rp_shared::repo::devices::Devices;
     let app = h.app().await;
     let user = "una@example.com";
@@ -222,13 +220,11 @@ pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
         signing_public_key: text("signingPublicKey"),
         key_agreement_public_key: text("keyAgreementPublicKey"),
     };
-    let state = AppState::new(h.backend.clone(), HttpConfig::default());
-    let (gate, pass) = Gate::new();
-    let held = state.held(&pass);
-    let registering = tokio::spawn(async move {
-        rp_shared::app::devices::register(&held, registration).await.map(drop).map_err(|e| e.to_string())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await; // its reads are done; its write waits
+    let (gate, registering) = h
+        .held(move |held| async move {
+            rp_shared::app::devices::register(&held, registration).await.map(drop).map_err(|e| e.to_string())
+        })
+        .await;
     let app_id = AppId::parse("appId", &app).unwrap();
     let devices = Devices::new(h.backend.store.as_ref());
     let learnt = ["una@corp.example".to_owned()];
