@@ -36,6 +36,11 @@ fn reg_path(machine: &str, dev: &TestDevice) -> String {
     format!("/rp/api/client/reg?machineId={machine}&deviceId={}", dev.device_id)
 }
 
+/// The workstation (`token`) updates its pairing.
+async fn patch(h: &Harness, token: &str, body: Value) -> rp_shared::testing::http::TestResponse {
+    h.client.send("PATCH", "/rp/api/client/reg", Some(token), Some(body)).await
+}
+
 async fn setup(h: &Harness, dev: &TestDevice, machine: &str) -> rp_shared::testing::http::TestResponse {
     h.client
         .send("POST", "/rp/versioned/device/setup", Some(&dev.token), Some(json!({"machineId": machine})))
@@ -91,17 +96,12 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
         (again.status.as_u16(), again.json()["workstation"]["offline"]["tokens"].as_str()),
         (200, Some(""))
     );
-    let patch = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
-    h.client
-        .send("PATCH", "/rp/api/client/reg", Some(&other), Some(patch))
-        .await
-        .problem(403, codes::NOT_PAIRING_OWNER);
-    // Nor may it rename the pairing.
-    let rename = json!({"machineId": machine, "deviceId": dev.device_id, "machineName": "not-yours"});
-    h.client
-        .send("PATCH", "/rp/api/client/reg", Some(&other), Some(rename))
-        .await
-        .problem(403, codes::NOT_PAIRING_OWNER);
+    // Nor may it use a PIN, or rename the pairing.
+    for change in [json!({"usedTokenIds": ["pin-01"]}), json!({"machineName": "not-yours"})] {
+        let mut body = json!({"machineId": machine, "deviceId": dev.device_id});
+        body.as_object_mut().unwrap().extend(change.as_object().unwrap().clone());
+        patch(&h, &other, body).await.problem(403, codes::NOT_PAIRING_OWNER);
+    }
     let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
     assert_ne!(own["machineName"], "not-yours", "{own}");
     assert_eq!(
@@ -136,7 +136,7 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
     assert_eq!(own["offlineStatus"]["deliveredToDevice"], true);
     // A new set from the workstation can be fetched once again.
     let renew = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens(10), "tokensAuth": "bmV3"}});
-    assert_eq!(h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(renew)).await.status, 200);
+    assert_eq!(patch(&h, &access, renew).await.status, 200);
     assert_eq!(setup(&h, &dev, &machine).await.json()["tokensRemaining"], 10);
 
     // Input against the app's settings.
@@ -147,11 +147,11 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
         ("a:12345678,b:12345678", "offline.tokens[1]"),
     ] {
         let body = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens, "tokensAuth": "x"}});
-        let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(body)).await;
+        let r = patch(&h, &access, body).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field);
     }
     let too_many = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens(11), "tokensAuth": "x"}});
-    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(too_many)).await;
+    let r = patch(&h, &access, too_many).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "offline.tokens");
 
     // Offline access off: the offline calls are refused and nothing is shown.
@@ -168,16 +168,13 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
     );
     setup(&h, &dev, &machine).await.problem(403, codes::OFFLINE_DISABLED);
     let used = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
-    h.client
-        .send("PATCH", "/rp/api/client/reg", Some(&access), Some(used))
-        .await
-        .problem(403, codes::OFFLINE_DISABLED);
+    patch(&h, &access, used).await.problem(403, codes::OFFLINE_DISABLED);
 }
 
 pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
     let (_app, access, dev, machine) = offline_pairing(&h, "pia@example.com", 10).await;
     let used = |ids: Value| json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ids});
-    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(used(json!(["pin-01"])))).await;
+    let r = patch(&h, &access, used(json!(["pin-01"]))).await;
     assert_eq!(r.status, 200, "{}", r.json());
     assert!(
         !r.json()["workstation"]["offline"]["tokens"].as_str().unwrap().contains("pin-01:"),
@@ -190,16 +187,12 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
         ),
         (Some(1), Some(false))
     );
-    let replay =
-        h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(used(json!(["pin-01"])))).await;
+    let replay = patch(&h, &access, used(json!(["pin-01"]))).await;
     assert_eq!(replay.problem(409, codes::PIN_GONE)["field"], "tokenId");
     // An update that reports a gone PIN changes nothing else it names either.
     let mut renamed = used(json!(["pin-03", "pin-01"]));
     renamed["machineName"] = json!("desk-renamed");
-    h.client
-        .send("PATCH", "/rp/api/client/reg", Some(&access), Some(renamed))
-        .await
-        .problem(409, codes::PIN_GONE);
+    patch(&h, &access, renamed).await.problem(409, codes::PIN_GONE);
     let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
     assert_ne!(own["machineName"], "desk-renamed", "the name is not half-written: {own}");
     assert_eq!(own["offlineStatus"]["tokensRemaining"], 9, "pin-03 is not used either: {own}");
@@ -252,7 +245,7 @@ pub async fn racing_pin_reports_all_land(h: Harness) {
                 } else {
                     let body = json!({"machineId": machine, "deviceId": device_id, "usedTokenIds": [pin],
                         "machineName": format!("desk-{i}")});
-                    h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(body)).await
+                    patch(&h, &access, body).await
                 };
                 (r.status.as_u16(), r.json())
             })
@@ -275,9 +268,9 @@ pub async fn racing_pin_reports_all_land(h: Harness) {
 pub async fn wrong_attempts_lock_offline_access(h: Harness) {
     let (app, access, dev, machine) = offline_pairing(&h, "quinn@example.com", 5).await;
     let failed = |n: i64| json!({"machineId": machine, "deviceId": dev.device_id, "failedAttempts": n});
-    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(failed(2))).await;
+    let r = patch(&h, &access, failed(2)).await;
     assert_eq!(r.json()["offlineStatus"]["lockedUntil"], Value::Null);
-    let r = h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(failed(1))).await;
+    let r = patch(&h, &access, failed(1)).await;
     assert_eq!(r.status, 200, "{}", r.json());
     assert!(r.json()["offlineStatus"]["lockedUntil"].is_i64(), "the third wrong attempt locks");
     assert_eq!(r.json()["offlineStatus"]["hiddenReason"], "locked");
@@ -285,10 +278,7 @@ pub async fn wrong_attempts_lock_offline_access(h: Harness) {
     locked.problem(423, codes::OFFLINE_LOCKED);
     assert!(locked.header("retry-after").is_some());
     let used = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
-    h.client
-        .send("PATCH", "/rp/api/client/reg", Some(&access), Some(used))
-        .await
-        .problem(423, codes::OFFLINE_LOCKED);
+    patch(&h, &access, used).await.problem(423, codes::OFFLINE_LOCKED);
     let events =
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=OFFLINE_ACCESS_LOCKED"), None).await.json();
     assert_eq!(events["events"][0]["attributes"]["machineId"], machine.as_str(), "{events}");
