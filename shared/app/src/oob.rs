@@ -69,8 +69,9 @@ pub fn start_reads<'s>(
 /// Starts `start` (read ahead as `reads`): the new request's id. The checks keep their order: a
 /// start over the tenant's limit is refused before anything is judged of its user, and nothing
 /// is written before the count allows it; a replayed nonce is refused before the
-/// customizations run, so it costs reads, not a sandbox run.
-pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> Result<String, AppError> {
+/// customizations run, so it costs reads, not a sandbox run. A device whose removal (or its
+/// token's end) began while the start ran is passed over, as one removed before it.
+pub async fn start(state: &AppState, start: OobStart, reads: StartReads) -> Result<String, AppError> {
     let StartReads { app, user, spent, hooks } = reads;
     let (app, _) = app?;
     let found = user.as_ref().ok().and_then(|user| user.as_ref()).map(|user| user.named_user.as_str());
@@ -88,8 +89,29 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     if spent? {
         return Err(OobError::NonceReused.into());
     }
-    let now = state.clock().now_millis();
-    let chosen = choose_device(listed?, start.device_id.as_deref(), start.machine_id.as_deref(), now)?;
+    let (mut able, hooks) = (listed?, hooks?);
+    loop {
+        let now = state.clock().now_millis();
+        let chosen =
+            choose_device(able.clone(), start.device_id.as_deref(), start.machine_id.as_deref(), now)?;
+        match start_on(state, &app, start.clone(), &user.named_user, &chosen, hooks.clone()).await? {
+            Some(request_id) => return Ok(request_id),
+            None if start.device_id.is_some() => return Err(OobError::DeviceCannotAnswer.into()),
+            None => able.retain(|d| d.device_id != chosen.device_id),
+        }
+    }
+}
+
+/// Starts `start` on `chosen`, a device of `named_user`: the new request's id, or `None` when
+/// the device's removal (or its token's end) began first, so that nothing was stored.
+async fn start_on(
+    state: &AppState,
+    app: &AppRecord,
+    mut start: OobStart,
+    named_user: &str,
+    chosen: &DeviceRecord,
+    hooks: Vec<CodeRecord>,
+) -> Result<Option<String>, AppError> {
     let device = OobDevice {
         device_id: chosen.device_id.clone(),
         friendly_name: chosen.friendly_name.clone(),
@@ -97,9 +119,9 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
         signing_public_key: chosen.signing_public_key.clone(),
     };
     // The tenant's enabled `oob.start` customizations decide before anything is stored.
-    let event = serde_json::to_value(StartEvent::new(&start, &user.named_user, &device.device_id))
+    let event = serde_json::to_value(StartEvent::new(&start, named_user, &device.device_id))
         .map_err(StoreError::encoding)?;
-    match crate::code::run_hook(state, &app.app_id, Trigger::OobStart, hooks?, event).await? {
+    match crate::code::run_hook(state, &app.app_id, Trigger::OobStart, hooks, event).await? {
         HookDecision::Allow { transaction_text: Some(text) } => start.transaction_text = Some(text),
         HookDecision::Allow { transaction_text: None } => {}
         HookDecision::Deny { reason, .. } => {
@@ -113,14 +135,18 @@ pub async fn start(state: &AppState, mut start: OobStart, reads: StartReads) -> 
     }
     let ttl = app.workstation.oob_request_timeout_in_secs;
     let request = OobRequest::start(start, device, ttl, state.clock().now_millis());
+    // Stored only while the device is not frozen: a removal that began first wins.
     match OobRequests::new(state.store()).create(&request).await {
         Ok(()) => {}
-        Err(StoreError::Conflict) => return Err(OobError::NonceReused.into()),
+        Err(StoreError::Conflict) => {
+            let frozen = Devices::new(state.store()).is_frozen(&request.app_id, &chosen.device_id).await?;
+            return if frozen { Ok(None) } else { Err(OobError::NonceReused.into()) };
+        }
         Err(e) => return Err(e.into()),
     }
     tracing::info!(app_id = %request.app_id, request_id = %request.request_id, device_id = %request.device.device_id, "OOB authentication requested");
-    crate::push::wake(state, &chosen, WakeKind::Oob, &request.request_id).await;
-    Ok(request.request_id)
+    crate::push::wake(state, chosen, WakeKind::Oob, &request.request_id).await;
+    Ok(Some(request.request_id))
 }
 
 /// The devices a start may go to of the user `name` (a registered name or an alias) of `app`,

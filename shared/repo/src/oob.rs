@@ -57,8 +57,9 @@ impl<'a> OobRequests<'a> {
         Self { store }
     }
 
-    /// Stores a new request and spends its session nonce, in one transaction;
-    /// [`StoreError::Conflict`] if the nonce was used before.
+    /// Stores a new request and spends its session nonce, in one transaction, only while its
+    /// device is not frozen; [`StoreError::Conflict`] if the nonce was used before, or the
+    /// device's removal (or its token's end) began.
     pub async fn create(&self, request: &OobRequest) -> Result<(), StoreError> {
         let nonce = Item::new(
             nonce_key(&request.app_id, &request.nonces.session_nonce),
@@ -68,6 +69,7 @@ impl<'a> OobRequests<'a> {
             .transact(vec![
                 WriteOp::Put { item: nonce, condition: Condition::Absent },
                 WriteOp::Put { item: request_item(request)?, condition: Condition::Absent },
+                crate::devices::Devices::unfrozen(&request.app_id, &request.device.device_id),
             ])
             .await
     }

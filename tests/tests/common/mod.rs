@@ -249,6 +249,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, oob_input_and_tenancy_are_checked);
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
         $crate::router_case!($make, a_removal_wins_over_an_answer_in_flight);
+        $crate::router_case!($make, a_removal_wins_over_a_start_in_flight);
         $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);
         $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);
         $crate::router_case!($make, devices_are_woken_when_there_is_something_to_fetch);

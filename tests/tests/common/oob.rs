@@ -494,6 +494,48 @@ pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
     assert_eq!(states(&status(&h, &access, &id).await.json()), ["REQUEST_SENT", "INITIATED"]);
 }
 
+/// A start whose device's removal begins while it runs goes to the user's other device, or,
+/// when it named that device, is refused as one naming a device that cannot answer: no request
+/// is left for a removed device.
+pub async fn a_removal_wins_over_a_start_in_flight(h: Harness) {
+    use rp_shared::app::oob;
+    use rp_shared::domain::oob::OobStart;
+    use rp_shared::http::wire::oob::OobStartRequest;
+    let (app, access, older) = setup(&h, "sam@example.com").await;
+    h.clock.advance(Duration::from_secs(1));
+    let newer = device(&h, &app, "sam@example.com", None).await;
+    let held_start = |body: Value| {
+        let parsed: OobStartRequest = serde_json::from_value(body).unwrap();
+        let start = OobStart::try_from(parsed).unwrap();
+        h.held(move |held| async move {
+            let reads = oob::start_reads(&held, &start).await;
+            oob::start(&held, start, reads).await.map_err(|e| e.to_string())
+        })
+    };
+    let (unnamed_gate, unnamed) = held_start(start_body(&app, "sam@example.com")).await;
+    let mut named_body = start_body(&app, "sam@example.com");
+    named_body["deviceId"] = json!(newer.device_id);
+    let (named_gate, named) = held_start(named_body).await;
+    let removed = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", newer.device_id), None).await;
+    assert_eq!(removed.status, 204, "{}", removed.json());
+    unnamed_gate.open(true);
+    named_gate.open(true);
+    let id = unnamed.await.unwrap().expect("the start goes to the other device");
+    assert_eq!(states(&status(&h, &access, &id).await.json()), ["REQUEST_SENT"]);
+    let ids: Vec<_> =
+        fetch(&h, &older).await.iter().map(|r| r["requestId"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids, [id], "the older device has the request");
+    let refused = named.await.unwrap();
+    assert!(refused.as_ref().is_err_and(|e| e.contains("cannot answer")), "{refused:?}");
+    let pending = rp_shared::repo::oob::OobRequests::new(h.backend.store.as_ref());
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    assert_eq!(
+        pending.pending_for_device(&app_id, &newer.device_id).await.unwrap(),
+        [],
+        "nothing for the removed device"
+    );
+}
+
 async fn user_devices(h: &Harness, access: &str, app: &str, user: &str) -> Vec<Value> {
     let path = format!("/rp/api/oob/client/authentication/{app}/{user}/devices");
     let r = h.client.send("GET", &path, Some(access), None).await;
