@@ -38,14 +38,15 @@ fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
     ItemKey::new(format!("DEVICEID#{app}#{device_id}"), "DEVICE")
 }
 
-/// Written when a device is removed or its token ended, before either: from then on no token
-/// swap of the device can commit (each checks this is absent), so the removal or the end reads
-/// a device that can no longer move and always wins, however fast the device rotates.
 /// Where a device's record is filed: under its user.
 fn device_key(app: &AppId, named_user: &str, device_id: &str) -> ItemKey {
     ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"))
 }
 
+/// Written when a device is removed or its token ended, before either: from then on no token
+/// swap of the device can commit (each checks this is absent), nor anything else that must not
+/// outlive the device ([`Devices::unfrozen`]), so the removal or the end reads a device that can
+/// no longer move and always wins, however fast the device rotates.
 fn frozen_key(app: &AppId, device_id: &str) -> ItemKey {
     ItemKey::new(format!("DEVFROZEN#{app}#{device_id}"), "FROZEN")
 }
@@ -288,9 +289,9 @@ impl<'a> Devices<'a> {
     }
 
     /// Replaces the device token `old_token_id` with `new`, and points the device at it, in one
-    /// transaction: the old token stops working as the new one starts.
-    /// Swaps the device's token for `new`, only while the device stands at `version` and is not
-    /// frozen ([`Self::freeze`]): a removal or a token's end makes this a conflict.
+    /// transaction: the old token stops working as the new one starts. Only while the device
+    /// stands at `version` and is not frozen ([`Self::freeze`]): a removal or a token's end makes
+    /// this a conflict.
     pub async fn replace_token(
         &self,
         device: &DeviceRecord,
@@ -451,10 +452,9 @@ impl<'a> Devices<'a> {
         .await
     }
 
-    /// Ends a device: its token and its record go (its id stays taken in the app), and the
-    /// event reports it, in one transaction.
-    /// Removes the device as it stands at `version`, with the token it holds then, and freezes
-    /// it: a token swapped meanwhile makes this a conflict (freeze, read again and remove).
+    /// Ends a device as it stands at `version`: its record and the token it holds then go (its id
+    /// stays taken in the app), it is frozen, and the event reports it, in one transaction. A
+    /// token swapped meanwhile makes this a conflict (freeze, read again and remove).
     pub async fn revoke_device(
         &self,
         device: &DeviceRecord,
