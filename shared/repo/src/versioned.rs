@@ -383,13 +383,13 @@ impl<'a, R: Versioned> Records<'a, R> {
         Query::table(self.partition.clone()).sort(SortKey::BeginsWith(format!("VER#{id:019}#")))
     }
 
-    /// One earlier version of record `id`.
     /// The record `id` as it is now and its earlier `version`, read at once.
     pub async fn with_version(&self, id: i64, version: u64) -> Result<(Option<R>, Option<R>), StoreError> {
         let (current, snapshot) = tokio::join!(self.get(id), self.version(id, version));
         Ok((current?, snapshot?))
     }
 
+    /// One earlier version of record `id`.
     pub async fn version(&self, id: i64, version: u64) -> Result<Option<R>, StoreError> {
         match self.store.get(&self.key(version_sk(id, version))).await? {
             Some(item) => {
