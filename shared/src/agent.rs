@@ -63,15 +63,22 @@ pub struct LocalCa {
     state: Mutex<Revocations>,
 }
 
-/// `revoked.json`: each revoked serial with its revocation time (epoch seconds), and the number
-/// of the last CRL built.
+/// `revoked.json`: each revoked serial with its revocation time (epoch seconds), the expiry of
+/// each whose expiry is known (epoch seconds), and the number of the last CRL built.
 #[derive(Debug, Default, serde::Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Revocations {
     revoked: BTreeMap<String, i64>,
     #[serde(default)]
+    expires: BTreeMap<String, i64>,
+    #[serde(default)]
     crl_number: u64,
 }
+
+/// The longest a certificate of this CA can be valid after its revocation: an app's longest
+/// validity, since a certificate is revoked after it is issued. A serial whose expiry is not
+/// known is listed that long.
+const MAX_VALIDITY_SECS: i64 = crate::domain::apps::MAX_CERTIFICATE_VALIDITY_DAYS * 86_400;
 
 fn ca_params() -> CertificateParams {
     let mut params = CertificateParams::default();
@@ -210,11 +217,15 @@ impl LocalCa {
     }
 
     /// Adds `serial` to the revocation list (kept in `revoked.json`), revoked now unless it was
-    /// already.
-    pub fn revoke(&self, serial: &str) -> anyhow::Result<()> {
+    /// already, with its certificate's expiry (epoch milliseconds) when known: the CRL lists it
+    /// until then (and one CRL after).
+    pub fn revoke(&self, serial: &str, expires_at: Option<i64>) -> anyhow::Result<()> {
         let mut state = self.state.lock().expect("the list lock is never poisoned");
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         state.revoked.entry(serial.to_owned()).or_insert(now);
+        if let Some(millis) = expires_at {
+            state.expires.insert(serial.to_owned(), millis.div_euclid(1000));
+        }
         self.save(&state)
     }
 
@@ -229,14 +240,28 @@ impl LocalCa {
         Ok(())
     }
 
-    /// A CRL (DER) of every serial revoked so far, signed by the CA: `thisUpdate` now,
-    /// `nextUpdate` `valid_for` later, and a CRL number above every earlier one (kept in
-    /// `revoked.json`, and never below the time in seconds, so a CA directory restored from an
-    /// older backup still numbers upwards).
+    /// A CRL (DER) of the serials revoked whose certificates have not expired (and those that
+    /// expired within `valid_for`), signed by the CA: `thisUpdate` now, `nextUpdate` `valid_for`
+    /// later, and a CRL number above every earlier one (kept in `revoked.json`, and never below
+    /// the time in seconds, so a CA directory restored from an older backup still numbers
+    /// upwards). The serials it no longer lists leave `revoked.json`: the CRL, and the list,
+    /// grow with the certificates still valid, not with every one ever revoked.
     pub fn crl(&self, valid_for: Duration) -> anyhow::Result<(Vec<u8>, u64)> {
+        self.crl_at(time::OffsetDateTime::now_utc(), valid_for)
+    }
+
+    fn crl_at(&self, now: time::OffsetDateTime, valid_for: Duration) -> anyhow::Result<(Vec<u8>, u64)> {
         let mut state = self.state.lock().expect("the list lock is never poisoned");
-        let now = time::OffsetDateTime::now_utc();
         let number = (state.crl_number + 1).max(now.unix_timestamp() as u64);
+        let window = valid_for.as_secs() as i64;
+        let kept: BTreeMap<String, i64> = state
+            .revoked
+            .iter()
+            .filter(|(serial, at)| state.listed(serial, **at, now.unix_timestamp(), window))
+            .map(|(serial, at)| (serial.clone(), *at))
+            .collect();
+        state.expires.retain(|serial, _| kept.contains_key(serial));
+        state.revoked = kept;
         let revoked_certs = state
             .revoked
             .iter()
@@ -276,7 +301,18 @@ impl Revocations {
         let serials: BTreeSet<String> =
             serde_json::from_slice(bytes).context("revoked.json does not parse")?;
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        Ok(Self { revoked: serials.into_iter().map(|s| (s, now)).collect(), crl_number: 0 })
+        let revoked = serials.into_iter().map(|s| (s, now)).collect();
+        Ok(Self { revoked, expires: BTreeMap::new(), crl_number: 0 })
+    }
+
+    /// Whether `serial`, revoked at `revoked_at`, still belongs on a CRL built at `now` that
+    /// is valid for `valid_for` seconds: until its certificate expires, and for one CRL's
+    /// validity after that, so that a CRL issued after the expiry lists it (RFC 5280 §5.1.2.6)
+    /// while the agent publishes every half of that. Past it, a verifier refuses the
+    /// certificate as expired, and the entry only makes the CRL larger.
+    fn listed(&self, serial: &str, revoked_at: i64, now: i64, valid_for: i64) -> bool {
+        let expiry = self.expires.get(serial).copied().unwrap_or(revoked_at + MAX_VALIDITY_SECS);
+        now <= expiry + valid_for
     }
 }
 
@@ -425,7 +461,7 @@ impl Agent {
                         // The server kept another result (or none): this certificate would be
                         // valid at the CA and unknown to the server, so the CA revokes it.
                         if let Some(serial) = &result.login_cert_serial_number {
-                            self.ca.revoke(serial)?;
+                            self.ca.revoke(serial, result.login_cert_expiry_date)?;
                         }
                         report.refused.push(request.request_id)
                     }
@@ -451,7 +487,7 @@ impl Agent {
                 report.dropped.push(request.request_id);
                 continue;
             }
-            match self.ca.revoke(&request.cert_serial_number) {
+            match self.ca.revoke(&request.cert_serial_number, request.login_cert_expiry_date) {
                 Ok(()) => {
                     let body = RevocationResult {
                         error_code: 0,
@@ -601,6 +637,43 @@ mod tests {
         let state =
             super::Revocations::parse(br#"{"revoked": {"0a1b": 1700000000}, "crlNumber": 7}"#).unwrap();
         assert_eq!((state.revoked["0a1b"], state.crl_number), (1_700_000_000, 7));
+    }
+
+    #[test]
+    fn the_crl_lists_a_serial_until_one_crl_after_its_certificate_expires() {
+        use x509_cert::der::Decode as _;
+        let dir = tempfile::tempdir().unwrap();
+        let ca = super::LocalCa::open_or_create(dir.path()).unwrap();
+        let now = time::OffsetDateTime::now_utc();
+        let millis = |offset: time::Duration| ((now + offset).unix_timestamp_nanos() / 1_000_000) as i64;
+        ca.revoke("1a01", Some(millis(time::Duration::days(-10)))).unwrap();
+        ca.revoke("1a02", Some(millis(time::Duration::days(10)))).unwrap();
+        ca.revoke("1a03", Some(millis(time::Duration::seconds(-30)))).unwrap();
+        ca.revoke("1a04", None).unwrap();
+        ca.revoke("1a05", None).unwrap();
+        // Revoked by an earlier agent, with no expiry known, longer ago than any validity.
+        ca.state
+            .lock()
+            .unwrap()
+            .revoked
+            .insert("1a05".into(), (now - time::Duration::days(400)).unix_timestamp());
+        let (der, _) = ca.crl_at(now, std::time::Duration::from_secs(60)).unwrap();
+        let list = x509_cert::crl::CertificateList::from_der(&der).unwrap();
+        let listed: Vec<String> = list
+            .tbs_cert_list
+            .revoked_certificates
+            .iter()
+            .flatten()
+            .map(|entry| hex::encode(entry.serial_number.as_bytes()))
+            .collect();
+        assert_eq!(
+            listed,
+            ["1a02", "1a03", "1a04"],
+            "valid, expired within one CRL's validity, unknown and recent"
+        );
+        let reopened = super::LocalCa::open_or_create(dir.path()).unwrap();
+        assert!(!reopened.is_revoked("1a01") && !reopened.is_revoked("1a05"), "pruned from revoked.json too");
+        assert!(reopened.is_revoked("1a02"));
     }
 
     #[test]

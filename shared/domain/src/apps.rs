@@ -121,6 +121,8 @@ pub struct WorkstationSettings {
 /// The default validity of a login certificate: 90 days, as public CAs and Vault's PKI examples
 /// go for short-lived leaf certificates (renewal is automatic), well under a year.
 pub const DEFAULT_CERTIFICATE_VALIDITY_DAYS: i64 = 90;
+/// The longest validity an app may set: no login certificate outlives its issue by more.
+pub const MAX_CERTIFICATE_VALIDITY_DAYS: i64 = 365;
 
 fn default_certificate_validity() -> i64 {
     DEFAULT_CERTIFICATE_VALIDITY_DAYS
@@ -154,7 +156,12 @@ impl WorkstationSettings {
         self.offline_access.validate().map_err(|e| e.under("offlineAccess"))?;
         validate::range("requestTimeoutInSecs", self.request_timeout_in_secs, 1, 900)?;
         validate::range("oobRequestTimeoutInSecs", self.oob_request_timeout_in_secs, 1, 3600)?;
-        validate::range("certificateValidityDays", self.certificate_validity_days, 1, 365)?;
+        validate::range(
+            "certificateValidityDays",
+            self.certificate_validity_days,
+            1,
+            MAX_CERTIFICATE_VALIDITY_DAYS,
+        )?;
         self.push.validate().map_err(|e| e.under("push"))
     }
 }

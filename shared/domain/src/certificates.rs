@@ -68,6 +68,10 @@ pub struct CertRequest {
     pub device_key_agreement_public_key: Option<String>,
     pub enc_counter: Option<String>,
     pub cert_serial_number: Option<String>,
+    /// When the certificate a revocation is for expires (absent on requests queued before it
+    /// was kept): the agent lists it on its CRL until then, and one CRL after.
+    #[serde(default)]
+    pub cert_expiry_date: Option<EpochMillis>,
     /// How long the certificate is to be valid (the app's setting when it was queued).
     pub certificate_validity_days: Option<i64>,
     /// The workstation of the pairing a login-certificate request is for (absent on requests
@@ -197,6 +201,7 @@ impl CertRequest {
             device_key_agreement_public_key: None,
             enc_counter: None,
             cert_serial_number: None,
+            cert_expiry_date: None,
             certificate_validity_days: None,
             machine_id: None,
             renews: None,
@@ -518,6 +523,7 @@ impl IssuedCert {
         let request = CertRequest {
             device_id: Some(self.device_id.clone()),
             cert_serial_number: Some(self.cert_serial_number.clone()),
+            cert_expiry_date: Some(self.login_cert_expiry_date),
             ..CertRequest::new(RequestKind::Revocation, self.app_id.clone(), request_timeout_in_secs, now)
         };
         let marked = IssuedCert { revocation_request_id: Some(request.request_id.clone()), ..self.clone() };

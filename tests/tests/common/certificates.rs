@@ -514,6 +514,7 @@ pub async fn revocation_round_trip(h: Harness) {
     let certs =
         h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
     let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    let expiry = certs["certificates"][0]["loginCertExpiryDate"].as_i64().unwrap();
 
     let r = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
     assert_eq!(r.status, 202, "{}", r.json());
@@ -532,9 +533,10 @@ pub async fn revocation_round_trip(h: Harness) {
     let revoked = polled_one(&h, "revokedCerts", &request_id).await;
     assert_eq!(
         member_names(&revoked),
-        ["appId", "certSerialNumber", "requestId", "requestTimeoutInSecs"],
-        "the seed's, and the app"
+        ["appId", "certSerialNumber", "loginCertExpiryDate", "requestId", "requestTimeoutInSecs"],
+        "the seed's, the app and the certificate's expiry"
     );
+    assert_eq!(revoked["loginCertExpiryDate"], expiry, "so that the CA lists it until then");
     // The lease was taken by that poll; put it back so the agent gets it.
     let rec = h.request(&request_id).await;
     Dispatcher::new(h.backend.clone())

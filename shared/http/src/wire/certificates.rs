@@ -65,6 +65,12 @@ pub struct RevokedCertRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub app_id: Option<AppId>,
+    /// Added beside the seed's fields: when the certificate expires (epoch milliseconds, as
+    /// the issuance result's `loginCertExpiryDate`), so that the CA lists it on its CRL until
+    /// then and no longer. Absent for a request queued before the server kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub login_cert_expiry_date: Option<i64>,
 }
 
 /// The answer of `GET /rp/api/certificate/requests`: both arrays empty when nothing is pending.
@@ -103,6 +109,7 @@ impl CertificateRequestList {
                 request_timeout_in_secs: r.request_timeout_in_secs,
                 cert_serial_number: r.cert_serial_number.clone().unwrap_or_default(),
                 app_id: Some(r.app_id.clone()),
+                login_cert_expiry_date: r.cert_expiry_date.map(|at| at.as_millis()),
             }),
         }
     }
