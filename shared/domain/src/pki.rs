@@ -65,6 +65,13 @@ impl PublishedCrl {
     }
 }
 
+/// The largest CRL published (DER): about 75,000 revoked serials. The store keeps it in parts,
+/// all written in one transaction, which takes 4 MB at most (DynamoDB's).
+pub const MAX_CRL_BYTES: usize = 2_800_000;
+
+/// The largest CA certificate (DER).
+pub const MAX_CA_CERTIFICATE_BYTES: usize = 16_384;
+
 fn invalid(field: &str, message: impl Into<String>) -> FieldError {
     FieldError::new(field, message)
 }
@@ -78,6 +85,18 @@ pub fn check_upload(
     crl: Vec<u8>,
 ) -> Result<PublishedCrl, FieldError> {
     use p256::ecdsa::signature::Verifier as _;
+    if ca_certificate.len() > MAX_CA_CERTIFICATE_BYTES {
+        return Err(invalid(
+            "caCertificate",
+            format!("must be at most {MAX_CA_CERTIFICATE_BYTES} bytes (DER)"),
+        ));
+    }
+    if crl.len() > MAX_CRL_BYTES {
+        return Err(invalid(
+            "crl",
+            format!("must be at most {MAX_CRL_BYTES} bytes (DER), about 75,000 serials"),
+        ));
+    }
     let ca = Certificate::from_der(&ca_certificate)
         .map_err(|e| invalid("caCertificate", format!("is not a DER certificate: {e}")))?;
     if ca_id(&ca_certificate) != ca_id_in_path {
@@ -176,5 +195,17 @@ mod tests {
     #[test]
     fn garbage_is_refused_naming_the_field() {
         assert_eq!(check_upload("0123456789abcdef", vec![1, 2], vec![3]).unwrap_err().field, "caCertificate");
+    }
+
+    #[test]
+    fn what_the_store_cannot_keep_is_refused_before_it_is_parsed() {
+        let id = "0123456789abcdef";
+        let too_long = check_upload(id, vec![0; MAX_CA_CERTIFICATE_BYTES + 1], vec![3]).unwrap_err();
+        assert_eq!(
+            (too_long.field.as_str(), too_long.message.contains("16384 bytes")),
+            ("caCertificate", true)
+        );
+        let too_long = check_upload(id, vec![1, 2], vec![0; MAX_CRL_BYTES + 1]).unwrap_err();
+        assert_eq!((too_long.field.as_str(), too_long.message.contains("2800000 bytes")), ("crl", true));
     }
 }

@@ -18,8 +18,8 @@ use rp_domain::pki::{self, PublishedCrl};
 use rp_domain::FieldError;
 use serde::{Deserialize, Serialize};
 
-/// The largest CRL upload: about 100,000 revoked serials.
-pub const CRL_BODY_LIMIT: usize = 5 * 1024 * 1024;
+/// The largest CRL upload: a CRL of [`pki::MAX_CRL_BYTES`] and its CA certificate, in base64.
+pub const CRL_BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 routers! { takes_crl;
     crl_router("/rp/pki/{ca_id}/crl") = get(get_crl).put(put_crl);
@@ -55,11 +55,12 @@ impl CheckedPath for CaIdPath {
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PublishCrl {
-    /// The CRL, DER, base64: signed by the CA, with a CRL number above the published one's.
-    #[schema(format = Byte, max_length = 7_000_000)]
+    /// The CRL, DER, base64: signed by the CA, with a CRL number above the published one's;
+    /// at most 2,800,000 bytes (about 75,000 serials).
+    #[schema(format = Byte, max_length = 3_733_336)]
     pub crl: String,
     /// The CA's certificate, DER, base64: the one whose id is in the path.
-    #[schema(format = Byte, max_length = 16_384)]
+    #[schema(format = Byte, max_length = 21_848)]
     pub ca_certificate: String,
 }
 

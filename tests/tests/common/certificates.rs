@@ -1203,6 +1203,49 @@ fn pem(label: &str, der: &[u8]) -> String {
     format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", STANDARD.encode(der))
 }
 
+/// A CA directory whose `revoked.json` lists `count` serials (revoked now, expiry unknown), and
+/// its CRL: the agent's own format and signature, at the size of a large fleet's.
+fn ca_with_revocations(dir: &std::path::Path, count: usize) -> (LocalCa, Vec<u8>) {
+    let _ = LocalCa::open_or_create(dir).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let revoked: serde_json::Map<String, serde_json::Value> =
+        (0..count).map(|i| (format!("7e{i:030x}"), json!(now))).collect();
+    // The CRL number the directory holds, so that each CRL is numbered above the last.
+    let number = std::fs::read(dir.join("revoked.json"))
+        .map(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()["crlNumber"].clone())
+        .unwrap_or(json!(0));
+    let state = json!({"revoked": revoked, "crlNumber": number});
+    std::fs::write(dir.join("revoked.json"), state.to_string()).unwrap();
+    let ca = LocalCa::open_or_create(dir).unwrap();
+    let (crl, _) = ca.crl(Duration::from_secs(3600)).unwrap();
+    (ca, crl)
+}
+
+/// A CRL larger than the store keeps in one item (DynamoDB's 400 KB) is published whole and
+/// served byte for byte; a smaller one after it replaces it whole, with nothing of the larger
+/// one left over, and a larger one after that again.
+pub async fn a_crl_larger_than_one_item_is_published_whole(h: Harness) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, large) = ca_with_revocations(dir.path(), 13_000);
+    assert!(large.len() > 420_000, "{} bytes", large.len());
+    let path = format!("/rp/pki/{}/crl", ca.id());
+    let upload = |crl: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(ca.certificate_der())});
+    let smaller = ca_with_revocations(dir.path(), 10).1;
+    let larger = ca_with_revocations(dir.path(), 14_000).1;
+    for crl in [large, smaller, larger] {
+        let put = h.admin("PUT", &path, Some(upload(&crl))).await;
+        assert_eq!(put.status, 200, "{} bytes: {}", crl.len(), put.text());
+        let got = h.client.send("GET", &path, None, None).await;
+        assert_eq!(got.status, 200, "{}", got.text());
+        assert!(
+            got.body.as_ref() == crl.as_slice(),
+            "{} bytes published, {} served",
+            crl.len(),
+            got.body.len()
+        );
+    }
+}
+
 /// The agent publishes its CA's CRL at the URL its certificates name, on its first pass and after
 /// every revocation; the server keeps only newer CRLs signed by that CA. `openssl verify
 /// -crl_check` (no code of this project) then refuses the revoked certificate and accepts the

@@ -209,6 +209,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, agent_issues_and_the_device_decrypts);
         $crate::router_case!($make, revocation_round_trip);
         $crate::router_case!($make, a_revoked_certificate_fails_against_the_published_crl);
+        $crate::router_case!($make, a_crl_larger_than_one_item_is_published_whole);
         $crate::router_case!($make, a_certificate_near_its_end_is_renewed_and_replaces_the_old_one);
         $crate::router_case!($make, unpairing_wins_over_a_renewal_delivered_at_once);
         $crate::router_case!($make, a_certificate_issued_after_its_pairing_ended_is_revoked);
