@@ -114,6 +114,14 @@ macro_rules! shares_failures {
 /// Most items a transaction may write, as in DynamoDB's `TransactWriteItems`.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
 
+/// The largest item a store keeps, as DynamoDB counts it (names and values, keys included):
+/// 400 KB.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// The most a transaction may write, its items' sizes together, as in DynamoDB's
+/// `TransactWriteItems`: 4 MB.
+pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     /// The wrapped key or ciphertext does not open under this context (tampered, or another

@@ -10,7 +10,9 @@ use base64::Engine as _;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use rp_domain::boundary::{Invalid, MaybeConflict, StoreError, MAX_TRANSACTION_ITEMS};
+pub use rp_domain::boundary::{
+    Invalid, MaybeConflict, StoreError, MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS,
+};
 
 /// Address of one item: partition key and sort key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

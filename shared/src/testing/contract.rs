@@ -6,7 +6,7 @@
 //! `max_receive_count` = [`QUEUE_MAX_RECEIVE`].
 
 use crate::ports::keys::{open, seal};
-use crate::ports::store::Invalid;
+use crate::ports::store::{Invalid, MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES};
 use crate::ports::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -264,6 +264,31 @@ pub async fn store_transactions_are_all_or_nothing(store: Arc<dyn ItemStore>) {
     assert!(store.get(&ItemKey::new(&pk, "other")).await.unwrap().is_none());
 }
 
+/// An item over [`MAX_ITEM_BYTES`], or a transaction over [`MAX_TRANSACTION_BYTES`], is refused
+/// as invalid, with nothing written: what DynamoDB refuses, the embedded store refuses too.
+pub async fn store_refuses_what_is_too_large(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let sized = |sk: &str, chars: usize| {
+        Item::new(ItemKey::new(&pk, sk), &serde_json::json!({ "data": "x".repeat(chars) })).unwrap()
+    };
+    let refused = store.put(sized("big", MAX_ITEM_BYTES + 1), Condition::Any).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    assert!(store.get(&ItemKey::new(&pk, "big")).await.unwrap().is_none());
+    store.put(sized("fits", 390_000), Condition::Absent).await.unwrap();
+    // Eleven items that each fit, 4.3 MB together.
+    const { assert!(11 * 390_000 > MAX_TRANSACTION_BYTES && 10 * 390_000 < MAX_TRANSACTION_BYTES) };
+    let parts: Vec<WriteOp> = (0..11)
+        .map(|at| WriteOp::Put { item: sized(&format!("part{at}"), 390_000), condition: Condition::Any })
+        .collect();
+    let refused = store.transact(parts).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    assert!(store.get(&ItemKey::new(&pk, "part0")).await.unwrap().is_none(), "nothing half-written");
+    let parts: Vec<WriteOp> = (0..10)
+        .map(|at| WriteOp::Put { item: sized(&format!("part{at}"), 390_000), condition: Condition::Any })
+        .collect();
+    store.transact(parts).await.unwrap();
+}
+
 pub async fn store_concurrent_creates_have_one_winner(store: Arc<dyn ItemStore>) {
     let pk = ns();
     let tasks: Vec<_> = (0..8)
@@ -488,6 +513,7 @@ macro_rules! store_contract_tests {
         $crate::__contract_case!(store_index_queries_follow_updates, $make);
         $crate::__contract_case!(store_descending_queries_page_from_the_top, $make);
         $crate::__contract_case!(store_transactions_are_all_or_nothing, $make);
+        $crate::__contract_case!(store_refuses_what_is_too_large, $make);
         $crate::__contract_case!(store_concurrent_creates_have_one_winner, $make);
         $crate::__contract_case!(store_counters_are_atomic_and_bounded, $make);
         $crate::__contract_case!(store_counters_join_transactions, $make);

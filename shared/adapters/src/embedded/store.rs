@@ -114,7 +114,13 @@ fn remove_item(items: &mut Items<'_>, index: &mut Items<'_>, key: &ItemKey) -> R
     Ok(())
 }
 
-fn write_item(items: &mut Items<'_>, index: &mut Items<'_>, item: &Item) -> Result<(), StoreError> {
+/// Writes `item`; its size as stored (its JSON, keys included: a little above what DynamoDB
+/// counts), refused past [`MAX_ITEM_BYTES`] as DynamoDB refuses it.
+fn write_item(items: &mut Items<'_>, index: &mut Items<'_>, item: &Item) -> Result<usize, StoreError> {
+    let bytes = serde_json::to_vec(item).map_err(StoreError::encoding)?;
+    if bytes.len() > MAX_ITEM_BYTES {
+        return Err(Invalid::Rejected("Item size has exceeded the maximum allowed size".into()).into());
+    }
     remove_item(items, index, &item.key)?;
     for idx in Index::ALL {
         if let Some(ik) = item.index_key(idx) {
@@ -124,9 +130,8 @@ fn write_item(items: &mut Items<'_>, index: &mut Items<'_>, item: &Item) -> Resu
             index.insert((part.as_str(), sort.as_str()), &[][..]).map_err(db_err)?;
         }
     }
-    let bytes = serde_json::to_vec(item).map_err(StoreError::encoding)?;
     items.insert((item.key.pk.as_str(), item.key.sk.as_str()), bytes.as_slice()).map_err(db_err)?;
-    Ok(())
+    Ok(bytes.len())
 }
 
 /// Applies `ops` inside one write transaction; the caller commits only on `Ok`.
@@ -159,11 +164,12 @@ fn apply(
         staged.push(current);
     }
     let mut written = Vec::new();
+    let mut size = 0;
     for (op, current) in ops.into_iter().zip(staged) {
         match op {
             WriteOp::Put { mut item, condition } => {
                 item.version = next_version(condition, current.as_ref(), &item);
-                write_item(items, index, &item)?;
+                size += write_item(items, index, &item)?;
                 written.push(item);
             }
             WriteOp::Delete { key, .. } => remove_item(items, index, &key)?,
@@ -181,10 +187,13 @@ fn apply(
                     },
                 };
                 item.attrs.insert(COUNTER_ATTR.into(), value.into());
-                write_item(items, index, &item)?;
+                size += write_item(items, index, &item)?;
                 written.push(item);
             }
         }
+    }
+    if size > MAX_TRANSACTION_BYTES {
+        return Err(Invalid::Rejected("Transaction request cannot be larger than 4 MB".into()).into());
     }
     Ok(written)
 }
