@@ -4,6 +4,7 @@
 //! name the same endpoints.
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use rp_shared::adapters::aws;
 use rp_shared::backend::{self, Backend, Services};
 use rp_shared::consumer::{process_batch, Dispatcher};
 use rp_shared::domain::apps::AppId;
@@ -249,6 +250,89 @@ fn routers_functions_events_and_template_agree() {
             "{route} is in [workspace.metadata.lambda.watch.router]"
         );
     }
+}
+
+/// A store that notes the IAM action DynamoDB would authorize each of its calls by (as the
+/// DynamoDB adapter sends it), and whether a query read an index.
+struct IamRecorder {
+    inner: std::sync::Arc<dyn ItemStore>,
+    actions: std::sync::Mutex<std::collections::BTreeSet<(&'static str, bool)>>,
+}
+
+impl IamRecorder {
+    fn note(&self, action: Option<&'static str>, index: bool) {
+        if let Some(action) = action {
+            self.actions.lock().unwrap().insert((action, index));
+        }
+    }
+
+    fn take(&self) -> std::collections::BTreeSet<(&'static str, bool)> {
+        std::mem::take(&mut self.actions.lock().unwrap())
+    }
+}
+
+#[async_trait::async_trait]
+impl ItemStore for IamRecorder {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        self.note(Some(aws::GET_ITEM), false);
+        self.inner.get(key).await
+    }
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        self.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition }), false);
+        self.inner.put(item, condition).await
+    }
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.note(aws::iam_action(&WriteOp::Delete { key: key.clone(), condition }), false);
+        self.inner.delete(key, condition).await
+    }
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        ops.iter().for_each(|op| self.note(aws::iam_action(op), false));
+        self.inner.transact(ops).await
+    }
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.note(Some(aws::QUERY), query.index.is_some());
+        self.inner.query(query).await
+    }
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        self.note(aws::iam_action(&WriteOp::Increment(increment.clone())), false);
+        self.inner.increment(increment).await
+    }
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        for (item, condition) in &puts {
+            self.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition: *condition }), false);
+        }
+        self.inner.put_each(puts).await
+    }
+}
+
+/// What each sample asks of DynamoDB, the function's role allows: every action its calls are
+/// authorized by (a transaction's items each by their own, a condition check by
+/// `ConditionCheckItem`) is among the table actions the endpoint table grants it, and a function
+/// that queries an index is granted the indexes. LocalStack does not enforce IAM: this is where
+/// a missing grant shows before a deployment does.
+#[tokio::test]
+async fn every_samples_store_calls_are_allowed_by_its_functions_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = backend::embedded(dir.path()).unwrap();
+    samples::seed(&embedded).await.expect("seed-samples");
+    let recorder =
+        std::sync::Arc::new(IamRecorder { inner: embedded.store.clone(), actions: Default::default() });
+    let backend = Backend { store: recorder.clone(), ..embedded };
+    let mut refused = Vec::new();
+    for (file, function, _) in all_samples() {
+        recorder.take();
+        replay(&backend, function, file).await;
+        let grants = &http::ENDPOINTS.iter().find(|e| e.name == function).unwrap().grants;
+        for (action, index) in recorder.take() {
+            if !grants.table.contains(&action) || (index && !grants.indexes) {
+                refused.push(format!("{file}: {action}{}", if index { " on an index" } else { "" }));
+            }
+        }
+    }
+    assert!(refused.is_empty(), "calls the function's role does not allow:\n{}", refused.join("\n"));
 }
 
 /// A store whose reads of one item fail while `broken` is set.

@@ -19,6 +19,18 @@ pub const QUERY: &str = "dynamodb:Query";
 pub const PUT: &str = "dynamodb:PutItem";
 pub const UPDATE: &str = "dynamodb:UpdateItem";
 pub const DELETE: &str = "dynamodb:DeleteItem";
+/// A transaction's condition check (a write that must not outlive a device's removal carries
+/// one): an action of its own, which `TransactWriteItems` needs beside the writes' actions.
+pub const CHECK: &str = "dynamodb:ConditionCheckItem";
+
+/// A function that only reads the table.
+pub const READ: &[&str] = &[GET, QUERY];
+/// A function that writes it: every write action. Which of them a use case sends depends on its
+/// path (a put under a version is a `PutItem`, one under no condition an `UpdateItem`, a removal
+/// racing it adds a condition check), and one table with no per-key conditions gives a function
+/// that may put an item no less power than one that may also update or delete it: a narrower
+/// list only adds a way to fail in production that no emulator shows (none enforces IAM).
+pub const WRITE: &[&str] = &[GET, QUERY, PUT, UPDATE, DELETE, CHECK];
 /// SNS actions: waking a device, and registering its push token.
 pub const PUBLISH: &str = "sns:Publish";
 pub const CREATE_ENDPOINT: &str = "sns:CreatePlatformEndpoint";
@@ -28,7 +40,7 @@ pub const SET_ENDPOINT: &str = "sns:SetEndpointAttributes";
 /// clients its binary builds (a function that may not call a service does not link its client).
 #[derive(Debug, Clone, Copy)]
 pub struct Grants {
-    /// DynamoDB actions on the table.
+    /// DynamoDB actions on the table: none, [`READ`] or [`WRITE`].
     pub table: &'static [&'static str],
     /// The same on the table's indexes.
     pub indexes: bool,
@@ -103,62 +115,62 @@ macro_rules! endpoint {
 pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("health", "/health", health::router, Grants { table: &[], ..Grants::NONE }),
     endpoint!("problems", "/problems/{slug}", problems::router, Grants { table: &[], ..Grants::NONE }),
-    endpoint!("cc-apps", "/cc/api/apps", cc::apps_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
-    endpoint!("cc-app", "/cc/api/apps/{appId}", cc::app_router, Grants { table: &[GET], ..Grants::NONE }),
-    endpoint!("cc-app-workstation", "/cc/api/apps/{appId}/workstation", cc::workstation_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
-    endpoint!("cc-app-rate-limit", "/cc/api/apps/{appId}/rate-limit", cc::rate_limit_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
-    endpoint!("cc-tokens", "/cc/api/tokens", cc::tokens_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
-    endpoint!("cc-token", "/cc/api/tokens/{tokenId}", cc::token_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
-    endpoint!("cc-registration-links", "/cc/api/apps/{appId}/users/{namedUser}/registration-links", registration::links_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
-    endpoint!("rp-register-page", "/rp/register/{code}", registration::page_router, Grants { table: &[GET], ..Grants::NONE }),
-    endpoint!("rp-device-registrations", "/rp/versioned/device/registrations", registration::registrations_router, Grants { table: &[GET, PUT, UPDATE], ..Grants::NONE }),
-    endpoint!("rp-enroll", "/rp/wsapi/client/enroll", workstation::enroll_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-client-registrations", "/rp/versioned/client/registrations", workstation::client_registrations_router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-enroll-complete", "/rp/wasapi/client/enroll/complete", workstation::complete_router, Grants { table: &[GET, PUT, UPDATE], envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the recovery keys for the enrolled device."), ..Grants::NONE }),
-    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], push: &[PUBLISH], ..Grants::NONE }),
-    endpoint!("rp-events", "/rp/api/events", events::router, Grants { table: &[GET, QUERY, PUT], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-certificate-requests", "/rp/api/certificate/requests", certificates::requests_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, queue: true, ..Grants::NONE }),
-    endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, push: &[PUBLISH], ..Grants::NONE }),
-    endpoint!("rp-certificate-revoke", "/rp/api/certificate/revoke", certificates::revoked_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("cc-certificate-revoke", "/cc/api/certificates/{certSerialNumber}/revoke", certificates::admin_revoke_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-pki-crl", "/rp/pki/{caId}/crl", pki::crl_router, Grants { table: &[GET, QUERY, PUT], ..Grants::NONE }),
-    endpoint!("rp-pki-ca", "/rp/pki/{caId}/ca.crt", pki::ca_router, Grants { table: &[GET], ..Grants::NONE }),
-    endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), push: &[PUBLISH], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
-    endpoint!("rp-oob-devices", "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", oob::devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),
-    endpoint!("rp-oob-request", "/rp/api/oob/client/authentication/requests/{sessionId}", oob::status_router, Grants { table: &[GET], ..Grants::NONE }),
-    endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: &[GET, QUERY, PUT], indexes: true, envelope: &["kms:Decrypt"], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
-    endpoint!("rp-device-oob-request", "/rp/versioned/device/oob/requests/{requestId}", oob::device_answer_router, Grants { table: &[GET, PUT], ..Grants::NONE }),
-    endpoint!("rp-device-setup", "/rp/versioned/device/setup", offline::setup_router, Grants { table: &[GET, PUT], envelope: &["kms:Decrypt"], ..Grants::NONE }),
-    endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: &[GET, QUERY], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: &[GET, PUT], envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
-    endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, ..Grants::NONE }),
-    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: &[GET, PUT], push: &[CREATE_ENDPOINT, SET_ENDPOINT], ..Grants::NONE }),
-    endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: &[GET, PUT, DELETE], ..Grants::NONE }),
-    endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: &[GET, QUERY], ..Grants::NONE }),
-    endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: &[GET, DELETE], ..Grants::NONE }),
-    endpoint!("content-customizations", "/content-customization", content::collection_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("content-customization", "/content-customization/{id}", content::item_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("content-customization-versions", "/content-customization/{id}/versions", content::versions_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("content-customization-version", "/content-customization/{id}/versions/{version}", content::version_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("content-customization-restore", "/content-customization/{id}/versions/{version}/restore", content::restore_router, Grants { table: &[GET, QUERY, PUT, UPDATE], indexes: true, ..Grants::NONE }),
-    endpoint!("code-customizations", "/code-customization", code::collection_router, Grants { table: &[GET, QUERY, PUT, UPDATE], ..Grants::NONE }),
-    endpoint!("code-customization", "/code-customization/{id}", code::item_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], ..Grants::NONE }),
-    endpoint!("code-customization-versions", "/code-customization/{id}/versions", code::versions_router, Grants { table: &[GET, QUERY, UPDATE], ..Grants::NONE }),
-    endpoint!("code-customization-version", "/code-customization/{id}/versions/{version}", code::version_router, Grants { table: &[GET, QUERY, UPDATE], ..Grants::NONE }),
-    endpoint!("code-customization-restore", "/code-customization/{id}/versions/{version}/restore", code::restore_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], ..Grants::NONE }),
-    endpoint!("code-customization-test", "/code-customization/{id}/test", code::test_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), sandbox: Some("A run's wall clock (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE }),
-    endpoint!("code-customization-env", "/code-customization/env", code::env_router, Grants { table: &[GET, QUERY, UPDATE], ..Grants::NONE }),
-    endpoint!("code-customization-env-var", "/code-customization/env/{name}", code::env_var_router, Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], envelope: &["kms:GenerateDataKey", "kms:Decrypt"], ..Grants::NONE }),
-    endpoint!("code-customization-signing-keys", "/code-customization/signing-keys", code::signing_keys_router, Grants { table: &[GET, QUERY, PUT, UPDATE], envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the private half of a new signing key."), ..Grants::NONE }),
-    endpoint!("code-customization-signing-key", "/code-customization/signing-keys/{kid}", code::signing_key_router, Grants { table: &[GET, QUERY, PUT, UPDATE], ..Grants::NONE }),
-    endpoint!("rp-app-jwks", "/rp/api/apps/{appId}/jwks.json", code::jwks_router, Grants { table: &[GET], ..Grants::NONE }),
+    endpoint!("cc-apps", "/cc/api/apps", cc::apps_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("cc-app", "/cc/api/apps/{appId}", cc::app_router, Grants { table: READ, ..Grants::NONE }),
+    endpoint!("cc-app-workstation", "/cc/api/apps/{appId}/workstation", cc::workstation_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("cc-app-rate-limit", "/cc/api/apps/{appId}/rate-limit", cc::rate_limit_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("cc-tokens", "/cc/api/tokens", cc::tokens_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("cc-token", "/cc/api/tokens/{tokenId}", cc::token_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("cc-registration-links", "/cc/api/apps/{appId}/users/{namedUser}/registration-links", registration::links_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("rp-register-page", "/rp/register/{code}", registration::page_router, Grants { table: READ, ..Grants::NONE }),
+    endpoint!("rp-device-registrations", "/rp/versioned/device/registrations", registration::registrations_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("rp-enroll", "/rp/wsapi/client/enroll", workstation::enroll_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-client-registrations", "/rp/versioned/client/registrations", workstation::client_registrations_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-enroll-complete", "/rp/wasapi/client/enroll/complete", workstation::complete_router, Grants { table: WRITE, envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the recovery keys for the enrolled device."), ..Grants::NONE }),
+    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: WRITE, indexes: true, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], push: &[PUBLISH], ..Grants::NONE }),
+    endpoint!("rp-events", "/rp/api/events", events::router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-certificate-requests", "/rp/api/certificate/requests", certificates::requests_router, Grants { table: WRITE, indexes: true, queue: true, ..Grants::NONE }),
+    endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: WRITE, indexes: true, push: &[PUBLISH], ..Grants::NONE }),
+    endpoint!("rp-certificate-revoke", "/rp/api/certificate/revoke", certificates::revoked_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("cc-certificate-revoke", "/cc/api/certificates/{certSerialNumber}/revoke", certificates::admin_revoke_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-pki-crl", "/rp/pki/{caId}/crl", pki::crl_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("rp-pki-ca", "/rp/pki/{caId}/ca.crt", pki::ca_router, Grants { table: READ, ..Grants::NONE }),
+    endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: READ, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), push: &[PUBLISH], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
+    endpoint!("rp-oob-devices", "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", oob::devices_router, Grants { table: READ, ..Grants::NONE }),
+    endpoint!("rp-oob-request", "/rp/api/oob/client/authentication/requests/{sessionId}", oob::status_router, Grants { table: READ, ..Grants::NONE }),
+    endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: WRITE, indexes: true, envelope: &["kms:Decrypt"], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
+    endpoint!("rp-device-oob-request", "/rp/versioned/device/oob/requests/{requestId}", oob::device_answer_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("rp-device-setup", "/rp/versioned/device/setup", offline::setup_router, Grants { table: WRITE, envelope: &["kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: READ, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
+    endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_ENDPOINT, SET_ENDPOINT], ..Grants::NONE }),
+    endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: READ, ..Grants::NONE }),
+    endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("content-customizations", "/content-customization", content::collection_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization", "/content-customization/{id}", content::item_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization-versions", "/content-customization/{id}/versions", content::versions_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization-version", "/content-customization/{id}/versions/{version}", content::version_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("content-customization-restore", "/content-customization/{id}/versions/{version}/restore", content::restore_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
+    endpoint!("code-customizations", "/code-customization", code::collection_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("code-customization", "/code-customization/{id}", code::item_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("code-customization-versions", "/code-customization/{id}/versions", code::versions_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("code-customization-version", "/code-customization/{id}/versions/{version}", code::version_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("code-customization-restore", "/code-customization/{id}/versions/{version}/restore", code::restore_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("code-customization-test", "/code-customization/{id}/test", code::test_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), sandbox: Some("A run's wall clock (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE }),
+    endpoint!("code-customization-env", "/code-customization/env", code::env_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("code-customization-env-var", "/code-customization/env/{name}", code::env_var_router, Grants { table: WRITE, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("code-customization-signing-keys", "/code-customization/signing-keys", code::signing_keys_router, Grants { table: WRITE, envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the private half of a new signing key."), ..Grants::NONE }),
+    endpoint!("code-customization-signing-key", "/code-customization/signing-keys/{kid}", code::signing_key_router, Grants { table: WRITE, ..Grants::NONE }),
+    endpoint!("rp-app-jwks", "/rp/api/apps/{appId}/jwks.json", code::jwks_router, Grants { table: READ, ..Grants::NONE }),
     Endpoint {
         name: "console",
         path: "/console",
         router: console::router,
         router_name: "console::router",
-        grants: Grants { table: &[GET, QUERY, PUT, UPDATE, DELETE], indexes: true, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
+        grants: Grants { table: WRITE, indexes: true, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
         pages: Some(Pages { methods: &["GET", "POST"], also: &["/console/{proxy+}"] }),
     },
 ];

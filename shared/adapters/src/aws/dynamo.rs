@@ -143,6 +143,27 @@ fn opt<T>(map: HashMap<String, T>) -> Option<HashMap<String, T>> {
     (!map.is_empty()).then_some(map)
 }
 
+/// The IAM action DynamoDB authorizes `op` by, as this adapter sends it (alone, or as an item of
+/// a transaction, where each item needs its own): what the role of a function that writes it must
+/// allow. `None` for a check of nothing, which is left out.
+pub fn iam_action(op: &WriteOp) -> Option<&'static str> {
+    Some(match op {
+        WriteOp::Put { condition: Condition::Absent | Condition::Version(_), .. } => PUT_ITEM,
+        WriteOp::Put { .. } | WriteOp::Increment(_) => UPDATE_ITEM,
+        WriteOp::Delete { .. } => DELETE_ITEM,
+        WriteOp::Check { condition: Condition::Any, .. } => return None,
+        WriteOp::Check { .. } => CONDITION_CHECK_ITEM,
+    })
+}
+
+/// The IAM actions of the calls this adapter makes.
+pub const GET_ITEM: &str = "dynamodb:GetItem";
+pub const QUERY: &str = "dynamodb:Query";
+pub const PUT_ITEM: &str = "dynamodb:PutItem";
+pub const UPDATE_ITEM: &str = "dynamodb:UpdateItem";
+pub const DELETE_ITEM: &str = "dynamodb:DeleteItem";
+pub const CONDITION_CHECK_ITEM: &str = "dynamodb:ConditionCheckItem";
+
 /// One write, built once from a [`WriteOp`]: sent as its own call, or as one item of a
 /// `TransactWriteItems`.
 #[derive(Debug, Clone, PartialEq)]
@@ -841,6 +862,38 @@ mod tests {
         assert!(write.transact_item("t").unwrap().unwrap().condition_check.is_some());
         let (write, _) = plan(WriteOp::Check { key, condition: Condition::Any }, 5).unwrap();
         assert!(write.transact_item("t").unwrap().is_none(), "a check of nothing is left out");
+    }
+
+    #[test]
+    fn each_writes_iam_action_is_the_call_it_is_sent_as() {
+        let item = || Item::new(ItemKey::new("p", "s"), &serde_json::json!({})).unwrap();
+        let key = ItemKey::new("p", "s");
+        let increment = Increment { key: key.clone(), by: 1, limit: None, expires_at: None };
+        let ops = [
+            WriteOp::Put { item: item(), condition: Condition::Absent },
+            WriteOp::Put { item: item(), condition: Condition::Version(3) },
+            WriteOp::Put { item: item(), condition: Condition::Exists },
+            WriteOp::Put { item: item(), condition: Condition::Any },
+            WriteOp::Delete { key: key.clone(), condition: Condition::Any },
+            WriteOp::Check { key: key.clone(), condition: Condition::Exists },
+            WriteOp::Check { key, condition: Condition::Any },
+            WriteOp::Increment(increment),
+        ];
+        for op in ops {
+            let (write, _) = plan(op.clone(), 5).unwrap();
+            let sent = write.transact_item("t").unwrap().map(|item| {
+                if item.put.is_some() {
+                    PUT_ITEM
+                } else if item.update.is_some() {
+                    UPDATE_ITEM
+                } else if item.delete.is_some() {
+                    DELETE_ITEM
+                } else {
+                    CONDITION_CHECK_ITEM
+                }
+            });
+            assert_eq!(iam_action(&op), sent, "{op:?}");
+        }
     }
 
     #[test]

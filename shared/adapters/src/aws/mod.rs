@@ -11,7 +11,9 @@ mod sns;
 mod sqs;
 mod tls;
 
-pub use dynamo::DynamoStore;
+pub use dynamo::{
+    iam_action, DynamoStore, CONDITION_CHECK_ITEM, DELETE_ITEM, GET_ITEM, PUT_ITEM, QUERY, UPDATE_ITEM,
+};
 pub use kms::KmsKeys;
 pub use lazy::LazyClient;
 pub use sns::SnsPush;
