@@ -384,6 +384,10 @@ impl Push for Noting<dyn Push> {
         self.noted.note(Some(http::PUBLISH));
         self.inner.send(endpoint, platform, wake).await
     }
+    async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
+        self.noted.note(Some(http::DELETE_ENDPOINT));
+        self.inner.remove(endpoint).await
+    }
 }
 
 /// What each sample asks of AWS, its function's role allows: every action its calls are

@@ -10,7 +10,7 @@
 //! The routes' methods come from the OpenAPI document, which documents each operation of each
 //! endpoint's router.
 
-use rp_shared::http::{self, Endpoint, ENDPOINTS, PUBLISH};
+use rp_shared::http::{self, Endpoint, CREATE_ENDPOINT, ENDPOINTS};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -193,7 +193,7 @@ fn policies(e: &Endpoint) -> String {
         let endpoints = r#"!Sub "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:endpoint/*""#;
         let applications = r#"!Sub "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:app/*""#;
         let resources: &[&str] =
-            if g.push.iter().any(|a| *a != PUBLISH) { &[applications, endpoints] } else { &[endpoints] };
+            if g.push.contains(&CREATE_ENDPOINT) { &[applications, endpoints] } else { &[endpoints] };
         statement(
             &mut out,
             Some("Mobile push: the apps' SNS platform applications and their endpoints."),

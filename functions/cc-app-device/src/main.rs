@@ -5,5 +5,5 @@ use rp_shared::http::offline::admin_device_router as router;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::STORE).await
+    rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::PUSH).await
 }

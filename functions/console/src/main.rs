@@ -5,5 +5,5 @@ use rp_shared::http::console::router;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::KEYS).await
+    rp_shared::lambda::serve(router, rp_shared::lambda::ClientSet::KEYS_PUSH).await
 }

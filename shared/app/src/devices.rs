@@ -3,7 +3,7 @@
 //! certificates and its token).
 
 use crate::revocation::{revocation_of, Revocation};
-use crate::{AppError, HasClock, HasStore};
+use crate::{AppError, HasClock, HasPush, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{CertError, IssuedCert};
 use rp_domain::devices::{
@@ -260,7 +260,7 @@ pub fn removal_reads<'s>(
 /// `reads` ([`removal_reads`]): every pairing of it goes (with its certificate's revocation),
 /// the device's other certificates are revoked, and its token ends.
 pub async fn remove(
-    state: &(impl HasClock + HasStore),
+    state: &(impl HasClock + HasPush + HasStore),
     app: &AppRecord,
     source: &str,
     device_id: &str,
@@ -296,17 +296,25 @@ pub async fn remove(
     // swap needs the device unfrozen). A device gone on the re-read was removed by a racing call.
     let named_user = &device.named_user;
     let reread = || devices.device_of(&app.app_id, named_user, device_id);
-    retry_on_conflict_from(Ok(Some((device.clone(), version))), reread, |read| {
+    let removed = retry_on_conflict_from(Ok(Some((device.clone(), version))), reread, |read| {
         let event = &event;
         async move {
             match read? {
-                Some((current, version)) => devices.revoke_device(&current, version, event).await,
-                None => Ok(()),
+                Some((current, version)) => {
+                    devices.revoke_device(&current, version, event).await?;
+                    Ok::<_, StoreError>(Some(current))
+                }
+                None => Ok(None),
             }
         }
     })
     .await?;
     tracing::info!(app_id = %app.app_id, device_id = %device_id, "device revoked");
+    // Its push endpoint goes too (it holds the phone's push token): the one of the record
+    // removed, which no registration can change since the freeze.
+    if let Some(push) = removed.as_ref().and_then(|device| device.push.as_ref().map(|push| (device, push))) {
+        crate::push::forget(state, push.0, &push.1.endpoint).await;
+    }
     Ok(())
 }
 

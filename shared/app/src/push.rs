@@ -73,8 +73,16 @@ pub async fn register_token(
                 enabled: true,
                 updated_at: state.clock().now_millis(),
             };
-            devices.set_push(&device, version, Some(registration.clone())).await?;
-            Ok::<_, AppError>(registration)
+            match devices.register_push(&device, version, registration.clone()).await {
+                Ok(()) => Ok::<_, AppError>(registration),
+                // Its removal (or its token's end) began: the endpoint goes, and no token stays
+                // with the platform for a device that is gone.
+                Err(StoreError::Conflict) if devices.is_frozen(app, device_id).await? => {
+                    forget(state, &device, &registration.endpoint).await;
+                    Err(RegistrationError::DeviceNotFound(device_id.to_owned()).into())
+                }
+                Err(e) => Err(e.into()),
+            }
         }
     })
     .await?;
@@ -113,6 +121,19 @@ pub async fn wake(
     };
     metrics::count(Metric::PushOutcome, 1, Some(("Outcome", outcome)));
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, kind = ?kind, outcome, "device woken");
+}
+
+/// Deletes `endpoint`, the push endpoint of `device`, which is removed: best effort, a failure
+/// is logged (the endpoint then stays with the platform, and nothing sends to it).
+pub async fn forget(state: &impl HasPush, device: &DeviceRecord, endpoint: &str) {
+    match state.push().remove(endpoint).await {
+        Ok(()) => {
+            tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "push endpoint deleted")
+        }
+        Err(e) => {
+            tracing::warn!(app_id = %device.app_id, device_id = %device.device_id, error = %e, "could not delete the push endpoint of a removed device")
+        }
+    }
 }
 
 /// Wakes the device `device_id` of `app` (read first), as [`wake`].

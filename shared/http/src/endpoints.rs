@@ -35,6 +35,8 @@ pub const WRITE: &[&str] = &[GET, QUERY, PUT, UPDATE, DELETE, CHECK];
 pub const PUBLISH: &str = "sns:Publish";
 pub const CREATE_ENDPOINT: &str = "sns:CreatePlatformEndpoint";
 pub const SET_ENDPOINT: &str = "sns:SetEndpointAttributes";
+/// And deleting a removed device's endpoint.
+pub const DELETE_ENDPOINT: &str = "sns:DeleteEndpoint";
 
 /// What an endpoint's function may do in AWS besides writing its logs: its IAM role, and the
 /// clients its binary builds (a function that may not call a service does not link its client).
@@ -144,8 +146,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-device-setup", "/rp/versioned/device/setup", offline::setup_router, Grants { table: WRITE, envelope: &["kms:Decrypt"], ..Grants::NONE }),
     endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: READ, indexes: true, ..Grants::NONE }),
     endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
-    endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
-    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_ENDPOINT, SET_ENDPOINT], ..Grants::NONE }),
+    endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: WRITE, indexes: true, push: &[DELETE_ENDPOINT], ..Grants::NONE }),
+    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_ENDPOINT, SET_ENDPOINT, DELETE_ENDPOINT], ..Grants::NONE }),
     endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: READ, ..Grants::NONE }),
     endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: WRITE, ..Grants::NONE }),
@@ -170,7 +172,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/console",
         router: console::router,
         router_name: "console::router",
-        grants: Grants { table: WRITE, indexes: true, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
+        grants: Grants { table: WRITE, indexes: true, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), push: &[DELETE_ENDPOINT], sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
         pages: Some(Pages { methods: &["GET", "POST"], also: &["/console/{proxy+}"] }),
     },
 ];

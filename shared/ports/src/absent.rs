@@ -74,6 +74,9 @@ impl Push for Absent {
     async fn send(&self, _endpoint: &str, _platform: Platform, _wake: &WakeUp) -> Result<(), PushError> {
         Err(no_push())
     }
+    async fn remove(&self, _endpoint: &str) -> Result<(), PushError> {
+        Err(no_push())
+    }
 }
 
 #[cfg(test)]

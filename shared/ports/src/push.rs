@@ -24,4 +24,8 @@ pub trait Push: Send + Sync {
     /// Sends `wake` to `endpoint` (of `platform`). [`PushError::Gone`] when the endpoint is
     /// disabled or deleted.
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError>;
+
+    /// Deletes `endpoint` (a removed device's), and with it the token it holds; one gone
+    /// already is no error.
+    async fn remove(&self, endpoint: &str) -> Result<(), PushError>;
 }

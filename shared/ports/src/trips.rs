@@ -205,4 +205,8 @@ impl Push for Recorded<dyn Push> {
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
         self.trips.around("push.send".to_owned(), self.inner.send(endpoint, platform, wake)).await
     }
+
+    async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
+        self.trips.around("push.remove".to_owned(), self.inner.remove(endpoint)).await
+    }
 }

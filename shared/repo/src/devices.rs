@@ -331,6 +331,25 @@ impl<'a> Devices<'a> {
         Ok(updated)
     }
 
+    /// The device (at `version`) with `push` as its push registration, only while it is not
+    /// frozen ([`Self::freeze`]): a conflict when the device changed or went since it was read,
+    /// or its removal (or its token's end) began.
+    pub async fn register_push(
+        &self,
+        device: &DeviceRecord,
+        version: u64,
+        push: PushRegistration,
+    ) -> Result<(), StoreError> {
+        let key = device_key(&device.app_id, &device.named_user, &device.device_id);
+        let updated = DeviceRecord { push: Some(push), ..device.clone() };
+        self.store
+            .transact(vec![
+                WriteOp::Put { item: Item::new(key, &updated)?, condition: Condition::Version(version) },
+                Self::unfrozen(&device.app_id, &device.device_id),
+            ])
+            .await
+    }
+
     /// Stops every later token swap of the device (before its removal or the end of its token).
     pub async fn freeze(&self, app: &AppId, device_id: &str) -> Result<(), StoreError> {
         self.store

@@ -19,16 +19,22 @@ pub struct Asked {
 pub struct RecordingPush {
     inner: Arc<dyn Push>,
     asked: Mutex<Vec<Asked>>,
+    removed: Mutex<Vec<String>>,
 }
 
 impl RecordingPush {
     pub fn new(inner: Arc<dyn Push>) -> Self {
-        Self { inner, asked: Mutex::new(Vec::new()) }
+        Self { inner, asked: Mutex::new(Vec::new()), removed: Mutex::new(Vec::new()) }
     }
 
     /// Every wake-up asked for so far, oldest first.
     pub fn asked(&self) -> Vec<Asked> {
         self.asked.lock().unwrap().clone()
+    }
+
+    /// Every endpoint the backend's push service removed, oldest first.
+    pub fn removed(&self) -> Vec<String> {
+        self.removed.lock().unwrap().clone()
     }
 }
 
@@ -44,5 +50,11 @@ impl Push for RecordingPush {
             Asked { endpoint: endpoint.to_owned(), platform, wake: wake.clone(), delivered: sent.is_ok() };
         self.asked.lock().unwrap().push(asked);
         sent
+    }
+
+    async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
+        self.inner.remove(endpoint).await?;
+        self.removed.lock().unwrap().push(endpoint.to_owned());
+        Ok(())
     }
 }

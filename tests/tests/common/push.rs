@@ -160,3 +160,51 @@ async fn sns_received_and_gone_endpoints_are_handled(
     assert_eq!(r.status, 200, "{}", r.json());
     assert_eq!(endpoint_of(h, dev).await, (endpoint.to_owned(), true), "registering again enables it");
 }
+
+/// A removed device's push endpoint goes with it, so that no push token of a device that is
+/// gone stays with the platform; a registration still running when the removal began deletes
+/// the endpoint it made, and answers as for a device that is gone.
+pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
+    use rp_shared::domain::push::PushToken;
+    let app = h.app().await;
+    let arn = apns_application(&h, &app).await;
+    let r = h
+        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"push": {"apns": arn}})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    let (dev, racer) =
+        (device(&h, &app, "kay@example.com", None).await, device(&h, &app, "lee@example.com", None).await);
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    let (endpoint, _) = endpoint_of(&h, &dev).await;
+    let removed = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
+    assert_eq!(removed.status, 204, "{}", removed.json());
+    assert_eq!(h.pushes.removed(), [endpoint]);
+
+    // A registration whose write waits past the removal of its device.
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    let (user, device_id) = (racer.user.clone(), racer.device_id.clone());
+    let request = PushToken::parse(Platform::Apns, hex::encode(rand::random::<[u8; 32]>())).unwrap();
+    let (gate, registering) = h
+        .held(move |held| async move {
+            rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+    let removed = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", racer.device_id), None).await;
+    assert_eq!(removed.status, 204, "{}", removed.json());
+    gate.open(true);
+    let refused = registering.await.unwrap();
+    assert!(refused.as_ref().is_err_and(|e| e.contains(&racer.device_id)), "{refused:?}");
+    let forgotten = h.pushes.removed();
+    assert_eq!(forgotten.len(), 2, "the racing registration's endpoint went too: {forgotten:?}");
+
+    if h.backend.store.kind() == "dynamodb" {
+        let clients = rp_shared::testing::aws::clients().await.unwrap();
+        for gone in forgotten {
+            let read = clients.sns.get_endpoint_attributes().endpoint_arn(&gone).send().await;
+            assert!(read.is_err(), "SNS no longer has {gone}: {read:?}");
+        }
+    }
+}

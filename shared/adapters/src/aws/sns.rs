@@ -2,7 +2,8 @@
 //! of the app's platform application (`CreatePlatformEndpoint`; `SetEndpointAttributes` to
 //! replace the token and enable it again), and a wake-up is one `Publish` to that endpoint with a
 //! payload per platform (`MessageStructure=json`): a silent, content-available APNs push and an
-//! FCM data message, each carrying only the wake-up's kind and id.
+//! FCM data message, each carrying only the wake-up's kind and id. A removed device's endpoint
+//! goes with it (`DeleteEndpoint`).
 
 use super::lazy::LazyClient;
 use async_trait::async_trait;
@@ -101,6 +102,13 @@ impl Push for SnsPush {
             .await
             .map_err(classify)?;
         Ok(())
+    }
+
+    async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
+        match self.client.delete_endpoint().endpoint_arn(endpoint).send().await.map_err(classify) {
+            Ok(_) | Err(PushError::Gone) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
