@@ -68,14 +68,17 @@ pub async fn hooks(
     Ok(records(state, tenant).indexed(trigger.name()).await?)
 }
 
-/// Runs `enabled` (the tenant's customizations of `trigger`, from [`hooks`]) on `event` and
-/// decides. A denial or a failure is logged as an event.
+/// Runs `enabled` (the tenant's customizations of `trigger`, from [`hooks`]) on `event`, in turn,
+/// and decides. They share one budget, until `deadline`: each runs within its own time-out and
+/// what is left of it, so one that the others left no time fails (closed). A denial or a
+/// failure is logged as an event.
 pub async fn run_hook(
     state: &AppState,
     tenant: &AppId,
     trigger: Trigger,
     enabled: Vec<CodeRecord>,
     event: Value,
+    deadline: tokio::time::Instant,
 ) -> Result<HookDecision, CodeError> {
     if enabled.is_empty() {
         return Ok(HookDecision::Allow { transaction_text: None });
@@ -83,11 +86,10 @@ pub async fn run_hook(
     let (vars, _) = env(state, tenant).load().await?;
     let mut runs = Vec::with_capacity(enabled.len());
     for record in &enabled {
-        let report = sandbox::run(
-            crate::signing::TenantSigner::new(state, tenant),
-            job(state, tenant, record, event.clone(), vars.values.clone()),
-        )
-        .await;
+        let mut job = job(state, tenant, record, event.clone(), vars.values.clone());
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        job.timeout = job.timeout.min(left).max(Duration::from_millis(1));
+        let report = sandbox::run(crate::signing::TenantSigner::new(state, tenant), job).await;
         let stop = report.error.is_some() || report.actions.denied.is_some();
         runs.push((record.id, report));
         if stop {

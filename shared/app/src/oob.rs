@@ -90,11 +90,14 @@ pub async fn start(state: &AppState, start: OobStart, reads: StartReads) -> Resu
         return Err(OobError::NonceReused.into());
     }
     let (mut able, hooks) = (listed?, hooks?);
+    // The customizations share one budget, also when a device's removal makes them run again.
+    let deadline = tokio::time::Instant::now() + state.config.hook_budget;
     loop {
         let now = state.clock().now_millis();
         let chosen =
             choose_device(able.clone(), start.device_id.as_deref(), start.machine_id.as_deref(), now)?;
-        match start_on(state, &app, start.clone(), &user.named_user, &chosen, hooks.clone()).await? {
+        match start_on(state, &app, start.clone(), &user.named_user, &chosen, hooks.clone(), deadline).await?
+        {
             Some(request_id) => return Ok(request_id),
             None if start.device_id.is_some() => return Err(OobError::DeviceCannotAnswer.into()),
             None => able.retain(|d| d.device_id != chosen.device_id),
@@ -111,6 +114,7 @@ async fn start_on(
     named_user: &str,
     chosen: &DeviceRecord,
     hooks: Vec<CodeRecord>,
+    deadline: tokio::time::Instant,
 ) -> Result<Option<String>, AppError> {
     let device = OobDevice {
         device_id: chosen.device_id.clone(),
@@ -121,7 +125,7 @@ async fn start_on(
     // The tenant's enabled `oob.start` customizations decide before anything is stored.
     let event = serde_json::to_value(StartEvent::new(&start, named_user, &device.device_id))
         .map_err(StoreError::encoding)?;
-    match crate::code::run_hook(state, &app.app_id, Trigger::OobStart, hooks, event).await? {
+    match crate::code::run_hook(state, &app.app_id, Trigger::OobStart, hooks, event, deadline).await? {
         HookDecision::Allow { transaction_text: Some(text) } => start.transaction_text = Some(text),
         HookDecision::Allow { transaction_text: None } => {}
         HookDecision::Deny { reason, .. } => {

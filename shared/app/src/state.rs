@@ -55,6 +55,10 @@ pub struct HttpConfig {
     /// Whether the console's session cookie is `Secure` (sent over HTTPS only): everywhere but
     /// the local server, which serves plain HTTP on the loopback interface.
     pub secure_cookies: bool,
+    /// The longest an OOB start's `oob.start` customizations may run together: as long as one
+    /// may run alone (20 s), so that the start answers within its function's time-out (25 s)
+    /// however many a tenant enables.
+    pub hook_budget: std::time::Duration,
 }
 
 /// The longest long-poll of a device's OOB fetch on the local server, and on Lambda.
@@ -72,6 +76,7 @@ impl Default for HttpConfig {
             content_versions_kept: rp_repo::versioned::DEFAULT_VERSIONS_KEPT,
             max_wait_secs: LOCAL_MAX_WAIT_SECS,
             secure_cookies: true,
+            hook_budget: std::time::Duration::from_millis(u64::from(rp_domain::code::MAX_TIMEOUT_MS)),
         }
     }
 }

@@ -6,7 +6,9 @@ use super::certificates::{device, TestDevice};
 use super::oob::{fetch, nonce, start_body};
 use super::Harness;
 use rp_shared::http::problem::codes;
+use rp_shared::http::{AppState, HttpConfig};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// An OOB start for `user` with `details` as its `additionalDetails`.
 fn oob_body(app: &str, user: &str, details: Value) -> Value {
@@ -250,6 +252,35 @@ pub async fn the_oob_start_hook_follows_enable_restore_and_delete(h: Harness) {
     assert_eq!(h.as_tenant(&app, "DELETE", &path, None).await.status, 204);
     let r = start().await;
     assert_eq!(r.status, 200, "deleted: {}", r.json());
+}
+
+/// An OOB start's customizations share one time budget (the function's time-out bounds the
+/// start, not each run): two that each finish well within their own time-out but not within the
+/// budget together fail the start closed; with room for both, it goes through.
+pub async fn the_oob_start_hooks_share_one_time_budget(h: Harness) {
+    use rp_shared::domain::oob::OobStart;
+    use rp_shared::http::wire::oob::OobStartRequest;
+    let (app, _, _) = setup_hook(&h).await;
+    for name in ["first", "second"] {
+        let busy = json!({"displayName": name, "trigger": "oob.start", "enabled": true, "timeoutMs": 2000,
+            "source": "function handler() { const end = Date.now() + 300; while (Date.now() < end) {} }"});
+        create(&h, &app, busy).await;
+    }
+    let start = |budget_ms: u64| {
+        let config = HttpConfig { hook_budget: Duration::from_millis(budget_ms), ..HttpConfig::default() };
+        let state = AppState::new(h.backend.clone(), config);
+        let body: OobStartRequest =
+            serde_json::from_value(oob_body(&app, "alice@example.com", json!({}))).unwrap();
+        let start = OobStart::try_from(body).unwrap();
+        async move {
+            let reads = rp_shared::app::oob::start_reads(&state, &start).await;
+            rp_shared::app::oob::start(&state, start, reads).await.map_err(|e| e.to_string())
+        }
+    };
+    let refused = start(450).await;
+    assert!(refused.as_ref().is_err_and(|e| e.contains("failed; the start is refused")), "{refused:?}");
+    let started = start(5000).await;
+    assert!(started.is_ok(), "{started:?}");
 }
 
 /// A replayed start is refused (409) before the tenant's customizations run: a gate enabled
