@@ -4,7 +4,6 @@
 //! name the same endpoints.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use rp_shared::adapters::aws;
 use rp_shared::backend::{self, Backend, Services};
 use rp_shared::consumer::{process_batch, Dispatcher};
 use rp_shared::domain::apps::AppId;
@@ -12,16 +11,11 @@ use rp_shared::domain::certificates::{RequestKind, RequestState};
 use rp_shared::domain::messages::{LeaseRef, QueueMessage};
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::{self, AppState, HttpConfig};
-use rp_shared::ports::keys::DataKey;
-use rp_shared::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
-use rp_shared::ports::queue::ReceivedMessage;
-use rp_shared::ports::{
-    Condition, EncryptionContext, Increment, Item, ItemKey, ItemStore, KeyError, KeyService, Page, Query,
-    Queue, QueueError, StoreError, WriteOp,
-};
+use rp_shared::ports::{Condition, Increment, Item, ItemKey, ItemStore, Page, Query, StoreError, WriteOp};
 use rp_shared::repo::certificates::{request_item, Certificates};
 use rp_shared::samples::{self, TIMED_OUT_REQUEST};
 use rp_shared::testing::http::TestClient;
+use rp_shared::testing::iam;
 use rp_shared::worker::MessageHandler as _;
 use std::path::{Path, PathBuf};
 
@@ -258,174 +252,20 @@ fn routers_functions_events_and_template_agree() {
     }
 }
 
-/// The IAM actions the calls of one sample are authorized by, as the AWS adapters send them; a
-/// query of an index is noted as `dynamodb:Query` on `index`.
-#[derive(Default)]
-struct Noted(std::sync::Mutex<std::collections::BTreeSet<&'static str>>);
-
-impl Noted {
-    fn note(&self, action: Option<&'static str>) {
-        if let Some(action) = action {
-            self.0.lock().unwrap().insert(action);
-        }
-    }
-
-    fn take(&self) -> std::collections::BTreeSet<&'static str> {
-        std::mem::take(&mut self.0.lock().unwrap())
-    }
-}
-
-/// Noted as a query of the table's indexes (its own IAM resource).
-const INDEX_QUERY: &str = "dynamodb:Query on an index";
-
-/// A port that notes each call's IAM action in `noted`, then passes it on.
-struct Noting<T: ?Sized> {
-    inner: std::sync::Arc<T>,
-    noted: std::sync::Arc<Noted>,
-}
-
-#[async_trait::async_trait]
-impl ItemStore for Noting<dyn ItemStore> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
-        self.noted.note(Some(aws::GET_ITEM));
-        self.inner.get(key).await
-    }
-    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
-        self.noted.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition }));
-        self.inner.put(item, condition).await
-    }
-    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
-        self.noted.note(aws::iam_action(&WriteOp::Delete { key: key.clone(), condition }));
-        self.inner.delete(key, condition).await
-    }
-    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-        ops.iter().for_each(|op| self.noted.note(aws::iam_action(op)));
-        self.inner.transact(ops).await
-    }
-    async fn query(&self, query: Query) -> Result<Page, StoreError> {
-        self.noted.note(Some(if query.index.is_some() { INDEX_QUERY } else { aws::QUERY }));
-        self.inner.query(query).await
-    }
-    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
-        self.noted.note(aws::iam_action(&WriteOp::Increment(increment.clone())));
-        self.inner.increment(increment).await
-    }
-    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
-        for (item, condition) in &puts {
-            self.noted.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition: *condition }));
-        }
-        self.inner.put_each(puts).await
-    }
-}
-
-#[async_trait::async_trait]
-impl KeyService for Noting<dyn KeyService> {
-    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
-        self.noted.note(Some("kms:GenerateDataKey"));
-        self.inner.generate_data_key(context).await
-    }
-    async fn decrypt_data_key(
-        &self,
-        wrapped: &[u8],
-        context: &EncryptionContext,
-    ) -> Result<[u8; 32], KeyError> {
-        self.noted.note(Some("kms:Decrypt"));
-        self.inner.decrypt_data_key(wrapped, context).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Queue for Noting<dyn Queue> {
-    async fn send(&self, body: &str, delay: std::time::Duration) -> Result<String, QueueError> {
-        self.noted.note(Some("sqs:SendMessage"));
-        self.inner.send(body, delay).await
-    }
-    async fn send_batch(
-        &self,
-        messages: &[(String, std::time::Duration)],
-    ) -> Result<Vec<String>, QueueError> {
-        self.noted.note(Some("sqs:SendMessage"));
-        self.inner.send_batch(messages).await
-    }
-    async fn receive(
-        &self,
-        max: usize,
-        visibility: std::time::Duration,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.noted.note(Some("sqs:ReceiveMessage"));
-        self.inner.receive(max, visibility).await
-    }
-    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
-        self.noted.note(Some("sqs:DeleteMessage"));
-        self.inner.ack(receipt).await
-    }
-    async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
-        self.noted.note(Some("sqs:SendMessage to the dead-letter queue"));
-        self.inner.dead_letter(body).await
-    }
-    async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.noted.note(Some("sqs:ReceiveMessage from the dead-letter queue"));
-        self.inner.dead_letters(max).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Push for Noting<dyn Push> {
-    async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
-        // SNS sets a known endpoint's token; a new one (or one deleted since) is created.
-        self.noted.note(request.endpoint.map(|_| http::SET_ENDPOINT));
-        self.noted.note(Some(http::CREATE_ENDPOINT));
-        self.inner.register(request).await
-    }
-    async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
-        self.noted.note(Some(http::PUBLISH));
-        self.inner.send(endpoint, platform, wake).await
-    }
-    async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
-        self.noted.note(Some(http::DELETE_ENDPOINT));
-        self.inner.remove(endpoint).await
-    }
-}
-
-/// What each sample asks of AWS, its function's role allows: every action its calls are
-/// authorized by (as the AWS adapters send them: a transaction's items each by their own, a
-/// condition check by `ConditionCheckItem`) is among what the endpoint table grants its
-/// function. LocalStack enforces no IAM: this is where a missing grant shows before a
-/// deployment does.
+/// What each sample asks of AWS, its function's role allows ([`rp_shared::testing::iam`]): every
+/// action its calls are authorized by is among what the endpoint table grants its function.
+/// LocalStack enforces no IAM: this is where a missing grant shows before a deployment does.
 #[tokio::test]
 async fn every_samples_calls_are_allowed_by_its_functions_role() {
     let dir = tempfile::tempdir().unwrap();
     let embedded = backend::embedded(dir.path()).unwrap();
     samples::seed(&embedded).await.expect("seed-samples");
-    let noted = std::sync::Arc::new(Noted::default());
-    let backend = Backend {
-        store: std::sync::Arc::new(Noting { inner: embedded.store.clone(), noted: noted.clone() }),
-        keys: std::sync::Arc::new(Noting { inner: embedded.keys.clone(), noted: noted.clone() }),
-        queue: std::sync::Arc::new(Noting { inner: embedded.queue.clone(), noted: noted.clone() }),
-        push: std::sync::Arc::new(Noting { inner: embedded.push.clone(), noted: noted.clone() }),
-        ..embedded
-    };
-    let mut refused = Vec::new();
+    let needed = std::sync::Arc::new(iam::Needed::default());
+    let backend = iam::noting(&embedded, &needed);
     for (file, function, _) in all_samples() {
-        noted.take();
         replay(&backend, function, file).await;
-        let grants = &http::ENDPOINTS.iter().find(|e| e.name == function).unwrap().grants;
-        for action in noted.take() {
-            let allowed = match action {
-                INDEX_QUERY => grants.indexes && grants.table.contains(&aws::QUERY),
-                "sqs:SendMessage" => grants.queue,
-                kms if kms.starts_with("kms:") => grants.envelope.contains(&kms),
-                sns if sns.starts_with("sns:") => grants.push.contains(&sns),
-                table => grants.table.contains(&table),
-            };
-            if !allowed {
-                refused.push(format!("{file}: {action}"));
-            }
-        }
     }
+    let refused = needed.refused();
     assert!(refused.is_empty(), "calls the function's role does not allow:\n{}", refused.join("\n"));
 }
 

@@ -62,7 +62,10 @@ impl TestClient {
     }
 
     pub async fn request(&self, request: Request<Body>) -> TestResponse {
-        let response = self.router.clone().oneshot(request).await.expect("routers are infallible");
+        let path = request.uri().path().to_owned();
+        let response = super::iam::within(&path, self.router.clone().oneshot(request))
+            .await
+            .expect("routers are infallible");
         let (parts, body) = response.into_parts();
         let body = body.collect().await.expect("body collects").to_bytes();
         TestResponse { status: parts.status, headers: parts.headers, body }

@@ -6,5 +6,6 @@ pub mod contract;
 pub mod events;
 pub mod fixtures;
 pub mod http;
+pub mod iam;
 pub mod push;
 pub use rp_ports::trips;

@@ -30,6 +30,7 @@ use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::{Clock, ManualClock};
 use rp_shared::repo::certificates::Certificates;
 use rp_shared::testing::http::{TestClient, TestResponse};
+use rp_shared::testing::iam;
 use rp_shared::testing::push::RecordingPush;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub struct Harness {
     pub clock: ManualClock,
     /// What the routers asked the push service to send.
     pub pushes: Arc<RecordingPush>,
+    /// The AWS actions the requests' calls needed, by function ([`iam`]).
+    pub needed: Arc<iam::Needed>,
 }
 
 /// What each of `racers` answered, in their order; a racer's panic is the case's.
@@ -74,8 +77,9 @@ impl Harness {
             rp_shared::testing::fixtures::admin_token(backend.store.as_ref(), clock.now_millis()).await;
         let pushes = Arc::new(RecordingPush::new(backend.push.clone()));
         let backend = Backend { push: pushes.clone(), ..backend };
-        let state = AppState::new(backend.clone(), config);
-        Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes }
+        let needed = Arc::new(iam::Needed::default());
+        let state = AppState::new(iam::noting(&backend, &needed), config);
+        Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes, needed }
     }
 
     /// Runs `call` on this harness's backend with its writes and key calls held, past its reads
@@ -283,7 +287,11 @@ macro_rules! router_case {
             let Some(backend) = $make(clock.clone()).await else {
                 return;
             };
-            common::$name(common::Harness::new(backend, clock).await).await;
+            let harness = common::Harness::new(backend, clock).await;
+            let needed = harness.needed.clone();
+            common::$name(harness).await;
+            let refused = needed.refused();
+            assert!(refused.is_empty(), "calls the function's role does not allow:\n{}", refused.join("\n"));
         }
     };
 }

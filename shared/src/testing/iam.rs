@@ -1,0 +1,256 @@
+//! Which AWS actions each function's requests need, against what its role allows. LocalStack
+//! enforces no IAM, so a call a function's role does not allow passes every emulated test and
+//! fails only when deployed. Here every call a request makes through [`TestClient`] is noted
+//! with the IAM action it is authorized by (as the AWS adapters send it: a transaction's items
+//! each by their own, a condition check by `ConditionCheckItem`) and the function whose path the
+//! request named, and [`Needed::refused`] lists what the endpoint table does not grant.
+//!
+//! Calls made outside a request (a test's own setup, a use case a test calls directly, a
+//! sandbox thread signing) are not noted.
+//!
+//! [`TestClient`]: super::http::TestClient
+
+use crate::adapters::aws;
+use crate::http::{self as routes, Endpoint, ENDPOINTS};
+use crate::ports::keys::DataKey;
+use crate::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
+use crate::ports::queue::ReceivedMessage;
+use crate::ports::*;
+use async_trait::async_trait;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+tokio::task_local! {
+    /// The function whose request is being handled.
+    static FUNCTION: &'static str;
+}
+
+/// Runs `request` as a request to the function that serves `path` (none: not noted).
+pub async fn within<F: std::future::Future>(path: &str, request: F) -> F::Output {
+    match function_of(path) {
+        Some(function) => FUNCTION.scope(function, request).await,
+        None => request.await,
+    }
+}
+
+/// The function API Gateway routes `path` to: the endpoint whose path (or one of its pages'
+/// paths) matches it, a literal segment before a parameter, as the gateway chooses.
+pub fn function_of(path: &str) -> Option<&'static str> {
+    let segments: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
+    let mut best: Option<(usize, &'static str)> = None;
+    for endpoint in ENDPOINTS {
+        let pages = endpoint.pages.map(|pages| pages.also).unwrap_or_default();
+        for template in std::iter::once(&endpoint.path).chain(pages) {
+            if let Some(literals) = matches(template, &segments) {
+                if best.is_none_or(|(most, _)| literals > most) {
+                    best = Some((literals, endpoint.name));
+                }
+            }
+        }
+    }
+    best.map(|(_, name)| name)
+}
+
+/// How many literal segments `template` matched `segments` by, if it matches.
+fn matches(template: &str, segments: &[&str]) -> Option<usize> {
+    let parts: Vec<&str> = template.split('/').collect();
+    match parts.split_last() {
+        // `{name+}`: every remaining segment, one at least.
+        Some((last, fixed)) if last.ends_with("+}") => {
+            (segments.len() > fixed.len()).then(|| literal_matches(fixed, &segments[..fixed.len()])).flatten()
+        }
+        _ => (parts.len() == segments.len()).then(|| literal_matches(&parts, segments)).flatten(),
+    }
+}
+
+fn literal_matches(parts: &[&str], segments: &[&str]) -> Option<usize> {
+    let mut literals = 0;
+    for (part, segment) in parts.iter().zip(segments) {
+        if part.starts_with('{') {
+            if segment.is_empty() {
+                return None;
+            }
+        } else if part == segment {
+            literals += 1;
+        } else {
+            return None;
+        }
+    }
+    Some(literals)
+}
+
+/// A query of the table's indexes: an action on a resource of its own.
+const INDEX_QUERY: &str = "dynamodb:Query on an index";
+
+/// The (function, action) pairs noted so far.
+#[derive(Default)]
+pub struct Needed(Mutex<BTreeSet<(&'static str, &'static str)>>);
+
+impl Needed {
+    fn note(&self, action: Option<&'static str>) {
+        let (Some(action), Ok(function)) = (action, FUNCTION.try_with(|f| *f)) else { return };
+        self.0.lock().expect("never poisoned").insert((function, action));
+    }
+
+    /// What was noted, since the last call.
+    pub fn take(&self) -> BTreeSet<(&'static str, &'static str)> {
+        std::mem::take(&mut self.0.lock().expect("never poisoned"))
+    }
+
+    /// Each noted call its function's role does not allow, as `function: action`.
+    pub fn refused(&self) -> Vec<String> {
+        self.take()
+            .into_iter()
+            .filter(|(function, action)| {
+                let endpoint =
+                    ENDPOINTS.iter().find(|e| e.name == *function).expect("a function of the table");
+                !allows(endpoint, action)
+            })
+            .map(|(function, action)| format!("{function}: {action}"))
+            .collect()
+    }
+}
+
+fn allows(endpoint: &Endpoint, action: &str) -> bool {
+    let grants = &endpoint.grants;
+    match action {
+        INDEX_QUERY => grants.indexes && grants.table.contains(&aws::QUERY),
+        "sqs:SendMessage" => grants.queue,
+        kms if kms.starts_with("kms:") => grants.envelope.contains(&kms),
+        sns if sns.starts_with("sns:") => grants.push.contains(&sns),
+        table => grants.table.contains(&table),
+    }
+}
+
+/// `backend` with every port noting its calls in `needed`.
+pub fn noting(backend: &Backend, needed: &Arc<Needed>) -> Backend {
+    Backend {
+        store: Arc::new(Noting { inner: backend.store.clone(), needed: needed.clone() }),
+        keys: Arc::new(Noting { inner: backend.keys.clone(), needed: needed.clone() }),
+        queue: Arc::new(Noting { inner: backend.queue.clone(), needed: needed.clone() }),
+        push: Arc::new(Noting { inner: backend.push.clone(), needed: needed.clone() }),
+        clock: backend.clock.clone(),
+    }
+}
+
+/// A port that notes each call's IAM action, then passes it on.
+struct Noting<T: ?Sized> {
+    inner: Arc<T>,
+    needed: Arc<Needed>,
+}
+
+#[async_trait]
+impl ItemStore for Noting<dyn ItemStore> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        self.needed.note(Some(aws::GET_ITEM));
+        self.inner.get(key).await
+    }
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        self.needed.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition }));
+        self.inner.put(item, condition).await
+    }
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.needed.note(aws::iam_action(&WriteOp::Delete { key: key.clone(), condition }));
+        self.inner.delete(key, condition).await
+    }
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        ops.iter().for_each(|op| self.needed.note(aws::iam_action(op)));
+        self.inner.transact(ops).await
+    }
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.needed.note(Some(if query.index.is_some() { INDEX_QUERY } else { aws::QUERY }));
+        self.inner.query(query).await
+    }
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        self.needed.note(aws::iam_action(&WriteOp::Increment(increment.clone())));
+        self.inner.increment(increment).await
+    }
+    async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
+        for (item, condition) in &puts {
+            self.needed.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition: *condition }));
+        }
+        self.inner.put_each(puts).await
+    }
+}
+
+#[async_trait]
+impl KeyService for Noting<dyn KeyService> {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        self.needed.note(Some("kms:GenerateDataKey"));
+        self.inner.generate_data_key(context).await
+    }
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        self.needed.note(Some("kms:Decrypt"));
+        self.inner.decrypt_data_key(wrapped, context).await
+    }
+}
+
+#[async_trait]
+impl Queue for Noting<dyn Queue> {
+    async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
+        self.needed.note(Some("sqs:SendMessage"));
+        self.inner.send(body, delay).await
+    }
+    async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
+        self.needed.note(Some("sqs:SendMessage"));
+        self.inner.send_batch(messages).await
+    }
+    async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.needed.note(Some("sqs:ReceiveMessage"));
+        self.inner.receive(max, visibility).await
+    }
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        self.needed.note(Some("sqs:DeleteMessage"));
+        self.inner.ack(receipt).await
+    }
+    async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
+        self.needed.note(Some("sqs:SendMessage to the dead-letter queue"));
+        self.inner.dead_letter(body).await
+    }
+    async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.needed.note(Some("sqs:ReceiveMessage from the dead-letter queue"));
+        self.inner.dead_letters(max).await
+    }
+}
+
+#[async_trait]
+impl Push for Noting<dyn Push> {
+    async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
+        // SNS sets a known endpoint's token; a new one (or one deleted since) is created.
+        self.needed.note(request.endpoint.map(|_| routes::SET_ENDPOINT));
+        self.needed.note(Some(routes::CREATE_ENDPOINT));
+        self.inner.register(request).await
+    }
+    async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
+        self.needed.note(Some(routes::PUBLISH));
+        self.inner.send(endpoint, platform, wake).await
+    }
+    async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
+        self.needed.note(Some(routes::DELETE_ENDPOINT));
+        self.inner.remove(endpoint).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::function_of;
+
+    #[test]
+    fn a_path_is_its_functions_as_the_gateway_routes_it() {
+        assert_eq!(function_of("/cc/api/apps/a1/devices/d1"), Some("cc-app-device"));
+        assert_eq!(function_of("/cc/api/apps/a1/devices/d1/token"), Some("cc-app-device-token"));
+        assert_eq!(function_of("/code-customization/env"), Some("code-customization-env"));
+        assert_eq!(function_of("/code-customization/12"), Some("code-customization"));
+        assert_eq!(function_of("/console/apps/a1?notice=x"), Some("console"));
+        assert_eq!(function_of("/console"), Some("console"));
+        assert_eq!(function_of("/nowhere"), None);
+    }
+}
