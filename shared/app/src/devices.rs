@@ -312,8 +312,10 @@ pub async fn remove(
     tracing::info!(app_id = %app.app_id, device_id = %device_id, "device revoked");
     // Its push endpoint goes too (it holds the phone's push token): the one of the record
     // removed, which no registration can change since the freeze.
-    if let Some(push) = removed.as_ref().and_then(|device| device.push.as_ref().map(|push| (device, push))) {
-        crate::push::forget(state, push.0, &push.1.endpoint).await;
+    if let Some(removed) = &removed {
+        if let Some(push) = &removed.push {
+            crate::push::forget(state, removed, &push.endpoint).await;
+        }
     }
     Ok(())
 }
