@@ -94,7 +94,7 @@ impl Needed {
     }
 
     /// What was noted, since the last call.
-    pub fn take(&self) -> BTreeSet<(&'static str, &'static str)> {
+    fn take(&self) -> BTreeSet<(&'static str, &'static str)> {
         std::mem::take(&mut self.0.lock().expect("never poisoned"))
     }
 
