@@ -99,6 +99,20 @@ impl Harness {
         (gate, task)
     }
 
+    /// Runs `call` held past its reads ([`Self::held`]) while the admin's `DELETE path` runs to
+    /// its 204, then lets it go on: its outcome, where the removal began first.
+    pub async fn held_past_removal<T, F>(&self, path: &str, call: impl FnOnce(AppState) -> F) -> T
+    where
+        F: std::future::Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (gate, task) = self.held(call).await;
+        let removed = self.admin("DELETE", path, None).await;
+        assert_eq!(removed.status, 204, "{}", removed.json());
+        gate.open(true);
+        task.await.expect("the held call ran")
+    }
+
     /// One poll of the certificate queue, as the agent makes it.
     pub async fn poll(&self) -> CertificateRequestList {
         let r = self.admin("GET", "/rp/api/certificate/requests", None).await;

@@ -55,18 +55,15 @@ pub async fn a_token_end_wins_over_a_pin_fetch_in_flight(h: Harness) {
     let (app, _access, dev, machine) = offline_pairing(&h, "tess@example.com", 5).await;
     let app_id = AppId::parse("appId", &app).unwrap();
     let (device_id, machine_id) = (dev.device_id.clone(), machine.clone());
-    let (gate, delivering) = h
-        .held(move |held| async move {
+    let token = format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id);
+    let refused = h
+        .held_past_removal(&token, move |held| async move {
             rp_shared::app::offline::deliver(&held, &app_id, &machine_id, &device_id)
                 .await
                 .map(|delivered| delivered.pins.0.len())
                 .map_err(|e| e.to_string())
         })
         .await;
-    let ended = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id), None).await;
-    assert_eq!(ended.status, 204, "{}", ended.json());
-    gate.open(true);
-    let refused = delivering.await.unwrap();
     assert!(refused.is_err(), "the PINs went to a device whose token ended: {refused:?}");
     let app_id = AppId::parse("appId", &app).unwrap();
     let workstations = Workstations::new(h.backend.store.as_ref());

@@ -478,18 +478,14 @@ pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
     let approval = OobAnswer::parse(Decision::Approve, body["signature"].as_str().unwrap(), None).unwrap();
     let app_id = AppId::parse("appId", &app).unwrap();
     let (device_id, request_id) = (dev.device_id.clone(), id.clone());
-    let (gate, answering) = h
-        .held(move |held| async move {
+    let refused = h
+        .held_past_removal(&format!("/cc/api/apps/{app}/devices/{}", dev.device_id), move |held| async move {
             rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &approval)
                 .await
                 .map(|answered| answered.current())
                 .map_err(|e| e.to_string())
         })
         .await;
-    let removed = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
-    assert_eq!(removed.status, 204, "{}", removed.json());
-    gate.open(true);
-    let refused = answering.await.unwrap();
     assert!(refused.as_ref().is_err_and(|e| e.contains("could not be found")), "{refused:?}");
     assert_eq!(states(&status(&h, &access, &id).await.json()), ["REQUEST_SENT", "INITIATED"]);
 }

@@ -185,17 +185,16 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
     let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
     let (user, device_id) = (racer.user.clone(), racer.device_id.clone());
     let request = PushToken::parse(Platform::Apns, hex::encode(rand::random::<[u8; 32]>())).unwrap();
-    let (gate, registering) = h
-        .held(move |held| async move {
-            rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    let refused = h
+        .held_past_removal(
+            &format!("/cc/api/apps/{app}/devices/{}", racer.device_id),
+            move |held| async move {
+                rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
+                    .await
+                    .map_err(|e| e.to_string())
+            },
+        )
         .await;
-    let removed = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", racer.device_id), None).await;
-    assert_eq!(removed.status, 204, "{}", removed.json());
-    gate.open(true);
-    let refused = registering.await.unwrap();
     assert!(refused.as_ref().is_err_and(|e| e.contains(&racer.device_id)), "{refused:?}");
     let forgotten = h.pushes.removed();
     assert_eq!(forgotten.len(), 2, "the racing registration's endpoint went too: {forgotten:?}");
