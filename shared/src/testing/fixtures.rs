@@ -7,6 +7,18 @@ use crate::ports::{Condition, ItemStore, WriteOp};
 use crate::repo::certificates::{enqueue_ops, request_item};
 use crate::repo::tokens;
 
+/// The serials a CRL (DER) lists, in its order, as lowercase hex.
+pub fn crl_serials(der: &[u8]) -> Vec<String> {
+    use x509_cert::der::Decode as _;
+    let crl = x509_cert::crl::CertificateList::from_der(der).expect("a DER CRL");
+    crl.tbs_cert_list
+        .revoked_certificates
+        .iter()
+        .flatten()
+        .map(|entry| hex::encode(entry.serial_number.as_bytes()))
+        .collect()
+}
+
 /// A fresh OOB nonce: 64 lowercase hexadecimal characters, as the start request wants them.
 pub fn nonce() -> String {
     format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
