@@ -253,15 +253,10 @@ impl LocalCa {
     fn crl_at(&self, now: time::OffsetDateTime, valid_for: Duration) -> anyhow::Result<(Vec<u8>, u64)> {
         let mut state = self.state.lock().expect("the list lock is never poisoned");
         let number = (state.crl_number + 1).max(now.unix_timestamp() as u64);
-        let window = valid_for.as_secs() as i64;
-        let kept: BTreeMap<String, i64> = state
-            .revoked
-            .iter()
-            .filter(|(serial, at)| state.listed(serial, **at, now.unix_timestamp(), window))
-            .map(|(serial, at)| (serial.clone(), *at))
-            .collect();
-        state.expires.retain(|serial, _| kept.contains_key(serial));
-        state.revoked = kept;
+        let (now_secs, window) = (now.unix_timestamp(), valid_for.as_secs() as i64);
+        let Revocations { revoked, expires, .. } = &mut *state;
+        revoked.retain(|serial, at| listed(expires.get(serial).copied(), *at, now_secs, window));
+        expires.retain(|serial, _| revoked.contains_key(serial));
         let revoked_certs = state
             .revoked
             .iter()
@@ -304,16 +299,15 @@ impl Revocations {
         let revoked = serials.into_iter().map(|s| (s, now)).collect();
         Ok(Self { revoked, expires: BTreeMap::new(), crl_number: 0 })
     }
+}
 
-    /// Whether `serial`, revoked at `revoked_at`, still belongs on a CRL built at `now` that
-    /// is valid for `valid_for` seconds: until its certificate expires, and for one CRL's
-    /// validity after that, so that a CRL issued after the expiry lists it (RFC 5280 §5.1.2.6)
-    /// while the agent publishes every half of that. Past it, a verifier refuses the
-    /// certificate as expired, and the entry only makes the CRL larger.
-    fn listed(&self, serial: &str, revoked_at: i64, now: i64, valid_for: i64) -> bool {
-        let expiry = self.expires.get(serial).copied().unwrap_or(revoked_at + MAX_VALIDITY_SECS);
-        now <= expiry + valid_for
-    }
+/// Whether a serial revoked at `revoked_at` whose certificate expires at `expiry` (if known)
+/// still belongs on a CRL built at `now` that is valid for `valid_for` seconds: until the
+/// certificate expires, and for one CRL's validity after that, so that a CRL issued after the
+/// expiry lists it (RFC 5280 §5.1.2.6) while the agent publishes every half of that. Past it, a
+/// verifier refuses the certificate as expired, and the entry only makes the CRL larger.
+fn listed(expiry: Option<i64>, revoked_at: i64, now: i64, valid_for: i64) -> bool {
+    now <= expiry.unwrap_or(revoked_at + MAX_VALIDITY_SECS) + valid_for
 }
 
 /// `https://…`, or `http://` to 127.0.0.0/8, `localhost` or `[::1]`.

@@ -100,8 +100,8 @@ impl<'a> Pki<'a> {
     }
 
     /// Publishes `crl` (at most [`rp_domain::pki::MAX_CRL_BYTES`], so that its parts and the
-    /// `CRL` item stay under the 4 MB a DynamoDB transaction writes) in place of what [`Self::get`] read as
-    /// `stored`, if it is still there; [`StoreError::Conflict`] if not.
+    /// `CRL` item stay under the 4 MB a DynamoDB transaction writes) in place of what
+    /// [`Self::get`] read as `stored`, if it is still there; [`StoreError::Conflict`] if not.
     pub async fn put(&self, crl: &PublishedCrl, stored: Stored) -> Result<(), StoreError> {
         let encoded = STANDARD.encode(&crl.crl);
         let number = crl.number_hex();
