@@ -8,7 +8,8 @@ use rp_domain::code::{CodeError, CodeRecord, HookDecision, Trigger};
 use rp_domain::devices::DeviceRecord;
 use rp_domain::devices::UserRecord;
 use rp_domain::oob::{
-    choose_device, Extras, OobAnswer, OobDevice, OobError, OobErrorKind, OobRequest, OobStart, OobState,
+    choose_device, AnswerOutcome, Extras, OobAnswer, OobDevice, OobError, OobErrorKind, OobRequest, OobStart,
+    OobState,
 };
 use rp_domain::push::WakeKind;
 use rp_ports::metrics::{self, Metric};
@@ -280,7 +281,8 @@ async fn recovery_keys(
 /// request as answered. A request of another app is not found, whatever its device's id (ids
 /// are the devices' own, unique within an app only); so is any, once the device's removal or
 /// the end of its token has begun, even if the device was let in before. A signature that does
-/// not verify, or a wrong amount, is stored (the request fails) and then refused.
+/// not verify, or a wrong amount, is stored (the request fails) and then refused. The answer
+/// that settled the request, sent again, changes nothing and gets the request as it is.
 pub async fn answer(
     state: &(impl HasClock + HasStore),
     app: &AppId,
@@ -295,15 +297,25 @@ pub async fn answer(
         if &request.app_id != app {
             return Err(OobError::NotFound);
         }
-        let answered = request.answer(device_id, answer, now)?;
+        let answered = match request.answer(device_id, answer, now)? {
+            AnswerOutcome::New(answered) => *answered,
+            AnswerOutcome::Again => return Ok(Err(request)),
+        };
         match repo.finish(&answered.request, version, &answered.event).await {
-            Ok(()) => Ok::<_, OobError>(answered),
+            Ok(()) => Ok::<_, OobError>(Ok(answered)),
             // The device's removal, or the end of its token, came first: it answers nothing.
             Err(StoreError::Conflict) if devices.is_frozen(app, device_id).await? => Err(OobError::NotFound),
             Err(e) => Err(e.into()),
         }
     })
     .await?;
+    let answered = match answered {
+        Ok(answered) => answered,
+        Err(settled) => {
+            tracing::info!(request_id = %request_id, "OOB answer repeated; nothing changes");
+            return Ok(settled);
+        }
+    };
     let current = answered.request.current();
     if current.is_final() {
         metrics::count(Metric::OobOutcome, 1, Some(("Outcome", outcome_name(current).as_str())));

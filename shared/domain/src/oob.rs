@@ -297,6 +297,16 @@ pub fn verify(public_key_b64: &str, message: &[u8], signature: &Signature) -> bo
 
 /// What a device's answer does.
 #[derive(Debug, Clone, PartialEq)]
+pub enum AnswerOutcome {
+    /// The answer settles the request.
+    New(Box<Answered>),
+    /// The request is settled by this same answer already (the device sends it again when the
+    /// reply to it was lost): the device is told the outcome again, and nothing changes.
+    Again,
+}
+
+/// A first answer's effects.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answered {
     /// The request with INITIATED_RESPONSE and its final state.
     pub request: OobRequest,
@@ -380,34 +390,28 @@ impl OobRequest {
     }
 
     /// The device `device_id` answers at `now`. The answer is checked against the key the
-    /// request was sent with; a bad signature or a wrong amount makes the request FAILED.
+    /// request was sent with; a bad signature or a wrong amount makes the request FAILED. Once
+    /// answered, the request takes the answer that settled it again ([`AnswerOutcome::Again`])
+    /// and refuses any other.
     pub fn answer(
         &self,
         device_id: &str,
         answer: &OobAnswer,
         now: EpochMillis,
-    ) -> Result<Answered, OobError> {
+    ) -> Result<AnswerOutcome, OobError> {
         if self.device.device_id != device_id || !self.is_live(now) {
             return Err(OobError::NotFound);
         }
+        let failure = self.failure_of(answer);
         if self.is_final() || self.current() == OobState::InitiatedResponse {
-            return Err(OobError::AlreadyAnswered);
+            let settled_by_it = failure.is_none() && self.current() == Self::settled(answer.decision);
+            return if settled_by_it { Ok(AnswerOutcome::Again) } else { Err(OobError::AlreadyAnswered) };
         }
         let mut next = self.clone();
         if next.current() == OobState::RequestSent {
             next.push(OobState::Initiated, "The device fetched the request", now);
         }
         next.push(OobState::InitiatedResponse, "The device answered", now);
-        let message = canonical_bytes(self, answer.decision, answer.amount.as_deref());
-        let shown = self.extras.as_ref().and_then(|e| e.amount.as_deref());
-        let failure = if !verify(&self.device.signing_public_key, &message, &answer.signature) {
-            Some(OobErrorKind::BadSignature)
-        } else if answer.decision == Decision::Approve && shown.is_some() && shown != answer.amount.as_deref()
-        {
-            Some(OobErrorKind::WrongAmount)
-        } else {
-            None
-        };
         let (state, text) = match (failure, answer.decision) {
             (Some(OobErrorKind::BadSignature), _) => {
                 (OobState::Failed, "The answer's signature is not valid")
@@ -429,7 +433,30 @@ impl OobRequest {
             now,
             attributes,
         );
-        Ok(Answered { request: next, event, failure })
+        Ok(AnswerOutcome::New(Box::new(Answered { request: next, event, failure })))
+    }
+
+    /// Why `answer` fails this request, if it does: its signature does not verify with the
+    /// request's key, or it approves another amount than the one shown.
+    fn failure_of(&self, answer: &OobAnswer) -> Option<OobErrorKind> {
+        let message = canonical_bytes(self, answer.decision, answer.amount.as_deref());
+        let shown = self.extras.as_ref().and_then(|e| e.amount.as_deref());
+        if !verify(&self.device.signing_public_key, &message, &answer.signature) {
+            Some(OobErrorKind::BadSignature)
+        } else if answer.decision == Decision::Approve && shown.is_some() && shown != answer.amount.as_deref()
+        {
+            Some(OobErrorKind::WrongAmount)
+        } else {
+            None
+        }
+    }
+
+    /// The final state a valid answer of `decision` settles a request in.
+    fn settled(decision: Decision) -> OobState {
+        match decision {
+            Decision::Approve => OobState::Completed,
+            Decision::Decline => OobState::Canceled,
+        }
     }
 }
 
@@ -479,6 +506,14 @@ mod tests {
         OobAnswer { decision, signature, amount: amount.map(str::to_owned) }
     }
 
+    /// The effects of a first answer.
+    fn new(outcome: Result<AnswerOutcome, OobError>) -> Answered {
+        match outcome {
+            Ok(AnswerOutcome::New(answered)) => *answered,
+            other => panic!("not a first answer: {other:?}"),
+        }
+    }
+
     fn states(r: &OobRequest) -> Vec<OobState> {
         r.state.iter().map(|s| s.value).collect()
     }
@@ -489,39 +524,71 @@ mod tests {
         let r = request(&k, None);
         let fetched = r.fetched(T0).unwrap();
         assert!(fetched.fetched(T0).is_none(), "INITIATED once");
-        let done = fetched.answer("d1", &signed(&k, &r, Decision::Approve, None), T0).unwrap();
+        let approval = signed(&k, &r, Decision::Approve, None);
+        let done = new(fetched.answer("d1", &approval, T0));
         assert_eq!(done.failure, None);
         use OobState::*;
         assert_eq!(states(&done.request), [RequestSent, Initiated, InitiatedResponse, Completed]);
         assert_eq!(done.event.attributes["state"], json!("COMPLETED"));
-        assert!(matches!(
-            done.request.answer("d1", &signed(&k, &r, Decision::Approve, None), T0),
-            Err(OobError::AlreadyAnswered)
-        ));
+        // The same approval again (its reply was lost), or signed anew: told again, nothing changes.
+        for again in [approval, signed(&k, &r, Decision::Approve, None)] {
+            assert_eq!(done.request.answer("d1", &again, T0).unwrap(), AnswerOutcome::Again);
+        }
+        // Any other answer is refused: a decline, a forged approval, another device's.
+        for other in [signed(&k, &r, Decision::Decline, None), signed(&key(), &r, Decision::Approve, None)] {
+            assert!(matches!(done.request.answer("d1", &other, T0), Err(OobError::AlreadyAnswered)));
+        }
+        let approval = signed(&k, &r, Decision::Approve, None);
+        assert!(matches!(done.request.answer("d2", &approval, T0), Err(OobError::NotFound)));
+    }
+
+    #[test]
+    fn a_settled_request_takes_only_the_answer_that_settled_it_again() {
+        let k = key();
+        let r = request(&k, Some("42"));
+        let declined = new(r.answer("d1", &signed(&k, &r, Decision::Decline, None), T0)).request;
+        let decline = signed(&k, &r, Decision::Decline, None);
+        assert_eq!(declined.answer("d1", &decline, T0).unwrap(), AnswerOutcome::Again);
+        let approval = signed(&k, &r, Decision::Approve, Some("42"));
+        assert!(matches!(declined.answer("d1", &approval, T0), Err(OobError::AlreadyAnswered)));
+
+        let approved = new(r.answer("d1", &approval, T0)).request;
+        assert_eq!(approved.answer("d1", &approval, T0).unwrap(), AnswerOutcome::Again);
+        let other_amount = signed(&k, &r, Decision::Approve, Some("41"));
+        assert!(matches!(approved.answer("d1", &other_amount, T0), Err(OobError::AlreadyAnswered)));
+        // A failed request was told its failure: nothing settles it again.
+        let failed = new(r.answer("d1", &other_amount, T0)).request;
+        assert_eq!(failed.current(), OobState::Failed);
+        for again in [&other_amount, &approval, &decline] {
+            assert!(matches!(failed.answer("d1", again, T0), Err(OobError::AlreadyAnswered)));
+        }
+        // Past its expiry nothing is found, a repeat neither.
+        let late = approved.expires_at;
+        assert!(matches!(approved.answer("d1", &approval, late), Err(OobError::NotFound)));
     }
 
     #[test]
     fn declines_cancel_and_bad_signatures_or_numbers_fail() {
         let k = key();
         let r = request(&k, Some("42"));
-        let declined = r.answer("d1", &signed(&k, &r, Decision::Decline, None), T0).unwrap();
+        let declined = new(r.answer("d1", &signed(&k, &r, Decision::Decline, None), T0));
         assert_eq!(declined.request.current(), OobState::Canceled);
-        let forged = r.answer("d1", &signed(&key(), &r, Decision::Approve, Some("42")), T0).unwrap();
+        let forged = new(r.answer("d1", &signed(&key(), &r, Decision::Approve, Some("42")), T0));
         assert_eq!(
             (forged.request.current(), forged.failure),
             (OobState::Failed, Some(OobErrorKind::BadSignature))
         );
-        let wrong = r.answer("d1", &signed(&k, &r, Decision::Approve, Some("41")), T0).unwrap();
+        let wrong = new(r.answer("d1", &signed(&k, &r, Decision::Approve, Some("41")), T0));
         assert_eq!(
             (wrong.request.current(), wrong.failure),
             (OobState::Failed, Some(OobErrorKind::WrongAmount))
         );
-        let right = r.answer("d1", &signed(&k, &r, Decision::Approve, Some("42")), T0).unwrap();
+        let right = new(r.answer("d1", &signed(&k, &r, Decision::Approve, Some("42")), T0));
         assert_eq!(right.request.current(), OobState::Completed);
         // A signature over another decision, or another request, does not carry over.
         let mut swapped = signed(&k, &r, Decision::Decline, Some("42"));
         swapped.decision = Decision::Approve;
-        assert_eq!(r.answer("d1", &swapped, T0).unwrap().failure, Some(OobErrorKind::BadSignature));
+        assert_eq!(new(r.answer("d1", &swapped, T0)).failure, Some(OobErrorKind::BadSignature));
     }
 
     #[test]
@@ -579,8 +646,8 @@ mod tests {
             for step in steps {
                 match step {
                     0 => if let Some(next) = r.fetched(T0) { r = next },
-                    1 => if let Ok(a) = r.answer("d1", &signed(&k, &r, Decision::Approve, None), T0) { r = a.request },
-                    _ => if let Ok(a) = r.answer("d1", &signed(&key(), &r, Decision::Decline, None), T0) { r = a.request },
+                    1 => if let Ok(AnswerOutcome::New(a)) = r.answer("d1", &signed(&k, &r, Decision::Approve, None), T0) { r = a.request },
+                    _ => if let Ok(AnswerOutcome::New(a)) = r.answer("d1", &signed(&key(), &r, Decision::Decline, None), T0) { r = a.request },
                 }
             }
             prop_assert_eq!(r.state[0].value, OobState::RequestSent);

@@ -288,7 +288,7 @@ pub struct DeviceOobAnswered {
 
 #[utoipa::path(post, path = "/rp/versioned/device/oob/requests/{requestId}", tag = "oob", security(("device" = [])),
     params(("requestId" = String, Path, description = "The pending request's `requestId`", max_length = 64)), request_body = OobAnswerRequest,
-    responses((status = 200, description = "The answer is stored", body = DeviceOobAnswered)))]
+    responses((status = 200, description = "The answer is stored, or is the one that settled the request, sent again (nothing changes)", body = DeviceOobAnswered)))]
 async fn device_answer(
     State(state): State<AppState>,
     device: DeviceCaller,

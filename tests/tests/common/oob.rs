@@ -196,7 +196,8 @@ pub async fn oob_login_completes_with_a_signed_approval(h: Harness) {
         "INITIATED once"
     );
 
-    let r = answer(&h, &dev, &id, signed(&dev.signing, &mine, "approve", None)).await;
+    let approval = signed(&dev.signing, &mine, "approve", None);
+    let r = answer(&h, &dev, &id, approval.clone()).await;
     assert_eq!(r.status, 200, "{}", r.json());
     assert_eq!(r.json(), json!({"requestId": id, "state": "COMPLETED"}));
     let done = status(&h, &access, &id).await.json();
@@ -205,12 +206,27 @@ pub async fn oob_login_completes_with_a_signed_approval(h: Harness) {
         fetch(&h, &dev).await.iter().all(|r| r["requestId"] != id.as_str()),
         "finished requests leave the list"
     );
-    answer(&h, &dev, &id, signed(&dev.signing, &mine, "approve", None))
+    // The same answer again (its reply was lost) is told the outcome again; any other is refused.
+    for again in [approval, signed(&dev.signing, &mine, "approve", None)] {
+        let r = answer(&h, &dev, &id, again).await;
+        assert_eq!((r.status.as_u16(), r.json()), (200, json!({"requestId": id, "state": "COMPLETED"})));
+    }
+    answer(&h, &dev, &id, signed(&dev.signing, &mine, "decline", None))
         .await
         .problem(409, codes::OOB_ANSWERED);
+    let other_key = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    answer(&h, &dev, &id, signed(&other_key, &mine, "approve", None)).await.problem(409, codes::OOB_ANSWERED);
+    assert_eq!(states(&status(&h, &access, &id).await.json()).len(), 4, "nothing changed");
     let events =
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=OOB_AUTHENTICATION"), None).await.json();
-    assert_eq!(events["events"][0]["attributes"]["state"], "COMPLETED", "{events}");
+    let answered: Vec<_> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["attributes"]["requestId"] == id.as_str())
+        .collect();
+    assert_eq!(answered.len(), 1, "one event: {events}");
+    assert_eq!(answered[0]["attributes"]["state"], "COMPLETED", "{events}");
 }
 
 pub async fn oob_declines_bad_signatures_and_wrong_numbers(h: Harness) {
@@ -448,19 +464,23 @@ pub async fn racing_oob_answers_have_one_winner(h: Harness) {
             let decision = if i % 2 == 0 { "approve" } else { "decline" };
             let body = signed(&dev.signing, &seen, decision, None);
             let (path, token) = (format!("/rp/versioned/device/oob/requests/{id}"), dev.token.clone());
-            tokio::spawn(
-                async move { client.send("POST", &path, Some(&token), Some(body)).await.status.as_u16() },
-            )
+            tokio::spawn(async move {
+                let r = client.send("POST", &path, Some(&token), Some(body)).await;
+                (decision, r.status.as_u16(), r.json()["state"].clone())
+            })
         })
         .collect();
-    let mut statuses = super::joined(racers).await;
-    statuses.sort();
-    assert_eq!(statuses, [200, 409, 409, 409, 409, 409, 409, 409], "exactly one answer wins");
+    let answers = super::joined(racers).await;
     let finals = states(&status(&h, &access, &id).await.json());
-    assert_eq!(
-        finals.iter().filter(|s| ["COMPLETED", "CANCELED", "FAILED"].contains(&s.as_str())).count(),
-        1
-    );
+    let settled: Vec<_> =
+        finals.iter().filter(|s| ["COMPLETED", "CANCELED", "FAILED"].contains(&s.as_str())).collect();
+    assert_eq!(settled.len(), 1, "{finals:?}");
+    // One answer wins; those of its decision are told its outcome (a repeat), the others refused.
+    let winner = if settled[0] == "COMPLETED" { "approve" } else { "decline" };
+    for (decision, status, state) in &answers {
+        let expected = if *decision == winner { (200, json!(settled[0])) } else { (409, Value::Null) };
+        assert_eq!((*status, state.clone()), expected, "{answers:?}");
+    }
 }
 
 /// `GET /rp/api/oob/client/authentication/{appId}/{namedUser}/devices`, as HYPR-speaking
