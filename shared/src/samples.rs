@@ -12,7 +12,7 @@
 use crate::backend::Backend;
 use crate::domain::apps::AppId;
 use crate::domain::certificates::{CertRequest, IssuedCert, RequestKind, RequestState};
-use crate::domain::devices::{DeviceTokenRecord, LinkRecord, RegistrationCode};
+use crate::domain::devices::{DeviceTokenRecord, LinkRecord, RegistrationCode, TokenTrade};
 use crate::domain::oob::{Nonces, OobDevice, OobRequest, OobStart};
 use crate::domain::tokens::{TokenKind, TokenSecret};
 use crate::domain::EpochMillis;
@@ -193,6 +193,7 @@ async fn install_device_token(
         hash: secret.hash().to_hex(),
         created_at: now,
         expires_at: None,
+        superseded_until: None,
     };
     // It becomes the device's one token, in place of the one its registration gave it.
     let devices = Devices::new(backend.store.as_ref());
@@ -200,7 +201,7 @@ async fn install_device_token(
         .device_of(app, &record.named_user, device)
         .await?
         .context("the sample device is registered")?;
-    devices.replace_token(&registered, version, &registered.token_id, &record).await?;
+    devices.trade_token(&registered, version, &TokenTrade::Replace, &record).await?;
     Ok(())
 }
 

@@ -121,6 +121,7 @@ fn new_token(
         hash: hash.to_hex(),
         created_at: now,
         expires_at: Some(now.plus_secs(DEVICE_TOKEN_LIFETIME_SECS)),
+        superseded_until: None,
     };
     (secret, token)
 }
@@ -146,6 +147,7 @@ pub async fn register(
         token_id: String::new(),
         token_ends_at: None,
         push: None,
+        superseded_token_id: None,
     }
     .with_token(&token);
     Devices::new(state.store())
@@ -155,16 +157,17 @@ pub async fn register(
     Ok((device, secret))
 }
 
-/// The device `device_id` of `named_user` in `app` trades its token `token_id` for a fresh one
-/// (the old one stops working): the new secret, shown only here, and its record.
+/// The device that `presented` (admitted for a refresh, [`admit_token_for_refresh`]) belongs
+/// to trades it for a fresh one: the new secret, shown only here, and its record. The device's
+/// current token then works only to trade again, for a while
+/// ([`rp_domain::devices::SUPERSEDED_TOKEN_GRACE_SECS`]); traded again so (the reply was lost),
+/// the fresh token it got replaces the one the device never received.
 pub async fn refresh_token(
     state: &(impl HasClock + HasStore),
-    app: &AppId,
-    named_user: &str,
-    device_id: &str,
-    token_id: &str,
+    presented: &DeviceTokenRecord,
 ) -> Result<(TokenSecret, DeviceTokenRecord), RegistrationError> {
     let devices = &Devices::new(state.store());
+    let (app, named_user, device_id) = (&presented.app_id, &presented.named_user, &presented.device_id);
     // Conditional on the device's version and on it not being frozen: a removal or a token's end
     // that freezes it first wins, and the refresh then finds the device gone or frozen (404).
     let (secret, token) = retry_on_conflict(|| async move {
@@ -172,12 +175,12 @@ pub async fn refresh_token(
             tokio::join!(devices.device_of(app, named_user, device_id), devices.is_frozen(app, device_id));
         let (device, version) =
             device?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
-        if frozen? || device.token_id != token_id {
-            return Err(RegistrationError::NoDeviceToken(device_id.to_owned()));
-        }
-        let (secret, token) = new_token(app, named_user, device_id, state.clock().now_millis());
-        devices.replace_token(&device, version, token_id, &token).await?;
-        Ok((secret, token))
+        let now = state.clock().now_millis();
+        let trade = if frozen? { None } else { device.trade_for(presented, now) };
+        let trade = trade.ok_or_else(|| RegistrationError::NoDeviceToken(device_id.to_owned()))?;
+        let (secret, token) = new_token(app, named_user, device_id, now);
+        devices.trade_token(&device, version, &trade, &token).await?;
+        Ok::<_, RegistrationError>((secret, token))
     })
     .await?;
     tracing::info!(app_id = %app, device_id = %device_id, "device token refreshed");
@@ -211,6 +214,20 @@ pub async fn admit_token(
 ) -> Result<Result<DeviceTokenRecord, DeviceTokenRefusal>, StoreError> {
     let found = Devices::new(state.store()).device_token(presented).await?;
     Ok(admitted(found, presented, state.clock().now_millis()))
+}
+
+/// The device token `presented` is, admitted now for a refresh: also the token its device
+/// traded last, within the grace. `Ok(Err(_))` says why it is refused.
+pub async fn admit_token_for_refresh(
+    state: &(impl HasClock + HasStore),
+    presented: &TokenHash,
+) -> Result<Result<DeviceTokenRecord, DeviceTokenRefusal>, StoreError> {
+    let found = Devices::new(state.store()).device_token(presented).await?;
+    let now = state.clock().now_millis();
+    Ok(found.ok_or(DeviceTokenRefusal::Invalid).and_then(|record| {
+        record.admit_for_refresh(presented, now)?;
+        Ok(record)
+    }))
 }
 
 /// Ends the token of `device_id` in `app`, from `first` (the device and its version, read

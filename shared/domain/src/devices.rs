@@ -165,6 +165,10 @@ pub struct DeviceRecord {
     /// Where a wake-up reaches the device, once it registered a push token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<crate::push::PushRegistration>,
+    /// The token the device traded last for its current one, which may still trade again (see
+    /// [`SUPERSEDED_TOKEN_GRACE_SECS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_token_id: Option<String>,
 }
 
 impl DeviceRecord {
@@ -184,7 +188,45 @@ impl DeviceRecord {
     pub fn token_ended(self, now: EpochMillis) -> Self {
         Self { token_ends_at: Some(now), ..self }
     }
+
+    /// How a refresh presented with `presented` (admitted for a refresh at `now`, see
+    /// [`DeviceTokenRecord::admit_for_refresh`]) trades the device's token: its current token is
+    /// superseded; the one it traded last, sent again because the reply was lost, replaces the
+    /// current one (which never reached the device). `None` for any other token.
+    pub fn trade_for(&self, presented: &DeviceTokenRecord, now: EpochMillis) -> Option<TokenTrade> {
+        if presented.token_id == self.token_id && presented.superseded_until.is_none() {
+            Some(TokenTrade::Supersede(presented.clone().superseded(now)))
+        } else if self.superseded_token_id.as_deref() == Some(presented.token_id.as_str()) {
+            Some(TokenTrade::Replace)
+        } else {
+            None
+        }
+    }
+
+    /// The device with `new` as its token, traded by `trade`.
+    pub fn traded(self, trade: &TokenTrade, new: &DeviceTokenRecord) -> Self {
+        let superseded_token_id = match trade {
+            TokenTrade::Supersede(old) => Some(old.token_id.clone()),
+            TokenTrade::Replace => self.superseded_token_id.clone(),
+        };
+        Self { superseded_token_id, ..self.with_token(new) }
+    }
 }
+
+/// What trading a device's token for a fresh one does to the token it holds now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenTrade {
+    /// It stays, as this record, able to trade again until its grace ends; the token it
+    /// superseded before goes.
+    Supersede(DeviceTokenRecord),
+    /// It goes.
+    Replace,
+}
+
+/// How long a device token traded for a fresh one may still trade again, and do nothing else:
+/// a device whose reply to its refresh was lost sends the refresh again with the token it
+/// holds, and gets another fresh token in place of the lost one.
+pub const SUPERSEDED_TOKEN_GRACE_SECS: i64 = 600;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -197,6 +239,10 @@ pub struct DeviceTokenRecord {
     pub created_at: EpochMillis,
     /// After this the token is refused; tokens from before lifetimes count from `created_at`.
     pub expires_at: Option<EpochMillis>,
+    /// Once the token was traded for a fresh one: until when it may trade again (and do
+    /// nothing else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_until: Option<EpochMillis>,
 }
 
 /// How long a device token is valid; the device refreshes it before then.
@@ -207,13 +253,33 @@ impl DeviceTokenRecord {
     pub fn expiry(&self) -> EpochMillis {
         self.expires_at.unwrap_or(self.created_at.plus_secs(DEVICE_TOKEN_LIFETIME_SECS))
     }
+
+    /// The token as traded for a fresh one at `now`.
+    pub fn superseded(self, now: EpochMillis) -> Self {
+        Self { superseded_until: Some(now.plus_secs(SUPERSEDED_TOKEN_GRACE_SECS)), ..self }
+    }
+
+    /// Checks a presented token for a refresh at `now`: a token the device holds, or the one it
+    /// traded last, within the grace (even past its lifetime, which a refresh just before it
+    /// may have reached).
+    pub fn admit_for_refresh(
+        &self,
+        presented: &TokenHash,
+        now: EpochMillis,
+    ) -> Result<(), DeviceTokenRefusal> {
+        match self.superseded_until {
+            Some(until) if presented.is_stored_as(&self.hash) && now < until => Ok(()),
+            Some(_) => Err(DeviceTokenRefusal::Invalid),
+            None => self.admit(presented, now),
+        }
+    }
 }
 
 impl Credential for DeviceTokenRecord {
     type Refusal = DeviceTokenRefusal;
     const UNKNOWN: DeviceTokenRefusal = DeviceTokenRefusal::Invalid;
     fn admit(&self, presented: &TokenHash, now: EpochMillis) -> Result<(), DeviceTokenRefusal> {
-        if !presented.is_stored_as(&self.hash) {
+        if !presented.is_stored_as(&self.hash) || self.superseded_until.is_some() {
             return Err(DeviceTokenRefusal::Invalid);
         }
         if self.expiry() <= now {
@@ -300,6 +366,7 @@ mod tests {
             hash: presented.to_hex(),
             created_at: EpochMillis(0),
             expires_at: Some(EpochMillis(1_000)),
+            superseded_until: None,
         };
         assert_eq!(record.admit(&presented, EpochMillis(999)), Ok(()));
         assert_eq!(record.admit(&presented, EpochMillis(1_000)), Err(DeviceTokenRefusal::Expired));
@@ -307,9 +374,88 @@ mod tests {
         assert_eq!(record.admit(&other, EpochMillis(0)), Err(DeviceTokenRefusal::Invalid));
         let garbled = DeviceTokenRecord { hash: "not hex".into(), ..record.clone() };
         assert_eq!(garbled.admit(&presented, EpochMillis(0)), Err(DeviceTokenRefusal::Invalid));
-        let lifetime = DeviceTokenRecord { expires_at: None, ..record };
+        let lifetime = DeviceTokenRecord { expires_at: None, ..record.clone() };
         let end = EpochMillis(0).plus_secs(DEVICE_TOKEN_LIFETIME_SECS);
         assert_eq!(lifetime.admit(&presented, end), Err(DeviceTokenRefusal::Expired));
+        // A refresh admits what any call admits.
+        assert_eq!(record.admit_for_refresh(&presented, EpochMillis(999)), Ok(()));
+        assert_eq!(
+            record.admit_for_refresh(&presented, EpochMillis(1_000)),
+            Err(DeviceTokenRefusal::Expired)
+        );
+        assert_eq!(record.admit_for_refresh(&other, EpochMillis(0)), Err(DeviceTokenRefusal::Invalid));
+    }
+
+    fn token(id: &str, secret: &crate::tokens::TokenSecret) -> DeviceTokenRecord {
+        DeviceTokenRecord {
+            token_id: id.into(),
+            app_id: AppId::parse("appId", "app").unwrap(),
+            named_user: "alice".into(),
+            device_id: "d1".into(),
+            hash: secret.hash().to_hex(),
+            created_at: EpochMillis(0),
+            expires_at: Some(EpochMillis(1_000_000)),
+            superseded_until: None,
+        }
+    }
+
+    #[test]
+    fn a_traded_token_admits_only_a_refresh_and_only_within_its_grace() {
+        let secret = crate::tokens::TokenSecret::generate();
+        let presented = secret.hash();
+        let at = EpochMillis(500_000);
+        let old = token("t1", &secret).superseded(at);
+        let grace_end = at.plus_secs(SUPERSEDED_TOKEN_GRACE_SECS);
+        assert_eq!(old.superseded_until, Some(grace_end));
+        assert_eq!(old.admit(&presented, at), Err(DeviceTokenRefusal::Invalid), "no other call");
+        assert_eq!(old.admit_for_refresh(&presented, EpochMillis(grace_end.as_millis() - 1)), Ok(()));
+        assert_eq!(old.admit_for_refresh(&presented, grace_end), Err(DeviceTokenRefusal::Invalid));
+        let other = crate::tokens::TokenSecret::generate().hash();
+        assert_eq!(old.admit_for_refresh(&other, at), Err(DeviceTokenRefusal::Invalid));
+        // Past its lifetime, within the grace: it was live when it was traded.
+        let late = DeviceTokenRecord { expires_at: Some(at), ..old };
+        assert_eq!(late.admit_for_refresh(&presented, at.plus_secs(1)), Ok(()));
+    }
+
+    #[test]
+    fn a_refresh_supersedes_the_current_token_and_a_repeat_replaces_the_lost_one() {
+        let at = EpochMillis(500_000);
+        let secret = crate::tokens::TokenSecret::generate;
+        let (s1, s2, s3) = (secret(), secret(), secret());
+        let (t1, t2, t3) = (token("t1", &s1), token("t2", &s2), token("t3", &s3));
+        let device = DeviceRecord {
+            app_id: t1.app_id.clone(),
+            named_user: "alice".into(),
+            device_id: "d1".into(),
+            friendly_name: "phone".into(),
+            model_number: "m".into(),
+            signing_public_key: String::new(),
+            key_agreement_public_key: String::new(),
+            registered_at: EpochMillis(0),
+            token_id: String::new(),
+            token_ends_at: None,
+            push: None,
+            superseded_token_id: None,
+        }
+        .with_token(&t1);
+        let trade = device.trade_for(&t1, at).unwrap();
+        assert_eq!(trade, TokenTrade::Supersede(t1.clone().superseded(at)));
+        let refreshed = device.traded(&trade, &t2);
+        assert_eq!(
+            (refreshed.token_id.as_str(), refreshed.superseded_token_id.as_deref()),
+            ("t2", Some("t1"))
+        );
+        // The reply was lost: the device sends t1 again, and t3 takes the place of t2.
+        let traded_t1 = t1.clone().superseded(at);
+        assert_eq!(refreshed.trade_for(&traded_t1, at), Some(TokenTrade::Replace));
+        let again = refreshed.clone().traded(&TokenTrade::Replace, &t3);
+        assert_eq!((again.token_id.as_str(), again.superseded_token_id.as_deref()), ("t3", Some("t1")));
+        // t3's refresh supersedes it, and t1 is no longer the device's to trade.
+        let next = again.trade_for(&t3, at).unwrap();
+        let moved_on = again.traded(&next, &t2);
+        assert_eq!(moved_on.superseded_token_id.as_deref(), Some("t3"));
+        assert_eq!(moved_on.trade_for(&traded_t1, at), None);
+        assert_eq!(refreshed.trade_for(&t3, at), None, "a token the device never had");
     }
 
     #[test]

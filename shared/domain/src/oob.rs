@@ -670,6 +670,7 @@ mod tests {
             token_id: format!("t-{id}"),
             token_ends_at,
             push: None,
+            superseded_token_id: None,
         }
     }
 

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rp_app::apps::load_app;
 use rp_app::AppState;
 use rp_domain::apps::{AppId, ControlError};
-use rp_domain::devices::DeviceTokenRefusal;
+use rp_domain::devices::{DeviceTokenRecord, DeviceTokenRefusal};
 use rp_domain::tokens::{TokenKind, TokenRecord, TokenRefusal, TokenSecret};
 use rp_repo::apps::AppRecord;
 use serde::de::DeserializeOwned;
@@ -507,18 +507,8 @@ impl FromRequestParts<AppState> for DeviceCaller {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
-        let secret = bearer(parts)?;
-        let presented = secret.hash();
-        let refused = |why: DeviceTokenRefusal| {
-            let detail = match why {
-                DeviceTokenRefusal::Invalid => "Authorization: the device token is not valid",
-                DeviceTokenRefusal::Expired => {
-                    "Authorization: the device token has expired; refresh it before it expires, or register again"
-                }
-            };
-            Problem::unauthorized(&errors::INVALID_TOKEN, detail)
-        };
-        let record = rp_app::devices::admit_token(state, &presented).await?.map_err(refused)?;
+        let presented = bearer(parts)?.hash();
+        let record = rp_app::devices::admit_token(state, &presented).await?.map_err(device_refusal)?;
         Ok(DeviceCaller {
             app_id: record.app_id,
             device_id: record.device_id,
@@ -526,4 +516,29 @@ impl FromRequestParts<AppState> for DeviceCaller {
             token_id: record.token_id,
         })
     }
+}
+
+/// A device's bearer token, admitted to trade for a fresh one: the device's token, or the one it
+/// traded last, sent again within the grace because the reply was lost.
+pub struct RefreshingDevice(pub DeviceTokenRecord);
+
+impl FromRequestParts<AppState> for RefreshingDevice {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let presented = bearer(parts)?.hash();
+        let admitted = rp_app::devices::admit_token_for_refresh(state, &presented).await?;
+        Ok(RefreshingDevice(admitted.map_err(device_refusal)?))
+    }
+}
+
+/// The 401 of a refused device token, saying why.
+fn device_refusal(why: DeviceTokenRefusal) -> Problem {
+    let detail = match why {
+        DeviceTokenRefusal::Invalid => "Authorization: the device token is not valid",
+        DeviceTokenRefusal::Expired => {
+            "Authorization: the device token has expired; refresh it before it expires, or register again"
+        }
+    };
+    Problem::unauthorized(&errors::INVALID_TOKEN, detail)
 }

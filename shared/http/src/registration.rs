@@ -2,7 +2,7 @@
 //! shows a QR code; the mobile app registers the device with the code and its P-256 keys and
 //! receives a device token.
 
-use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson};
+use super::extract::{AdminOfApp, ApiJson, ApiPath, MaybeJson, RefreshingDevice};
 use super::links;
 use super::problem::Problem;
 use crate::params::UserPath;
@@ -195,15 +195,15 @@ pub struct DeviceTokenIssued {
     pub expires_at: String,
 }
 
-/// The device trades its (still valid) token for a fresh one; the old one stops working.
+/// The device trades its (still valid) token for a fresh one; the old one stops working but to
+/// trade again for a while, in case the reply was lost.
 #[utoipa::path(post, path = "/rp/versioned/device/token", tag = "registration", security(("device" = [])),
-    responses((status = 201, description = "A fresh device token; the old one stops working", body = DeviceTokenIssued)))]
+    responses((status = 201, description = "A fresh device token; the old one stops working, but for this call within 10 minutes (the reply was lost: the fresh token it gave stops working instead)", body = DeviceTokenIssued)))]
 async fn refresh_token(
     State(state): State<AppState>,
-    caller: super::extract::DeviceCaller,
+    RefreshingDevice(presented): RefreshingDevice,
 ) -> Result<(StatusCode, [(header::HeaderName, &'static str); 1], Json<DeviceTokenIssued>), Problem> {
-    let (app, user, device) = (&caller.app_id, &caller.named_user, &caller.device_id);
-    let (secret, token) = devices::refresh_token(&state, app, user, device, &caller.token_id).await?;
+    let (secret, token) = devices::refresh_token(&state, &presented).await?;
     let body =
         DeviceTokenIssued { device_token: secret.expose().to_owned(), expires_at: token.expiry().iso8601() };
     Ok((StatusCode::CREATED, [(header::CACHE_CONTROL, "no-store")], Json(body)))

@@ -13,7 +13,9 @@
 //! transaction conditional on the link's version: of two racing registrations one wins.
 
 use rp_domain::apps::AppId;
-use rp_domain::devices::{DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, UserRecord};
+use rp_domain::devices::{
+    DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, TokenTrade, UserRecord,
+};
 use rp_domain::push::PushRegistration;
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::TokenHash;
@@ -41,6 +43,17 @@ fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
 /// Where a device's record is filed: under its user.
 fn device_key(app: &AppId, named_user: &str, device_id: &str) -> ItemKey {
     ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"))
+}
+
+/// A device token's record, under the id its hash gives it.
+fn token_key(token_id: &str) -> ItemKey {
+    ItemKey::new("DEVTOKEN", token_id)
+}
+
+/// The deletion of the token `device` traded last, if it has one: it may trade no more.
+fn superseded_token_goes(device: &DeviceRecord) -> Option<WriteOp> {
+    let id = device.superseded_token_id.as_deref()?;
+    Some(WriteOp::Delete { key: token_key(id), condition: Condition::Any })
 }
 
 /// Written when a device is removed or its token ended, before either: from then on no token
@@ -190,7 +203,7 @@ impl<'a> Devices<'a> {
     }
 
     pub async fn device_token(&self, presented: &TokenHash) -> Result<Option<DeviceTokenRecord>, StoreError> {
-        let key = ItemKey::new("DEVTOKEN", presented.token_id());
+        let key = token_key(&presented.token_id());
         self.store.get(&key).await?.map(|i| i.data()).transpose()
     }
 
@@ -238,7 +251,7 @@ impl<'a> Devices<'a> {
                     condition: Condition::Absent,
                 },
                 WriteOp::Put {
-                    item: Item::new(ItemKey::new("DEVTOKEN", token.token_id.clone()), token)?,
+                    item: Item::new(token_key(&token.token_id), token)?,
                     condition: Condition::Absent,
                 },
             ];
@@ -288,33 +301,40 @@ impl<'a> Devices<'a> {
         .await
     }
 
-    /// Replaces the device token `old_token_id` with `new`, and points the device at it, in one
-    /// transaction: the old token stops working as the new one starts. Only while the device
-    /// stands at `version` and is not frozen ([`Self::freeze`]): a removal or a token's end makes
-    /// this a conflict.
-    pub async fn replace_token(
+    /// Trades the device's token for `new` as `trade` says, and points the device at it, in one
+    /// transaction: the token it holds stops working (but for a refresh, when superseded) as the
+    /// new one starts. Only while the device stands at `version` and is not frozen
+    /// ([`Self::freeze`]): a removal or a token's end makes this a conflict.
+    pub async fn trade_token(
         &self,
         device: &DeviceRecord,
         version: u64,
-        old_token_id: &str,
+        trade: &TokenTrade,
         new: &DeviceTokenRecord,
     ) -> Result<(), StoreError> {
         let record = device_key(&device.app_id, &device.named_user, &device.device_id);
-        let updated = device.clone().with_token(new);
-        self.store
-            .transact(vec![
-                WriteOp::Delete { key: ItemKey::new("DEVTOKEN", old_token_id), condition: Condition::Exists },
-                WriteOp::Put {
-                    item: Item::new(ItemKey::new("DEVTOKEN", new.token_id.clone()), new)?,
-                    condition: Condition::Absent,
-                },
-                WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
-                WriteOp::Check {
-                    key: frozen_key(&device.app_id, &device.device_id),
-                    condition: Condition::Absent,
-                },
-            ])
-            .await
+        let updated = device.clone().traded(trade, new);
+        let mut ops = vec![
+            WriteOp::Put { item: Item::new(token_key(&new.token_id), new)?, condition: Condition::Absent },
+            WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
+            WriteOp::Check {
+                key: frozen_key(&device.app_id, &device.device_id),
+                condition: Condition::Absent,
+            },
+        ];
+        match trade {
+            TokenTrade::Supersede(old) => {
+                ops.push(WriteOp::Put {
+                    item: Item::new(token_key(&old.token_id), old)?,
+                    condition: Condition::Exists,
+                });
+                ops.extend(superseded_token_goes(device));
+            }
+            TokenTrade::Replace => {
+                ops.push(WriteOp::Delete { key: token_key(&device.token_id), condition: Condition::Exists });
+            }
+        }
+        self.store.transact(ops).await
     }
 
     /// The device (at `version`) with its push registration set to `push`: a conflict when the
@@ -371,7 +391,7 @@ impl<'a> Devices<'a> {
 
     /// The device token with this id.
     pub async fn token(&self, token_id: &str) -> Result<Option<DeviceTokenRecord>, StoreError> {
-        self.store.get(&ItemKey::new("DEVTOKEN", token_id)).await?.map(|i| i.data()).transpose()
+        self.store.get(&token_key(token_id)).await?.map(|i| i.data()).transpose()
     }
 
     /// The token of each of `devices`, in their order, read several at once ([`super::at_once`]):
@@ -394,14 +414,12 @@ impl<'a> Devices<'a> {
     ) -> Result<bool, StoreError> {
         let record = device_key(&device.app_id, &device.named_user, &device.device_id);
         let ended = Item::new(record.clone(), &device.clone().token_ended(now))?;
-        let ops = vec![
+        let mut ops = vec![
             WriteOp::Put { item: ended, condition: Condition::Version(version) },
-            WriteOp::Delete {
-                key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
-                condition: Condition::Exists,
-            },
+            WriteOp::Delete { key: token_key(&device.token_id), condition: Condition::Exists },
             WriteOp::Put { item: frozen_item(&device.app_id, &device.device_id)?, condition: Condition::Any },
         ];
+        ops.extend(superseded_token_goes(device));
         match self.store.transact(ops).await {
             Ok(()) => Ok(true),
             // Which condition failed: a device still at `version` has no token to end.
@@ -481,14 +499,12 @@ impl<'a> Devices<'a> {
         event: &rp_domain::events::EventRecord,
     ) -> Result<(), StoreError> {
         let record = device_key(&device.app_id, &device.named_user, &device.device_id);
-        let ops = vec![
+        let mut ops = vec![
             WriteOp::Delete { key: record, condition: Condition::Version(version) },
             WriteOp::Put { item: frozen_item(&device.app_id, &device.device_id)?, condition: Condition::Any },
-            WriteOp::Delete {
-                key: ItemKey::new("DEVTOKEN", device.token_id.clone()),
-                condition: Condition::Any,
-            },
+            WriteOp::Delete { key: token_key(&device.token_id), condition: Condition::Any },
         ];
+        ops.extend(superseded_token_goes(device));
         super::events::transact_with(self.store, ops, event).await
     }
 }
@@ -515,6 +531,7 @@ mod tests {
                 token_id: format!("t{i}"),
                 token_ends_at: Some(EpochMillis(2_000)),
                 push: None,
+                superseded_token_id: None,
             };
             let item = Item::new(device_key(&app, "uma", &device.device_id), &device).unwrap();
             backend.store.put(item, Condition::Absent).await.unwrap();
@@ -538,12 +555,9 @@ mod tests {
             hash: String::new(),
             created_at: now,
             expires_at: Some(now.plus_secs(60)),
+            superseded_until: None,
         };
-        backend
-            .store
-            .put(Item::new(ItemKey::new("DEVTOKEN", "live"), &token).unwrap(), Condition::Absent)
-            .await
-            .unwrap();
+        backend.store.put(Item::new(token_key("live"), &token).unwrap(), Condition::Absent).await.unwrap();
         for (i, (device_id, token_id)) in [("kept", "live"), ("ended", "gone")].into_iter().enumerate() {
             // As a release from before wrote it: no `tokenEndsAt`.
             let record = serde_json::json!({

@@ -4,6 +4,7 @@
 use super::certificates::{agent_for, device, enroll, pair, TestDevice};
 use super::Harness;
 use rp_shared::http::problem::codes;
+use rp_shared::testing::http::TestResponse;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -486,6 +487,59 @@ pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
     h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/ghost/token"), None)
         .await
         .problem(404, codes::DEVICE_NOT_FOUND);
+}
+
+/// A device whose reply to its refresh was lost sends it again with the token it holds: within
+/// the grace it gets another fresh token, and the one it never received stops working. The
+/// traded token does nothing but trade; past the grace, or once its device's token is ended or
+/// the device removed, it does not even that.
+pub async fn a_refresh_whose_reply_was_lost_can_be_sent_again(h: Harness) {
+    use rp_shared::domain::devices::SUPERSEDED_TOKEN_GRACE_SECS;
+    let app = h.app().await;
+    let client = h.client.clone();
+    let call = |method: &'static str, path: &'static str, token: &str| {
+        let (client, token) = (client.clone(), token.to_owned());
+        async move { client.send(method, path, Some(&token), None).await }
+    };
+    let whoami = |token: &str| call("GET", "/rp/versioned/device/workstations", token);
+    let refresh = |token: &str| call("POST", "/rp/versioned/device/token", token);
+    let fresh = |r: TestResponse| {
+        assert_eq!(r.status, 201, "{}", r.json());
+        r.json()["deviceToken"].as_str().unwrap().to_owned()
+    };
+    for ending in ["token", "device"] {
+        let dev = device(&h, &app, &format!("lost-{ending}@example.com"), None).await;
+        let lost = fresh(refresh(&dev.token).await);
+        whoami(&dev.token).await.problem(401, codes::INVALID_TOKEN);
+        // Sent again: another token, and the lost one stops working.
+        let kept = fresh(refresh(&dev.token).await);
+        whoami(&lost).await.problem(401, codes::INVALID_TOKEN);
+        refresh(&lost).await.problem(401, codes::INVALID_TOKEN);
+        assert_eq!(whoami(&kept).await.status, 200);
+        // The kept token trades on; the first one then may trade no more.
+        h.clock.advance(Duration::from_secs(60));
+        let next = fresh(refresh(&kept).await);
+        refresh(&dev.token).await.problem(401, codes::INVALID_TOKEN);
+        // Within its grace the kept one trades again; past it, it does not.
+        let last = fresh(refresh(&kept).await);
+        whoami(&next).await.problem(401, codes::INVALID_TOKEN);
+        let grace = u64::try_from(SUPERSEDED_TOKEN_GRACE_SECS).unwrap();
+        h.clock.advance(Duration::from_secs(grace));
+        refresh(&kept).await.problem(401, codes::INVALID_TOKEN);
+        assert_eq!(whoami(&last).await.status, 200);
+        // Traded within the grace when an admin ends the device's token or removes the device:
+        // the traded token cannot bring it back.
+        let newest = fresh(refresh(&last).await);
+        let path = match ending {
+            "token" => format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id),
+            _ => format!("/cc/api/apps/{app}/devices/{}", dev.device_id),
+        };
+        assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+        for token in [&last, &newest] {
+            refresh(token).await.problem(401, codes::INVALID_TOKEN);
+            whoami(token).await.problem(401, codes::INVALID_TOKEN);
+        }
+    }
 }
 
 /// Removal and a token's end win over rotations (security round two, items 2 and 3): twenty
