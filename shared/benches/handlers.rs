@@ -4,7 +4,7 @@
 //! The store is seeded with the sample fixtures (`rp-admin seed-samples`), and each sample event
 //! of `events/` is parsed as the Lambda runtime parses it and sent, again and again, through its
 //! function's router (criterion: 0.5 s warm-up, 20 samples). The samples change state, so after
-//! the first call some answer otherwise (a registration code is used, an app exists): the table
+//! the first call some answer otherwise (a device is removed, an app exists): the table
 //! gives the status of the first call and of the repeated ones; the OOB start sample is repeated
 //! with a fresh session nonce each time. Prints a Markdown table of
 //! median times and their ratios to `/health`, flagging those above 10x.

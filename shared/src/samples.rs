@@ -125,6 +125,7 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
             expires_at: now.plus_secs(7 * 86_400),
             used_at: None,
             device_id: None,
+            token_id: None,
         };
         let code = RegistrationCode::parse("code", code)?;
         Devices::new(store).create_link(&code.digest(), &link).await?;

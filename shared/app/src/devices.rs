@@ -7,7 +7,7 @@ use crate::{AppError, HasClock, HasPush, HasStore};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{CertError, IssuedCert};
 use rp_domain::devices::{
-    DeviceRecord, DeviceTokenRecord, DeviceTokenRefusal, LinkRecord, Registration, RegistrationCode,
+    DeviceRecord, DeviceTokenRecord, DeviceTokenRefusal, LinkRecord, LinkUse, Registration, RegistrationCode,
     RegistrationError, UserRecord, DEVICE_TOKEN_LIFETIME_SECS,
 };
 use rp_domain::events::DEVICE_REVOKED_EVENT;
@@ -86,6 +86,7 @@ pub async fn create_link(
         expires_at: now.plus_secs(ttl),
         used_at: None,
         device_id: None,
+        token_id: None,
     };
     Devices::new(state.store()).create_link(&code.digest(), &link).await?;
     tracing::info!(app_id = %link.app_id, "registration link created");
@@ -127,13 +128,21 @@ fn new_token(
 }
 
 /// Registers the device `registration` describes with the link its code stands for (used up
-/// by it): the device and its token's secret, shown only here.
+/// by it): the device and its token's secret, shown only here. The same registration sent again
+/// while the link is live (the reply was lost) gives the device another token in place of the
+/// one it never received ([`register_again`]).
 pub async fn register(
     state: &(impl HasClock + HasStore),
     registration: Registration,
 ) -> Result<(DeviceRecord, TokenSecret), RegistrationError> {
-    let (link, version) = usable_link(state, &registration.code).await?;
+    let (link, version) = Devices::new(state.store())
+        .link(&registration.code.digest())
+        .await?
+        .ok_or(RegistrationError::LinkNotFound)?;
     let now = state.clock().now_millis();
+    if link.take(&registration.device_id, now)? == LinkUse::Again {
+        return register_again(state, &registration).await;
+    }
     let (secret, token) = new_token(&link.app_id, &link.named_user, &registration.device_id, now);
     let device = DeviceRecord {
         app_id: link.app_id.clone(),
@@ -154,6 +163,38 @@ pub async fn register(
         .register(&registration.code.digest(), &link, version, &device, &token, now)
         .await?;
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
+    Ok((device, secret))
+}
+
+/// `registration`, sent again to the link that registered its device: while the link is live,
+/// the device has the same keys and still holds the token the link gave it, and is not frozen,
+/// a fresh token replaces that one (which never reached the device). Else the code is used.
+async fn register_again(
+    state: &(impl HasClock + HasStore),
+    registration: &Registration,
+) -> Result<(DeviceRecord, TokenSecret), RegistrationError> {
+    let devices = &Devices::new(state.store());
+    let digest = &registration.code.digest();
+    let device_id = &registration.device_id;
+    let (device, secret) = retry_on_conflict(|| async move {
+        let (link, link_version) = devices.link(digest).await?.ok_or(RegistrationError::LinkNotFound)?;
+        let now = state.clock().now_millis();
+        if link.take(device_id, now)? != LinkUse::Again {
+            return Err(RegistrationError::LinkUsed);
+        }
+        let (app, named_user) = (&link.app_id, &link.named_user);
+        let (device, frozen) =
+            tokio::join!(devices.device_of(app, named_user, device_id), devices.is_frozen(app, device_id));
+        let frozen = frozen?;
+        let (device, version) = device?
+            .filter(|(device, _)| !frozen && device.registered_as(&link, registration))
+            .ok_or(RegistrationError::LinkUsed)?;
+        let (secret, token) = new_token(app, named_user, device_id, now);
+        devices.register_again(digest, &link, link_version, &device, version, &token).await?;
+        Ok::<_, RegistrationError>((device.with_token(&token), secret))
+    })
+    .await?;
+    tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registration sent again");
     Ok((device, secret))
 }
 

@@ -105,6 +105,18 @@ pub struct LinkRecord {
     pub expires_at: EpochMillis,
     pub used_at: Option<EpochMillis>,
     pub device_id: Option<String>,
+    /// The token the registration gave the device (or gave it again, [`LinkUse::Again`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_id: Option<String>,
+}
+
+/// How a link takes a registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkUse {
+    /// It registers the device.
+    Fresh,
+    /// It registered this device, which sends the registration again because the reply was lost.
+    Again,
 }
 
 impl LinkRecord {
@@ -119,9 +131,32 @@ impl LinkRecord {
         Ok(())
     }
 
-    /// The link as used by `device_id` at `now`.
-    pub fn used_by(&self, device_id: &str, now: EpochMillis) -> LinkRecord {
-        LinkRecord { used_at: Some(now), device_id: Some(device_id.to_owned()), ..self.clone() }
+    /// How the link takes a registration of `device_id` at `now`: anew while unused and live, or
+    /// again while live if it registered that device.
+    pub fn take(&self, device_id: &str, now: EpochMillis) -> Result<LinkUse, RegistrationError> {
+        match self.check_usable(now) {
+            Err(RegistrationError::LinkUsed)
+                if self.device_id.as_deref() == Some(device_id) && now < self.expires_at =>
+            {
+                Ok(LinkUse::Again)
+            }
+            checked => checked.map(|()| LinkUse::Fresh),
+        }
+    }
+
+    /// The link as used at `now` by `device_id`, given the token `token_id`.
+    pub fn used_by(&self, device_id: &str, token_id: &str, now: EpochMillis) -> LinkRecord {
+        LinkRecord {
+            used_at: Some(now),
+            device_id: Some(device_id.to_owned()),
+            token_id: Some(token_id.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// The used link, having given its device the token `token_id` again.
+    pub fn gave_again(&self, token_id: &str) -> LinkRecord {
+        LinkRecord { token_id: Some(token_id.to_owned()), ..self.clone() }
     }
 }
 
@@ -187,6 +222,15 @@ impl DeviceRecord {
     /// The device with its token ended at `now`.
     pub fn token_ended(self, now: EpochMillis) -> Self {
         Self { token_ends_at: Some(now), ..self }
+    }
+
+    /// Whether `registration`, taken again by `link` ([`LinkUse::Again`]), is the one that
+    /// registered this device: the same keys, and the device still holds the token the link
+    /// gave it (it did not refresh it since).
+    pub fn registered_as(&self, link: &LinkRecord, registration: &Registration) -> bool {
+        self.signing_public_key == registration.signing_public_key
+            && self.key_agreement_public_key == registration.key_agreement_public_key
+            && link.token_id.as_deref() == Some(self.token_id.as_str())
     }
 
     /// How a refresh presented with `presented` (admitted for a refresh at `now`, see
@@ -456,6 +500,27 @@ mod tests {
         assert_eq!(moved_on.superseded_token_id.as_deref(), Some("t3"));
         assert_eq!(moved_on.trade_for(&traded_t1, at), None);
         assert_eq!(refreshed.trade_for(&t3, at), None, "a token the device never had");
+    }
+
+    #[test]
+    fn a_used_link_takes_its_own_devices_registration_again_while_live() {
+        let link = LinkRecord {
+            app_id: AppId::parse("appId", "app").unwrap(),
+            named_user: "alice".into(),
+            machine_user_name_ws: None,
+            created_at: EpochMillis(0),
+            expires_at: EpochMillis(1_000),
+            used_at: None,
+            device_id: None,
+            token_id: None,
+        };
+        assert_eq!(link.take("d1", EpochMillis(999)).unwrap(), LinkUse::Fresh);
+        assert!(matches!(link.take("d1", EpochMillis(1_000)), Err(RegistrationError::LinkExpired)));
+        let used = link.used_by("d1", "t1", EpochMillis(10));
+        assert_eq!(used.take("d1", EpochMillis(999)).unwrap(), LinkUse::Again);
+        assert!(matches!(used.take("d2", EpochMillis(999)), Err(RegistrationError::LinkUsed)));
+        assert!(matches!(used.take("d1", EpochMillis(1_000)), Err(RegistrationError::LinkUsed)));
+        assert_eq!(used.gave_again("t2").token_id.as_deref(), Some("t2"));
     }
 
     #[test]

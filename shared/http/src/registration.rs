@@ -170,7 +170,7 @@ fn unusable_page(unusable: RegistrationError) -> Result<Response, Problem> {
 }
 
 #[utoipa::path(post, path = "/rp/versioned/device/registrations", tag = "registration", request_body = RegistrationRequest,
-    responses((status = 201, description = "Registered; the device token is shown only here", body = DeviceRegistered)))]
+    responses((status = 201, description = "Registered; the device token is shown only here. The same registration sent again while the code is live (the reply was lost) gets another token, and the one before stops working", body = DeviceRegistered)))]
 async fn register(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<RegistrationRequest>,

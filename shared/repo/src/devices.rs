@@ -56,6 +56,33 @@ fn superseded_token_goes(device: &DeviceRecord) -> Option<WriteOp> {
     Some(WriteOp::Delete { key: token_key(id), condition: Condition::Any })
 }
 
+/// The writes that trade `device`'s token (at `version`, not frozen) for `new` as `trade` says.
+fn trade_ops(
+    device: &DeviceRecord,
+    version: u64,
+    trade: &TokenTrade,
+    new: &DeviceTokenRecord,
+) -> Result<Vec<WriteOp>, StoreError> {
+    let record = device_key(&device.app_id, &device.named_user, &device.device_id);
+    let updated = device.clone().traded(trade, new);
+    let mut ops = vec![
+        WriteOp::Put { item: Item::new(token_key(&new.token_id), new)?, condition: Condition::Absent },
+        WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
+        WriteOp::Check { key: frozen_key(&device.app_id, &device.device_id), condition: Condition::Absent },
+    ];
+    match trade {
+        TokenTrade::Supersede(old) => {
+            let old = Item::new(token_key(&old.token_id), old)?;
+            ops.push(WriteOp::Put { item: old, condition: Condition::Exists });
+            ops.extend(superseded_token_goes(device));
+        }
+        TokenTrade::Replace => {
+            ops.push(WriteOp::Delete { key: token_key(&device.token_id), condition: Condition::Exists });
+        }
+    }
+    Ok(ops)
+}
+
 /// Written when a device is removed or its token ended, before either: from then on no token
 /// swap of the device can commit (each checks this is absent), nor anything else that must not
 /// outlive the device ([`Devices::unfrozen`]), so the removal or the end reads a device that can
@@ -221,7 +248,7 @@ impl<'a> Devices<'a> {
     ) -> Result<(), RegistrationError> {
         retry_on_conflict(|| async {
             let app = &device.app_id;
-            let used = link.used_by(&device.device_id, now);
+            let used = link.used_by(&device.device_id, &token.token_id, now);
             let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
             let user_key = ItemKey::new(user_pk(app, &device.named_user), "USER");
             let existing_user = match self.store.get(&user_key).await? {
@@ -312,28 +339,27 @@ impl<'a> Devices<'a> {
         trade: &TokenTrade,
         new: &DeviceTokenRecord,
     ) -> Result<(), StoreError> {
-        let record = device_key(&device.app_id, &device.named_user, &device.device_id);
-        let updated = device.clone().traded(trade, new);
-        let mut ops = vec![
-            WriteOp::Put { item: Item::new(token_key(&new.token_id), new)?, condition: Condition::Absent },
-            WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
-            WriteOp::Check {
-                key: frozen_key(&device.app_id, &device.device_id),
-                condition: Condition::Absent,
-            },
-        ];
-        match trade {
-            TokenTrade::Supersede(old) => {
-                ops.push(WriteOp::Put {
-                    item: Item::new(token_key(&old.token_id), old)?,
-                    condition: Condition::Exists,
-                });
-                ops.extend(superseded_token_goes(device));
-            }
-            TokenTrade::Replace => {
-                ops.push(WriteOp::Delete { key: token_key(&device.token_id), condition: Condition::Exists });
-            }
-        }
+        self.store.transact(trade_ops(device, version, trade, new)?).await
+    }
+
+    /// The link (at `link_version`) that registered `device` (at `version`) gives it `new` in
+    /// place of the token it gave before, in one transaction; like [`Self::trade_token`], only
+    /// while the device is not frozen.
+    pub async fn register_again(
+        &self,
+        digest: &str,
+        link: &LinkRecord,
+        link_version: u64,
+        device: &DeviceRecord,
+        version: u64,
+        new: &DeviceTokenRecord,
+    ) -> Result<(), StoreError> {
+        let ttl = link.expires_at.plus_secs(LINK_KEPT_AFTER_EXPIRY_SECS).as_secs();
+        let mut ops = trade_ops(device, version, &TokenTrade::Replace, new)?;
+        ops.push(WriteOp::Put {
+            item: Item::new(link_key(digest), &link.gave_again(&new.token_id))?.with_ttl(Some(ttl)),
+            condition: Condition::Version(link_version),
+        });
         self.store.transact(ops).await
     }
 

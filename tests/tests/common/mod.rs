@@ -288,6 +288,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, removal_wins_over_pairings_made_while_it_runs);
         $crate::router_case!($make, device_tokens_expire_refresh_and_can_be_revoked);
         $crate::router_case!($make, a_refresh_whose_reply_was_lost_can_be_sent_again);
+        $crate::router_case!($make, a_registration_whose_reply_was_lost_can_be_sent_again);
         $crate::router_case!($make, removal_and_token_end_win_over_token_rotations);
         $crate::router_case!($make, concurrent_pollers_issue_each_request_once);
     };

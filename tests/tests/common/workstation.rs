@@ -11,6 +11,7 @@ use rp_shared::domain::certificates::{RequestKind, RequestState};
 use rp_shared::http::problem::codes;
 use rp_shared::ports::{Index, Query};
 use rp_shared::repo::workstations::Workstations;
+use rp_shared::testing::http::TestResponse;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -180,6 +181,73 @@ pub async fn device_registration_validates_and_is_single_use(h: Harness) {
         .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&third, "carols-phone")))
         .await;
     r.problem(410, codes::LINK_EXPIRED);
+}
+
+/// A device whose reply to its registration was lost sends it again: while the link is live the
+/// same registration (same device, same keys) gets another token, and the one it never
+/// received stops working. Anything else stays refused as a used code: other keys, another
+/// device, a device that refreshed its token since, one whose token an admin ended or that was
+/// removed, and any past the link's expiry.
+pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
+    let app = h.app().await;
+    let register = |body: &Value| {
+        let (client, body) = (h.client.clone(), body.clone());
+        async move { client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await }
+    };
+    let whoami = |token: &str| {
+        let (client, token) = (h.client.clone(), token.to_owned());
+        async move { client.send("GET", "/rp/versioned/device/workstations", Some(&token), None).await }
+    };
+    let token_of = |r: TestResponse| {
+        assert_eq!((r.status.as_u16(), r.header("cache-control")), (201, Some("no-store")), "{}", r.json());
+        r.json()["deviceToken"].as_str().unwrap().to_owned()
+    };
+    let fresh_link =
+        || async { link(&h, &app, "lou@example.com", None).await["code"].as_str().unwrap().to_owned() };
+    let body = registration(&fresh_link().await, "lous-phone");
+    let lost = token_of(register(&body).await);
+    let kept = token_of(register(&body).await);
+    whoami(&lost).await.problem(401, codes::INVALID_TOKEN);
+    assert_eq!(whoami(&kept).await.status, 200);
+    let kept = token_of(register(&body).await);
+    assert_eq!(whoami(&kept).await.status, 200, "as often as it is sent");
+    let listed =
+        h.admin("GET", &format!("/cc/api/apps/{app}/users/lou@example.com/devices"), None).await.json();
+    assert_eq!(listed["devices"].as_array().unwrap().len(), 1, "one device: {listed}");
+    // Other keys, or another device, with the used code.
+    for (field, value) in
+        [("signingPublicKey", public_key_b64(false)), ("deviceId", "lous-other-phone".into())]
+    {
+        let mut other = body.clone();
+        other[field] = json!(value);
+        register(&other).await.problem(410, codes::LINK_USED);
+    }
+    assert_eq!(whoami(&kept).await.status, 200);
+    // Once the device refreshed its token, the registration is not its own any more.
+    let r = h.client.send("POST", "/rp/versioned/device/token", Some(&kept), None).await;
+    let refreshed = token_of(r);
+    register(&body).await.problem(410, codes::LINK_USED);
+    assert_eq!(whoami(&refreshed).await.status, 200);
+    // Ended, removed, or past the link's expiry: a used code.
+    for (n, ending) in ["token", "device", "expiry"].into_iter().enumerate() {
+        let device_id = format!("lous-phone-{n}");
+        let body = registration(&fresh_link().await, &device_id);
+        let token = token_of(register(&body).await);
+        match ending {
+            "token" => {
+                let path = format!("/cc/api/apps/{app}/devices/{device_id}/token");
+                assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+            }
+            "device" => {
+                let path = format!("/cc/api/apps/{app}/devices/{device_id}");
+                assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
+            }
+            _ => h.clock.advance(Duration::from_secs(16 * 60)),
+        }
+        register(&body).await.problem(410, codes::LINK_USED);
+        let live = whoami(&token).await.status;
+        assert_eq!(live, if ending == "expiry" { 200 } else { 401 }, "{ending}");
+    }
 }
 
 fn enroll_body(app: &str, user: &str, session: Option<&str>) -> Value {
