@@ -141,7 +141,7 @@ pub async fn register(
         .ok_or(RegistrationError::LinkNotFound)?;
     let now = state.clock().now_millis();
     if link.take(&registration.device_id, now)? == LinkUse::Again {
-        return register_again(state, &registration).await;
+        return register_again(state, &registration, (link, version)).await;
     }
     let (secret, token) = new_token(&link.app_id, &link.named_user, &registration.device_id, now);
     let device = DeviceRecord {
@@ -166,18 +166,21 @@ pub async fn register(
     Ok((device, secret))
 }
 
-/// `registration`, sent again to the link that registered its device: while the link is live,
-/// the device has the same keys and still holds the token the link gave it, and is not frozen,
-/// a fresh token replaces that one (which never reached the device). Else the code is used.
+/// `registration`, sent again to the link (`first`, as read, with its version) that registered
+/// its device: while the link is live, the device has the same keys and still holds the token
+/// the link gave it, and is not frozen, a fresh token replaces that one (which never reached the
+/// device). Else the code is used.
 async fn register_again(
     state: &(impl HasClock + HasStore),
     registration: &Registration,
+    first: (LinkRecord, u64),
 ) -> Result<(DeviceRecord, TokenSecret), RegistrationError> {
     let devices = &Devices::new(state.store());
     let digest = &registration.code.digest();
     let device_id = &registration.device_id;
-    let (device, secret) = retry_on_conflict(|| async move {
-        let (link, link_version) = devices.link(digest).await?.ok_or(RegistrationError::LinkNotFound)?;
+    let reread = || devices.link(digest);
+    let (device, secret) = retry_on_conflict_from(Ok(Some(first)), reread, |read| async move {
+        let (link, link_version) = read?.ok_or(RegistrationError::LinkNotFound)?;
         let now = state.clock().now_millis();
         if link.take(device_id, now)? != LinkUse::Again {
             return Err(RegistrationError::LinkUsed);
