@@ -186,10 +186,8 @@ async fn register_again(
             return Err(RegistrationError::LinkUsed);
         }
         let (app, named_user) = (&link.app_id, &link.named_user);
-        let (device, frozen) =
-            tokio::join!(devices.device_of(app, named_user, device_id), devices.is_frozen(app, device_id));
-        let frozen = frozen?;
-        let (device, version) = device?
+        let (device, frozen) = devices.device_and_freeze(app, named_user, device_id).await?;
+        let (device, version) = device
             .filter(|(device, _)| !frozen && device.registered_as(&link, registration))
             .ok_or(RegistrationError::LinkUsed)?;
         let (secret, token) = new_token(app, named_user, device_id, now);
@@ -215,12 +213,11 @@ pub async fn refresh_token(
     // Conditional on the device's version and on it not being frozen: a removal or a token's end
     // that freezes it first wins, and the refresh then finds the device gone or frozen (404).
     let (secret, token) = retry_on_conflict(|| async move {
-        let (device, frozen) =
-            tokio::join!(devices.device_of(app, named_user, device_id), devices.is_frozen(app, device_id));
+        let (device, frozen) = devices.device_and_freeze(app, named_user, device_id).await?;
         let (device, version) =
-            device?.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
+            device.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
         let now = state.clock().now_millis();
-        let trade = if frozen? { None } else { device.trade_for(presented, now) };
+        let trade = if frozen { None } else { device.trade_for(presented, now) };
         let trade = trade.ok_or_else(|| RegistrationError::NoDeviceToken(device_id.to_owned()))?;
         let (secret, token) = new_token(app, named_user, device_id, now);
         devices.trade_token(&device, version, &trade, &token).await?;

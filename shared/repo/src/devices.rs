@@ -415,6 +415,19 @@ impl<'a> Devices<'a> {
         Ok(self.store.get(&frozen_key(app, device_id)).await?.is_some())
     }
 
+    /// The device `device_id` of `named_user` in `app`, with its version, and whether it is
+    /// frozen, read at once: what a write conditional on both starts from.
+    pub async fn device_and_freeze(
+        &self,
+        app: &AppId,
+        named_user: &str,
+        device_id: &str,
+    ) -> Result<(Option<(DeviceRecord, u64)>, bool), StoreError> {
+        let (device, frozen) =
+            tokio::join!(self.device_of(app, named_user, device_id), self.is_frozen(app, device_id));
+        Ok((device?, frozen?))
+    }
+
     /// The device token with this id.
     pub async fn token(&self, token_id: &str) -> Result<Option<DeviceTokenRecord>, StoreError> {
         self.store.get(&token_key(token_id)).await?.map(|i| i.data()).transpose()
