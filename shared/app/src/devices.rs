@@ -157,6 +157,7 @@ pub async fn register(
         token_ends_at: None,
         push: None,
         superseded_token_id: None,
+        token_issued_at: None,
     }
     .with_token(&token);
     Devices::new(state.store())
@@ -187,9 +188,8 @@ async fn register_again(
         }
         let (app, named_user) = (&link.app_id, &link.named_user);
         let (device, frozen) = devices.device_and_freeze(app, named_user, device_id).await?;
-        let (device, version) = device
-            .filter(|(device, _)| !frozen && device.registered_as(&link, registration))
-            .ok_or(RegistrationError::LinkUsed)?;
+        let (device, version) = device.filter(|_| !frozen).ok_or(RegistrationError::LinkUsed)?;
+        device.registered_again(&link, registration, now)?;
         let (secret, token) = new_token(app, named_user, device_id, now);
         devices.register_again(digest, &link, link_version, &device, version, &token).await?;
         Ok::<_, RegistrationError>((device.with_token(&token), secret))
@@ -217,8 +217,10 @@ pub async fn refresh_token(
         let (device, version) =
             device.ok_or_else(|| RegistrationError::DeviceNotFound(device_id.to_owned()))?;
         let now = state.clock().now_millis();
-        let trade = if frozen { None } else { device.trade_for(presented, now) };
-        let trade = trade.ok_or_else(|| RegistrationError::NoDeviceToken(device_id.to_owned()))?;
+        if frozen {
+            return Err(RegistrationError::NoDeviceToken(device_id.to_owned()));
+        }
+        let trade = device.trade_for(presented, now)?;
         let (secret, token) = new_token(app, named_user, device_id, now);
         devices.trade_token(&device, version, &trade, &token).await?;
         Ok::<_, RegistrationError>((secret, token))

@@ -204,6 +204,9 @@ pub struct DeviceRecord {
     /// [`SUPERSEDED_TOKEN_GRACE_SECS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_token_id: Option<String>,
+    /// When the device's current token was issued. Absent on records from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_issued_at: Option<EpochMillis>,
 }
 
 impl DeviceRecord {
@@ -216,7 +219,21 @@ impl DeviceRecord {
 
     /// The device with `token` as its token.
     pub fn with_token(self, token: &DeviceTokenRecord) -> Self {
-        Self { token_id: token.token_id.clone(), token_ends_at: Some(token.expiry()), ..self }
+        Self {
+            token_id: token.token_id.clone(),
+            token_ends_at: Some(token.expiry()),
+            token_issued_at: Some(token.created_at),
+            ..self
+        }
+    }
+
+    /// Refuses, at `now`, a request that would replace the device's current token as sent again
+    /// after a lost reply, when that token is too new for it ([`REPEAT_AFTER_SECS`]).
+    fn repeat_allowed(&self, now: EpochMillis) -> Result<(), RegistrationError> {
+        match self.token_issued_at {
+            Some(at) if now < at.plus_secs(REPEAT_AFTER_SECS) => Err(RegistrationError::RepeatedTooSoon),
+            _ => Ok(()),
+        }
     }
 
     /// The device with its token ended at `now`.
@@ -224,26 +241,41 @@ impl DeviceRecord {
         Self { token_ends_at: Some(now), ..self }
     }
 
-    /// Whether `registration`, taken again by `link` ([`LinkUse::Again`]), is the one that
-    /// registered this device: the same keys, and the device still holds the token the link
-    /// gave it (it did not refresh it since).
-    pub fn registered_as(&self, link: &LinkRecord, registration: &Registration) -> bool {
-        self.signing_public_key == registration.signing_public_key
+    /// Whether `registration`, taken again by `link` at `now` ([`LinkUse::Again`]), is the one
+    /// that registered this device, sent again after a lost reply: the same keys, and the device
+    /// still holds the token the link gave it (it did not refresh it since), issued long enough
+    /// ago. Else the code is used (or, too soon, to be retried).
+    pub fn registered_again(
+        &self,
+        link: &LinkRecord,
+        registration: &Registration,
+        now: EpochMillis,
+    ) -> Result<(), RegistrationError> {
+        let same = self.signing_public_key == registration.signing_public_key
             && self.key_agreement_public_key == registration.key_agreement_public_key
-            && link.token_id.as_deref() == Some(self.token_id.as_str())
+            && link.token_id.as_deref() == Some(self.token_id.as_str());
+        if !same {
+            return Err(RegistrationError::LinkUsed);
+        }
+        self.repeat_allowed(now)
     }
 
     /// How a refresh presented with `presented` (admitted for a refresh at `now`, see
     /// [`DeviceTokenRecord::admit_for_refresh`]) trades the device's token: its current token is
     /// superseded; the one it traded last, sent again because the reply was lost, replaces the
-    /// current one (which never reached the device). `None` for any other token.
-    pub fn trade_for(&self, presented: &DeviceTokenRecord, now: EpochMillis) -> Option<TokenTrade> {
+    /// current one (which never reached the device), once that one is old enough. Any other
+    /// token has no token of the device to trade.
+    pub fn trade_for(
+        &self,
+        presented: &DeviceTokenRecord,
+        now: EpochMillis,
+    ) -> Result<TokenTrade, RegistrationError> {
         if presented.token_id == self.token_id && presented.superseded_until.is_none() {
-            Some(TokenTrade::Supersede(presented.clone().superseded(now)))
+            Ok(TokenTrade::Supersede(presented.clone().superseded(now)))
         } else if self.superseded_token_id.as_deref() == Some(presented.token_id.as_str()) {
-            Some(TokenTrade::Replace)
+            self.repeat_allowed(now).map(|()| TokenTrade::Replace)
         } else {
-            None
+            Err(RegistrationError::NoDeviceToken(self.device_id.clone()))
         }
     }
 
@@ -271,6 +303,11 @@ pub enum TokenTrade {
 /// a device whose reply to its refresh was lost sends the refresh again with the token it
 /// holds, and gets another fresh token in place of the lost one.
 pub const SUPERSEDED_TOKEN_GRACE_SECS: i64 = 600;
+
+/// How old the token a request would replace, as sent again after a lost reply (a registration,
+/// a refresh), must be. One sent sooner was sent beside the first, not after losing its reply:
+/// it is told to retry, and the token the first gave stands.
+pub const REPEAT_AFTER_SECS: i64 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -358,6 +395,11 @@ pub enum RegistrationError {
     DeviceNotFound(String),
     #[error("deviceId: device '{0}' has no device token")]
     NoDeviceToken(String),
+    /// A request sent again sooner than [`REPEAT_AFTER_SECS`] after the one that gave the token.
+    #[error(
+        "a request like this one gave the device its token less than {REPEAT_AFTER_SECS} s ago; if its reply was lost, send it again later"
+    )]
+    RepeatedTooSoon,
     /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
     Failed(#[from] crate::boundary::Failure),
@@ -480,26 +522,38 @@ mod tests {
             token_ends_at: None,
             push: None,
             superseded_token_id: None,
+            token_issued_at: None,
         }
         .with_token(&t1);
         let trade = device.trade_for(&t1, at).unwrap();
         assert_eq!(trade, TokenTrade::Supersede(t1.clone().superseded(at)));
+        let t2 = DeviceTokenRecord { created_at: at, ..t2 };
         let refreshed = device.traded(&trade, &t2);
         assert_eq!(
-            (refreshed.token_id.as_str(), refreshed.superseded_token_id.as_deref()),
-            ("t2", Some("t1"))
+            (
+                refreshed.token_id.as_str(),
+                refreshed.superseded_token_id.as_deref(),
+                refreshed.token_issued_at
+            ),
+            ("t2", Some("t1"), Some(at))
         );
-        // The reply was lost: the device sends t1 again, and t3 takes the place of t2.
+        // t1 sent again at once was sent beside the first refresh: retry, and t2 stands.
         let traded_t1 = t1.clone().superseded(at);
-        assert_eq!(refreshed.trade_for(&traded_t1, at), Some(TokenTrade::Replace));
+        let soon = at.plus_secs(REPEAT_AFTER_SECS - 1);
+        assert!(matches!(refreshed.trade_for(&traded_t1, soon), Err(RegistrationError::RepeatedTooSoon)));
+        // Later, the reply was lost: t3 takes the place of t2.
+        let later = at.plus_secs(REPEAT_AFTER_SECS);
+        assert_eq!(refreshed.trade_for(&traded_t1, later).unwrap(), TokenTrade::Replace);
         let again = refreshed.clone().traded(&TokenTrade::Replace, &t3);
         assert_eq!((again.token_id.as_str(), again.superseded_token_id.as_deref()), ("t3", Some("t1")));
         // t3's refresh supersedes it, and t1 is no longer the device's to trade.
-        let next = again.trade_for(&t3, at).unwrap();
+        let next = again.trade_for(&t3, later).unwrap();
         let moved_on = again.traded(&next, &t2);
         assert_eq!(moved_on.superseded_token_id.as_deref(), Some("t3"));
-        assert_eq!(moved_on.trade_for(&traded_t1, at), None);
-        assert_eq!(refreshed.trade_for(&t3, at), None, "a token the device never had");
+        let none =
+            |r: Result<TokenTrade, RegistrationError>| matches!(r, Err(RegistrationError::NoDeviceToken(_)));
+        assert!(none(moved_on.trade_for(&traded_t1, later)));
+        assert!(none(refreshed.trade_for(&t3, later)), "a token the device never had");
     }
 
     #[test]

@@ -671,6 +671,7 @@ mod tests {
             token_ends_at,
             push: None,
             superseded_token_id: None,
+            token_issued_at: None,
         }
     }
 

@@ -17,7 +17,7 @@ use rp_domain::apps::RateLimit;
 use rp_domain::certificates::CertError;
 use rp_domain::code::CodeError;
 use rp_domain::content::ContentError;
-use rp_domain::devices::RegistrationError;
+use rp_domain::devices::{RegistrationError, REPEAT_AFTER_SECS};
 use rp_domain::enrollment::EnrollError;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
@@ -693,6 +693,9 @@ impl From<RegistrationError> for Problem {
             RegistrationError::DeviceExists(_) => Problem::about(&DEVICE_EXISTS, "deviceId", detail),
             RegistrationError::DeviceNotFound(_) => Problem::about(&DEVICE_NOT_FOUND, "deviceId", detail),
             RegistrationError::NoDeviceToken(_) => Problem::about(&NO_DEVICE_TOKEN, "deviceId", detail),
+            RegistrationError::RepeatedTooSoon => {
+                Problem::of(&CONFLICT).detail(detail).retry_after(REPEAT_AFTER_SECS as u64)
+            }
             RegistrationError::AliasTaken(_) => Problem::about(&ALIAS_TAKEN, "machineUserNameWS", detail),
             RegistrationError::Failed(e) => e.into(),
         }

@@ -571,6 +571,7 @@ mod tests {
                 token_ends_at: Some(EpochMillis(2_000)),
                 push: None,
                 superseded_token_id: None,
+                token_issued_at: None,
             };
             let item = Item::new(device_key(&app, "uma", &device.device_id), &device).unwrap();
             backend.store.put(item, Condition::Absent).await.unwrap();

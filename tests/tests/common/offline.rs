@@ -490,11 +490,13 @@ pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
 }
 
 /// A device whose reply to its refresh was lost sends it again with the token it holds: within
-/// the grace it gets another fresh token, and the one it never received stops working. The
-/// traded token does nothing but trade; past the grace, or once its device's token is ended or
-/// the device removed, it does not even that.
+/// the grace it gets another fresh token, and the one it never received stops working. Sent
+/// again at once, it was sent beside the first, not after losing its reply: 409, retry, and the
+/// first's token stands. The traded token does nothing but trade; past the grace, or once its
+/// device's token is ended or the device removed, it does not even that.
 pub async fn a_refresh_whose_reply_was_lost_can_be_sent_again(h: Harness) {
-    use rp_shared::domain::devices::SUPERSEDED_TOKEN_GRACE_SECS;
+    use rp_shared::domain::devices::{REPEAT_AFTER_SECS, SUPERSEDED_TOKEN_GRACE_SECS};
+    let repeat_after = Duration::from_secs(u64::try_from(REPEAT_AFTER_SECS).unwrap());
     let app = h.app().await;
     let client = h.client.clone();
     let call = |method: &'static str, path: &'static str, token: &str| {
@@ -511,7 +513,13 @@ pub async fn a_refresh_whose_reply_was_lost_can_be_sent_again(h: Harness) {
         let dev = device(&h, &app, &format!("lost-{ending}@example.com"), None).await;
         let lost = fresh(refresh(&dev.token).await);
         whoami(&dev.token).await.problem(401, codes::INVALID_TOKEN);
-        // Sent again: another token, and the lost one stops working.
+        // Sent again at once: retry later; the first's token stands.
+        let soon = refresh(&dev.token).await;
+        assert_eq!(soon.header("retry-after"), Some(REPEAT_AFTER_SECS.to_string().as_str()));
+        soon.problem(409, codes::CONFLICT);
+        assert_eq!(whoami(&lost).await.status, 200);
+        // Sent again later: another token, and the lost one stops working.
+        h.clock.advance(repeat_after);
         let kept = fresh(refresh(&dev.token).await);
         whoami(&lost).await.problem(401, codes::INVALID_TOKEN);
         refresh(&lost).await.problem(401, codes::INVALID_TOKEN);
@@ -521,6 +529,7 @@ pub async fn a_refresh_whose_reply_was_lost_can_be_sent_again(h: Harness) {
         let next = fresh(refresh(&kept).await);
         refresh(&dev.token).await.problem(401, codes::INVALID_TOKEN);
         // Within its grace the kept one trades again; past it, it does not.
+        h.clock.advance(repeat_after);
         let last = fresh(refresh(&kept).await);
         whoami(&next).await.problem(401, codes::INVALID_TOKEN);
         let grace = u64::try_from(SUPERSEDED_TOKEN_GRACE_SECS).unwrap();
@@ -540,6 +549,14 @@ pub async fn a_refresh_whose_reply_was_lost_can_be_sent_again(h: Harness) {
             whoami(token).await.problem(401, codes::INVALID_TOKEN);
         }
     }
+    // Two refreshes sent at once with one token: one trades, the other is told to retry, and the
+    // token the first gave works.
+    let Some(h) = h.for_races() else { return };
+    let dev = device(&h, &app, "lost-twice@example.com", None).await;
+    let (a, b) = tokio::join!(refresh(&dev.token), refresh(&dev.token));
+    let (traded, told) = if a.status == 201 { (a, b) } else { (b, a) };
+    told.problem(409, codes::CONFLICT);
+    assert_eq!(whoami(&fresh(traded)).await.status, 200);
 }
 
 /// Removal and a token's end win over rotations (security round two, items 2 and 3): twenty

@@ -185,10 +185,12 @@ pub async fn device_registration_validates_and_is_single_use(h: Harness) {
 
 /// A device whose reply to its registration was lost sends it again: while the link is live the
 /// same registration (same device, same keys) gets another token, and the one it never
-/// received stops working. Anything else stays refused as a used code: other keys, another
+/// received stops working; sent again at once, it is told to retry (409) and the first's token
+/// stands. Anything else stays refused as a used code: other keys, another
 /// device, a device that refreshed its token since, one whose token an admin ended or that was
 /// removed, and any past the link's expiry.
 pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
+    use rp_shared::domain::devices::REPEAT_AFTER_SECS;
     let app = h.app().await;
     let register = |body: &Value| {
         let (client, body) = (h.client.clone(), body.clone());
@@ -204,11 +206,19 @@ pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
     };
     let fresh_link =
         || async { link(&h, &app, "lou@example.com", None).await["code"].as_str().unwrap().to_owned() };
+    let repeat_after = Duration::from_secs(u64::try_from(REPEAT_AFTER_SECS).unwrap());
     let body = registration(&fresh_link().await, "lous-phone");
     let lost = token_of(register(&body).await);
+    // Sent again at once, it was sent beside the first: retry later, and the first's token stands.
+    let soon = register(&body).await;
+    assert_eq!(soon.header("retry-after"), Some(REPEAT_AFTER_SECS.to_string().as_str()));
+    soon.problem(409, codes::CONFLICT);
+    assert_eq!(whoami(&lost).await.status, 200);
+    h.clock.advance(repeat_after);
     let kept = token_of(register(&body).await);
     whoami(&lost).await.problem(401, codes::INVALID_TOKEN);
     assert_eq!(whoami(&kept).await.status, 200);
+    h.clock.advance(repeat_after);
     let kept = token_of(register(&body).await);
     assert_eq!(whoami(&kept).await.status, 200, "as often as it is sent");
     let listed =
