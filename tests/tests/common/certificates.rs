@@ -22,6 +22,7 @@ use rp_shared::ports::Clock;
 use rp_shared::ports::Query;
 use rp_shared::repo::certificates::{enqueue_ops, Certificates, READY_APPS, READY_GRACE_SECS};
 use rp_shared::testing::http::serve;
+use rp_shared::testing::http::{TestClient, TestResponse};
 use rp_shared::worker::QueueWorker;
 use serde_json::json;
 use std::collections::HashSet;
@@ -57,6 +58,22 @@ fn member_names(object: &serde_json::Value) -> Vec<String> {
 
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
     device_with_id(h, app, user, alias, &Harness::unique("dev")).await
+}
+
+/// A device call with `token` that only reads (the device's workstations): 200 while it works.
+pub async fn as_device(client: &TestClient, token: &str) -> TestResponse {
+    client.send("GET", "/rp/versioned/device/workstations", Some(token), None).await
+}
+
+/// The device trades `token` for a fresh one.
+pub async fn refresh(client: &TestClient, token: &str) -> TestResponse {
+    client.send("POST", "/rp/versioned/device/token", Some(token), None).await
+}
+
+/// The device token a registration or a refresh issued (201, not to be cached).
+pub fn issued_token(r: TestResponse) -> String {
+    assert_eq!((r.status.as_u16(), r.header("cache-control")), (201, Some("no-store")), "{}", r.json());
+    r.json()["deviceToken"].as_str().unwrap().to_owned()
 }
 
 /// [`device`], registered under the id `device_id`.

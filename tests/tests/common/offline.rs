@@ -1,10 +1,9 @@
 //! Offline PIN cases: who sees the PINs, the device's single fetch, used PINs, the low-token
 //! warning, the wrong-attempt lock, unpairing with its revocation, and removing a device.
 
-use super::certificates::{agent_for, device, enroll, pair, TestDevice};
+use super::certificates::{agent_for, as_device, device, enroll, issued_token, pair, refresh, TestDevice};
 use super::Harness;
 use rp_shared::http::problem::codes;
-use rp_shared::testing::http::TestResponse;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -449,30 +448,24 @@ pub async fn removal_wins_over_pairings_made_while_it_runs(h: Harness) {
 pub async fn device_tokens_expire_refresh_and_can_be_revoked(h: Harness) {
     let app = h.app().await;
     let dev = device(&h, &app, "wes@example.com", None).await;
-    let whoami = |token: String| {
-        let client = h.client.clone();
-        async move { client.send("GET", "/rp/versioned/device/workstations", Some(&token), None).await }
-    };
-    assert_eq!(whoami(dev.token.clone()).await.status, 200);
+    assert_eq!(as_device(&h.client, &dev.token).await.status, 200);
     let listed =
         h.admin("GET", &format!("/cc/api/apps/{app}/users/wes@example.com/devices"), None).await.json();
     assert_eq!(listed["devices"][0]["deviceId"], dev.device_id.as_str(), "{listed}");
     assert!(listed["devices"][0]["tokenExpiresAt"].is_string());
     // Refresh: a new token, the old one refused.
-    let r = h.client.send("POST", "/rp/versioned/device/token", Some(&dev.token), None).await;
-    assert_eq!((r.status.as_u16(), r.header("cache-control")), (201, Some("no-store")), "{}", r.json());
-    let fresh = r.json()["deviceToken"].as_str().unwrap().to_owned();
-    whoami(dev.token.clone()).await.problem(401, codes::INVALID_TOKEN);
-    assert_eq!(whoami(fresh.clone()).await.status, 200);
+    let fresh = issued_token(refresh(&h.client, &dev.token).await);
+    as_device(&h.client, &dev.token).await.problem(401, codes::INVALID_TOKEN);
+    assert_eq!(as_device(&h.client, &fresh).await.status, 200);
     // A token past its lifetime is refused, saying so.
     h.clock.advance(Duration::from_secs(91 * 24 * 3600));
-    let expired = whoami(fresh.clone()).await.problem(401, codes::INVALID_TOKEN);
+    let expired = as_device(&h.client, &fresh).await.problem(401, codes::INVALID_TOKEN);
     assert!(expired["detail"].as_str().unwrap().contains("expired"), "{expired}");
     // An admin ends a token; again is a 404; the device stays listed, without a token.
     let second = device(&h, &app, "wes@example.com", None).await;
     let path = format!("/cc/api/apps/{app}/devices/{}/token", second.device_id);
     assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
-    whoami(second.token.clone()).await.problem(401, codes::INVALID_TOKEN);
+    as_device(&h.client, &second.token).await.problem(401, codes::INVALID_TOKEN);
     h.admin("DELETE", &path, None).await.problem(404, codes::NO_DEVICE_TOKEN);
     let listed =
         h.admin("GET", &format!("/cc/api/apps/{app}/users/wes@example.com/devices"), None).await.json();
@@ -498,65 +491,55 @@ pub async fn a_refresh_whose_reply_was_lost_can_be_sent_again(h: Harness) {
     use rp_shared::domain::devices::{REPEAT_AFTER_SECS, SUPERSEDED_TOKEN_GRACE_SECS};
     let repeat_after = Duration::from_secs(u64::try_from(REPEAT_AFTER_SECS).unwrap());
     let app = h.app().await;
-    let client = h.client.clone();
-    let call = |method: &'static str, path: &'static str, token: &str| {
-        let (client, token) = (client.clone(), token.to_owned());
-        async move { client.send(method, path, Some(&token), None).await }
-    };
-    let whoami = |token: &str| call("GET", "/rp/versioned/device/workstations", token);
-    let refresh = |token: &str| call("POST", "/rp/versioned/device/token", token);
-    let fresh = |r: TestResponse| {
-        assert_eq!(r.status, 201, "{}", r.json());
-        r.json()["deviceToken"].as_str().unwrap().to_owned()
-    };
+    let client = &h.client.clone();
     for ending in ["token", "device"] {
         let dev = device(&h, &app, &format!("lost-{ending}@example.com"), None).await;
-        let lost = fresh(refresh(&dev.token).await);
-        whoami(&dev.token).await.problem(401, codes::INVALID_TOKEN);
+        let lost = issued_token(refresh(client, &dev.token).await);
+        as_device(client, &dev.token).await.problem(401, codes::INVALID_TOKEN);
         // Sent again at once: retry later; the first's token stands.
-        let soon = refresh(&dev.token).await;
+        let soon = refresh(client, &dev.token).await;
         assert_eq!(soon.header("retry-after"), Some(REPEAT_AFTER_SECS.to_string().as_str()));
         soon.problem(409, codes::CONFLICT);
-        assert_eq!(whoami(&lost).await.status, 200);
+        assert_eq!(as_device(client, &lost).await.status, 200);
         // Sent again later: another token, and the lost one stops working.
         h.clock.advance(repeat_after);
-        let kept = fresh(refresh(&dev.token).await);
-        whoami(&lost).await.problem(401, codes::INVALID_TOKEN);
-        refresh(&lost).await.problem(401, codes::INVALID_TOKEN);
-        assert_eq!(whoami(&kept).await.status, 200);
+        let kept = issued_token(refresh(client, &dev.token).await);
+        as_device(client, &lost).await.problem(401, codes::INVALID_TOKEN);
+        refresh(client, &lost).await.problem(401, codes::INVALID_TOKEN);
+        assert_eq!(as_device(client, &kept).await.status, 200);
         // The kept token trades on; the first one then may trade no more.
         h.clock.advance(Duration::from_secs(60));
-        let next = fresh(refresh(&kept).await);
-        refresh(&dev.token).await.problem(401, codes::INVALID_TOKEN);
+        let next = issued_token(refresh(client, &kept).await);
+        refresh(client, &dev.token).await.problem(401, codes::INVALID_TOKEN);
         // Within its grace the kept one trades again; past it, it does not.
         h.clock.advance(repeat_after);
-        let last = fresh(refresh(&kept).await);
-        whoami(&next).await.problem(401, codes::INVALID_TOKEN);
+        let last = issued_token(refresh(client, &kept).await);
+        as_device(client, &next).await.problem(401, codes::INVALID_TOKEN);
         let grace = u64::try_from(SUPERSEDED_TOKEN_GRACE_SECS).unwrap();
         h.clock.advance(Duration::from_secs(grace));
-        refresh(&kept).await.problem(401, codes::INVALID_TOKEN);
-        assert_eq!(whoami(&last).await.status, 200);
+        refresh(client, &kept).await.problem(401, codes::INVALID_TOKEN);
+        assert_eq!(as_device(client, &last).await.status, 200);
         // Traded within the grace when an admin ends the device's token or removes the device:
         // the traded token cannot bring it back.
-        let newest = fresh(refresh(&last).await);
+        let newest = issued_token(refresh(client, &last).await);
         let path = match ending {
             "token" => format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id),
             _ => format!("/cc/api/apps/{app}/devices/{}", dev.device_id),
         };
         assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
         for token in [&last, &newest] {
-            refresh(token).await.problem(401, codes::INVALID_TOKEN);
-            whoami(token).await.problem(401, codes::INVALID_TOKEN);
+            refresh(client, token).await.problem(401, codes::INVALID_TOKEN);
+            as_device(client, token).await.problem(401, codes::INVALID_TOKEN);
         }
     }
     // Two refreshes sent at once with one token: one trades, the other is told to retry, and the
     // token the first gave works.
     let Some(h) = h.for_races() else { return };
     let dev = device(&h, &app, "lost-twice@example.com", None).await;
-    let (a, b) = tokio::join!(refresh(&dev.token), refresh(&dev.token));
+    let (a, b) = tokio::join!(refresh(client, &dev.token), refresh(client, &dev.token));
     let (traded, told) = if a.status == 201 { (a, b) } else { (b, a) };
     told.problem(409, codes::CONFLICT);
-    assert_eq!(whoami(&fresh(traded)).await.status, 200);
+    assert_eq!(as_device(client, &issued_token(traded)).await.status, 200);
 }
 
 /// Removal and a token's end win over rotations (security round two, items 2 and 3): twenty

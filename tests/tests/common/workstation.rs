@@ -2,6 +2,7 @@
 //! QR page → device registration → enroll → complete → pairing → the queued certificate
 //! request in the store.
 
+use super::certificates::{as_device, issued_token, refresh};
 use super::Harness;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -11,7 +12,6 @@ use rp_shared::domain::certificates::{RequestKind, RequestState};
 use rp_shared::http::problem::codes;
 use rp_shared::ports::{Index, Query};
 use rp_shared::repo::workstations::Workstations;
-use rp_shared::testing::http::TestResponse;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -196,31 +196,23 @@ pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
         let (client, body) = (h.client.clone(), body.clone());
         async move { client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await }
     };
-    let whoami = |token: &str| {
-        let (client, token) = (h.client.clone(), token.to_owned());
-        async move { client.send("GET", "/rp/versioned/device/workstations", Some(&token), None).await }
-    };
-    let token_of = |r: TestResponse| {
-        assert_eq!((r.status.as_u16(), r.header("cache-control")), (201, Some("no-store")), "{}", r.json());
-        r.json()["deviceToken"].as_str().unwrap().to_owned()
-    };
     let fresh_link =
         || async { link(&h, &app, "lou@example.com", None).await["code"].as_str().unwrap().to_owned() };
     let repeat_after = Duration::from_secs(u64::try_from(REPEAT_AFTER_SECS).unwrap());
     let body = registration(&fresh_link().await, "lous-phone");
-    let lost = token_of(register(&body).await);
+    let lost = issued_token(register(&body).await);
     // Sent again at once, it was sent beside the first: retry later, and the first's token stands.
     let soon = register(&body).await;
     assert_eq!(soon.header("retry-after"), Some(REPEAT_AFTER_SECS.to_string().as_str()));
     soon.problem(409, codes::CONFLICT);
-    assert_eq!(whoami(&lost).await.status, 200);
+    assert_eq!(as_device(&h.client, &lost).await.status, 200);
     h.clock.advance(repeat_after);
-    let kept = token_of(register(&body).await);
-    whoami(&lost).await.problem(401, codes::INVALID_TOKEN);
-    assert_eq!(whoami(&kept).await.status, 200);
+    let kept = issued_token(register(&body).await);
+    as_device(&h.client, &lost).await.problem(401, codes::INVALID_TOKEN);
+    assert_eq!(as_device(&h.client, &kept).await.status, 200);
     h.clock.advance(repeat_after);
-    let kept = token_of(register(&body).await);
-    assert_eq!(whoami(&kept).await.status, 200, "as often as it is sent");
+    let kept = issued_token(register(&body).await);
+    assert_eq!(as_device(&h.client, &kept).await.status, 200, "as often as it is sent");
     let listed =
         h.admin("GET", &format!("/cc/api/apps/{app}/users/lou@example.com/devices"), None).await.json();
     assert_eq!(listed["devices"].as_array().unwrap().len(), 1, "one device: {listed}");
@@ -232,17 +224,16 @@ pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
         other[field] = json!(value);
         register(&other).await.problem(410, codes::LINK_USED);
     }
-    assert_eq!(whoami(&kept).await.status, 200);
+    assert_eq!(as_device(&h.client, &kept).await.status, 200);
     // Once the device refreshed its token, the registration is not its own any more.
-    let r = h.client.send("POST", "/rp/versioned/device/token", Some(&kept), None).await;
-    let refreshed = token_of(r);
+    let refreshed = issued_token(refresh(&h.client, &kept).await);
     register(&body).await.problem(410, codes::LINK_USED);
-    assert_eq!(whoami(&refreshed).await.status, 200);
+    assert_eq!(as_device(&h.client, &refreshed).await.status, 200);
     // Ended, removed, or past the link's expiry: a used code.
     for (n, ending) in ["token", "device", "expiry"].into_iter().enumerate() {
         let device_id = format!("lous-phone-{n}");
         let body = registration(&fresh_link().await, &device_id);
-        let token = token_of(register(&body).await);
+        let token = issued_token(register(&body).await);
         match ending {
             "token" => {
                 let path = format!("/cc/api/apps/{app}/devices/{device_id}/token");
@@ -255,7 +246,7 @@ pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
             _ => h.clock.advance(Duration::from_secs(16 * 60)),
         }
         register(&body).await.problem(410, codes::LINK_USED);
-        let live = whoami(&token).await.status;
+        let live = as_device(&h.client, &token).await.status;
         assert_eq!(live, if ending == "expiry" { 200 } else { 401 }, "{ending}");
     }
 }
