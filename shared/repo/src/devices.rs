@@ -68,7 +68,7 @@ fn trade_ops(
     let mut ops = vec![
         WriteOp::Put { item: Item::new(token_key(&new.token_id), new)?, condition: Condition::Absent },
         WriteOp::Put { item: Item::new(record, &updated)?, condition: Condition::Version(version) },
-        WriteOp::Check { key: frozen_key(&device.app_id, &device.device_id), condition: Condition::Absent },
+        Devices::unfrozen(&device.app_id, &device.device_id),
     ];
     match trade {
         TokenTrade::Supersede(old) => {
@@ -398,9 +398,7 @@ impl<'a> Devices<'a> {
 
     /// Stops every later token swap of the device (before its removal or the end of its token).
     pub async fn freeze(&self, app: &AppId, device_id: &str) -> Result<(), StoreError> {
-        self.store
-            .put(Item::new(frozen_key(app, device_id), &Frozen { frozen: true })?, Condition::Any)
-            .await?;
+        self.store.put(frozen_item(app, device_id)?, Condition::Any).await?;
         Ok(())
     }
 
