@@ -639,3 +639,79 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     assert_eq!(waves_of(&tally, "store.query CERTQ"), [2, 3, 3], "{tally}");
     assert_eq!(tally.waves, 5, "{tally}");
 }
+
+/// alice-pixel-9 paired with `more` workstations beside machine-42 and machine-43, each
+/// enrolled and paired as its workstation does; the sample that removes it.
+async fn paired_with_many(backend: &Backend, more: usize) -> Sample {
+    use rp_shared::samples::{ACCESS_TOKEN, APP};
+    use rp_shared::testing::http::TestClient;
+    use serde_json::json;
+    let client = TestClient::new(http::app(AppState::new(backend.clone(), HttpConfig::default())));
+    for i in 0..more {
+        let enroll = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
+        let started = client.send("POST", "/rp/wsapi/client/enroll", Some(ACCESS_TOKEN), Some(enroll)).await;
+        let session = started.header("x-enrollment-session-id").expect("a session").to_owned();
+        let machine = format!("machine-{}", 100 + i);
+        let complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
+            "machineName": format!("WS-{i}"), "machineId": machine, "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
+        let done = client
+            .send("POST", "/rp/wasapi/client/enroll/complete", Some(ACCESS_TOKEN), Some(complete))
+            .await;
+        assert_eq!(done.status, 200, "{}", done.text());
+        let pair =
+            json!({"machineId": machine, "deviceId": "alice-pixel-9", "machineName": format!("WS-{i}")});
+        let paired = client.send("POST", "/rp/api/client/reg", Some(ACCESS_TOKEN), Some(pair)).await;
+        assert_eq!(paired.status, 201, "{}", paired.text());
+    }
+    let mut removal = sample("cc-app-device");
+    removal.event = removal.event.replace("alice-old-phone", "alice-pixel-9");
+    removal
+}
+
+/// alice-pixel-9's pairings as stored, and whether it is frozen.
+async fn pairings_left(backend: &Backend) -> (usize, bool) {
+    use rp_shared::repo::{devices::Devices, workstations::Workstations};
+    let store = backend.store.as_ref();
+    let app = rp_shared::domain::apps::AppId::parse("appId", rp_shared::samples::APP).unwrap();
+    let pairings = Workstations::new(store).pairings_of_device(&app, "alice-pixel-9").await.unwrap();
+    (pairings.len(), Devices::new(store).is_frozen(&app, "alice-pixel-9").await.unwrap())
+}
+
+/// A device paired with many workstations is removed in a few rounds, not one round trip after
+/// another per pairing: its pairings (and then its certificates) end several at once.
+#[tokio::test]
+async fn a_removed_devices_pairings_end_several_at_once() {
+    use rp_shared::app::devices::REMOVALS_AT_ONCE;
+    let (_dir, backend) = seeded().await;
+    let pairings = 24;
+    let removal = paired_with_many(&backend, pairings - 2).await;
+    let (status, tally) = calls_on(&backend, removal, 1).await.remove(0);
+    assert_eq!(status, 204, "{tally}");
+    // Each unpairing reads its certificate request, then writes: two waves. One after another
+    // they would take two waves a pairing; several at once, two a round of them.
+    assert_eq!(tally.calls.iter().filter(|(_, c)| c == "store.get CERTREQ").count(), pairings, "{tally}");
+    let rounds = pairings.div_ceil(REMOVALS_AT_ONCE);
+    assert!(tally.waves <= 10 + 2 * rounds, "{} waves: {tally}", tally.waves);
+    assert_eq!(pairings_left(&backend).await.0, 0);
+}
+
+/// A removal cut off part-way (the function's time-out) leaves its device frozen with what it
+/// did not reach; sent again, it ends the rest.
+#[tokio::test]
+async fn a_removal_cut_off_part_way_is_finished_by_sending_it_again() {
+    let (_dir, backend) = seeded().await;
+    let removal = paired_with_many(&backend, 22).await;
+    let (traced, _trips) = recorded(&backend, Duration::from_millis(20));
+    let router = http::function(&removal.function, AppState::new(traced, HttpConfig::default())).unwrap();
+    // 24 pairings take at least 15 waves of 20 ms: cut off after 220 ms, some are left.
+    let cut = tokio::time::timeout(Duration::from_millis(220), send(&router, &removal.event)).await;
+    assert!(cut.is_err(), "the removal was cut off");
+    let (left, frozen) = pairings_left(&backend).await;
+    assert!(left > 0, "some pairings are left");
+    assert!(left == 24 || frozen, "no pairing ends before the device is frozen: {left} left");
+    let router =
+        http::function(&removal.function, AppState::new(backend.clone(), HttpConfig::default())).unwrap();
+    assert_eq!(send(&router, &removal.event).await, 204);
+    assert_eq!(pairings_left(&backend).await.0, 0);
+    assert_eq!(send(&router, &removal.event).await, 404, "removed");
+}

@@ -4,6 +4,7 @@
 
 use crate::revocation::{revocation_of, Revocation};
 use crate::{AppError, HasClock, HasPush, HasStore};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use rp_domain::apps::AppId;
 use rp_domain::certificates::{CertError, IssuedCert};
 use rp_domain::devices::{
@@ -12,7 +13,7 @@ use rp_domain::devices::{
 };
 use rp_domain::events::DEVICE_REVOKED_EVENT;
 use rp_domain::events::{attributes, EventRecord};
-use rp_domain::pairing::PairingError;
+use rp_domain::pairing::{Pairing, PairingError};
 use rp_domain::time::EpochMillis;
 use rp_domain::tokens::{admitted, TokenHash, TokenSecret};
 use rp_domain::validate;
@@ -22,6 +23,9 @@ use rp_repo::certificates::Certificates;
 use rp_repo::devices::Devices;
 use rp_repo::workstations::Workstations;
 use std::future::Future;
+
+/// How many of a removed device's pairings (and then certificates) are ended at once.
+pub const REMOVALS_AT_ONCE: usize = 8;
 
 /// Default and bounds of a link's lifetime.
 pub const LINK_TTL_SECS: i64 = 15 * 60;
@@ -332,8 +336,13 @@ pub async fn remove(
     // list holds every one it will ever have.
     let devices = &Devices::new(state.store());
     devices.freeze(&app.app_id, device_id).await?;
+    // The pairings share no item (each has its own request, certificate and event), so several
+    // go at once: a device paired with hundreds of workstations is removed within the function's
+    // time-out. One that fails stops the rest; the device stays frozen, and removing it again
+    // goes on from what is left.
     let workstations = &Workstations::new(state.store());
-    for listed in workstations.pairings_of_device(&app.app_id, device_id).await? {
+    let pairings = workstations.pairings_of_device(&app.app_id, device_id).await?;
+    let unpair = |listed: (Pairing, u64)| async move {
         let (app_id, machine_id) = (&app.app_id, listed.0.machine_id.clone());
         let reread = || workstations.pairing(app_id, &machine_id, device_id);
         retry_on_conflict_from(Ok(Some(listed)), reread, |read| async move {
@@ -342,12 +351,14 @@ pub async fn remove(
             };
             crate::offline::unpair(state, pairing, version, source).await
         })
-        .await?;
-    }
-    // Each is read again: unpairing has queued the revocation of some.
-    for listed in issued? {
-        revoke_issued(state, &listed, app.workstation.request_timeout_in_secs).await?;
-    }
+        .await
+    };
+    stream::iter(pairings).map(unpair).buffer_unordered(REMOVALS_AT_ONCE).try_collect::<()>().await?;
+    // Each is read again once every unpairing is done: unpairing has queued the revocation of
+    // some.
+    let timeout = app.workstation.request_timeout_in_secs;
+    let revoke = |listed: IssuedCert| async move { revoke_issued(state, &listed, timeout).await };
+    stream::iter(issued?).map(revoke).buffer_unordered(REMOVALS_AT_ONCE).try_collect::<()>().await?;
     let attrs = attributes(&[("deviceId", device_id), ("namedUser", &device.named_user)]);
     let now = state.clock().now_millis();
     let event = EventRecord::new(DEVICE_REVOKED_EVENT, Some(app.app_id.clone()), source, now, attrs);
