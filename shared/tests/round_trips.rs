@@ -640,24 +640,32 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
+/// `machine` enrolled for Alice as her workstation enrolls (enroll, then complete), `extra`
+/// added to the completion.
+async fn enroll(client: &rp_shared::testing::http::TestClient, machine: &str, extra: serde_json::Value) {
+    use rp_shared::samples::{ACCESS_TOKEN, APP};
+    use serde_json::json;
+    let enroll = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
+    let started = client.send("POST", "/rp/wsapi/client/enroll", Some(ACCESS_TOKEN), Some(enroll)).await;
+    let session = started.header("x-enrollment-session-id").expect("a session").to_owned();
+    let mut complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
+        "machineName": machine, "machineId": machine, "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
+    complete.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let done =
+        client.send("POST", "/rp/wasapi/client/enroll/complete", Some(ACCESS_TOKEN), Some(complete)).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+}
+
 /// alice-pixel-9 paired with `more` workstations beside machine-42 and machine-43, each
 /// enrolled and paired as its workstation does; the sample that removes it.
 async fn paired_with_many(backend: &Backend, more: usize) -> Sample {
-    use rp_shared::samples::{ACCESS_TOKEN, APP};
+    use rp_shared::samples::ACCESS_TOKEN;
     use rp_shared::testing::http::TestClient;
     use serde_json::json;
     let client = TestClient::new(http::app(AppState::new(backend.clone(), HttpConfig::default())));
     for i in 0..more {
-        let enroll = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
-        let started = client.send("POST", "/rp/wsapi/client/enroll", Some(ACCESS_TOKEN), Some(enroll)).await;
-        let session = started.header("x-enrollment-session-id").expect("a session").to_owned();
         let machine = format!("machine-{}", 100 + i);
-        let complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
-            "machineName": format!("WS-{i}"), "machineId": machine, "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
-        let done = client
-            .send("POST", "/rp/wasapi/client/enroll/complete", Some(ACCESS_TOKEN), Some(complete))
-            .await;
-        assert_eq!(done.status, 200, "{}", done.text());
+        enroll(&client, &machine, json!({})).await;
         let pair =
             json!({"machineId": machine, "deviceId": "alice-pixel-9", "machineName": format!("WS-{i}")});
         let paired = client.send("POST", "/rp/api/client/reg", Some(ACCESS_TOKEN), Some(pair)).await;
@@ -714,4 +722,41 @@ async fn a_removal_cut_off_part_way_is_finished_by_sending_it_again() {
     assert_eq!(send(&router, &removal.event).await, 204);
     assert_eq!(pairings_left(&backend).await.0, 0);
     assert_eq!(send(&router, &removal.event).await, 404, "removed");
+}
+
+/// A phone's fetch of its pending OOB requests marks each fetched and opens the recovery keys of
+/// each one's machine at once, not one request after another; each request's mark goes beside
+/// its machine's enrollment read.
+#[tokio::test]
+async fn a_devices_pending_requests_are_marked_and_opened_at_once() {
+    use rp_shared::samples::{ACCESS_TOKEN, APP, WATCH_TOKEN};
+    use rp_shared::testing::http::TestClient;
+    use serde_json::json;
+    let (_dir, backend) = seeded().await;
+    let client = TestClient::new(http::app(AppState::new(backend.clone(), HttpConfig::default())));
+    enroll(&client, "machine-r", json!({"recoveryKeys": "cmVjb3Zlcnkga2V5cw=="})).await;
+    // Three requests that name the machine, enrolled for Alice's newest device.
+    for i in 5..8 {
+        let start = json!({"appId": APP, "namedUser": "alice@example.com", "machineId": "machine-r", "deviceId": "alice-watch",
+            "sessionNonce": i.to_string().repeat(64), "deviceNonce": "2".repeat(64), "serviceNonce": "3".repeat(64), "serviceHmac": "4".repeat(64)});
+        let started = client
+            .send("POST", "/rp/api/oob/client/authentication/requests", Some(ACCESS_TOKEN), Some(start))
+            .await;
+        assert_eq!(started.status, 200, "{}", started.text());
+    }
+    let (traced, trips) = recorded(&backend, Duration::from_millis(20));
+    let client = TestClient::new(http::app(AppState::new(traced, HttpConfig::default())));
+    trips.take();
+    let fetched = client.send("GET", "/rp/versioned/device/oob/requests", Some(WATCH_TOKEN), None).await;
+    let tally = trips.take();
+    assert_eq!(fetched.status, 200, "{}", fetched.text());
+    let requests = fetched.json()["requests"].as_array().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{tally}");
+    let opened = requests.iter().filter(|r| r["recoveryKeys"] == "cmVjb3Zlcnkga2V5cw==").count();
+    assert_eq!(opened, 3, "{tally}");
+    assert_eq!(waves_of(&tally, "store.put OOB"), [3; 3], "{tally}");
+    assert_eq!(waves_of(&tally, "store.get ENROLL"), [3; 3], "{tally}");
+    assert_eq!(waves_of(&tally, "keys.decrypt_data_key"), [4; 3], "{tally}");
+    // The token; the requests; the marks and the enrollments; the keys.
+    assert_eq!(tally.waves, 4, "{tally}");
 }

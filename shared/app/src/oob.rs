@@ -211,29 +211,32 @@ pub async fn pending_for_device(
     app: &AppId,
     device_id: &str,
 ) -> Result<Vec<(OobRequest, Option<String>)>, OobError> {
-    let repo = OobRequests::new(state.store());
+    let repo = &OobRequests::new(state.store());
     let now = state.clock().now_millis();
-    let mut requests = Vec::new();
-    for (request, version) in repo.pending_for_device(app, device_id).await? {
-        if !request.is_live(now) {
-            continue;
-        }
-        let shown = match request.fetched(now) {
-            // A concurrent fetch or answer changed it first: show it as it was read.
-            Some(next) => match repo.replace(&next, version).await {
-                Ok(()) => next,
-                Err(StoreError::Conflict) => request,
-                Err(e) => return Err(e.into()),
-            },
-            None => request,
+    let live = repo.pending_for_device(app, device_id).await?.into_iter().filter(|(r, _)| r.is_live(now));
+    // Each request's mark and its machine's keys go at once, and the requests side by side (at
+    // most a page of them): the phone's fetch waits the same for one request as for twenty.
+    let show = |(request, version): (OobRequest, u64)| async move {
+        let mark = async {
+            match request.fetched(now) {
+                // A concurrent fetch or answer changed it first: show it as it was read.
+                Some(next) => match repo.replace(&next, version).await {
+                    Ok(()) => Ok(next),
+                    Err(StoreError::Conflict) => Ok(request.clone()),
+                    Err(e) => Err(OobError::from(e)),
+                },
+                None => Ok(request.clone()),
+            }
         };
-        let keys = match &shown.machine_id {
-            Some(machine_id) => recovery_keys(state, app, machine_id, device_id).await?,
-            None => None,
+        let keys = async {
+            match &request.machine_id {
+                Some(machine_id) => recovery_keys(state, app, machine_id, device_id).await,
+                None => Ok(None),
+            }
         };
-        requests.push((shown, keys));
-    }
-    Ok(requests)
+        tokio::try_join!(mark, keys)
+    };
+    futures_util::future::try_join_all(live.map(show)).await
 }
 
 /// [`pending_for_device`], waiting up to `wait` for one to arrive when none is pending (a
