@@ -390,21 +390,24 @@ impl<'a> Certificates<'a> {
     /// After a poll: the pointer moves to the last app served, and the markers of apps whose
     /// shard came back exhausted go, unless a request made them ready within the grace period
     /// (or since they were read: the delete is conditional on the version).
+    /// The deletes and the pointer's move touch different items: they go at once.
     pub async fn end_round(&self, end: RoundEnd, now: EpochMillis) -> Result<(), StoreError> {
-        for ((marker, version), more) in end.apps.iter().zip(&end.more) {
-            let settled = marker.enqueued_at.plus_secs(READY_GRACE_SECS) < now;
-            if more.is_none() && settled {
-                match self.store.delete(&ready_key(&marker.app_id), Condition::Version(*version)).await {
-                    Ok(()) | Err(StoreError::Conflict) => {}
-                    Err(e) => return Err(e),
-                }
+        let exhausted = end.apps.iter().zip(&end.more).filter(|((marker, _), more)| {
+            more.is_none() && marker.enqueued_at.plus_secs(READY_GRACE_SECS) < now
+        });
+        let deletes = exhausted.map(|((marker, version), _)| async move {
+            match self.store.delete(&ready_key(&marker.app_id), Condition::Version(*version)).await {
+                Ok(()) | Err(StoreError::Conflict) => Ok(()),
+                Err(e) => Err(e),
             }
-        }
-        if let Some((last, _)) = end.apps.last() {
+        });
+        let pointer = async {
+            let Some((last, _)) = end.apps.last() else { return Ok(()) };
             let pointer = RoundPointer { app_id: last.app_id.as_str().to_owned() };
-            self.store.put(Item::new(round_key(), &pointer)?, Condition::Any).await?;
-        }
-        Ok(())
+            self.store.put(Item::new(round_key(), &pointer)?, Condition::Any).await.map(drop)
+        };
+        let (deleted, moved) = tokio::join!(super::at_once(deletes.collect()), pointer);
+        deleted.and(moved)
     }
 
     /// The app's open (PENDING or LEASED) login-certificate requests.
@@ -792,6 +795,34 @@ mod tests {
 
     fn serials(due: &[(IssuedCert, u64)]) -> Vec<&str> {
         due.iter().map(|(cert, _)| cert.cert_serial_number.as_str()).collect()
+    }
+
+    /// A poll that finds every ready app drained deletes their markers, and moves the pointer,
+    /// in one round trip however many apps there are.
+    #[tokio::test]
+    async fn a_rounds_end_deletes_the_drained_markers_at_once() {
+        let f = Fixture::new();
+        for id in ["a", "b", "c", "d"] {
+            let marker =
+                ReadyMarker { app_id: AppId::parse("appId", id).unwrap(), enqueued_at: EpochMillis(0) };
+            f.store()
+                .put(Item::new(ready_key(&marker.app_id), &marker).unwrap(), Condition::Any)
+                .await
+                .unwrap();
+        }
+        let (traced, trips) = rp_ports::trips::recorded(&f.backend, std::time::Duration::from_millis(5));
+        let certs = Certificates::new(traced.store.as_ref());
+        let (pending, _) = certs.pending(10, EpochMillis(DAY_MS), RoundStart::default()).await.unwrap();
+        assert!(pending.is_empty());
+        let tally = trips.take();
+        let waves = |call: &str| -> Vec<usize> {
+            tally.calls.iter().filter(|(_, c)| c == call).map(|(wave, _)| *wave).collect()
+        };
+        let deletes = waves("store.delete CERTQ");
+        assert_eq!(deletes.len(), 4, "{tally}");
+        assert!(deletes.iter().all(|w| *w == deletes[0]), "{tally}");
+        assert_eq!(waves("store.put CERTQ"), deletes[..1], "{tally}");
+        assert!(certs.ready_apps(10, &RoundStart::default()).await.unwrap().is_empty());
     }
 
     /// One app's backlog of due certificates (here twelve, all due before the other app's one)
