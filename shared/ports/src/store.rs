@@ -403,7 +403,7 @@ pub const CONFLICT_ATTEMPTS: usize = 12;
 /// Twenty writers racing on one item then all get through, on the embedded backend and on
 /// DynamoDB Local (without it, 4 or 5 in 20 ran out of attempts); the longest total pause is
 /// under two seconds, the usual one far less.
-fn backoff(retry: usize) -> std::time::Duration {
+pub fn backoff(retry: usize) -> std::time::Duration {
     use rand::Rng as _;
     let ceiling_ms = (2u64 << retry.saturating_sub(1).min(7)).min(250);
     std::time::Duration::from_micros(rand::thread_rng().gen_range(0..=ceiling_ms * 1000))

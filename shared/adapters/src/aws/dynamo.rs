@@ -399,14 +399,40 @@ impl Write {
     }
 }
 
+/// Sends `items` as one transaction.
+///
+/// A transaction DynamoDB cancelled only because another was writing one of its items at the
+/// same moment (`TransactionConflict`: two pairings of one app queueing their revocations, each
+/// touching the app's ready marker) wrote nothing, and is sent again as it is after a jittered
+/// pause, up to [`CONTENDED_ATTEMPTS`] times: its conditions are judged afresh each time. The
+/// SDK does not retry a cancellation, and no emulator here cancels one this way (a stand-in
+/// endpoint tests it).
 async fn transact_items(client: &Client, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
-    match client.transact_write_items().set_transact_items(Some(items)).send().await {
-        Ok(_) => Ok(()),
-        Err(err) => match cancellation_reasons(&err) {
-            Some(reasons) => Err(cancelled(&reasons, err)),
-            None => Err(classify(err)),
-        },
+    let mut tries = 1;
+    loop {
+        let err = match client.transact_write_items().set_transact_items(Some(items.clone())).send().await {
+            Ok(_) => return Ok(()),
+            Err(err) => err,
+        };
+        match cancellation_reasons(&err) {
+            Some(reasons) if contended(&reasons) && tries < CONTENDED_ATTEMPTS => {
+                tokio::time::sleep(backoff(tries)).await;
+                tries += 1;
+            }
+            Some(reasons) => return Err(cancelled(&reasons, err)),
+            None => return Err(classify(err)),
+        }
     }
+}
+
+/// How many times a transaction is sent while it is cancelled only by contention.
+const CONTENDED_ATTEMPTS: usize = 8;
+
+/// Whether a cancellation's reasons say only that another transaction held one of its items:
+/// no condition failed, nothing was throttled or refused.
+fn contended(reasons: &[String]) -> bool {
+    reasons.iter().any(|r| r == "TransactionConflict")
+        && reasons.iter().all(|r| r == "TransactionConflict" || r == "None")
 }
 
 /// A cancelled transaction's reason code for each of its writes (`None` for one that stood), or
@@ -894,6 +920,97 @@ mod tests {
             });
             assert_eq!(iam_action(&op), sent, "{op:?}");
         }
+    }
+
+    /// A loopback stand-in for DynamoDB that answers its calls with `answers` in turn (a status
+    /// and a JSON body; the last one again once they run out), and counts the calls. Its client
+    /// reads nothing from the environment: region, dummy credentials and the 127.0.0.1 endpoint
+    /// are given.
+    fn answering(answers: Vec<(u16, String)>) -> (Client, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    let mut length = 0;
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap();
+                        }
+                        line.clear();
+                    }
+                    if line != "\r\n" {
+                        break;
+                    }
+                    reader.read_exact(&mut vec![0; length]).unwrap();
+                    let n = counted.fetch_add(1, Ordering::SeqCst);
+                    let (status, body) = &answers[n.min(answers.len() - 1)];
+                    let head = format!("HTTP/1.1 {status} X\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n", body.len());
+                    stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
+                }
+            }
+        });
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "test",
+            ))
+            .endpoint_url(format!("http://127.0.0.1:{port}"))
+            .http_client(crate::aws::https_client(crate::aws::TrustRoots::Amazon).unwrap())
+            .build();
+        (Client::from_conf(config), calls)
+    }
+
+    /// DynamoDB's answer to a transaction of two writes it cancelled, for `reasons`.
+    fn cancellation(reasons: [&str; 2]) -> (u16, String) {
+        let codes: Vec<Value> = reasons.iter().map(|code| serde_json::json!({"Code": code})).collect();
+        let body = serde_json::json!({"__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Message": "Transaction cancelled", "CancellationReasons": codes});
+        (400, body.to_string())
+    }
+
+    /// A transaction cancelled only because another held one of its items is sent again, as
+    /// it is, until it stands; one whose condition failed is a conflict at once; contention
+    /// that never ends is reported as throttling after [`CONTENDED_ATTEMPTS`] sends.
+    #[tokio::test]
+    async fn a_transaction_cancelled_by_contention_alone_is_sent_again() {
+        use std::sync::atomic::Ordering;
+        let two = || {
+            let put = |sk: &str| WriteOp::Put {
+                item: Item::new(ItemKey::new("P", sk), &serde_json::json!({})).unwrap(),
+                condition: Condition::Any,
+            };
+            vec![put("a"), put("b")]
+        };
+        let contended = cancellation(["TransactionConflict", "None"]);
+        let store = |answers| {
+            let (client, calls) = answering(answers);
+            (DynamoStore::new(client, "t", Arc::new(rp_ports::SystemClock)), calls)
+        };
+
+        let (dynamo, calls) = store(vec![contended.clone(), contended.clone(), (200, "{}".into())]);
+        dynamo.transact(two()).await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+        let (dynamo, calls) = store(vec![cancellation(["ConditionalCheckFailed", "TransactionConflict"])]);
+        assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Conflict)));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "a failed condition is final");
+
+        let (dynamo, calls) = store(vec![cancellation(["ThrottlingError", "TransactionConflict"])]);
+        assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Throttled(_))));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "throttling is the SDK's to retry");
+
+        let (dynamo, calls) = store(vec![contended]);
+        assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Throttled(_))));
+        assert_eq!(calls.load(Ordering::SeqCst), CONTENDED_ATTEMPTS);
     }
 
     #[test]
