@@ -392,6 +392,43 @@ pub async fn removing_a_device_unpairs_it_everywhere_past_one_page(h: Harness) {
     }
 }
 
+/// A device paired on many workstations, each with its login certificate: its removal ends
+/// the pairings several at once, each queueing its certificate's revocation in the app's queue,
+/// and every one of them is revoked.
+pub async fn removing_a_device_revokes_the_certificate_of_every_pairing(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "vic@example.com", None).await;
+    for i in 0..20 {
+        pair(&h, &access, &dev, &format!("ws-cert-{i:02}")).await;
+    }
+    let (agent, ca, _server) = agent_for(&h).await;
+    let mut issued = Vec::new();
+    while issued.len() < 20 {
+        let pass = agent.run_once().await.unwrap();
+        assert!(!pass.issued.is_empty(), "the agent issues them all: {issued:?}");
+        issued.extend(pass.issued);
+    }
+    let listed =
+        h.client.send("GET", "/rp/versioned/device/certificates?limit=50", Some(&dev.token), None).await;
+    let serials: Vec<String> = listed.json()["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["certSerialNumber"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(serials.len(), 20);
+    let r = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let mut revoked = Vec::new();
+    while revoked.len() < 20 {
+        let pass = agent.run_once().await.unwrap();
+        assert!(!pass.revoked.is_empty(), "the agent revokes them all: {revoked:?}");
+        revoked.extend(pass.revoked);
+    }
+    assert!(serials.iter().all(|serial| ca.is_revoked(serial)));
+}
+
 /// Removal wins over pairing: workstations pairing a device while an admin removes it each get
 /// their pairing (and lose it to the removal) or are refused as naming an unknown device; after
 /// the 204 the device is paired nowhere. A device whose token was ended is not paired either.
