@@ -59,16 +59,12 @@ async fn calls_on(backend: &Backend, sample: Sample, times: usize) -> Vec<(u16, 
 }
 
 /// The wave `call` went out in (1 for the first), for every time it was made.
-fn waves_of(tally: &Tally, call: &str) -> Vec<usize> {
-    tally.calls.iter().filter(|(_, c)| c == call).map(|(wave, _)| *wave).collect()
-}
-
 #[tokio::test]
 async fn a_tenant_and_its_app_are_read_at_once() {
     let (status, tally) = first_call("content-customization.get").await;
     assert_eq!(status, 200);
-    assert_eq!(waves_of(&tally, "store.get TOKEN"), [1], "{tally}");
-    assert_eq!(waves_of(&tally, "store.get APP"), [1], "{tally}");
+    assert_eq!(tally.waves_of("store.get TOKEN"), [1], "{tally}");
+    assert_eq!(tally.waves_of("store.get APP"), [1], "{tally}");
     // The token and the app, then the customization beside the rate limit's counter.
     assert_eq!(tally.waves, 2, "{tally}");
 }
@@ -79,7 +75,7 @@ async fn a_version_and_its_record_are_read_at_once() {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
         let kind = if stem.starts_with("code") { "CODE" } else { "CONTENT" };
-        assert_eq!(waves_of(&tally, &format!("store.get {kind}")), [2, 2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of(&format!("store.get {kind}")), [2, 2], "{stem}: {tally}");
         assert_eq!(tally.waves, 2, "{stem}: {tally}");
     }
 }
@@ -92,9 +88,9 @@ async fn a_changed_environment_waits_for_the_key_service_once() {
         // The read goes beside the count; the key service is asked nothing before the count
         // allows it, and then for both keys at once (a fresh one, the old one opened); then the
         // write.
-        assert_eq!(waves_of(&tally, "store.get CODEENV"), waves_of(&tally, "store.increment RL"), "{tally}");
-        let fresh = waves_of(&tally, "keys.generate_data_key");
-        assert_eq!(fresh, waves_of(&tally, "keys.decrypt_data_key"), "{tally}");
+        assert_eq!(tally.waves_of("store.get CODEENV"), tally.waves_of("store.increment RL"), "{tally}");
+        let fresh = tally.waves_of("keys.generate_data_key");
+        assert_eq!(fresh, tally.waves_of("keys.decrypt_data_key"), "{tally}");
         assert_eq!(fresh, [3], "{tally}");
         assert_eq!(tally.waves, 4, "{stem}: {tally}");
     }
@@ -104,9 +100,9 @@ async fn a_changed_environment_waits_for_the_key_service_once() {
 async fn used_pins_are_opened_and_resealed_in_one_wait() {
     let (status, tally) = first_call("rp-device-offline-used").await;
     assert_eq!(status, 200);
-    let opened = waves_of(&tally, "keys.decrypt_data_key");
+    let opened = tally.waves_of("keys.decrypt_data_key");
     assert_eq!(opened.len(), 1, "{tally}");
-    assert_eq!(waves_of(&tally, "keys.generate_data_key"), opened, "{tally}");
+    assert_eq!(tally.waves_of("keys.generate_data_key"), opened, "{tally}");
 }
 
 #[tokio::test]
@@ -122,11 +118,11 @@ async fn a_repeated_pin_report_asks_the_key_service_nothing() {
 async fn a_users_device_tokens_are_read_at_once() {
     let (status, tally) = first_call("cc-app-user-devices").await;
     assert_eq!(status, 200);
-    let tokens = waves_of(&tally, "store.get DEVTOKEN");
+    let tokens = tally.waves_of("store.get DEVTOKEN");
     assert!(tokens.len() > 1, "the sample user has several devices: {tally}");
     assert!(tokens.iter().all(|&w| w == tally.waves), "{tally}");
     // The token, the app and the user's devices; their tokens.
-    assert_eq!(waves_of(&tally, "store.query USER"), [1], "{tally}");
+    assert_eq!(tally.waves_of("store.query USER"), [1], "{tally}");
     assert_eq!(tally.waves, 2, "{tally}");
 }
 
@@ -140,7 +136,7 @@ async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
     ] {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
-        assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of(read), [1], "{stem}: {tally}");
         assert_eq!(tally.waves, 1, "{stem}: {tally}");
     }
 }
@@ -153,11 +149,11 @@ async fn an_enrollment_reads_what_it_can_at_once() {
         // Beside the token, the name is tried as a user (with its devices) and as an alias at
         // once, and the session the request names is read; the alias's user is read with its
         // devices; the device's counter is read while the session is written.
-        assert_eq!(waves_of(&tally, "store.get ALIAS"), [1], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.get USER"), [1, 2], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.query USER"), [1, 2], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.get ENRSESSION"), [1], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.get ENCCTR"), waves_of(&tally, "store.put ENRSESSION"), "{tally}");
+        assert_eq!(tally.waves_of("store.get ALIAS"), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get USER"), [1, 2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.query USER"), [1, 2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get ENRSESSION"), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get ENCCTR"), tally.waves_of("store.put ENRSESSION"), "{tally}");
         assert_eq!(tally.waves, 3, "{stem}: {tally}");
     }
 }
@@ -169,10 +165,10 @@ async fn an_oob_start_reads_what_it_needs_at_once_and_its_devices_beside_the_cou
     // Beside the token: the app, the user, the nonce and the customizations at once.
     for read in ["store.get TOKEN", "store.get APP", "store.get USER", "store.get OOBNONCE", "store.get CODE"]
     {
-        assert_eq!(waves_of(&tally, read), [1], "{read}: {tally}");
+        assert_eq!(tally.waves_of(read), [1], "{read}: {tally}");
     }
-    assert_eq!(waves_of(&tally, "store.increment RL"), [2], "{tally}");
-    assert_eq!(waves_of(&tally, "store.query USER"), [2], "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [2], "{tally}");
+    assert_eq!(tally.waves_of("store.query USER"), [2], "{tally}");
     // Then the request is stored.
     assert_eq!(tally.waves, 3, "{tally}");
 }
@@ -182,12 +178,12 @@ async fn a_pairing_and_its_app_are_read_at_once() {
     for stem in ["rp-client-reg", "rp-client-reg.get"] {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
-        assert_eq!(waves_of(&tally, "store.get APP"), [2], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get APP"), [2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get PAIR"), [2], "{stem}: {tally}");
     }
     let (status, tally) = first_call("rp-device-workstations").await;
     assert_eq!(status, 200);
-    assert_eq!(waves_of(&tally, "store.query DEVPAIR"), waves_of(&tally, "store.get APP"), "{tally}");
+    assert_eq!(tally.waves_of("store.query DEVPAIR"), tally.waves_of("store.get APP"), "{tally}");
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
@@ -195,9 +191,9 @@ async fn a_pairing_and_its_app_are_read_at_once() {
 async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     let (status, tally) = first_call("rp-certificate-requests").await;
     assert_eq!(status, 200);
-    let sent = waves_of(&tally, "queue.send_batch");
+    let sent = tally.waves_of("queue.send_batch");
     assert_eq!(sent.len(), 1, "{tally}");
-    assert_eq!(waves_of(&tally, "store.put CERTQ"), sent, "{tally}");
+    assert_eq!(tally.waves_of("store.put CERTQ"), sent, "{tally}");
     // The leases come after both: no lease exists without the message that ends it.
     let leased: Vec<_> = tally.calls.iter().filter(|(_, c)| c.starts_with("store.put_each")).collect();
     assert_eq!(leased.len(), 1, "{tally}");
@@ -205,8 +201,8 @@ async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     // Both pointers, the round's and the renewal sweep's, are read beside the token, and both
     // written beside the message; the sweep (its apps, then their due certificates) waits for
     // no more than the pending requests.
-    assert_eq!(waves_of(&tally, "store.get CERTRENEW"), waves_of(&tally, "store.get TOKEN"), "{tally}");
-    assert_eq!(waves_of(&tally, "store.put CERTRENEW"), sent, "{tally}");
+    assert_eq!(tally.waves_of("store.get CERTRENEW"), tally.waves_of("store.get TOKEN"), "{tally}");
+    assert_eq!(tally.waves_of("store.put CERTRENEW"), sent, "{tally}");
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
@@ -214,8 +210,8 @@ async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
 async fn an_admin_token_and_the_app_of_its_path_are_read_at_once() {
     let (status, tally) = first_call("cc-app").await;
     assert_eq!(status, 200);
-    assert_eq!(waves_of(&tally, "store.get TOKEN"), [1], "{tally}");
-    assert_eq!(waves_of(&tally, "store.get APP"), [1], "{tally}");
+    assert_eq!(tally.waves_of("store.get TOKEN"), [1], "{tally}");
+    assert_eq!(tally.waves_of("store.get APP"), [1], "{tally}");
     assert_eq!(tally.waves, 1, "{tally}");
 }
 
@@ -237,8 +233,8 @@ async fn the_token_is_still_judged_before_the_app() {
 async fn a_test_run_reads_its_environment_beside_the_customization() {
     let (status, tally) = first_call("code-customization-test").await;
     assert_eq!(status, 200);
-    assert_eq!(waves_of(&tally, "store.get CODEENV"), waves_of(&tally, "store.get CODE"), "{tally}");
-    assert_eq!(waves_of(&tally, "store.get CODE"), waves_of(&tally, "store.increment RL"), "{tally}");
+    assert_eq!(tally.waves_of("store.get CODEENV"), tally.waves_of("store.get CODE"), "{tally}");
+    assert_eq!(tally.waves_of("store.get CODE"), tally.waves_of("store.increment RL"), "{tally}");
     // The token and the app, the count beside the reads, the environment opened.
     assert_eq!(tally.waves, 3, "{tally}");
 }
@@ -248,7 +244,7 @@ async fn an_app_change_starts_from_the_app_read_beside_the_token() {
     for stem in ["cc-app-rate-limit", "cc-app-workstation"] {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
-        assert_eq!(waves_of(&tally, "store.get APP"), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get APP"), [1], "{stem}: {tally}");
         // The token and the app, then the write.
         assert_eq!(tally.waves, 2, "{stem}: {tally}");
     }
@@ -259,10 +255,10 @@ async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
     for stem in ["rp-device-setup", "rp-device-offline-used", "rp-client-reg.patch"] {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
-        let app = waves_of(&tally, "store.get APP");
+        let app = tally.waves_of("store.get APP");
         assert_eq!(app.len(), 1, "{stem}: {tally}");
         // Read once, beside the app: the write starts from that read.
-        assert_eq!(waves_of(&tally, "store.get PAIR"), app, "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get PAIR"), app, "{stem}: {tally}");
     }
 }
 
@@ -274,15 +270,15 @@ async fn a_pairing_update_writes_once_and_reads_nothing_back() {
         "machineName": "WS-0042-renamed", "usedTokenIds": ["pin-02"]});
     let (status, tally) = first_call_with("rp-client-reg.patch", body).await;
     assert_eq!(status, 200, "{tally}");
-    assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "read once, beside the app: {tally}");
-    assert_eq!(waves_of(&tally, "store.put PAIR"), [4], "{tally}");
+    assert_eq!(tally.waves_of("store.get PAIR"), [2], "read once, beside the app: {tally}");
+    assert_eq!(tally.waves_of("store.put PAIR"), [4], "{tally}");
     assert_eq!(tally.waves, 4, "{tally}");
     // A wrong attempt: counted against the pairing read beside the app, nothing read back.
     let body =
         serde_json::json!({"machineId": "machine-42", "deviceId": "alice-pixel-9", "failedAttempts": 1});
     let (status, tally) = first_call_with("rp-client-reg.patch", body).await;
     assert_eq!(status, 200, "{tally}");
-    assert_eq!(waves_of(&tally, "store.get PAIR"), [2], "{tally}");
+    assert_eq!(tally.waves_of("store.get PAIR"), [2], "{tally}");
     // The token; the app and the pairing; the count; the PINs opened for the owner's view.
     assert_eq!(tally.waves, 4, "{tally}");
 }
@@ -310,8 +306,8 @@ async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
     assert_eq!(status, 204, "{tally}");
     // The token; the pairing; its request; the certificate and the app's time-out at once; the
     // unpairing with the revocation.
-    assert_eq!(waves_of(&tally, "store.get DEVCERT"), waves_of(&tally, "store.get APP"), "{tally}");
-    assert!(waves_of(&tally, "store.get SERIAL").is_empty(), "{tally}");
+    assert_eq!(tally.waves_of("store.get DEVCERT"), tally.waves_of("store.get APP"), "{tally}");
+    assert!(tally.waves_of("store.get SERIAL").is_empty(), "{tally}");
     assert_eq!(tally.waves, 5, "{tally}");
     let (cert, _) = certs.by_serial(rp_shared::samples::SERIAL).await.unwrap().unwrap();
     assert!(cert.revocation_request_id.is_some(), "the revocation is queued");
@@ -321,15 +317,15 @@ async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
 async fn a_removed_device_is_frozen_before_its_pairings_are_listed() {
     let (status, tally) = first_call("cc-app-device").await;
     assert_eq!(status, 204);
-    let device = waves_of(&tally, "store.get DEVICEID");
-    assert_eq!(waves_of(&tally, "store.query DEVCERT"), device, "{tally}");
+    let device = tally.waves_of("store.get DEVICEID");
+    assert_eq!(tally.waves_of("store.query DEVCERT"), device, "{tally}");
     assert_eq!(device, [1], "{tally}");
     // The token, the app, the device and its certificates; its user; the freeze; then its
     // pairings, listed once no new one can be made (both lists at once); the removal.
-    let frozen = waves_of(&tally, "store.put DEVFROZEN");
+    let frozen = tally.waves_of("store.put DEVFROZEN");
     assert_eq!(frozen, [3], "{tally}");
-    assert_eq!(waves_of(&tally, "store.query PAIRED"), [4], "{tally}");
-    assert_eq!(waves_of(&tally, "store.query DEVPAIR"), [4], "{tally}");
+    assert_eq!(tally.waves_of("store.query PAIRED"), [4], "{tally}");
+    assert_eq!(tally.waves_of("store.query DEVPAIR"), [4], "{tally}");
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
@@ -341,8 +337,8 @@ async fn what_an_admins_app_path_names_is_read_beside_the_token_and_the_app() {
     {
         let (status, tally) = first_call(stem).await;
         assert!(status == 201 || status == 204, "{stem}: {status}");
-        assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, "store.get APP"), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of(read), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get APP"), [1], "{stem}: {tally}");
         assert_eq!(tally.waves, 3, "{stem}: {tally}");
     }
 }
@@ -356,12 +352,12 @@ async fn an_admins_first_read_goes_beside_the_token() {
     {
         let (status, tally) = first_call(stem).await;
         assert!(status == 200 || status == 202, "{stem}: {status}");
-        assert_eq!(waves_of(&tally, "store.get TOKEN"), [1], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, read), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of("store.get TOKEN"), [1], "{stem}: {tally}");
+        assert_eq!(tally.waves_of(read), [1], "{stem}: {tally}");
         assert_eq!(tally.waves, waves, "{stem}: {tally}");
     }
     let (_, tally) = first_call("cc-certificate-revoke").await;
-    assert_eq!(waves_of(&tally, "store.get APP"), waves_of(&tally, "store.get DEVCERT"), "{tally}");
+    assert_eq!(tally.waves_of("store.get APP"), tally.waves_of("store.get DEVCERT"), "{tally}");
 }
 
 /// A refused token is refused before the path is judged, and the path before the certificate.
@@ -393,9 +389,9 @@ async fn a_customizations_reads_go_beside_the_count_and_its_writes_after_it() {
     ] {
         let (status, tally) = first_call(stem).await;
         assert!(status == 200 || status == 201, "{stem}: {status}");
-        let counted = waves_of(&tally, "store.increment RL");
+        let counted = tally.waves_of("store.increment RL");
         assert_eq!(counted, [2], "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, &format!("store.get {kind}")), counted, "{stem}: {tally}");
+        assert_eq!(tally.waves_of(&format!("store.get {kind}")), counted, "{stem}: {tally}");
         let written = tally.calls.iter().filter(|(_, c)| c.starts_with("store.transact"));
         assert!(written.map(|(wave, _)| *wave).all(|w| w > counted[0]), "{stem}: {tally}");
     }
@@ -436,7 +432,7 @@ async fn a_restore_starts_from_the_record_read_beside_its_version() {
     {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
-        assert_eq!(waves_of(&tally, &format!("store.get {kind}")).len(), 2, "read once each: {tally}");
+        assert_eq!(tally.waves_of(&format!("store.get {kind}")).len(), 2, "read once each: {tally}");
         // The token and the app, the count beside the version and the record, the write.
         assert_eq!(tally.waves, 3, "{stem}: {tally}");
     }
@@ -446,12 +442,12 @@ async fn a_restore_starts_from_the_record_read_beside_its_version() {
 async fn a_delete_reads_its_record_meta_and_versions_at_once() {
     let (status, tally) = first_call("code-customization.delete").await;
     assert_eq!(status, 204);
-    let reads = waves_of(&tally, "store.get CODE");
+    let reads = tally.waves_of("store.get CODE");
     assert_eq!(reads.len(), 2, "the record and META: {tally}");
-    assert_eq!(waves_of(&tally, "store.query CODE"), reads[..1], "{tally}");
+    assert_eq!(tally.waves_of("store.query CODE"), reads[..1], "{tally}");
     // Beside the count; the versions fitted in the transaction: nothing is left to look for
     // after it.
-    assert_eq!(waves_of(&tally, "store.increment RL"), reads[..1], "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), reads[..1], "{tally}");
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
@@ -459,7 +455,7 @@ async fn a_delete_reads_its_record_meta_and_versions_at_once() {
 async fn an_enrollments_completion_reads_its_session_beside_the_user() {
     let (status, tally) = first_call("rp-enroll-complete").await;
     assert_eq!(status, 200);
-    assert_eq!(waves_of(&tally, "store.get ENRSESSION"), waves_of(&tally, "store.get USER"), "{tally}");
+    assert_eq!(tally.waves_of("store.get ENRSESSION"), tally.waves_of("store.get USER"), "{tally}");
     // The token, the user and the session, the transaction.
     assert_eq!(tally.waves, 3, "{tally}");
 }
@@ -477,8 +473,8 @@ async fn what_a_request_names_is_read_beside_its_token() {
     ] {
         let (status, tally) = first_call(stem).await;
         assert!((200..300).contains(&status), "{stem}: {status}");
-        assert!(waves_of(&tally, "store.get TOKEN").contains(&1), "{stem}: {tally}");
-        assert_eq!(waves_of(&tally, read).first(), Some(&1), "{stem}: {tally}");
+        assert!(tally.waves_of("store.get TOKEN").contains(&1), "{stem}: {tally}");
+        assert_eq!(tally.waves_of(read).first(), Some(&1), "{stem}: {tally}");
         assert_eq!(tally.waves, waves, "{stem}: {tally}");
     }
 }
@@ -596,7 +592,7 @@ async fn what_a_request_names_is_still_judged_after_its_token() {
 async fn a_token_refresh_reads_the_device_where_its_token_says_it_is() {
     let (status, tally) = first_call("rp-device-token").await;
     assert_eq!(status, 201);
-    assert!(waves_of(&tally, "store.get DEVICEID").is_empty(), "{tally}");
+    assert!(tally.waves_of("store.get DEVICEID").is_empty(), "{tally}");
     // The token, the device, the swap.
     assert_eq!(tally.waves, 3, "{tally}");
 }
@@ -636,7 +632,7 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     assert!(leased.iter().any(|r| r["requestId"] == short[0].request_id), "the short app's request too");
     // The token and the round's start; the ready markers; both apps' shards, the deep one read
     // beyond its share (no second round); the time-out message and the pointer; the leases.
-    assert_eq!(waves_of(&tally, "store.query CERTQ"), [2, 3, 3], "{tally}");
+    assert_eq!(tally.waves_of("store.query CERTQ"), [2, 3, 3], "{tally}");
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
@@ -697,7 +693,7 @@ async fn a_removed_devices_pairings_end_several_at_once() {
     assert_eq!(status, 204, "{tally}");
     // Each unpairing reads its certificate request, then writes: two waves. One after another
     // they would take two waves a pairing; several at once, two a round of them.
-    assert_eq!(tally.calls.iter().filter(|(_, c)| c == "store.get CERTREQ").count(), pairings, "{tally}");
+    assert_eq!(tally.waves_of("store.get CERTREQ").len(), pairings, "{tally}");
     let rounds = pairings.div_ceil(REMOVALS_AT_ONCE);
     assert!(tally.waves <= 10 + 2 * rounds, "{} waves: {tally}", tally.waves);
     assert_eq!(pairings_left(&backend).await.0, 0);
@@ -754,9 +750,9 @@ async fn a_devices_pending_requests_are_marked_and_opened_at_once() {
     assert_eq!(requests.len(), 3, "{tally}");
     let opened = requests.iter().filter(|r| r["recoveryKeys"] == "cmVjb3Zlcnkga2V5cw==").count();
     assert_eq!(opened, 3, "{tally}");
-    assert_eq!(waves_of(&tally, "store.put OOB"), [3; 3], "{tally}");
-    assert_eq!(waves_of(&tally, "store.get ENROLL"), [3; 3], "{tally}");
-    assert_eq!(waves_of(&tally, "keys.decrypt_data_key"), [4; 3], "{tally}");
+    assert_eq!(tally.waves_of("store.put OOB"), [3; 3], "{tally}");
+    assert_eq!(tally.waves_of("store.get ENROLL"), [3; 3], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4; 3], "{tally}");
     // The token; the requests; the marks and the enrollments; the keys.
     assert_eq!(tally.waves, 4, "{tally}");
 }

@@ -336,10 +336,10 @@ pub async fn remove(
     // list holds every one it will ever have.
     let devices = &Devices::new(state.store());
     devices.freeze(&app.app_id, device_id).await?;
-    // The pairings share no item (each has its own request, certificate and event), so several
-    // go at once: a device paired with hundreds of workstations is removed within the function's
-    // time-out. One that fails stops the rest; the device stays frozen, and removing it again
-    // goes on from what is left.
+    // Each pairing has its own request, certificate and event (their revocations share only the
+    // app's queue marker, whose contention the store absorbs), so several go at once: a device
+    // paired with hundreds of workstations is removed within the function's time-out. One that
+    // fails stops the rest; the device stays frozen, and removing it again ends what is left.
     let workstations = &Workstations::new(state.store());
     let pairings = workstations.pairings_of_device(&app.app_id, device_id).await?;
     let unpair = |listed: (Pairing, u64)| async move {

@@ -31,6 +31,13 @@ pub struct Tally {
     pub waves: usize,
 }
 
+impl Tally {
+    /// The wave of each call named `call` (`store.get TOKEN`), in the order they started.
+    pub fn waves_of(&self, call: &str) -> Vec<usize> {
+        self.calls.iter().filter(|(_, c)| c == call).map(|(wave, _)| *wave).collect()
+    }
+}
+
 impl std::fmt::Display for Tally {
     /// The calls wave by wave: `store.get TOKEN → store.get APP, store.query DEVICE → ...`,
     /// a call that several times in one wave as `×n`.

@@ -815,13 +815,10 @@ mod tests {
         let (pending, _) = certs.pending(10, EpochMillis(DAY_MS), RoundStart::default()).await.unwrap();
         assert!(pending.is_empty());
         let tally = trips.take();
-        let waves = |call: &str| -> Vec<usize> {
-            tally.calls.iter().filter(|(_, c)| c == call).map(|(wave, _)| *wave).collect()
-        };
-        let deletes = waves("store.delete CERTQ");
+        let deletes = tally.waves_of("store.delete CERTQ");
         assert_eq!(deletes.len(), 4, "{tally}");
         assert!(deletes.iter().all(|w| *w == deletes[0]), "{tally}");
-        assert_eq!(waves("store.put CERTQ"), deletes[..1], "{tally}");
+        assert_eq!(tally.waves_of("store.put CERTQ"), deletes[..1], "{tally}");
         assert!(certs.ready_apps(10, &RoundStart::default()).await.unwrap().is_empty());
     }
 
