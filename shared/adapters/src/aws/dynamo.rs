@@ -352,42 +352,30 @@ impl Write {
         Ok(Some(item.build()))
     }
 
-    /// The write as its own call; an update returns the item as stored.
+    /// The write as its own call; an update returns the item as stored. A write refused only
+    /// because a transaction is writing its item goes again ([`resend_while_contended`]).
     async fn send(self, client: &Client, table: &str) -> Result<Option<Item>, StoreError> {
         match self {
             Write::Put { item, expr } => {
-                client
-                    .put_item()
-                    .table_name(table)
-                    .set_item(Some(item))
-                    .conditioned(expr)
-                    .send()
-                    .await
-                    .map_err(classify)?;
+                let call = client.put_item().table_name(table).set_item(Some(item)).conditioned(expr);
+                resend_while_contended(|| call.clone().send(), in_transaction).await.map_err(classify)?;
                 Ok(None)
             }
             Write::Update { key, expression, expr } => {
-                let out = client
+                let call = client
                     .update_item()
                     .table_name(table)
                     .set_key(Some(key))
                     .update_expression(expression)
                     .conditioned(expr)
-                    .return_values(ReturnValue::AllNew)
-                    .send()
-                    .await
-                    .map_err(classify)?;
+                    .return_values(ReturnValue::AllNew);
+                let out =
+                    resend_while_contended(|| call.clone().send(), in_transaction).await.map_err(classify)?;
                 out.attributes.map(from_attrs).transpose()
             }
             Write::Delete { key, expr } => {
-                client
-                    .delete_item()
-                    .table_name(table)
-                    .set_key(Some(key))
-                    .conditioned(expr)
-                    .send()
-                    .await
-                    .map_err(classify)?;
+                let call = client.delete_item().table_name(table).set_key(Some(key)).conditioned(expr);
+                resend_while_contended(|| call.clone().send(), in_transaction).await.map_err(classify)?;
                 Ok(None)
             }
             // A condition on its own exists only inside a transaction.
@@ -399,38 +387,59 @@ impl Write {
     }
 }
 
-/// Sends `items` as one transaction.
-///
-/// A transaction DynamoDB cancelled only because another was writing one of its items at the
-/// same moment (`TransactionConflict`: two pairings of one app queueing their revocations, each
-/// touching the app's ready marker) wrote nothing, and is sent again as it is after a jittered
-/// pause, up to [`CONTENDED_ATTEMPTS`] times: its conditions are judged afresh each time. The
-/// SDK does not retry a cancellation, and no emulator here cancels one this way (a stand-in
-/// endpoint tests it).
+/// Sends `items` as one transaction; one cancelled only by contention goes again
+/// ([`resend_while_contended`]).
 async fn transact_items(client: &Client, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
+    let call = client.transact_write_items().set_transact_items(Some(items));
+    let contended = |err: &SdkError<TransactWriteItemsError, _>| {
+        cancellation_reasons(err).is_some_and(|reasons| only_contention(&reasons))
+    };
+    match resend_while_contended(|| call.clone().send(), contended).await {
+        Ok(_) => Ok(()),
+        Err(err) => match cancellation_reasons(&err) {
+            Some(reasons) => Err(cancelled(&reasons, err)),
+            None => Err(classify(err)),
+        },
+    }
+}
+
+/// How many times a write is sent while it is refused only by contention.
+const CONTENDED_ATTEMPTS: usize = 8;
+
+/// Sends `call` again, after a jittered pause, while its error is `contended`: DynamoDB refused
+/// it only because another transaction was writing one of its items at that moment (two
+/// revocations of one app each touching the app's ready marker, or a poll deleting the marker
+/// an enqueue writes). Such a write changed nothing, and its conditions are judged afresh each
+/// time; after [`CONTENDED_ATTEMPTS`] sends the error stands (a 503). The SDK retries neither
+/// `TransactionConflictException` nor a cancelled transaction, and no emulator here refuses a
+/// write this way: a stand-in endpoint on loopback tests it.
+async fn resend_while_contended<T, E, Fut>(
+    mut call: impl FnMut() -> Fut,
+    contended: impl Fn(&E) -> bool,
+) -> Result<T, E>
+where
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
     let mut tries = 1;
     loop {
-        let err = match client.transact_write_items().set_transact_items(Some(items.clone())).send().await {
-            Ok(_) => return Ok(()),
-            Err(err) => err,
-        };
-        match cancellation_reasons(&err) {
-            Some(reasons) if contended(&reasons) && tries < CONTENDED_ATTEMPTS => {
+        match call().await {
+            Err(err) if contended(&err) && tries < CONTENDED_ATTEMPTS => {
                 tokio::time::sleep(backoff(tries)).await;
                 tries += 1;
             }
-            Some(reasons) => return Err(cancelled(&reasons, err)),
-            None => return Err(classify(err)),
+            outcome => return outcome,
         }
     }
 }
 
-/// How many times a transaction is sent while it is cancelled only by contention.
-const CONTENDED_ATTEMPTS: usize = 8;
+/// A single write refused because a transaction is writing its item.
+fn in_transaction<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
+    err.as_service_error().and_then(|e| e.code()) == Some("TransactionConflictException")
+}
 
 /// Whether a cancellation's reasons say only that another transaction held one of its items:
 /// no condition failed, nothing was throttled or refused.
-fn contended(reasons: &[String]) -> bool {
+fn only_contention(reasons: &[String]) -> bool {
     reasons.iter().any(|r| r == "TransactionConflict")
         && reasons.iter().all(|r| r == "TransactionConflict" || r == "None")
 }
@@ -979,9 +988,10 @@ mod tests {
 
     /// A transaction cancelled only because another held one of its items is sent again, as
     /// it is, until it stands; one whose condition failed is a conflict at once; contention
-    /// that never ends is reported as throttling after [`CONTENDED_ATTEMPTS`] sends.
+    /// that never ends is reported as throttling after [`CONTENDED_ATTEMPTS`] sends. A single
+    /// write that met a transaction on its item goes again too.
     #[tokio::test]
-    async fn a_transaction_cancelled_by_contention_alone_is_sent_again() {
+    async fn a_write_refused_by_contention_alone_is_sent_again() {
         use std::sync::atomic::Ordering;
         let two = || {
             let put = |sk: &str| WriteOp::Put {
@@ -1011,6 +1021,22 @@ mod tests {
         let (dynamo, calls) = store(vec![contended]);
         assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Throttled(_))));
         assert_eq!(calls.load(Ordering::SeqCst), CONTENDED_ATTEMPTS);
+
+        // A single write that met a transaction on its item, and one whose condition failed.
+        let refused = |code: &str| {
+            let body = serde_json::json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": code});
+            (400, body.to_string())
+        };
+        let in_transaction = refused("TransactionConflictException");
+        let (dynamo, calls) = store(vec![in_transaction.clone(), in_transaction, (200, "{}".into())]);
+        dynamo.delete(&ItemKey::new("P", "a"), Condition::Exists).await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        let (dynamo, calls) = store(vec![refused("ConditionalCheckFailedException")]);
+        assert!(matches!(
+            dynamo.delete(&ItemKey::new("P", "a"), Condition::Exists).await,
+            Err(StoreError::Conflict)
+        ));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[test]
