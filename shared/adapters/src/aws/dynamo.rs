@@ -931,51 +931,10 @@ mod tests {
         }
     }
 
-    /// A loopback stand-in for DynamoDB that answers its calls with `answers` in turn (a status
-    /// and a JSON body; the last one again once they run out), and counts the calls. Its client
-    /// reads nothing from the environment: region, dummy credentials and the 127.0.0.1 endpoint
-    /// are given.
-    fn answering(answers: Vec<(u16, String)>) -> (Client, Arc<std::sync::atomic::AtomicUsize>) {
-        use std::io::{BufRead, BufReader, Read, Write};
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = calls.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                loop {
-                    let mut length = 0;
-                    let mut line = String::new();
-                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = value.trim().parse().unwrap();
-                        }
-                        line.clear();
-                    }
-                    if line != "\r\n" {
-                        break;
-                    }
-                    reader.read_exact(&mut vec![0; length]).unwrap();
-                    let n = counted.fetch_add(1, Ordering::SeqCst);
-                    let (status, body) = &answers[n.min(answers.len() - 1)];
-                    let head = format!("HTTP/1.1 {status} X\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n", body.len());
-                    stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
-                }
-            }
-        });
-        let config = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .http_client(crate::aws::https_client(crate::aws::TrustRoots::Amazon).unwrap())
-            .build();
-        (Client::from_conf(config), calls)
+    /// A client of the loopback stand-in answering with `answers` ([`crate::aws::standin`]).
+    fn answering(answers: Vec<(u16, String)>) -> (Client, Arc<std::sync::Mutex<Vec<String>>>) {
+        let (config, calls) = crate::aws::standin::answering(answers);
+        (Client::new(&config), calls)
     }
 
     /// DynamoDB's answer to a transaction of two writes it cancelled, for `reasons`.
@@ -992,7 +951,6 @@ mod tests {
     /// write that met a transaction on its item goes again too.
     #[tokio::test]
     async fn a_write_refused_by_contention_alone_is_sent_again() {
-        use std::sync::atomic::Ordering;
         let two = || {
             let put = |sk: &str| WriteOp::Put {
                 item: Item::new(ItemKey::new("P", sk), &serde_json::json!({})).unwrap(),
@@ -1008,19 +966,19 @@ mod tests {
 
         let (dynamo, calls) = store(vec![contended.clone(), contended.clone(), (200, "{}".into())]);
         dynamo.transact(two()).await.unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(calls.lock().unwrap().len(), 3);
 
         let (dynamo, calls) = store(vec![cancellation(["ConditionalCheckFailed", "TransactionConflict"])]);
         assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Conflict)));
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "a failed condition is final");
+        assert_eq!(calls.lock().unwrap().len(), 1, "a failed condition is final");
 
         let (dynamo, calls) = store(vec![cancellation(["ThrottlingError", "TransactionConflict"])]);
         assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Throttled(_))));
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "throttling is the SDK's to retry");
+        assert_eq!(calls.lock().unwrap().len(), 1, "throttling is the SDK's to retry");
 
         let (dynamo, calls) = store(vec![contended]);
         assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Throttled(_))));
-        assert_eq!(calls.load(Ordering::SeqCst), CONTENDED_ATTEMPTS);
+        assert_eq!(calls.lock().unwrap().len(), CONTENDED_ATTEMPTS);
 
         // A single write that met a transaction on its item, and one whose condition failed.
         let refused = |code: &str| {
@@ -1030,13 +988,13 @@ mod tests {
         let in_transaction = refused("TransactionConflictException");
         let (dynamo, calls) = store(vec![in_transaction.clone(), in_transaction, (200, "{}".into())]);
         dynamo.delete(&ItemKey::new("P", "a"), Condition::Exists).await.unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(calls.lock().unwrap().len(), 3);
         let (dynamo, calls) = store(vec![refused("ConditionalCheckFailedException")]);
         assert!(matches!(
             dynamo.delete(&ItemKey::new("P", "a"), Condition::Exists).await,
             Err(StoreError::Conflict)
         ));
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(calls.lock().unwrap().len(), 1);
     }
 
     #[test]

@@ -9,6 +9,8 @@ mod lazy;
 pub mod provision;
 mod sns;
 mod sqs;
+#[cfg(test)]
+mod standin;
 mod tls;
 
 pub use dynamo::{

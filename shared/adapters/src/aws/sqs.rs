@@ -8,6 +8,9 @@ use aws_sdk_sqs::Client;
 use rp_ports::queue::*;
 use std::time::Duration;
 
+/// How many times a batch's messages that SQS failed on its own side are sent.
+const SEND_ATTEMPTS: usize = 4;
+
 #[derive(Clone)]
 pub struct SqsQueue {
     client: LazyClient<Client>,
@@ -16,7 +19,10 @@ pub struct SqsQueue {
 }
 
 impl SqsQueue {
-    /// One `SendMessageBatch` of at most ten messages; their ids, in order.
+    /// One `SendMessageBatch` of at most ten messages; their ids, in order. SQS answers each
+    /// entry on its own: one refused as the sender's fault fails the batch (as invalid); ones it
+    /// failed on its side are sent again, alone, after a jittered pause, up to
+    /// [`SEND_ATTEMPTS`] sends (then the queue is unavailable).
     async fn send_ten(&self, chunk: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
         let mut entries = Vec::with_capacity(chunk.len());
         for (i, (body, delay)) in chunk.iter().enumerate() {
@@ -28,20 +34,35 @@ impl SqsQueue {
                 .map_err(QueueError::unavailable)?;
             entries.push(entry);
         }
-        let out = self
-            .client
-            .send_message_batch()
-            .queue_url(&self.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(QueueError::unavailable)?;
-        if let Some(failed) = out.failed.first() {
-            return Err(QueueError::Invalid(format!("a batched message was refused: {}", failed.code)));
+        let mut ids: Vec<Option<String>> = vec![None; chunk.len()];
+        for tries in 1.. {
+            let out = self
+                .client
+                .send_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries.clone()))
+                .send()
+                .await
+                .map_err(QueueError::unavailable)?;
+            for sent in out.successful {
+                if let Some(slot) = sent.id.parse::<usize>().ok().and_then(|i| ids.get_mut(i)) {
+                    *slot = Some(sent.message_id);
+                }
+            }
+            if let Some(refused) = out.failed.iter().find(|f| f.sender_fault) {
+                return Err(QueueError::Invalid(format!("a batched message was refused: {}", refused.code)));
+            }
+            let Some(first) = out.failed.first() else { break };
+            if tries == SEND_ATTEMPTS {
+                let failed = format!("SQS failed a batched message {tries} times: {}", first.code);
+                return Err(QueueError::unavailable(std::io::Error::other(failed)));
+            }
+            entries.retain(|entry| out.failed.iter().any(|f| f.id == entry.id()));
+            tokio::time::sleep(rp_ports::store::backoff(tries)).await;
         }
-        let mut sent = out.successful;
-        sent.sort_by_key(|m| m.id.parse::<usize>().unwrap_or_default());
-        Ok(sent.into_iter().map(|m| m.message_id).collect())
+        ids.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
+            QueueError::unavailable(std::io::Error::other("SQS answered a batch without every message"))
+        })
     }
 
     pub fn new(
@@ -153,5 +174,53 @@ impl Queue for SqsQueue {
         };
         // Visibility 0: looking does not hide them from the next look.
         self.receive_from(url, max.clamp(1, MAX_RECEIVE_BATCH), Duration::ZERO).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(sent: &[usize], failed: &[(usize, bool)]) -> (u16, String) {
+        let sent: Vec<_> = sent
+            .iter()
+            .map(|i| serde_json::json!({"Id": i.to_string(), "MessageId": format!("m{i}"), "MD5OfMessageBody": "x"}))
+            .collect();
+        let failed: Vec<_> = failed
+            .iter()
+            .map(|(i, sender)| serde_json::json!({"Id": i.to_string(), "SenderFault": sender, "Code": "InternalError"}))
+            .collect();
+        (200, serde_json::json!({"Successful": sent, "Failed": failed}).to_string())
+    }
+
+    fn queue(answers: Vec<(u16, String)>) -> (SqsQueue, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let (config, calls) = crate::aws::standin::answering(answers);
+        (SqsQueue::new(Client::new(&config), "http://127.0.0.1/queue", None), calls)
+    }
+
+    /// A message SQS failed on its side goes again, alone, and the ids come back in order; one
+    /// refused as the sender's fault fails the batch at once; a failure that does not pass is
+    /// the queue's being unavailable.
+    #[tokio::test]
+    async fn a_batch_sends_again_only_what_sqs_failed_on_its_side() {
+        let messages: Vec<(String, Duration)> =
+            (0..3).map(|i| (format!("body {i}"), Duration::ZERO)).collect();
+
+        let (sqs, calls) = queue(vec![batch(&[0, 2], &[(1, false)]), batch(&[1], &[])]);
+        assert_eq!(sqs.send_batch(&messages).await.unwrap(), ["m0", "m1", "m2"]);
+        let sent = calls.lock().unwrap().clone();
+        assert_eq!(sent.len(), 2);
+        let again: serde_json::Value = serde_json::from_str(&sent[1]).unwrap();
+        let ids: Vec<&str> =
+            again["Entries"].as_array().unwrap().iter().map(|e| e["Id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["1"], "only the failed message goes again: {again}");
+
+        let (sqs, calls) = queue(vec![batch(&[0, 2], &[(1, true)])]);
+        assert!(matches!(sqs.send_batch(&messages).await, Err(QueueError::Invalid(_))));
+        assert_eq!(calls.lock().unwrap().len(), 1);
+
+        let (sqs, calls) = queue(vec![batch(&[0, 2], &[(1, false)]), batch(&[], &[(1, false)])]);
+        assert!(matches!(sqs.send_batch(&messages).await, Err(QueueError::Unavailable(_))));
+        assert_eq!(calls.lock().unwrap().len(), SEND_ATTEMPTS);
     }
 }

@@ -1,0 +1,58 @@
+//! A loopback stand-in for an AWS service, for the adapters' tests of answers no emulator here
+//! gives (a write refused by contention, a batch entry failed on the service's side).
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::{Arc, Mutex};
+
+/// A stand-in on 127.0.0.1 that answers its calls with `answers` in turn (an HTTP status and a
+/// JSON body; the last one again once they run out), and the bodies of the calls it took. The SDK
+/// configuration it gives reads nothing from the environment: region, dummy credentials and the
+/// loopback endpoint are set.
+pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<String>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let taken = calls.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut length = 0;
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap();
+                    }
+                    line.clear();
+                }
+                if line != "\r\n" {
+                    break;
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let n = {
+                    let mut taken = taken.lock().unwrap();
+                    taken.push(String::from_utf8_lossy(&body).into_owned());
+                    taken.len() - 1
+                };
+                let (status, body) = &answers[n.min(answers.len() - 1)];
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
+            }
+        }
+    });
+    let credentials = aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "stand-in");
+    let config = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(credentials))
+        .endpoint_url(format!("http://127.0.0.1:{port}"))
+        .http_client(super::https_client(super::TrustRoots::Amazon).unwrap())
+        .build();
+    (config, calls)
+}
