@@ -427,11 +427,30 @@ where
 /// afresh with `read`, so that it decides on what the winner wrote.
 pub async fn retry_on_conflict_from<R, RFut, T, E, F, Fut>(
     first: R,
+    read: impl FnMut() -> RFut,
+    attempt: F,
+) -> Result<T, E>
+where
+    E: MaybeConflict,
+    RFut: std::future::Future<Output = R>,
+    F: FnMut(R) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    retry_while(CONFLICT_ATTEMPTS, E::is_conflict, first, read, attempt).await
+}
+
+/// Runs `attempt` again while it fails with an error that is `retryable`, up to `attempts`
+/// times, after a jittered pause ([`backoff`]); the last error is returned if every attempt
+/// failed so. The first attempt gets `first`, each retry what `read` reads afresh. The loop of
+/// [`retry_on_conflict`], and of an adapter that sends a refused call again as it is.
+pub async fn retry_while<R, RFut, T, E, F, Fut>(
+    attempts: usize,
+    retryable: impl Fn(&E) -> bool,
+    first: R,
     mut read: impl FnMut() -> RFut,
     mut attempt: F,
 ) -> Result<T, E>
 where
-    E: MaybeConflict,
     RFut: std::future::Future<Output = R>,
     F: FnMut(R) -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
@@ -440,7 +459,7 @@ where
     let mut current = first;
     loop {
         match attempt(current).await {
-            Err(e) if e.is_conflict() && tries < CONFLICT_ATTEMPTS => {
+            Err(e) if retryable(&e) && tries < attempts => {
                 tokio::time::sleep(backoff(tries)).await;
                 tries += 1;
                 current = read().await;

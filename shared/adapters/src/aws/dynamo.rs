@@ -420,16 +420,7 @@ async fn resend_while_contended<T, E, Fut>(
 where
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let mut tries = 1;
-    loop {
-        match call().await {
-            Err(err) if contended(&err) && tries < CONTENDED_ATTEMPTS => {
-                tokio::time::sleep(backoff(tries)).await;
-                tries += 1;
-            }
-            outcome => return outcome,
-        }
-    }
+    retry_while(CONTENDED_ATTEMPTS, contended, (), || std::future::ready(()), |()| call()).await
 }
 
 /// A single write refused because a transaction is writing its item.
