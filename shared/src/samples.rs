@@ -135,7 +135,7 @@ pub async fn seed(backend: &Backend) -> anyhow::Result<Value> {
     // too (the `rp-client-reg.delete` sample unpairs it); the session the enroll-complete
     // sample names is left open, and so is the one the enroll samples reopen.
     for (machine, name) in [("machine-42", "WS-0042"), ("machine-43", "WS-0043")] {
-        api.enroll(machine, name).await?;
+        api.enroll(machine, name, json!({})).await?;
     }
     for session in ["sample-session-1", "sample-session-2"] {
         let open = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice", "sessionId": session});
@@ -249,6 +249,13 @@ async fn certificate_fixtures(backend: &Backend, app: &AppId, now: EpochMillis) 
     Ok(())
 }
 
+/// Enrolls one more workstation `machine` (named `name`) for the samples' Alice through
+/// `router` (the API over a seeded backend), as her workstation does: for tests that need more
+/// than the samples hold. `extra` is added to the completion (`recoveryKeys`, say).
+pub async fn enroll(router: axum::Router, machine: &str, name: &str, extra: Value) -> anyhow::Result<()> {
+    Api(router).enroll(machine, name, extra).await
+}
+
 /// A request of the samples, leased under the samples' lease until `leased_until`.
 pub fn leased(
     id: &str,
@@ -354,15 +361,19 @@ impl Api {
         Ok(Answer { status: parts.status.as_u16(), headers: parts.headers, body })
     }
 
-    /// Enrolls `machine` for Alice (enroll, then complete), as her workstation does.
-    async fn enroll(&self, machine: &str, name: &str) -> anyhow::Result<()> {
+    /// Enrolls `machine` for Alice (enroll, then complete), as her workstation does, with
+    /// `extra` added to the completion.
+    async fn enroll(&self, machine: &str, name: &str, extra: Value) -> anyhow::Result<()> {
         let body = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
         let started = self.call("POST", "/rp/wsapi/client/enroll", ACCESS_TOKEN, None, body).await?;
         ensure!(started.status == 200, "enroll answered {}: {}", started.status, started.body);
         let session =
             started.header("x-enrollment-session-id").context("the enroll answer names its session")?;
-        let complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
+        let mut complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
             "machineName": name, "machineId": machine, "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
+        if let (Some(complete), Value::Object(extra)) = (complete.as_object_mut(), extra) {
+            complete.extend(extra);
+        }
         self.expect(200, "POST", "/rp/wasapi/client/enroll/complete", ACCESS_TOKEN, None, complete).await?;
         Ok(())
     }

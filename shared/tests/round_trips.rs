@@ -636,20 +636,10 @@ async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
-/// `machine` enrolled for Alice as her workstation enrolls (enroll, then complete), `extra`
-/// added to the completion.
-async fn enroll(client: &rp_shared::testing::http::TestClient, machine: &str, extra: serde_json::Value) {
-    use rp_shared::samples::{ACCESS_TOKEN, APP};
-    use serde_json::json;
-    let enroll = json!({"rpAppId": APP, "machineUserNameWS": "CORP\\alice"});
-    let started = client.send("POST", "/rp/wsapi/client/enroll", Some(ACCESS_TOKEN), Some(enroll)).await;
-    let session = started.header("x-enrollment-session-id").expect("a session").to_owned();
-    let mut complete = json!({"errorCode": 0, "sessionId": session, "signingCert": "MIIBszCCAVmgAwIBAgIUSampleSigningCertificate",
-        "machineName": machine, "machineId": machine, "machineUserName": "alice@example.com", "machineVersion": "10.0.22631"});
-    complete.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let done =
-        client.send("POST", "/rp/wasapi/client/enroll/complete", Some(ACCESS_TOKEN), Some(complete)).await;
-    assert_eq!(done.status, 200, "{}", done.text());
+/// `machine` enrolled for Alice as her workstation enrolls, `extra` added to the completion.
+async fn enroll(backend: &Backend, machine: &str, extra: serde_json::Value) {
+    let router = http::app(AppState::new(backend.clone(), HttpConfig::default()));
+    rp_shared::samples::enroll(router, machine, machine, extra).await.expect("the machine enrolls");
 }
 
 /// alice-pixel-9 paired with `more` workstations beside machine-42 and machine-43, each
@@ -661,7 +651,7 @@ async fn paired_with_many(backend: &Backend, more: usize) -> Sample {
     let client = TestClient::new(http::app(AppState::new(backend.clone(), HttpConfig::default())));
     for i in 0..more {
         let machine = format!("machine-{}", 100 + i);
-        enroll(&client, &machine, json!({})).await;
+        enroll(backend, &machine, json!({})).await;
         let pair =
             json!({"machineId": machine, "deviceId": "alice-pixel-9", "machineName": format!("WS-{i}")});
         let paired = client.send("POST", "/rp/api/client/reg", Some(ACCESS_TOKEN), Some(pair)).await;
@@ -730,7 +720,7 @@ async fn a_devices_pending_requests_are_marked_and_opened_at_once() {
     use serde_json::json;
     let (_dir, backend) = seeded().await;
     let client = TestClient::new(http::app(AppState::new(backend.clone(), HttpConfig::default())));
-    enroll(&client, "machine-r", json!({"recoveryKeys": "cmVjb3Zlcnkga2V5cw=="})).await;
+    enroll(&backend, "machine-r", json!({"recoveryKeys": "cmVjb3Zlcnkga2V5cw=="})).await;
     // Three requests that name the machine, enrolled for Alice's newest device.
     for i in 5..8 {
         let start = json!({"appId": APP, "namedUser": "alice@example.com", "machineId": "machine-r", "deviceId": "alice-watch",
