@@ -20,7 +20,10 @@ pub use kms::KmsKeys;
 pub use lazy::LazyClient;
 pub use sns::SnsPush;
 pub use sqs::SqsQueue;
-pub use tls::{https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS};
+pub use tls::{
+    call_timeouts, https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS, ATTEMPT_TIMEOUT, CALL_TIMEOUT,
+    CONNECT_TIMEOUT,
+};
 
 use rp_ports::absent::Absent;
 use rp_ports::{KeyService, Push, Queue, Services};
@@ -183,6 +186,44 @@ mod tests {
         assert_eq!(builds.load(Ordering::SeqCst), 1);
         let ready: LazyClient<u8> = 7.into();
         assert_eq!(*ready, 7);
+    }
+
+    /// A service that takes a call and never answers costs the call [`CALL_TIMEOUT`], retries
+    /// included, and then it fails as unavailable: well inside the API functions' 10 s time-out,
+    /// so the request gets a 503 problem rather than running until Lambda ends it.
+    #[tokio::test]
+    async fn a_call_to_a_stalled_service_gives_up_inside_the_function_time_out() {
+        use rp_ports::{EncryptionContext, ItemKey, KeyError, PushError, QueueError, StoreError};
+        let (sdk, connections) = standin::stalling();
+        let config = AwsConfig {
+            table_name: "t".into(),
+            queue_url: "http://127.0.0.1:1/000000000000/q".into(),
+            dead_letter_queue_url: None,
+            envelope_key_id: "alias/k".into(),
+            trust_roots: TrustRoots::Amazon,
+        };
+        let store =
+            DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), "t", Arc::new(rp_ports::SystemClock));
+        let Built { queue, keys, push } = ClientSet::ALL.build(&config, &sdk);
+        let (key, context) = (ItemKey::new("P", "S"), EncryptionContext::new("app", "purpose"));
+        let calls = async {
+            tokio::join!(
+                rp_ports::ItemStore::get(&store, &key),
+                queue.send("{}", std::time::Duration::ZERO),
+                keys.generate_data_key(&context),
+                push.remove("arn:aws:sns:us-east-1:000000000000:endpoint/GCM/app/1"),
+            )
+        };
+        let function_time_out = std::time::Duration::from_secs(10);
+        assert!(CALL_TIMEOUT < function_time_out);
+        let (read, sent, sealed, removed) =
+            tokio::time::timeout(function_time_out, calls).await.expect("every call gives up in time");
+        assert!(matches!(read, Err(StoreError::Unavailable(_))), "{read:?}");
+        assert!(matches!(sent, Err(QueueError::Unavailable(_))), "{sent:?}");
+        assert!(matches!(&sealed, Err(KeyError::Unavailable(_))), "{:?}", sealed.err());
+        assert!(matches!(removed, Err(PushError::Unavailable(_))), "{removed:?}");
+        // A stalled attempt is abandoned and the call sent again on a new connection.
+        assert!(connections.load(Ordering::SeqCst) >= 8, "{connections:?}");
     }
 
     #[test]

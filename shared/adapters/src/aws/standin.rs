@@ -1,8 +1,10 @@
 //! A loopback stand-in for an AWS service, for the adapters' tests of answers no emulator here
-//! gives (a write refused by contention, a batch entry failed on the service's side).
+//! gives (a write refused by contention, a batch entry failed on the service's side, a service
+//! that stops answering).
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A stand-in on 127.0.0.1 that answers its calls with `answers` in turn (an HTTP status and a
@@ -46,13 +48,39 @@ pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<Strin
             }
         }
     });
+    (config(port), calls)
+}
+
+/// A stand-in on 127.0.0.1 that takes every call and never answers it, and how many
+/// connections it has had.
+pub fn stalling() -> (SdkConfig, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let count = connections.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            // Kept open and unread: the call was sent, and nothing comes back.
+            held.push(stream);
+        }
+    });
+    (config(port), connections)
+}
+
+/// The SDK configuration of a stand-in on `port`, with the functions' HTTP client and
+/// [`super::call_timeouts`], as [`super::sdk_config`] builds it; it reads nothing from the
+/// environment.
+fn config(port: u16) -> SdkConfig {
     let credentials = aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "stand-in");
-    let config = SdkConfig::builder()
+    SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(credentials))
         .endpoint_url(format!("http://127.0.0.1:{port}"))
         .http_client(super::https_client(super::TrustRoots::Amazon).unwrap())
-        .build();
-    (config, calls)
+        .timeout_config(super::call_timeouts())
+        .build()
 }

@@ -6,13 +6,18 @@
 //! system's ~150 roots (about 3 ms of a 6 ms init; docs/performance.md).
 //! `TLS_TRUST_ROOTS=system` trusts the platform's store instead, for endpoints behind another
 //! authority (a TLS-inspecting proxy, an emulator served over HTTPS).
+//!
+//! Every call has time limits ([`call_timeouts`]): a service that stalls costs a request a 503
+//! problem well inside the function's time-out, not the whole invocation.
 
 use aws_config::environment::EnvironmentVariableCredentialsProvider;
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_dynamodb::config::{ProvideCredentials, SharedHttpClient};
 use aws_smithy_http_client::proxy::ProxyConfig;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 use aws_smithy_http_client::{Builder, ConnectorBuilder, HttpClientError};
+use std::time::Duration;
 
 /// Amazon Root CA 1–4 and Starfield Services Root CA G2, as PEM.
 pub const AMAZON_TRUST_ROOTS: &str = include_str!("amazon-trust-roots.pem");
@@ -46,6 +51,28 @@ impl TrustRoots {
     }
 }
 
+/// How long one attempt at a call may take (connecting, sending, the whole answer). A DynamoDB,
+/// SQS, KMS or SNS call answers in milliseconds; one that has not answered in this time is
+/// stalled, and the SDK's retry sends it again (its standard mode: three attempts at most).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a call may take in all, its retries included: then it fails as unavailable (a 503
+/// problem). Under the API functions' 10 s time-out (`infra/template.yaml`), with time left to
+/// answer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(7);
+/// How long opening a connection may take (the SDK's default since its 2023-11-09 behaviour).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
+
+/// The time limits of every AWS call. The SDK sets only a connect time-out by default: a call
+/// whose connection opened and then went quiet would wait until Lambda ends the invocation, and
+/// API Gateway would answer for it with an error that is not a problem document.
+pub fn call_timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .operation_timeout(CALL_TIMEOUT)
+        .build()
+}
+
 /// The SDK's own HTTPS client (rustls over aws-lc, proxies from the environment, as the SDK's
 /// default client) with `roots` as its trust store. Plain-HTTP endpoints (the emulators) work
 /// through it unchanged.
@@ -65,14 +92,16 @@ pub fn https_client(roots: TrustRoots) -> Result<SharedHttpClient, HttpClientErr
 }
 
 /// The SDK configuration from the environment (region, credentials, endpoints), over
-/// [`https_client`]. One per process: every client is built from it.
+/// [`https_client`], with [`call_timeouts`]. One per process: every client is built from it.
 ///
 /// Credentials: when the environment holds them (as on Lambda, which sets the execution role's
 /// there), they are read from it directly. That is the default chain's first provider and what
 /// the chain would answer, but the chain also builds an STS client, an IMDS client and a profile
 /// reader at every cold start, for providers it would never reach.
 pub async fn sdk_config(roots: TrustRoots) -> Result<SdkConfig, HttpClientError> {
-    let loader = aws_config::defaults(BehaviorVersion::latest()).http_client(https_client(roots)?);
+    let loader = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(https_client(roots)?)
+        .timeout_config(call_timeouts());
     let from_env = EnvironmentVariableCredentialsProvider::new();
     let loader = match from_env.provide_credentials().await {
         Ok(_) => loader.credentials_provider(from_env),

@@ -1,0 +1,67 @@
+//! A function whose store stops answering: its sample event replayed through the real front door
+//! (`lambda::serve`, with the SDK configuration a cold start loads) against a DynamoDB endpoint on
+//! loopback that takes every call and never answers. The call gives up inside the function's
+//! time-out and the request gets a 503 problem, rather than running until Lambda ends it (when
+//! API Gateway would answer with an error that is not a problem document).
+//!
+//! In a process of its own (its own test binary): it sets the Lambda environment variables.
+
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod runtime_api;
+
+#[tokio::test]
+async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_out() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let count = connections.clone();
+    tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            open.push(stream);
+        }
+    });
+
+    let own = [("AWS_LAMBDA_FUNCTION_NAME", "rp-app-jwks"), ("AWS_ENDPOINT_URL", &endpoint)];
+    let lambda = runtime_api::LAMBDA_ENV.into_iter().filter(|(name, _)| *name != "AWS_ENDPOINT_URL");
+    for (name, value) in lambda.chain(own) {
+        std::env::set_var(name, value);
+    }
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/rp-app-jwks.json");
+    let events = vec![("stalled".to_owned(), std::fs::read_to_string(sample).unwrap())];
+    let (address, mut answers) = runtime_api::start("rp-app-jwks", events).await;
+    runtime_api::serve_function(
+        address,
+        rp_shared::http::code::jwks_router,
+        rp_shared::lambda::ClientSet::STORE,
+    );
+
+    let function_time_out = globals_time_out();
+    assert!(rp_shared::adapters::aws::CALL_TIMEOUT < function_time_out);
+    let (id, answer) = tokio::time::timeout(function_time_out, answers.recv())
+        .await
+        .expect("the function answered inside its time-out")
+        .unwrap();
+    assert_eq!(id, "stalled");
+    assert_eq!(answer["statusCode"], 503, "{answer}");
+    assert_eq!(answer["headers"]["content-type"], "application/problem+json", "{answer}");
+    let problem: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(problem["status"], 503, "{problem}");
+    assert_eq!(problem["errorCode"], rp_shared::http::problem::codes::UNAVAILABLE, "{problem}");
+    assert!(connections.load(Ordering::SeqCst) >= 2, "a stalled attempt is sent again on a new connection");
+}
+
+/// The functions' time-out in `infra/template.yaml` (`Globals`; only the sandbox's functions
+/// have a longer one).
+fn globals_time_out() -> Duration {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml")).unwrap();
+    let globals = template.split_once("\nGlobals:\n").expect("the template has Globals").1;
+    let seconds = globals.lines().find_map(|line| line.trim().strip_prefix("Timeout: ")).expect("a Timeout");
+    Duration::from_secs(seconds.parse().unwrap())
+}
