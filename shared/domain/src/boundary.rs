@@ -128,6 +128,10 @@ pub enum KeyError {
     /// tenant's or purpose's secret).
     #[error("the secret could not be decrypted")]
     Decrypt,
+    /// The key service refused the call for the request rate (KMS's request quotas) and the
+    /// SDK's own retries did not get through: worth retrying a little later.
+    #[error("the key service is throttling requests")]
+    Throttled(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the key service is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }

@@ -372,6 +372,7 @@ impl From<PushError> for Problem {
 impl From<KeyError> for Problem {
     fn from(e: KeyError) -> Self {
         match e {
+            KeyError::Throttled(_) => Problem::unavailable(e).retry_after(1),
             KeyError::Unavailable(_) => Problem::unavailable(e),
             other => Problem::internal(other),
         }
@@ -484,5 +485,32 @@ impl IntoResponse for Problem {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("refused")]
+    struct Refused;
+
+    /// A store or key service shedding load is a 503 worth retrying in a second (`Retry-After`);
+    /// one that is down or did not answer in time is a 503 without it.
+    #[test]
+    fn throttling_is_told_apart_from_unavailability() {
+        let told = |problem: Problem| {
+            let response = problem.into_response();
+            let retry = response.headers().get(header::RETRY_AFTER).map(|v| v.to_str().unwrap().to_owned());
+            (response.status().as_u16(), retry)
+        };
+        let throttled = (503, Some("1".to_owned()));
+        let unavailable = (503, None);
+        assert_eq!(told(StoreError::Throttled(Box::new(Refused)).into()), throttled);
+        assert_eq!(told(KeyError::Throttled(Box::new(Refused)).into()), throttled);
+        assert_eq!(told(StoreError::unavailable(Refused).into()), unavailable);
+        assert_eq!(told(KeyError::unavailable(Refused).into()), unavailable);
+        assert_eq!(told(QueueError::unavailable(Refused).into()), unavailable);
     }
 }
