@@ -35,6 +35,7 @@ pub const WRITE: &[&str] = &[GET, QUERY, PUT, UPDATE, DELETE, CHECK];
 pub const PUBLISH: &str = "sns:Publish";
 pub const CREATE_ENDPOINT: &str = "sns:CreatePlatformEndpoint";
 pub const SET_ENDPOINT: &str = "sns:SetEndpointAttributes";
+pub const GET_ENDPOINT: &str = "sns:GetEndpointAttributes";
 /// And deleting a removed device's endpoint.
 pub const DELETE_ENDPOINT: &str = "sns:DeleteEndpoint";
 
@@ -147,7 +148,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: READ, indexes: true, ..Grants::NONE }),
     endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
     endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: WRITE, indexes: true, push: &[DELETE_ENDPOINT], ..Grants::NONE }),
-    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_ENDPOINT, SET_ENDPOINT, DELETE_ENDPOINT], ..Grants::NONE }),
+    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_ENDPOINT, GET_ENDPOINT, SET_ENDPOINT, DELETE_ENDPOINT], ..Grants::NONE }),
     endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: READ, ..Grants::NONE }),
     endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: WRITE, ..Grants::NONE }),

@@ -224,9 +224,11 @@ impl Queue for Noting<dyn Queue> {
 #[async_trait]
 impl Push for Noting<dyn Push> {
     async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
-        // SNS sets a known endpoint's token; a new one (or one deleted since) is created.
-        self.needed.note(request.endpoint.map(|_| routes::SET_ENDPOINT));
+        // SNS sets a known endpoint's token; a new one (or one deleted since) is created and read,
+        // and set when SNS held an endpoint for the token already.
+        self.needed.note(Some(routes::SET_ENDPOINT));
         self.needed.note(Some(routes::CREATE_ENDPOINT));
+        self.needed.note(Some(routes::GET_ENDPOINT));
         self.inner.register(request).await
     }
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {

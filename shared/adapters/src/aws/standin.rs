@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A stand-in on 127.0.0.1 that answers its calls with `answers` in turn (an HTTP status and a
-/// JSON body; the last one again once they run out), and the bodies of the calls it took. The SDK
+/// JSON or XML body; the last one again once they run out), and the bodies of the calls it took. The SDK
 /// configuration it gives reads nothing from the environment: region, dummy credentials and the
 /// loopback endpoint are set.
 pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<String>>>) {
@@ -40,8 +40,10 @@ pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<Strin
                     taken.len() - 1
                 };
                 let (status, body) = &answers[n.min(answers.len() - 1)];
+                // JSON for the services that speak it, XML for the query ones (SNS).
+                let kind = if body.starts_with('<') { "text/xml" } else { "application/x-amz-json-1.0" };
                 let head = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n",
+                    "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
                     body.len()
                 );
                 stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
