@@ -25,7 +25,9 @@ ADMIN = os.environ["RP_ADMIN_TOKEN"]
 SIGNING_KEY = "BGsX0fLhLEJH+Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT+NC4v4af5uO5+tKfA+eFivOM1drMV7Oy7ZAaDe/UfU="
 AGREEMENT_KEY = "BHzyexiNA09+ilI4AwS1GsPAiWnid/IbNaYLSPxHZpl4B3dVENuO0EApPZrGn3Qw27p9reY86YIpngS3nSJ4c9E="
 
-out = pathlib.Path(tempfile.mkdtemp(prefix="rp-typed-client-"))
+# The generated client lives in a temporary directory, removed when the script ends.
+generated = tempfile.TemporaryDirectory(prefix="rp-typed-client-")
+out = pathlib.Path(generated.name)
 subprocess.run(
     ["openapi-python-client", "generate", "--path", str(ROOT / "openapi.json"), "--meta", "none",
      "--output-path", str(out / "rp_client")],

@@ -9,22 +9,30 @@ use rp_shared::ports::{ItemStore, KeyService, Queue, SystemClock};
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
 
-fn data_dir() -> std::path::PathBuf {
-    tempfile::Builder::new().prefix("rp-test-").tempdir().expect("temp dir").keep()
+/// A fresh temporary directory, removed when it is dropped.
+fn data_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("rp-test-").tempdir().expect("temp dir")
 }
 
+// A contract case's port outlives the directory it was opened in: the database keeps its open
+// file after its name is removed (POSIX), and the key file is read once, so a case leaves
+// nothing behind.
+
 async fn store() -> Option<Arc<dyn ItemStore>> {
-    let db = EmbeddedDb::open(&data_dir()).unwrap();
+    let dir = data_dir();
+    let db = EmbeddedDb::open(dir.path()).unwrap();
     Some(Arc::new(EmbeddedStore::new(db, Arc::new(SystemClock))))
 }
 
 async fn queue() -> Option<Arc<dyn Queue>> {
-    let db = EmbeddedDb::open(&data_dir()).unwrap();
+    let dir = data_dir();
+    let db = EmbeddedDb::open(dir.path()).unwrap();
     Some(Arc::new(EmbeddedQueue::new(db, Arc::new(SystemClock), "contract", QUEUE_MAX_RECEIVE)))
 }
 
 async fn keys() -> Option<Arc<dyn KeyService>> {
-    Some(Arc::new(LocalKeyFile::open_or_create(&data_dir().join("keys.json")).unwrap()))
+    let dir = data_dir();
+    Some(Arc::new(LocalKeyFile::open_or_create(&dir.path().join("keys.json")).unwrap()))
 }
 
 fn now() -> i64 {
@@ -35,9 +43,11 @@ rp_shared::store_contract_tests!(store(), now());
 rp_shared::queue_contract_tests!(queue());
 rp_shared::keys_contract_tests!(keys());
 
-/// A fresh embedded backend for each router case, on a clock the case can move.
-async fn backend(clock: rp_shared::ports::ManualClock) -> Option<Backend> {
-    Some(backend::embedded_with_clock(&data_dir(), Arc::new(clock)).unwrap())
+/// A fresh embedded backend for each router case, on a clock the case can move, and its data
+/// directory: removed when the case ends (a wake-up's record is written there as it goes).
+async fn backend(clock: rp_shared::ports::ManualClock) -> Option<(Backend, tempfile::TempDir)> {
+    let dir = data_dir();
+    Some((backend::embedded_with_clock(dir.path(), Arc::new(clock)).unwrap(), dir))
 }
 
 router_tests!(backend);
@@ -45,7 +55,7 @@ router_tests!(backend);
 #[tokio::test]
 async fn key_file_is_private_and_stable() {
     let dir = data_dir();
-    let path = dir.join("keys.json");
+    let path = dir.path().join("keys.json");
     let first = LocalKeyFile::open_or_create(&path).unwrap();
     #[cfg(unix)]
     {
@@ -63,7 +73,7 @@ async fn key_file_is_private_and_stable() {
 async fn data_survives_reopening_the_database() {
     let dir = data_dir();
     {
-        let backend = backend::embedded(&dir).unwrap();
+        let backend = backend::embedded(dir.path()).unwrap();
         let item = rp_shared::ports::Item::new(
             rp_shared::ports::ItemKey::new("P", "S"),
             &serde_json::json!({"v": 1}),
@@ -72,7 +82,7 @@ async fn data_survives_reopening_the_database() {
         backend.store.put(item, rp_shared::ports::Condition::Absent).await.unwrap();
         backend.queue.send("m", std::time::Duration::ZERO).await.unwrap();
     }
-    let backend = backend::embedded(&dir).unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
     let got = backend.store.get(&rp_shared::ports::ItemKey::new("P", "S")).await.unwrap().unwrap();
     assert_eq!(got.attrs["v"], 1);
     let messages = backend.queue.receive(10, std::time::Duration::from_secs(5)).await.unwrap();
@@ -86,9 +96,10 @@ fn hostile_bodies_get_4xx_never_5xx() {
     use proptest::prelude::*;
     use serde_json::{json, Value};
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (h, access, device_token) = runtime.block_on(async {
+    let (h, access, device_token, _data) = runtime.block_on(async {
         let clock = rp_shared::ports::ManualClock::starting_now();
-        let h = common::Harness::new(backend(clock.clone()).await.unwrap(), clock).await;
+        let (backend, data) = backend(clock.clone()).await.unwrap();
+        let h = common::Harness::new(backend, clock).await;
         let app = h.app().await;
         h.admin(
             "PUT",
@@ -99,7 +110,7 @@ fn hostile_bodies_get_4xx_never_5xx() {
         let access = h.access_token(&app).await;
         let dev = common::device(&h, &app, "zed@example.com", None).await;
         common::pair(&h, &access, &dev, "m-hostile").await;
-        (h, access, dev.token)
+        (h, access, dev.token, data)
     });
     let leaf = prop_oneof![
         Just(Value::Null),

@@ -7,9 +7,10 @@ mod common;
 
 use std::sync::Arc;
 
-fn backend(clock: rp_shared::ports::ManualClock) -> rp_shared::backend::Backend {
-    let dir = tempfile::Builder::new().prefix("rp-logs-").tempdir().expect("temp dir").keep();
-    rp_shared::backend::embedded_with_clock(&dir, Arc::new(clock)).unwrap()
+/// An embedded backend in a temporary directory, removed when the directory is dropped.
+fn backend(clock: rp_shared::ports::ManualClock) -> (rp_shared::backend::Backend, tempfile::TempDir) {
+    let dir = tempfile::Builder::new().prefix("rp-logs-").tempdir().expect("temp dir");
+    (rp_shared::backend::embedded_with_clock(dir.path(), Arc::new(clock)).unwrap(), dir)
 }
 
 /// Collects every log line of the test's thread.
@@ -31,7 +32,8 @@ fn offline_secrets_never_reach_the_logs() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let secrets = runtime.block_on(async {
         let clock = rp_shared::ports::ManualClock::starting_now();
-        let h = common::Harness::new(backend(clock.clone()), clock).await;
+        let (backend, _data) = backend(clock.clone());
+        let h = common::Harness::new(backend, clock).await;
         let app = h.app().await;
         h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"offlineAccess": {"enabled": true, "tokenCount": 10, "maxWrongAttempts": 2}}))).await;
         let access = h.access_token(&app).await;

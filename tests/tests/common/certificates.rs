@@ -152,7 +152,7 @@ pub async fn pair(h: &Harness, access: &str, device: &TestDevice, machine: &str)
 pub async fn agent_for(h: &Harness) -> (Agent, Arc<LocalCa>, tokio::task::JoinHandle<()>) {
     let state = AppState::new(h.backend.clone(), HttpConfig::default());
     let (base, server) = serve(http::app(state)).await;
-    let ca = Arc::new(LocalCa::open_or_create(&tempfile::tempdir().unwrap().keep()).unwrap());
+    let ca = Arc::new(LocalCa::open_or_create(&h.scratch_dir()).unwrap());
     (Agent::new(&base, &h.admin, ca.clone()).unwrap(), ca, server)
 }
 
@@ -1309,7 +1309,7 @@ pub async fn a_revoked_certificate_fails_against_the_published_crl(h: Harness) {
     tampered[last] ^= 1;
     let r = h.admin("PUT", &crl_path, Some(upload(&tampered, ca.certificate_der()))).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "crl");
-    let other = LocalCa::open_or_create(&tempfile::tempdir().unwrap().keep()).unwrap();
+    let other = LocalCa::open_or_create(&h.scratch_dir()).unwrap();
     let r = h.admin("PUT", &crl_path, Some(upload(&crl.body, other.certificate_der()))).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "caCertificate");
     let r = h.admin("PUT", "/rp/pki/NOT-AN-ID/crl", Some(upload(&crl.body, ca.certificate_der()))).await;

@@ -44,6 +44,26 @@ pub struct Harness {
     pub pushes: Arc<RecordingPush>,
     /// The AWS actions the requests' calls needed, by function ([`iam`]).
     pub needed: Arc<iam::Needed>,
+    /// The case's own files (an agent's CA), removed with the harness.
+    scratch: Arc<tempfile::TempDir>,
+}
+
+/// What a router suite's backend factory makes: the backend, with the temporary directory its
+/// data lives in where it has one (the embedded backend's), to be removed when the case ends.
+pub trait Made {
+    fn parts(self) -> (Backend, Option<tempfile::TempDir>);
+}
+
+impl Made for Backend {
+    fn parts(self) -> (Backend, Option<tempfile::TempDir>) {
+        (self, None)
+    }
+}
+
+impl Made for (Backend, tempfile::TempDir) {
+    fn parts(self) -> (Backend, Option<tempfile::TempDir>) {
+        (self.0, Some(self.1))
+    }
 }
 
 /// What each of `racers` answered, in their order; a racer's panic is the case's.
@@ -79,7 +99,13 @@ impl Harness {
         let backend = Backend { push: pushes.clone(), ..backend };
         let needed = Arc::new(iam::Needed::default());
         let state = AppState::new(iam::noting(&backend, &needed), config);
-        Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes, needed }
+        let scratch = Arc::new(tempfile::Builder::new().prefix("rp-case-").tempdir().expect("a temp dir"));
+        Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes, needed, scratch }
+    }
+
+    /// A fresh directory of the case's own, removed with the harness.
+    pub fn scratch_dir(&self) -> std::path::PathBuf {
+        tempfile::tempdir_in(self.scratch.path()).expect("a temp dir").keep()
     }
 
     /// Runs `call` on this harness's backend with its writes and key calls held, past its reads
@@ -301,9 +327,11 @@ macro_rules! router_case {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
             let clock = rp_shared::ports::ManualClock::starting_now();
-            let Some(backend) = $make(clock.clone()).await else {
+            let Some(made) = $make(clock.clone()).await else {
                 return;
             };
+            // The backend's data directory, where it has one, goes when the case ends.
+            let (backend, _data) = common::Made::parts(made);
             let harness = common::Harness::new(backend, clock).await;
             let needed = harness.needed.clone();
             common::$name(harness).await;
