@@ -253,6 +253,21 @@ mod tests {
         assert_eq!(registered.unwrap(), MADE);
         assert_eq!(actions, ["CreatePlatformEndpoint", &format!("GetEndpointAttributes {MADE}")]);
 
+        // The endpoint went between its create and its read: made once more.
+        let gone = refusal("NotFound", "Endpoint does not exist");
+        let (registered, actions) =
+            register(vec![created(HELD), gone, created(MADE), attributes("true", "tok")]).await;
+        assert_eq!(registered.unwrap(), MADE);
+        assert_eq!(
+            actions,
+            [
+                "CreatePlatformEndpoint",
+                &get,
+                "CreatePlatformEndpoint",
+                &format!("GetEndpointAttributes {MADE}")
+            ]
+        );
+
         let (registered, _) = register(vec![refusal("InvalidParameter", "Invalid parameter: Token")]).await;
         assert!(matches!(registered, Err(PushError::Refused(_))), "{registered:?}");
     }
