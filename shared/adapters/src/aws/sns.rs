@@ -136,8 +136,13 @@ impl Push for SnsPush {
             }
         }
         match self.endpoint_for(application, token).await {
-            // Deleted between its create and its read: once more.
-            Err(PushError::Gone) => self.endpoint_for(application, token).await,
+            // Deleted between its create and its read: once more. Twice is SNS misbehaving.
+            Err(PushError::Gone) => self.endpoint_for(application, token).await.map_err(|e| match e {
+                PushError::Gone => PushError::unavailable(std::io::Error::other(
+                    "SNS deleted the token's endpoint twice while it was registered",
+                )),
+                other => other,
+            }),
             done => done,
         }
     }
@@ -253,10 +258,10 @@ mod tests {
         assert_eq!(registered.unwrap(), MADE);
         assert_eq!(actions, ["CreatePlatformEndpoint", &format!("GetEndpointAttributes {MADE}")]);
 
-        // The endpoint went between its create and its read: made once more.
-        let gone = refusal("NotFound", "Endpoint does not exist");
+        // The endpoint went between its create and its read: made once more (twice: unavailable).
+        let gone = || refusal("NotFound", "Endpoint does not exist");
         let (registered, actions) =
-            register(vec![created(HELD), gone, created(MADE), attributes("true", "tok")]).await;
+            register(vec![created(HELD), gone(), created(MADE), attributes("true", "tok")]).await;
         assert_eq!(registered.unwrap(), MADE);
         assert_eq!(
             actions,
@@ -267,6 +272,8 @@ mod tests {
                 &format!("GetEndpointAttributes {MADE}")
             ]
         );
+        let (registered, _) = register(vec![created(HELD), gone(), created(MADE), gone()]).await;
+        assert!(matches!(registered, Err(PushError::Unavailable(_))), "{registered:?}");
 
         let (registered, _) = register(vec![refusal("InvalidParameter", "Invalid parameter: Token")]).await;
         assert!(matches!(registered, Err(PushError::Refused(_))), "{registered:?}");
