@@ -45,7 +45,7 @@ pub struct Harness {
     /// The AWS actions the requests' calls needed, by function ([`iam`]).
     pub needed: Arc<iam::Needed>,
     /// The case's own files (an agent's CA), removed with the harness.
-    scratch: Arc<tempfile::TempDir>,
+    scratch: tempfile::TempDir,
 }
 
 /// What a router suite's backend factory makes: the backend, with the temporary directory its
@@ -99,7 +99,7 @@ impl Harness {
         let backend = Backend { push: pushes.clone(), ..backend };
         let needed = Arc::new(iam::Needed::default());
         let state = AppState::new(iam::noting(&backend, &needed), config);
-        let scratch = Arc::new(tempfile::Builder::new().prefix("rp-case-").tempdir().expect("a temp dir"));
+        let scratch = tempfile::Builder::new().prefix("rp-case-").tempdir().expect("a temp dir");
         Self { client: TestClient::new(http::app(state)), admin, backend, clock, pushes, needed, scratch }
     }
 
