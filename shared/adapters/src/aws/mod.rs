@@ -20,10 +20,7 @@ pub use kms::KmsKeys;
 pub use lazy::LazyClient;
 pub use sns::SnsPush;
 pub use sqs::SqsQueue;
-pub use tls::{
-    call_timeouts, https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS, ATTEMPT_TIMEOUT, CALL_TIMEOUT,
-    CONNECT_TIMEOUT,
-};
+pub use tls::{call_timeouts, https_client, sdk_config, TrustRoots, AMAZON_TRUST_ROOTS, CALL_TIMEOUT};
 
 use rp_ports::absent::Absent;
 use rp_ports::{KeyService, Push, Queue, Services};

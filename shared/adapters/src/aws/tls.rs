@@ -54,13 +54,13 @@ impl TrustRoots {
 /// How long one attempt at a call may take (connecting, sending, the whole answer). A DynamoDB,
 /// SQS, KMS or SNS call answers in milliseconds; one that has not answered in this time is
 /// stalled, and the SDK's retry sends it again (its standard mode: three attempts at most).
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a call may take in all, its retries included: then it fails as unavailable (a 503
 /// problem). Under the API functions' 10 s time-out (`infra/template.yaml`), with time left to
 /// answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(7);
 /// How long opening a connection may take (the SDK's default since its 2023-11-09 behaviour).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
 
 /// The time limits of every AWS call. The SDK sets only a connect time-out by default: a call
 /// whose connection opened and then went quiet would wait until Lambda ends the invocation, and
