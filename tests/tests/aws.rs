@@ -6,9 +6,11 @@ mod common;
 
 use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
 use rp_shared::backend::{self, Backend};
+use rp_shared::ports::{Condition, Increment, Item, ItemKey};
 use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
 use rp_shared::testing::aws::{
-    clients, fresh_config, fresh_key, fresh_queue_with, fresh_table, shared_sdk_config,
+    clients, dynamo_losing_first_reply, fresh_config, fresh_key, fresh_queue_with, fresh_table,
+    shared_sdk_config,
 };
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
@@ -49,3 +51,43 @@ async fn backend(clock: ManualClock) -> Option<Backend> {
 }
 
 router_tests!(backend);
+
+/// A write DynamoDB applied but whose reply was lost is sent again by the SDK; it is reported
+/// as done (not as a conflict) and applied once: a create, a put at a version, an update of an
+/// existing item and a counter, each through a proxy that loses its first reply.
+#[tokio::test]
+async fn a_write_whose_reply_is_lost_is_done_once() {
+    let Some(clients) = clients().await else { return };
+    let table = fresh_table(&clients).await;
+    let direct = DynamoStore::new(clients.dynamo, table.clone(), Arc::new(SystemClock));
+    let lossy = || async {
+        let client = dynamo_losing_first_reply().await.expect("configured");
+        DynamoStore::new(client, table.clone(), Arc::new(SystemClock))
+    };
+    let item =
+        |sk: &str, n: i64| Item::new(ItemKey::new("LOST", sk), &serde_json::json!({ "n": n })).unwrap();
+    let at_version = direct.put(item("version", 1), Condition::Absent).await.unwrap();
+    let existing = direct.put(item("exists", 1), Condition::Absent).await.unwrap();
+    let counter = Increment { key: ItemKey::new("LOST", "counter"), by: 1, limit: Some(5), expires_at: None };
+
+    let (create, versioned, updated, counted) = tokio::join!(
+        async { lossy().await.put(item("create", 1), Condition::Absent).await },
+        async { lossy().await.put(item("version", 2), Condition::Version(at_version.version)).await },
+        async { lossy().await.put(item("exists", 2), Condition::Exists).await },
+        async { lossy().await.increment(counter.clone()).await },
+    );
+
+    let create = create.expect("a create whose reply was lost is done, not a conflict");
+    let stored = direct.get(&ItemKey::new("LOST", "create")).await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.attrs["n"].clone()), (create.version, 1.into()));
+    let versioned = versioned.expect("a put at a version whose reply was lost is done");
+    assert_eq!(versioned.version, at_version.version + 1);
+    let stored = direct.get(&ItemKey::new("LOST", "version")).await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.attrs["n"].clone()), (at_version.version + 1, 2.into()));
+    let updated = updated.expect("an update whose reply was lost is done");
+    assert_eq!(updated.version, existing.version + 1, "applied once");
+    let stored = direct.get(&ItemKey::new("LOST", "exists")).await.unwrap().unwrap();
+    assert_eq!(stored.version, existing.version + 1, "applied once");
+    assert_eq!(counted.expect("a counter whose reply was lost is raised"), 1, "raised once");
+    assert_eq!(direct.increment(Increment { by: 0, ..counter }).await.unwrap(), 1, "raised once");
+}

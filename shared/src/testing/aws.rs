@@ -57,6 +57,40 @@ pub async fn sdk_config(service: &str) -> Option<SdkConfig> {
     Some(emulator_config(Some(url)).await)
 }
 
+/// A DynamoDB client on the emulator through a loopback proxy that loses the reply to the first
+/// call it forwards (the emulator applies the call; the client hears nothing back), with the
+/// functions' time limits ([`crate::adapters::aws::call_timeouts`]): the SDK gives up on that
+/// attempt and sends the call again, which the proxy answers. As a Lambda sees a reply lost on
+/// the network. `None` (skip) when the emulators are not configured.
+pub async fn dynamo_losing_first_reply() -> Option<aws_sdk_dynamodb::Client> {
+    let upstream = endpoint("DYNAMODB")?;
+    let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let url = format!("http://{}", listener.local_addr().expect("its address"));
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut client, _)) = listener.accept().await {
+            let Ok(mut service) = tokio::net::TcpStream::connect(&upstream).await else { return };
+            let lose = std::mem::take(&mut first);
+            tokio::spawn(async move {
+                let (mut from_client, mut to_client) = client.split();
+                let (mut from_service, mut to_service) = service.split();
+                let call = tokio::io::copy(&mut from_client, &mut to_service);
+                if lose {
+                    // The reply is read and dropped; the connection stays open and silent.
+                    let mut dropped = tokio::io::sink();
+                    let _ = tokio::join!(call, tokio::io::copy(&mut from_service, &mut dropped));
+                } else {
+                    let _ = tokio::join!(call, tokio::io::copy(&mut from_service, &mut to_client));
+                }
+            });
+        }
+    });
+    let config =
+        emulator_config(Some(url)).await.into_builder().timeout_config(crate::adapters::aws::call_timeouts());
+    Some(aws_sdk_dynamodb::Client::new(&config.build()))
+}
+
 /// One SDK config for every service, as a Lambda cold start loads it: each client finds its
 /// service's endpoint in the environment (`AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`,
 /// both checked by [`configured`]); region and credentials are fixed here. `None` (skip) when

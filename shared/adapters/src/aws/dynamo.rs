@@ -2,14 +2,25 @@
 //!
 //! One table: `pk`/`sk` strings, the version `v`, the TTL attribute `ttl` (epoch seconds), the
 //! index keys `gsi1pk`/`gsi1sk` and `gsi2pk`/`gsi2sk` (two GSIs projecting all attributes), the
-//! record itself under `d`, and a counter's value under `n`. Every conditional write carries its
-//! condition expression; expired items (which DynamoDB deletes lazily) count as absent.
+//! record itself under `d`, a counter's value under `n`, and the token of the write that last
+//! put or updated the item under `w`. Every conditional write carries its condition expression;
+//! expired items (which DynamoDB deletes lazily) count as absent.
+//!
+//! A reply can be lost after DynamoDB applied the write (the SDK gives up on an attempt at the
+//! per-attempt limit of [`crate::aws::call_timeouts`], or the connection drops), and the SDK
+//! then sends the same call again. Each put and update carries a token of its own for that: the
+//! resent call fails its condition (an update carries one that refuses its own token) and,
+//! asked for the item as it stands, DynamoDB shows the token; the write is then reported as
+//! done, once, not as a conflict, and a counter is not raised twice.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use rp_ports::store::*;
@@ -189,7 +200,9 @@ fn plan(op: WriteOp, now: i64) -> Result<(Write, Option<u64>), StoreError> {
                         _ => item.first_version(),
                     };
                     item.version = version;
-                    (Write::Put { item: to_attrs(&item)?, expr }, Some(version))
+                    let mut attrs = to_attrs(&item)?;
+                    attrs.insert(TOKEN_ATTR.to_owned(), write_token());
+                    (Write::Put { item: attrs, expr }, Some(version))
                 }
                 Condition::Exists | Condition::Any => (update_of(&item, expr)?, None),
             }
@@ -211,6 +224,7 @@ fn increment_of(increment: &Increment) -> Write {
     expr.names.insert("#n".to_owned(), COUNTER_ATTR.to_owned());
     expr.values.insert(":by".to_owned(), n(increment.by));
     let mut sets = vec![next_version(&mut expr, fresh_version())];
+    sets.push(tokened(&mut expr));
     if let Some(ttl) = increment.expires_at {
         expr.names.insert("#ttl".into(), "ttl".into());
         expr.values.insert(":ttl".into(), n(ttl));
@@ -222,7 +236,7 @@ fn increment_of(increment: &Increment) -> Write {
         // A missing counter counts as 0.
         let text =
             if increment.by <= limit { "attribute_not_exists(#n) OR #n <= :max" } else { "#n <= :max" };
-        expr.condition = Some(text.to_owned());
+        and_condition(&mut expr, text);
     }
     Write::Update { key: key_attrs(&increment.key), expression, expr }
 }
@@ -234,6 +248,54 @@ fn next_version(expr: &mut Expr, first: u64) -> String {
     expr.values.insert(":one".into(), n(1));
     expr.values.insert(":fresh".into(), n(first - 1));
     "#v = if_not_exists(#v, :fresh) + :one".to_owned()
+}
+
+/// The attribute a put or an update leaves its write token in.
+const TOKEN_ATTR: &str = "w";
+
+/// A write's token: random, one for each write (and the same in each of the SDK's attempts).
+fn write_token() -> AttributeValue {
+    s(&uuid::Uuid::new_v4().simple().to_string())
+}
+
+/// Adds `condition` to the expression's, both to hold.
+fn and_condition(expr: &mut Expr, condition: &str) {
+    expr.condition = Some(match expr.condition.take() {
+        Some(before) => format!("({before}) AND ({condition})"),
+        None => condition.to_owned(),
+    });
+}
+
+/// The `SET` term that leaves a fresh write token on the item, with the condition that refuses
+/// the update where the item already carries it: a resent update that landed the first time
+/// fails instead of applying twice, and shows its token ([`landed`]).
+fn tokened(expr: &mut Expr) -> String {
+    expr.names.insert("#w".into(), TOKEN_ATTR.into());
+    expr.values.insert(":w".into(), write_token());
+    and_condition(expr, "attribute_not_exists(#w) OR #w <> :w");
+    "#w = :w".to_owned()
+}
+
+/// Whether the item a failed condition returned carries `token`: the write being sent landed
+/// at an earlier attempt whose reply was lost.
+fn landed(old: Option<&Attrs>, token: Option<&AttributeValue>) -> bool {
+    matches!((old.and_then(|o| o.get(TOKEN_ATTR)), token), (Some(stored), Some(ours)) if stored == ours)
+}
+
+/// The item as it stood when a put's condition failed.
+fn put_refused_by<R>(err: &SdkError<PutItemError, R>) -> Option<&Attrs> {
+    match err.as_service_error() {
+        Some(PutItemError::ConditionalCheckFailedException(e)) => e.item.as_ref(),
+        _ => None,
+    }
+}
+
+/// The item as it stood when an update's condition failed.
+fn update_refused_by<R>(err: &SdkError<UpdateItemError, R>) -> Option<&Attrs> {
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item.as_ref(),
+        _ => None,
+    }
 }
 
 /// `SET` every attribute of `item` and its next version ([`next_version`]), `REMOVE` the unset
@@ -264,6 +326,7 @@ fn update_of(item: &Item, mut expr: Expr) -> Result<Write, StoreError> {
         }
     }
     sets.push(next_version(&mut expr, item.first_version()));
+    sets.push(tokened(&mut expr));
     let mut expression = format!("SET {}", sets.join(", "));
     if !removes.is_empty() {
         expression.push_str(&format!(" REMOVE {}", removes.join(", ")));
@@ -357,21 +420,39 @@ impl Write {
     async fn send(self, client: &Client, table: &str) -> Result<Option<Item>, StoreError> {
         match self {
             Write::Put { item, expr } => {
-                let call = client.put_item().table_name(table).set_item(Some(item)).conditioned(expr);
-                resend_while_contended(|| call.clone().send(), in_transaction).await.map_err(classify)?;
-                Ok(None)
+                let token = item.get(TOKEN_ATTR).cloned();
+                let call = client
+                    .put_item()
+                    .table_name(table)
+                    .set_item(Some(item))
+                    .conditioned(expr)
+                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+                match resend_while_contended(|| call.clone().send(), in_transaction).await {
+                    Ok(_) => Ok(None),
+                    Err(err) if landed(put_refused_by(&err), token.as_ref()) => Ok(None),
+                    Err(err) => Err(classify(err)),
+                }
             }
             Write::Update { key, expression, expr } => {
+                let token = expr.values.get(":w").cloned();
                 let call = client
                     .update_item()
                     .table_name(table)
                     .set_key(Some(key))
                     .update_expression(expression)
                     .conditioned(expr)
-                    .return_values(ReturnValue::AllNew);
-                let out =
-                    resend_while_contended(|| call.clone().send(), in_transaction).await.map_err(classify)?;
-                out.attributes.map(from_attrs).transpose()
+                    .return_values(ReturnValue::AllNew)
+                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+                match resend_while_contended(|| call.clone().send(), in_transaction).await {
+                    Ok(out) => out.attributes.map(from_attrs).transpose(),
+                    // The item as the landed update left it.
+                    Err(err) => match update_refused_by(&err) {
+                        Some(stored) if landed(Some(stored), token.as_ref()) => {
+                            from_attrs(stored.clone()).map(Some)
+                        }
+                        _ => Err(classify(err)),
+                    },
+                }
             }
             Write::Delete { key, expr } => {
                 let call = client.delete_item().table_name(table).set_key(Some(key)).conditioned(expr);
@@ -866,14 +947,51 @@ mod tests {
             expression.contains("REMOVE #r_ttl, #r_gsi1pk, #r_gsi1sk, #r_gsi2pk, #r_gsi2sk, #r_n"),
             "{expression}"
         );
-        assert!(expression.contains(", #v = if_not_exists(#v, :fresh) + :one REMOVE"), "{expression}");
+        assert!(
+            expression.contains(", #v = if_not_exists(#v, :fresh) + :one, #w = :w REMOVE"),
+            "{expression}"
+        );
         assert_eq!(
             expr.condition.as_deref(),
-            Some("attribute_exists(pk) AND (attribute_not_exists(#ttl) OR #ttl > :now)")
+            Some(
+                "(attribute_exists(pk) AND (attribute_not_exists(#ttl) OR #ttl > :now)) \
+                 AND (attribute_not_exists(#w) OR #w <> :w)"
+            )
         );
         let (write, _) = plan(WriteOp::Put { item: record(), condition: Condition::Any }, 7).unwrap();
-        let Write::Update { expr, .. } = write else { panic!("an update") };
-        assert_eq!(expr.condition, None);
+        let Write::Update { expr: any, .. } = write else { panic!("an update") };
+        assert_eq!(
+            any.condition.as_deref(),
+            Some("attribute_not_exists(#w) OR #w <> :w"),
+            "only its own token"
+        );
+        assert_ne!(any.values[":w"], expr.values[":w"], "each update has a token of its own");
+    }
+
+    #[test]
+    fn each_put_and_update_carries_a_token_of_its_own_and_a_resend_that_landed_is_told_by_it() {
+        let token = |condition| match plan(WriteOp::Put { item: record(), condition }, 7).unwrap().0 {
+            Write::Put { item, .. } => item[TOKEN_ATTR].clone(),
+            Write::Update { expr, .. } => expr.values[":w"].clone(),
+            other => panic!("a put or an update: {other:?}"),
+        };
+        let tokens: HashSet<_> =
+            [Condition::Absent, Condition::Absent, Condition::Version(1), Condition::Exists]
+                .into_iter()
+                .map(|c| token(c).as_s().unwrap().clone())
+                .collect();
+        assert_eq!(tokens.len(), 4, "{tokens:?}");
+        let increment = Increment { key: ItemKey::new("C", "C"), by: 1, limit: None, expires_at: None };
+        let Write::Update { expression, expr, .. } = increment_of(&increment) else { panic!("an update") };
+        assert!(expression.contains("#w = :w"), "{expression}");
+        assert_eq!(expr.condition.as_deref(), Some("attribute_not_exists(#w) OR #w <> :w"));
+        let ours = s("t1");
+        let stored = |w: &str| HashMap::from([(TOKEN_ATTR.to_owned(), s(w))]);
+        assert!(landed(Some(&stored("t1")), Some(&ours)));
+        assert!(!landed(Some(&stored("t2")), Some(&ours)), "another write's token");
+        assert!(!landed(Some(&HashMap::new()), Some(&ours)), "an item no put or update left");
+        assert!(!landed(None, Some(&ours)), "no item");
+        assert!(!landed(Some(&stored("t1")), None), "a write without a token");
     }
 
     #[test]
