@@ -2,7 +2,8 @@
 //! (`lambda::serve`, with the SDK configuration a cold start loads) against a DynamoDB endpoint on
 //! loopback that takes every call and never answers. The call gives up inside the function's
 //! time-out and the request gets a 503 problem, rather than running until Lambda ends it (when
-//! API Gateway would answer with an error that is not a problem document).
+//! API Gateway would answer with an error that is not a problem document); so does a request
+//! whose invocation has less time left than the call's limits.
 //!
 //! In a process of its own (its own test binary): it sets the Lambda environment variables.
 
@@ -33,8 +34,14 @@ async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_
         std::env::set_var(name, value);
     }
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/rp-app-jwks.json");
-    let events = vec![("stalled".to_owned(), std::fs::read_to_string(sample).unwrap())];
-    let (address, mut answers) = runtime_api::start("rp-app-jwks", events).await;
+    let sample = std::fs::read_to_string(sample).unwrap();
+    // Handed out last first: "stalled" with the usual time, then "short" with 2 s to its deadline.
+    let short = Duration::from_secs(2);
+    let events = vec![
+        ("short".to_owned(), sample.clone(), short),
+        ("stalled".to_owned(), sample, runtime_api::INVOCATION_TIME),
+    ];
+    let (address, mut answers) = runtime_api::start_timed("rp-app-jwks", events).await;
     runtime_api::serve_function(
         address,
         rp_shared::http::code::jwks_router,
@@ -54,6 +61,19 @@ async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_
     assert_eq!(problem["status"], 503, "{problem}");
     assert_eq!(problem["errorCode"], rp_shared::http::problem::codes::UNAVAILABLE, "{problem}");
     assert!(connections.load(Ordering::SeqCst) >= 2, "a stalled attempt is sent again on a new connection");
+
+    let started = std::time::Instant::now();
+    let (id, answer) = tokio::time::timeout(short, answers.recv())
+        .await
+        .expect("the function answered before its invocation's deadline")
+        .unwrap();
+    assert_eq!(id, "short");
+    assert_eq!(answer["statusCode"], 503, "{answer}");
+    assert_eq!(answer["headers"]["content-type"], "application/problem+json", "{answer}");
+    let problem: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(problem["errorCode"], rp_shared::http::problem::codes::UNAVAILABLE, "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("ran out of time"), "{problem}");
+    assert!(started.elapsed() >= Duration::from_millis(1200), "it ran until shortly before the deadline");
 }
 
 /// The functions' time-out in `infra/template.yaml` (`Globals`; only the sandbox's functions

@@ -37,6 +37,7 @@ use axum::{Extension, Router};
 use extract::BodyLimit;
 use problem::Problem;
 pub use rp_app::{AppState, HttpConfig};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -79,8 +80,8 @@ pub fn stateless(router: fn(&()) -> Router<()>, config: &HttpConfig) -> Router {
     finish(router(&()), (), config.body_limit)
 }
 
-/// Adds what every endpoint shares: problem+json fallbacks, body limit, panic catching,
-/// request ids and the request span.
+/// Adds what every endpoint shares: problem+json fallbacks, body limit, panic catching, the
+/// Lambda deadline, request ids and the request span.
 fn finish<S: Clone + Send + Sync + 'static>(router: Router<S>, state: S, limit: usize) -> Router {
     router
         .fallback(route_not_found)
@@ -90,6 +91,7 @@ fn finish<S: Clone + Send + Sync + 'static>(router: Router<S>, state: S, limit: 
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
             Problem::internal(Panicked).into_response()
         }))
+        .layer(axum::middleware::from_fn(within_deadline))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request| {
@@ -110,6 +112,42 @@ fn finish<S: Clone + Send + Sync + 'static>(router: Router<S>, state: S, limit: 
         .layer(SetRequestIdLayer::x_request_id(GatewayRequestId))
         .with_state(state)
 }
+
+/// What a request keeps of its invocation's time to send its answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
+/// On Lambda, a request still running [`ANSWER_MARGIN`] before its invocation's deadline is
+/// ended with a 503 problem. Each AWS call has its own limits, but several in a row, or one
+/// after a long code customization (a sandbox function has 25 s, a customization up to 20 s),
+/// can outlast the invocation; Lambda would then end it with no answer, and API Gateway would
+/// give the client an error that is not a problem document. What the request had written
+/// stays written, as when Lambda ends it. Outside Lambda (no invocation context) nothing
+/// changes.
+async fn within_deadline(request: Request, next: axum::middleware::Next) -> Response {
+    use lambda_http::RequestExt as _;
+    let deadline = request.lambda_context_ref().map(|context| context.deadline);
+    let Some(left) = deadline.map(|deadline| time_left(deadline, SystemTime::now())) else {
+        return next.run(request).await;
+    };
+    match tokio::time::timeout(left, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => Problem::of(&problem::UNAVAILABLE)
+            .detail("The request ran out of time; try again shortly.")
+            .source(OutOfTime)
+            .into_response(),
+    }
+}
+
+/// The time a request may run before an invocation's `deadline` (epoch milliseconds): up to
+/// [`ANSWER_MARGIN`] before it, none once that has passed.
+fn time_left(deadline: u64, now: SystemTime) -> Duration {
+    let deadline = UNIX_EPOCH + Duration::from_millis(deadline);
+    deadline.duration_since(now).unwrap_or_default().saturating_sub(ANSWER_MARGIN)
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the request ran until its Lambda invocation's deadline")]
+struct OutOfTime;
 
 /// The request id a request without `x-request-id` gets: API Gateway's
 /// `requestContext.requestId` on Lambda (so a log line and the gateway's access log meet), a
@@ -158,5 +196,15 @@ mod tests {
     fn registration_codes_stay_out_of_the_logs() {
         assert_eq!(super::loggable_path("/rp/register/SampleRegistrationCode01"), "/rp/register/{code}");
         assert_eq!(super::loggable_path("/cc/api/apps"), "/cc/api/apps");
+    }
+
+    #[test]
+    fn a_request_runs_until_shortly_before_its_invocations_deadline() {
+        use super::{time_left, ANSWER_MARGIN};
+        use std::time::{Duration, UNIX_EPOCH};
+        let now = UNIX_EPOCH + Duration::from_millis(1_000_000);
+        assert_eq!(time_left(1_010_000, now), Duration::from_secs(10) - ANSWER_MARGIN);
+        assert_eq!(time_left(1_000_400, now), Duration::ZERO, "inside the margin");
+        assert_eq!(time_left(999_000, now), Duration::ZERO, "past the deadline");
     }
 }

@@ -12,6 +12,7 @@ use rp_shared::lambda::ClientSet;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Lambda's environment for a function under test, with every AWS client pointed at a closed
@@ -30,19 +31,22 @@ pub const LAMBDA_ENV: [(&str, &str); 10] = [
     ("KMS_ENVELOPE_KEY_ID", "envelope"),
 ];
 
+/// The time an invocation has, unless a test gives its event another.
+pub const INVOCATION_TIME: Duration = Duration::from_secs(30);
+
 #[derive(Clone)]
 struct Api {
-    events: Arc<Mutex<Vec<(String, String)>>>,
+    events: Arc<Mutex<Vec<(String, String, Duration)>>>,
     answers: mpsc::UnboundedSender<(String, Value)>,
     function: &'static str,
 }
 
 async fn next(State(api): State<Api>) -> Response {
     let event = api.events.lock().unwrap().pop();
-    let Some((id, body)) = event else {
+    let Some((id, body, time)) = event else {
         return std::future::pending().await;
     };
-    let deadline = (std::time::SystemTime::now() + std::time::Duration::from_secs(30))
+    let deadline = (std::time::SystemTime::now() + time)
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis()
@@ -69,11 +73,21 @@ async fn error(State(api): State<Api>, Path(id): Path<String>, body: String) -> 
     "{}"
 }
 
-/// Serves `events` (`(request id, event)`, handed out last first) to function `function`;
-/// returns the address for `AWS_LAMBDA_RUNTIME_API` and the answers, `(request id, answer)`.
+/// Serves `events` (`(request id, event)`, handed out last first) to function `function`, each
+/// with [`INVOCATION_TIME`]; returns the address for `AWS_LAMBDA_RUNTIME_API` and the answers,
+/// `(request id, answer)`.
+#[allow(dead_code)] // `lambda_stalled` gives its events their own times.
 pub async fn start(
     function: &'static str,
     events: Vec<(String, String)>,
+) -> (SocketAddr, mpsc::UnboundedReceiver<(String, Value)>) {
+    start_timed(function, events.into_iter().map(|(id, body)| (id, body, INVOCATION_TIME)).collect()).await
+}
+
+/// [`start`], with each event's time to its deadline: `(request id, event, time)`.
+pub async fn start_timed(
+    function: &'static str,
+    events: Vec<(String, String, Duration)>,
 ) -> (SocketAddr, mpsc::UnboundedReceiver<(String, Value)>) {
     let (tx, answers) = mpsc::unbounded_channel();
     let api = Api { events: Arc::new(Mutex::new(events)), answers: tx, function };
