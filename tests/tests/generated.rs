@@ -10,7 +10,8 @@
 //! The routes' methods come from the OpenAPI document, which documents each operation of each
 //! endpoint's router.
 
-use rp_shared::http::{self, Endpoint, CREATE_ENDPOINT, ENDPOINTS};
+use rp_shared::http::{self, Endpoint, ENDPOINTS};
+use rp_shared::ports::iam::{sns::CREATE_PLATFORM_ENDPOINT, sqs::SEND_MESSAGE};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -187,13 +188,16 @@ fn policies(e: &Endpoint) -> String {
         statement(&mut out, g.envelope_why, g.envelope, &["!GetAtt EnvelopeKey.Arn"]);
     }
     if g.queue {
-        statement(&mut out, None, &["sqs:SendMessage"], &["!GetAtt CertTimeoutQueue.Arn"]);
+        statement(&mut out, None, &[SEND_MESSAGE], &["!GetAtt CertTimeoutQueue.Arn"]);
     }
     if !g.push.is_empty() {
         let endpoints = r#"!Sub "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:endpoint/*""#;
         let applications = r#"!Sub "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:app/*""#;
-        let resources: &[&str] =
-            if g.push.contains(&CREATE_ENDPOINT) { &[applications, endpoints] } else { &[endpoints] };
+        let resources: &[&str] = if g.push.contains(&CREATE_PLATFORM_ENDPOINT) {
+            &[applications, endpoints]
+        } else {
+            &[endpoints]
+        };
         statement(
             &mut out,
             Some("Mobile push: the apps' SNS platform applications and their endpoints."),

@@ -11,33 +11,19 @@ use crate::{
 };
 use axum::Router;
 use rp_app::AppState;
+use rp_ports::iam::dynamodb::*;
+use rp_ports::iam::kms::{DECRYPT, GENERATE_DATA_KEY};
+use rp_ports::iam::sns::*;
 use rp_ports::Services;
 
-/// DynamoDB actions an endpoint's function may take on the table.
-pub const GET: &str = "dynamodb:GetItem";
-pub const QUERY: &str = "dynamodb:Query";
-pub const PUT: &str = "dynamodb:PutItem";
-pub const UPDATE: &str = "dynamodb:UpdateItem";
-pub const DELETE: &str = "dynamodb:DeleteItem";
-/// A transaction's condition check (a write that must not outlive a device's removal carries
-/// one): an action of its own, which `TransactWriteItems` needs beside the writes' actions.
-pub const CHECK: &str = "dynamodb:ConditionCheckItem";
-
 /// A function that only reads the table.
-pub const READ: &[&str] = &[GET, QUERY];
+pub const READ: &[&str] = &[GET_ITEM, QUERY];
 /// A function that writes it: every write action. Which of them a use case sends depends on its
 /// path (a put under a version is a `PutItem`, one under no condition an `UpdateItem`, a removal
 /// racing it adds a condition check), and one table with no per-key conditions gives a function
 /// that may put an item no less power than one that may also update or delete it: a narrower
 /// list only adds a way to fail in production that no emulator shows (none enforces IAM).
-pub const WRITE: &[&str] = &[GET, QUERY, PUT, UPDATE, DELETE, CHECK];
-/// SNS actions: waking a device, and registering its push token.
-pub const PUBLISH: &str = "sns:Publish";
-pub const CREATE_ENDPOINT: &str = "sns:CreatePlatformEndpoint";
-pub const SET_ENDPOINT: &str = "sns:SetEndpointAttributes";
-pub const GET_ENDPOINT: &str = "sns:GetEndpointAttributes";
-/// And deleting a removed device's endpoint.
-pub const DELETE_ENDPOINT: &str = "sns:DeleteEndpoint";
+pub const WRITE: &[&str] = &[GET_ITEM, QUERY, PUT_ITEM, UPDATE_ITEM, DELETE_ITEM, CONDITION_CHECK_ITEM];
 
 /// What an endpoint's function may do in AWS besides writing its logs: its IAM role, and the
 /// clients its binary builds (a function that may not call a service does not link its client).
@@ -129,8 +115,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-device-registrations", "/rp/versioned/device/registrations", registration::registrations_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("rp-enroll", "/rp/wsapi/client/enroll", workstation::enroll_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
     endpoint!("rp-client-registrations", "/rp/versioned/client/registrations", workstation::client_registrations_router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
-    endpoint!("rp-enroll-complete", "/rp/wasapi/client/enroll/complete", workstation::complete_router, Grants { table: WRITE, envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the recovery keys for the enrolled device."), ..Grants::NONE }),
-    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: WRITE, indexes: true, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], push: &[PUBLISH], ..Grants::NONE }),
+    endpoint!("rp-enroll-complete", "/rp/wasapi/client/enroll/complete", workstation::complete_router, Grants { table: WRITE, envelope: &[GENERATE_DATA_KEY], envelope_why: Some("Seals the recovery keys for the enrolled device."), ..Grants::NONE }),
+    endpoint!("rp-client-reg", "/rp/api/client/reg", workstation::client_reg_router, Grants { table: WRITE, indexes: true, envelope: &[GENERATE_DATA_KEY, DECRYPT], push: &[PUBLISH], ..Grants::NONE }),
     endpoint!("rp-events", "/rp/api/events", events::router, Grants { table: WRITE, indexes: true, ..Grants::NONE }),
     endpoint!("rp-certificate-requests", "/rp/api/certificate/requests", certificates::requests_router, Grants { table: WRITE, indexes: true, queue: true, ..Grants::NONE }),
     endpoint!("rp-certificate", "/rp/api/certificate", certificates::issued_router, Grants { table: WRITE, indexes: true, push: &[PUBLISH], ..Grants::NONE }),
@@ -139,16 +125,16 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("rp-pki-crl", "/rp/pki/{caId}/crl", pki::crl_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("rp-pki-ca", "/rp/pki/{caId}/ca.crt", pki::ca_router, Grants { table: READ, ..Grants::NONE }),
     endpoint!("rp-device-certificates", "/rp/versioned/device/certificates", certificates::device_router, Grants { table: READ, indexes: true, ..Grants::NONE }),
-    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), push: &[PUBLISH], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
+    endpoint!("rp-oob-requests", "/rp/api/oob/client/authentication/requests", oob::start_router, Grants { table: WRITE, envelope: &[DECRYPT, GENERATE_DATA_KEY], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), push: &[PUBLISH], sandbox: Some("The tenant's oob.start code customizations run here (each at most 20 s)."), ..Grants::NONE }),
     endpoint!("rp-oob-devices", "/rp/api/oob/client/authentication/{appId}/{namedUser}/devices", oob::devices_router, Grants { table: READ, ..Grants::NONE }),
     endpoint!("rp-oob-request", "/rp/api/oob/client/authentication/requests/{sessionId}", oob::status_router, Grants { table: READ, ..Grants::NONE }),
-    endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: WRITE, indexes: true, envelope: &["kms:Decrypt"], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
+    endpoint!("rp-device-oob-requests", "/rp/versioned/device/oob/requests", oob::device_requests_router, Grants { table: WRITE, indexes: true, envelope: &[DECRYPT], envelope_why: Some("Opens the recovery keys sealed for the device."), ..Grants::NONE }),
     endpoint!("rp-device-oob-request", "/rp/versioned/device/oob/requests/{requestId}", oob::device_answer_router, Grants { table: WRITE, ..Grants::NONE }),
-    endpoint!("rp-device-setup", "/rp/versioned/device/setup", offline::setup_router, Grants { table: WRITE, envelope: &["kms:Decrypt"], ..Grants::NONE }),
+    endpoint!("rp-device-setup", "/rp/versioned/device/setup", offline::setup_router, Grants { table: WRITE, envelope: &[DECRYPT], ..Grants::NONE }),
     endpoint!("rp-device-workstations", "/rp/versioned/device/workstations", offline::workstations_router, Grants { table: READ, indexes: true, ..Grants::NONE }),
-    endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], ..Grants::NONE }),
+    endpoint!("rp-device-offline-used", "/rp/versioned/device/offline/used", offline::used_router, Grants { table: WRITE, envelope: &[DECRYPT, GENERATE_DATA_KEY], ..Grants::NONE }),
     endpoint!("cc-app-device", "/cc/api/apps/{appId}/devices/{deviceId}", offline::admin_device_router, Grants { table: WRITE, indexes: true, push: &[DELETE_ENDPOINT], ..Grants::NONE }),
-    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_ENDPOINT, GET_ENDPOINT, SET_ENDPOINT, DELETE_ENDPOINT], ..Grants::NONE }),
+    endpoint!("rp-device-push", "/rp/versioned/device/push", registration::push_router, Grants { table: WRITE, push: &[CREATE_PLATFORM_ENDPOINT, GET_ENDPOINT_ATTRIBUTES, SET_ENDPOINT_ATTRIBUTES, DELETE_ENDPOINT], ..Grants::NONE }),
     endpoint!("rp-device-token", "/rp/versioned/device/token", registration::token_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("cc-app-user-devices", "/cc/api/apps/{appId}/users/{namedUser}/devices", registration::user_devices_router, Grants { table: READ, ..Grants::NONE }),
     endpoint!("cc-app-device-token", "/cc/api/apps/{appId}/devices/{deviceId}/token", registration::device_token_router, Grants { table: WRITE, ..Grants::NONE }),
@@ -162,10 +148,10 @@ pub const ENDPOINTS: &[Endpoint] = &[
     endpoint!("code-customization-versions", "/code-customization/{id}/versions", code::versions_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("code-customization-version", "/code-customization/{id}/versions/{version}", code::version_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("code-customization-restore", "/code-customization/{id}/versions/{version}/restore", code::restore_router, Grants { table: WRITE, ..Grants::NONE }),
-    endpoint!("code-customization-test", "/code-customization/{id}/test", code::test_router, Grants { table: WRITE, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), sandbox: Some("A run's wall clock (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE }),
+    endpoint!("code-customization-test", "/code-customization/{id}/test", code::test_router, Grants { table: WRITE, envelope: &[DECRYPT, GENERATE_DATA_KEY], envelope_why: Some("Opens the tenant's environment and signing key; seals its first signing key."), sandbox: Some("A run's wall clock (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE }),
     endpoint!("code-customization-env", "/code-customization/env", code::env_router, Grants { table: WRITE, ..Grants::NONE }),
-    endpoint!("code-customization-env-var", "/code-customization/env/{name}", code::env_var_router, Grants { table: WRITE, envelope: &["kms:GenerateDataKey", "kms:Decrypt"], ..Grants::NONE }),
-    endpoint!("code-customization-signing-keys", "/code-customization/signing-keys", code::signing_keys_router, Grants { table: WRITE, envelope: &["kms:GenerateDataKey"], envelope_why: Some("Seals the private half of a new signing key."), ..Grants::NONE }),
+    endpoint!("code-customization-env-var", "/code-customization/env/{name}", code::env_var_router, Grants { table: WRITE, envelope: &[GENERATE_DATA_KEY, DECRYPT], ..Grants::NONE }),
+    endpoint!("code-customization-signing-keys", "/code-customization/signing-keys", code::signing_keys_router, Grants { table: WRITE, envelope: &[GENERATE_DATA_KEY], envelope_why: Some("Seals the private half of a new signing key."), ..Grants::NONE }),
     endpoint!("code-customization-signing-key", "/code-customization/signing-keys/{kid}", code::signing_key_router, Grants { table: WRITE, ..Grants::NONE }),
     endpoint!("rp-app-jwks", "/rp/api/apps/{appId}/jwks.json", code::jwks_router, Grants { table: READ, ..Grants::NONE }),
     Endpoint {
@@ -173,7 +159,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/console",
         router: console::router,
         router_name: "console::router",
-        grants: Grants { table: WRITE, indexes: true, envelope: &["kms:Decrypt", "kms:GenerateDataKey"], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), push: &[DELETE_ENDPOINT], sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
+        grants: Grants { table: WRITE, indexes: true, envelope: &[DECRYPT, GENERATE_DATA_KEY], envelope_why: Some("Opens the tenant's environment for a test run; seals a tenant's first signing key."), push: &[DELETE_ENDPOINT], sandbox: Some("A code customization's test run (at most 20 s) plus the watchdog's second, and room to answer."), ..Grants::NONE },
         pages: Some(Pages { methods: &["GET", "POST"], also: &["/console/{proxy+}"] }),
     },
 ];

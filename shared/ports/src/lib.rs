@@ -6,6 +6,7 @@ pub mod absent;
 pub mod backend;
 pub mod clock;
 pub mod held;
+pub mod iam;
 pub mod keys;
 pub mod metrics;
 pub mod push;

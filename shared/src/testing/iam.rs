@@ -11,7 +11,8 @@
 //! [`TestClient`]: super::http::TestClient
 
 use crate::adapters::aws;
-use crate::http::{self as routes, Endpoint, ENDPOINTS};
+use crate::http::{Endpoint, ENDPOINTS};
+use crate::ports::iam::{dynamodb, kms, sns, sqs};
 use crate::ports::keys::DataKey;
 use crate::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use crate::ports::queue::ReceivedMessage;
@@ -115,8 +116,8 @@ impl Needed {
 fn allows(endpoint: &Endpoint, action: &str) -> bool {
     let grants = &endpoint.grants;
     match action {
-        INDEX_QUERY => grants.indexes && grants.table.contains(&aws::QUERY),
-        "sqs:SendMessage" => grants.queue,
+        INDEX_QUERY => grants.indexes && grants.table.contains(&dynamodb::QUERY),
+        sqs::SEND_MESSAGE => grants.queue,
         kms if kms.starts_with("kms:") => grants.envelope.contains(&kms),
         sns if sns.starts_with("sns:") => grants.push.contains(&sns),
         table => grants.table.contains(&table),
@@ -146,7 +147,7 @@ impl ItemStore for Noting<dyn ItemStore> {
         self.inner.kind()
     }
     async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
-        self.needed.note(Some(aws::GET_ITEM));
+        self.needed.note(Some(dynamodb::GET_ITEM));
         self.inner.get(key).await
     }
     async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
@@ -162,7 +163,7 @@ impl ItemStore for Noting<dyn ItemStore> {
         self.inner.transact(ops).await
     }
     async fn query(&self, query: Query) -> Result<Page, StoreError> {
-        self.needed.note(Some(if query.index.is_some() { INDEX_QUERY } else { aws::QUERY }));
+        self.needed.note(Some(if query.index.is_some() { INDEX_QUERY } else { dynamodb::QUERY }));
         self.inner.query(query).await
     }
     async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
@@ -180,7 +181,7 @@ impl ItemStore for Noting<dyn ItemStore> {
 #[async_trait]
 impl KeyService for Noting<dyn KeyService> {
     async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
-        self.needed.note(Some("kms:GenerateDataKey"));
+        self.needed.note(Some(kms::GENERATE_DATA_KEY));
         self.inner.generate_data_key(context).await
     }
     async fn decrypt_data_key(
@@ -188,7 +189,7 @@ impl KeyService for Noting<dyn KeyService> {
         wrapped: &[u8],
         context: &EncryptionContext,
     ) -> Result<[u8; 32], KeyError> {
-        self.needed.note(Some("kms:Decrypt"));
+        self.needed.note(Some(kms::DECRYPT));
         self.inner.decrypt_data_key(wrapped, context).await
     }
 }
@@ -196,19 +197,19 @@ impl KeyService for Noting<dyn KeyService> {
 #[async_trait]
 impl Queue for Noting<dyn Queue> {
     async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
-        self.needed.note(Some("sqs:SendMessage"));
+        self.needed.note(Some(sqs::SEND_MESSAGE));
         self.inner.send(body, delay).await
     }
     async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
-        self.needed.note(Some("sqs:SendMessage"));
+        self.needed.note(Some(sqs::SEND_MESSAGE));
         self.inner.send_batch(messages).await
     }
     async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.needed.note(Some("sqs:ReceiveMessage"));
+        self.needed.note(Some(sqs::RECEIVE_MESSAGE));
         self.inner.receive(max, visibility).await
     }
     async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
-        self.needed.note(Some("sqs:DeleteMessage"));
+        self.needed.note(Some(sqs::DELETE_MESSAGE));
         self.inner.ack(receipt).await
     }
     async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
@@ -226,17 +227,17 @@ impl Push for Noting<dyn Push> {
     async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
         // SNS sets a known endpoint's token; a new one (or one deleted since) is created and read,
         // and set when SNS held an endpoint for the token already.
-        self.needed.note(Some(routes::SET_ENDPOINT));
-        self.needed.note(Some(routes::CREATE_ENDPOINT));
-        self.needed.note(Some(routes::GET_ENDPOINT));
+        self.needed.note(Some(sns::SET_ENDPOINT_ATTRIBUTES));
+        self.needed.note(Some(sns::CREATE_PLATFORM_ENDPOINT));
+        self.needed.note(Some(sns::GET_ENDPOINT_ATTRIBUTES));
         self.inner.register(request).await
     }
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
-        self.needed.note(Some(routes::PUBLISH));
+        self.needed.note(Some(sns::PUBLISH));
         self.inner.send(endpoint, platform, wake).await
     }
     async fn remove(&self, endpoint: &str) -> Result<(), PushError> {
-        self.needed.note(Some(routes::DELETE_ENDPOINT));
+        self.needed.note(Some(sns::DELETE_ENDPOINT));
         self.inner.remove(endpoint).await
     }
 }

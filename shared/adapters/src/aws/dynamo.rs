@@ -23,6 +23,7 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
+use rp_ports::iam::dynamodb::{CONDITION_CHECK_ITEM, DELETE_ITEM, PUT_ITEM, UPDATE_ITEM};
 use rp_ports::store::*;
 use rp_ports::Clock;
 use serde::{Deserialize, Serialize};
@@ -166,14 +167,6 @@ pub fn iam_action(op: &WriteOp) -> Option<&'static str> {
         WriteOp::Check { .. } => CONDITION_CHECK_ITEM,
     })
 }
-
-/// The IAM actions of the calls this adapter makes.
-pub const GET_ITEM: &str = "dynamodb:GetItem";
-pub const QUERY: &str = "dynamodb:Query";
-pub const PUT_ITEM: &str = "dynamodb:PutItem";
-pub const UPDATE_ITEM: &str = "dynamodb:UpdateItem";
-pub const DELETE_ITEM: &str = "dynamodb:DeleteItem";
-pub const CONDITION_CHECK_ITEM: &str = "dynamodb:ConditionCheckItem";
 
 /// One write, built once from a [`WriteOp`]: sent as its own call, or as one item of a
 /// `TransactWriteItems`.

@@ -13,9 +13,7 @@ mod sqs;
 mod standin;
 mod tls;
 
-pub use dynamo::{
-    iam_action, DynamoStore, CONDITION_CHECK_ITEM, DELETE_ITEM, GET_ITEM, PUT_ITEM, QUERY, UPDATE_ITEM,
-};
+pub use dynamo::{iam_action, DynamoStore};
 pub use kms::KmsKeys;
 pub use lazy::LazyClient;
 pub use sns::SnsPush;
