@@ -50,30 +50,32 @@ async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_
 
     let function_time_out = globals_time_out();
     assert!(rp_shared::adapters::aws::CALL_TIMEOUT < function_time_out);
-    let (id, answer) = tokio::time::timeout(function_time_out, answers.recv())
-        .await
-        .expect("the function answered inside its time-out")
-        .unwrap();
-    assert_eq!(id, "stalled");
+    let problem = unavailable(&mut answers, "stalled", function_time_out).await;
+    assert!(problem["detail"].as_str().unwrap().contains("unavailable"), "{problem}");
+    assert!(connections.load(Ordering::SeqCst) >= 2, "a stalled attempt is sent again on a new connection");
+
+    let started = std::time::Instant::now();
+    let problem = unavailable(&mut answers, "short", short).await;
+    assert!(problem["detail"].as_str().unwrap().contains("ran out of time"), "{problem}");
+    assert!(started.elapsed() >= Duration::from_millis(1200), "it ran until shortly before the deadline");
+}
+
+/// The next answer, which must come within `time`, be to `id` and be a 503 problem of a service
+/// unavailable; the problem.
+async fn unavailable(
+    answers: &mut tokio::sync::mpsc::UnboundedReceiver<(String, Value)>,
+    id: &str,
+    time: Duration,
+) -> Value {
+    let (answered, answer) =
+        tokio::time::timeout(time, answers.recv()).await.expect("the function answered in time").unwrap();
+    assert_eq!(answered, id);
     assert_eq!(answer["statusCode"], 503, "{answer}");
     assert_eq!(answer["headers"]["content-type"], "application/problem+json", "{answer}");
     let problem: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
     assert_eq!(problem["status"], 503, "{problem}");
     assert_eq!(problem["errorCode"], rp_shared::http::problem::codes::UNAVAILABLE, "{problem}");
-    assert!(connections.load(Ordering::SeqCst) >= 2, "a stalled attempt is sent again on a new connection");
-
-    let started = std::time::Instant::now();
-    let (id, answer) = tokio::time::timeout(short, answers.recv())
-        .await
-        .expect("the function answered before its invocation's deadline")
-        .unwrap();
-    assert_eq!(id, "short");
-    assert_eq!(answer["statusCode"], 503, "{answer}");
-    assert_eq!(answer["headers"]["content-type"], "application/problem+json", "{answer}");
-    let problem: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
-    assert_eq!(problem["errorCode"], rp_shared::http::problem::codes::UNAVAILABLE, "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("ran out of time"), "{problem}");
-    assert!(started.elapsed() >= Duration::from_millis(1200), "it ran until shortly before the deadline");
+    problem
 }
 
 /// The functions' time-out in `infra/template.yaml` (`Globals`; only the sandbox's functions
