@@ -1,18 +1,20 @@
-//! A panicking handler in a release build answers a problem+json 500, and the process serves
-//! the next invocation: the release profile unwinds (`panic = "unwind"`), so the catch-panic
-//! layer runs on Lambda as it does locally.
+//! A panicking handler in a function's binary answers a problem+json 500, and the process
+//! serves the next invocation: the release profile unwinds (`panic = "unwind"`), so the
+//! catch-panic layer runs on Lambda as it does locally.
 //!
-//! Runs the `panic_probe` example, built with the release profile's settings, under a Lambda
-//! Runtime API of our own on loopback. `.ci/run` builds it with profile `probe` (the release
-//! profile without optimization, which does not change how a panic unwinds) and names it in
-//! `RP_PANIC_PROBE`; `--release` works the same, slower:
+//! How a panic ends is the profile's `panic` strategy alone, so one test holds the release
+//! profile (which the functions are built with) to the dev profile's strategy, and the other
+//! runs the `panic_probe` example, built with the dev profile (the build the tests already
+//! made, where a release build would compile every dependency again), as a process under a
+//! Lambda Runtime API of our own on loopback. `.ci/run` names it in `RP_PANIC_PROBE`;
+//! `--release` works the same, slower:
 //!
 //! ```sh
-//! cargo build --profile probe -p rp-tests --example panic_probe
-//! RP_PANIC_PROBE=target/probe/examples/panic_probe cargo test -p rp-tests --test release_panic
+//! cargo build -p rp-tests --example panic_probe
+//! RP_PANIC_PROBE=target/debug/examples/panic_probe cargo test -p rp-tests --test release_panic
 //! ```
 //!
-//! Skips, saying so, when `RP_PANIC_PROBE` is not set.
+//! The probe's run skips, saying so, when `RP_PANIC_PROBE` is not set.
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -30,10 +32,39 @@ fn event_for(path: &str) -> String {
     event.to_string()
 }
 
+/// The `panic` key of each `[profile.<name>]` table of the workspace's `Cargo.toml`.
+fn panic_strategies() -> Vec<(String, String)> {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml")).unwrap();
+    let mut table = String::new();
+    let mut found = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            table = name.to_owned();
+        } else if let Some(value) = line.strip_prefix("panic").and_then(|l| l.trim_start().strip_prefix('='))
+        {
+            found.push((table.clone(), value.trim().trim_matches('"').to_owned()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_release_profile_unwinds_as_the_probes_build_does() {
+    let strategies = panic_strategies();
+    let release: Vec<_> = strategies.iter().filter(|(table, _)| table == "profile.release").collect();
+    // Said outright: cargo-lambda builds with `abort` where the profile leaves it out.
+    assert_eq!(release, [&("profile.release".to_owned(), "unwind".to_owned())], "{strategies:?}");
+    // The dev profile, which builds the probe, keeps Cargo's default: `unwind`.
+    assert!(strategies.iter().all(|(table, _)| table != "profile.dev"), "{strategies:?}");
+    for (table, strategy) in &strategies {
+        assert_eq!(strategy, "unwind", "{table}: every profile a function may be built with unwinds");
+    }
+}
+
 #[tokio::test]
 async fn a_panicking_handler_answers_500_and_the_process_goes_on() {
     let Some(binary) = std::env::var_os("RP_PANIC_PROBE") else {
-        eprintln!("skipped: RP_PANIC_PROBE does not name the release build of the panic_probe example");
+        eprintln!("skipped: RP_PANIC_PROBE does not name a build of the panic_probe example");
         return;
     };
     // A relative path is from the workspace's root.
