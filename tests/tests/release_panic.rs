@@ -4,17 +4,10 @@
 //!
 //! How a panic ends is the profile's `panic` strategy alone, so one test holds the release
 //! profile (which the functions are built with) to the dev profile's strategy, and the other
-//! runs the `panic_probe` example, built with the dev profile (the build the tests already
-//! made, where a release build would compile every dependency again), as a process under a
-//! Lambda Runtime API of our own on loopback. `.ci/run` names it in `RP_PANIC_PROBE`;
-//! `--release` works the same, slower:
-//!
-//! ```sh
-//! cargo build -p rp-tests --example panic_probe
-//! RP_PANIC_PROBE=target/debug/examples/panic_probe cargo test -p rp-tests --test release_panic
-//! ```
-//!
-//! The probe's run skips, saying so, when `RP_PANIC_PROBE` is not set.
+//! runs the `panic_probe` binary as a process under a Lambda Runtime API of our own on
+//! loopback. Cargo builds the binary with the test, in the test's profile (the dev profile;
+//! a release build would compile every dependency again): `cargo test --release` runs it on
+//! the release profile itself, slower.
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -63,12 +56,7 @@ fn the_release_profile_unwinds_as_the_probes_build_does() {
 
 #[tokio::test]
 async fn a_panicking_handler_answers_500_and_the_process_goes_on() {
-    let Some(binary) = std::env::var_os("RP_PANIC_PROBE") else {
-        eprintln!("skipped: RP_PANIC_PROBE does not name a build of the panic_probe example");
-        return;
-    };
-    // A relative path is from the workspace's root.
-    let binary = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(binary);
+    let binary = env!("CARGO_BIN_EXE_panic_probe");
     let events =
         vec![("after-the-panic".into(), event_for("/health")), ("panics".into(), event_for("/panic"))];
     let (address, mut answers) = runtime_api::start("panic-probe", events).await;

@@ -1,7 +1,7 @@
 //! A Lambda function whose `/panic` route panics, served through the real front door
-//! (`lambda::serve`, with every endpoint's layers). `tests/tests/release_panic.rs` runs its
-//! release build: the release profile must unwind, so the catch-panic layer answers a
-//! problem+json 500 and the process serves the next invocation (`panic = "abort"` would end it).
+//! (`lambda::serve`, with every endpoint's layers). `tests/tests/release_panic.rs` runs it: a
+//! profile that unwinds, as the release profile must, lets the catch-panic layer answer a
+//! problem+json 500 and the process serve the next invocation (`panic = "abort"` would end it).
 
 use axum::routing::get;
 use axum::Router;
