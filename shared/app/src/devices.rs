@@ -151,11 +151,11 @@ pub async fn register(
     let device = DeviceRecord {
         app_id: link.app_id.clone(),
         named_user: link.named_user.clone(),
-        device_id: registration.device_id,
-        friendly_name: registration.friendly_name,
-        model_number: registration.model_number,
-        signing_public_key: registration.signing_public_key,
-        key_agreement_public_key: registration.key_agreement_public_key,
+        device_id: registration.device_id.clone(),
+        friendly_name: registration.friendly_name.clone(),
+        model_number: registration.model_number.clone(),
+        signing_public_key: registration.signing_public_key.clone(),
+        key_agreement_public_key: registration.key_agreement_public_key.clone(),
         registered_at: now,
         token_id: String::new(),
         token_ends_at: None,
@@ -164,9 +164,19 @@ pub async fn register(
         token_issued_at: None,
     }
     .with_token(&token);
-    Devices::new(state.store())
-        .register(&registration.code.digest(), &link, version, &device, &token, now)
-        .await?;
+    let devices = Devices::new(state.store());
+    let digest = registration.code.digest();
+    match devices.register(&digest, &link, version, &device, &token, now).await {
+        Ok(()) => {}
+        // Another registration with the code went first while this one was written: this one is
+        // judged as sent again, so the same registration sent twice at once is told to retry
+        // (as one sent again at once is) and any other finds the code used.
+        Err(RegistrationError::LinkUsed) => {
+            let current = devices.link(&digest).await?.ok_or(RegistrationError::LinkNotFound)?;
+            return register_again(state, &registration, current).await;
+        }
+        Err(e) => return Err(e),
+    }
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "device registered");
     Ok((device, secret))
 }

@@ -249,6 +249,31 @@ pub async fn a_registration_whose_reply_was_lost_can_be_sent_again(h: Harness) {
         let live = as_device(&h.client, &token).await.status;
         assert_eq!(live, if ending == "expiry" { 200 } else { 401 }, "{ending}");
     }
+
+    // The same registration sent twice at once (a client that resends without waiting): one
+    // registers, the other is told to retry, as one sent again at once is.
+    let body = registration(&fresh_link().await, "twin-phone");
+    let Some(h) = h.for_races() else { return };
+    let racing: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, body) = (h.client.clone(), body.clone());
+            tokio::spawn(async move {
+                client.send("POST", "/rp/versioned/device/registrations", None, Some(body)).await
+            })
+        })
+        .collect();
+    let mut registered = Vec::new();
+    for task in racing {
+        let r = task.await.unwrap();
+        if r.status == 201 {
+            registered.push(issued_token(r));
+        } else {
+            assert_eq!(r.header("retry-after"), Some(REPEAT_AFTER_SECS.to_string().as_str()));
+            r.problem(409, codes::CONFLICT);
+        }
+    }
+    assert_eq!(registered.len(), 1, "one registers");
+    assert_eq!(as_device(&h.client, &registered[0]).await.status, 200, "and its token stands");
 }
 
 fn enroll_body(app: &str, user: &str, session: Option<&str>) -> Value {
