@@ -245,6 +245,8 @@ fn next_version(expr: &mut Expr, first: u64) -> String {
 
 /// The attribute a put or an update leaves its write token in.
 const TOKEN_ATTR: &str = "w";
+/// The expression value that holds an update's write token.
+const TOKEN_VALUE: &str = ":w";
 
 /// A write's token: random, one for each write (and the same in each of the SDK's attempts).
 fn write_token() -> AttributeValue {
@@ -264,7 +266,7 @@ fn and_condition(expr: &mut Expr, condition: &str) {
 /// fails instead of applying twice, and shows its token ([`landed`]).
 fn tokened(expr: &mut Expr) -> String {
     expr.names.insert("#w".into(), TOKEN_ATTR.into());
-    expr.values.insert(":w".into(), write_token());
+    expr.values.insert(TOKEN_VALUE.into(), write_token());
     and_condition(expr, "attribute_not_exists(#w) OR #w <> :w");
     "#w = :w".to_owned()
 }
@@ -367,6 +369,15 @@ conditioned!(
 );
 
 impl Write {
+    /// The write token a put or an update carries ([`write_token`]).
+    fn token(&self) -> Option<&AttributeValue> {
+        match self {
+            Write::Put { item, .. } => item.get(TOKEN_ATTR),
+            Write::Update { expr, .. } => expr.values.get(TOKEN_VALUE),
+            Write::Delete { .. } | Write::Check { .. } => None,
+        }
+    }
+
     /// The write as one item of a transaction. `None` for a check under no condition.
     fn transact_item(self, table: &str) -> Result<Option<TransactWriteItem>, StoreError> {
         let item = match self {
@@ -411,9 +422,9 @@ impl Write {
     /// The write as its own call; an update returns the item as stored. A write refused only
     /// because a transaction is writing its item goes again ([`resend_while_contended`]).
     async fn send(self, client: &Client, table: &str) -> Result<Option<Item>, StoreError> {
+        let token = self.token().cloned();
         match self {
             Write::Put { item, expr } => {
-                let token = item.get(TOKEN_ATTR).cloned();
                 let call = client
                     .put_item()
                     .table_name(table)
@@ -427,7 +438,6 @@ impl Write {
                 }
             }
             Write::Update { key, expression, expr } => {
-                let token = expr.values.get(":w").cloned();
                 let call = client
                     .update_item()
                     .table_name(table)
@@ -958,15 +968,14 @@ mod tests {
             Some("attribute_not_exists(#w) OR #w <> :w"),
             "only its own token"
         );
-        assert_ne!(any.values[":w"], expr.values[":w"], "each update has a token of its own");
+        assert_ne!(any.values[TOKEN_VALUE], expr.values[TOKEN_VALUE], "each update has a token of its own");
     }
 
     #[test]
     fn each_put_and_update_carries_a_token_of_its_own_and_a_resend_that_landed_is_told_by_it() {
-        let token = |condition| match plan(WriteOp::Put { item: record(), condition }, 7).unwrap().0 {
-            Write::Put { item, .. } => item[TOKEN_ATTR].clone(),
-            Write::Update { expr, .. } => expr.values[":w"].clone(),
-            other => panic!("a put or an update: {other:?}"),
+        let token = |condition| {
+            let (write, _) = plan(WriteOp::Put { item: record(), condition }, 7).unwrap();
+            write.token().expect("a put or an update carries a token").clone()
         };
         let tokens: HashSet<_> =
             [Condition::Absent, Condition::Absent, Condition::Version(1), Condition::Exists]
