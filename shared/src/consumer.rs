@@ -14,7 +14,10 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseOutcome {
     Requeued,
+    /// The request died of it now.
     Dead,
+    /// The request had died of it already (its dead letter is sent again).
+    AlreadyDead,
     Ignored,
 }
 
@@ -55,6 +58,7 @@ impl Dispatcher {
                     crate::metrics::count(crate::metrics::Metric::DeadRequests, 1, None);
                     LeaseOutcome::Dead
                 }
+                Expiry::AlreadyDead => LeaseOutcome::AlreadyDead,
                 Expiry::Ignored => LeaseOutcome::Ignored,
             })
         })
@@ -89,17 +93,23 @@ impl MessageHandler for Dispatcher {
 }
 
 impl Dispatcher {
-    /// Ends one lease of a message; a dead request's lease goes to the dead-letter queue.
+    /// Ends one lease of a message; the lease a request died of goes to the dead-letter queue,
+    /// at least once: if sending it fails, the message fails, and its next delivery finds the
+    /// request dead of this lease and sends it again.
     async fn end_lease(&self, lease: &LeaseRef) -> anyhow::Result<()> {
         let request_id = &lease.request_id;
         match self.lease_expired(request_id, &lease.lease_id).await? {
-            LeaseOutcome::Requeued => tracing::info!(%request_id, "lease ended; request re-queued"),
-            LeaseOutcome::Dead => {
-                tracing::warn!(%request_id, "request out of attempts; dead");
-                self.backend.queue.dead_letter(&QueueMessage::single(lease).body()).await?;
+            LeaseOutcome::Requeued => {
+                tracing::info!(%request_id, "lease ended; request re-queued");
+                return Ok(());
             }
-            LeaseOutcome::Ignored => {}
+            LeaseOutcome::Ignored => return Ok(()),
+            LeaseOutcome::Dead => tracing::warn!(%request_id, "request out of attempts; dead"),
+            LeaseOutcome::AlreadyDead => {
+                tracing::info!(%request_id, "request dead of this lease; dead letter again")
+            }
         }
+        self.backend.queue.dead_letter(&QueueMessage::single(lease).body()).await?;
         Ok(())
     }
 }

@@ -156,6 +156,7 @@ pub async fn settle(
                             metrics::count(Metric::DeadRequests, 1, None);
                             CertError::Dead
                         }
+                        Expiry::AlreadyDead => CertError::Dead,
                         Expiry::Requeued(_) => {
                             metrics::count(Metric::Requeued, 1, None);
                             CertError::LeaseEnded

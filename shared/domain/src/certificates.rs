@@ -83,6 +83,7 @@ pub struct CertRequest {
     /// How many times it was leased.
     #[serde(default)]
     pub attempts: u32,
+    /// The current lease; on a DEAD request, the lease whose end killed it.
     pub lease_id: Option<String>,
     /// When the current lease ends.
     pub leased_until: Option<EpochMillis>,
@@ -99,6 +100,10 @@ pub enum Expiry {
     Requeued(CertRequest),
     /// Out of attempts: DEAD, reported by its event.
     Dead(CertRequest, EventRecord),
+    /// This lease ended the request, which is DEAD already: nothing to write, but its dead
+    /// letter is sent (again: the one sent when it died may have been lost, and a request a late
+    /// result killed has none yet).
+    AlreadyDead,
     /// Nothing to do: a result came in time, or this lease was already handled.
     Ignored,
 }
@@ -236,18 +241,25 @@ impl CertRequest {
     /// Ends lease `lease_id` without a result: back to PENDING, or DEAD once the request has
     /// been leased `max_attempts` times. A lease that is not the current one is ignored.
     pub fn expire(&self, lease_id: &str, max_attempts: u32, now: EpochMillis) -> Expiry {
-        if self.state != RequestState::Leased || self.lease_id.as_deref() != Some(lease_id) {
+        if self.lease_id.as_deref() != Some(lease_id) {
             return Expiry::Ignored;
         }
+        match self.state {
+            RequestState::Leased => {}
+            RequestState::Dead => return Expiry::AlreadyDead,
+            _ => return Expiry::Ignored,
+        }
         let mut next = self.clone();
-        next.lease_id = None;
         next.leased_until = None;
         if next.attempts >= max_attempts.max(1) {
+            // A DEAD request keeps the lease that ended it, so that lease's time-out message,
+            // delivered again, sends a lost dead letter again ([`Expiry::AlreadyDead`]).
             next.state = RequestState::Dead;
             let event = result_event(&next, DEAD_ERROR_CODE, "server", now);
             Expiry::Dead(next, event)
         } else {
             next.state = RequestState::Pending;
+            next.lease_id = None;
             Expiry::Requeued(next)
         }
     }
@@ -656,7 +668,9 @@ mod tests {
         let Expiry::Dead(dead, event) = second.expire("L2", 2, T0) else { panic!("dead") };
         assert_eq!(dead.state, RequestState::Dead);
         assert_eq!(event.attributes["errorCode"], json!(DEAD_ERROR_CODE));
-        assert_eq!(dead.expire("L2", 2, T0), Expiry::Ignored, "handled once");
+        assert_eq!(dead.lease_id.as_deref(), Some("L2"), "the lease that killed it");
+        assert_eq!(dead.expire("L2", 2, T0), Expiry::AlreadyDead, "written once; its dead letter again");
+        assert_eq!(dead.expire("L1", 2, T0), Expiry::Ignored, "an earlier lease's time-out");
     }
 
     #[test]
@@ -729,6 +743,7 @@ mod tests {
                         let id = request.lease_id.clone().unwrap_or_default();
                         match request.expire(&id, max, now) {
                             Expiry::Requeued(next) | Expiry::Dead(next, _) => request = next,
+                            Expiry::AlreadyDead => prop_assert_eq!(request.state, RequestState::Dead),
                             Expiry::Ignored => {}
                         }
                     }
@@ -752,7 +767,8 @@ mod tests {
                 if matches!(before.state, RequestState::Done | RequestState::Failed | RequestState::Dead) {
                     prop_assert_eq!(&request, &before, "a final state is final");
                 }
-                prop_assert_eq!(request.lease_id.is_some(), request.state == RequestState::Leased);
+                let keeps_lease = matches!(request.state, RequestState::Leased | RequestState::Dead);
+                prop_assert_eq!(request.lease_id.is_some(), keeps_lease, "{:?}", request);
             }
         }
     }

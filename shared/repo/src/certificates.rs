@@ -479,7 +479,7 @@ impl<'a> Certificates<'a> {
         now: EpochMillis,
     ) -> Result<(), StoreError> {
         match expiry {
-            Expiry::Ignored => Ok(()),
+            Expiry::AlreadyDead | Expiry::Ignored => Ok(()),
             Expiry::Requeued(request) => {
                 self.store
                     .transact(vec![

@@ -14,12 +14,12 @@ use rp_shared::consumer::Dispatcher;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{CertRequest, RequestKind, RequestState};
 use rp_shared::domain::envelope::{self, Binding, LoginCertEnvelope};
-use rp_shared::domain::messages::QueueMessage;
+use rp_shared::domain::messages::{LeaseRef, QueueMessage};
 use rp_shared::domain::EpochMillis;
 use rp_shared::http::problem::codes;
 use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::Clock;
-use rp_shared::ports::Query;
+use rp_shared::ports::{Query, QueueError, ReceivedMessage};
 use rp_shared::repo::certificates::{enqueue_ops, Certificates, READY_APPS, READY_GRACE_SECS};
 use rp_shared::testing::http::serve;
 use rp_shared::testing::http::{TestClient, TestResponse};
@@ -788,6 +788,82 @@ pub async fn late_results_honour_the_configured_max_attempts(h: Harness) {
         h.poll().await.login_certs.iter().all(|r| r.request_id != id),
         "a dead request is not handed out"
     );
+    // The leases' time-out messages come after it died: the one of the lease it died of sends
+    // its dead letter, which the operators' alarm watches.
+    let dispatcher = Dispatcher::new(h.backend.clone()).with_max_attempts(2);
+    let mut timeouts = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while timeouts < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for the leases' time-outs");
+        for message in h.backend.queue.receive(10, Duration::from_secs(30)).await.unwrap() {
+            rp_shared::worker::MessageHandler::handle(&dispatcher, &message.body).await.unwrap();
+            timeouts += QueueMessage::parse(&message.body).unwrap().into_leases().len();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let dead = h.backend.queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.iter().filter(|m| m.body.contains(id.as_str())).count(), 1, "{dead:?}");
+}
+
+/// A dead-letter queue that loses the first dead letter sent to it.
+struct LosingFirstDeadLetter {
+    inner: Arc<dyn rp_shared::ports::Queue>,
+    lost: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl rp_shared::ports::Queue for LosingFirstDeadLetter {
+    async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
+        self.inner.send(body, delay).await
+    }
+    async fn receive(&self, max: usize, visibility: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.inner.receive(max, visibility).await
+    }
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        self.inner.ack(receipt).await
+    }
+    async fn dead_letter(&self, body: &str) -> Result<(), QueueError> {
+        if !self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(QueueError::Unavailable("the dead letter was lost".into()));
+        }
+        self.inner.dead_letter(body).await
+    }
+    async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.inner.dead_letters(max).await
+    }
+}
+
+/// A request dies, and sending its dead letter fails: the time-out message fails with it, and
+/// its next delivery sends the dead letter (the request is not killed twice).
+pub async fn a_lost_dead_letter_is_sent_when_the_time_out_comes_again(h: Harness) {
+    let app = AppId::parse("appId", &h.app().await).unwrap();
+    let request = CertRequest {
+        machine_user_name: Some("ida@example.com".into()),
+        device_id: Some("device-ida".into()),
+        ..CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000))
+    };
+    let id = request.request_id.clone();
+    queue(&h, &request).await;
+    assert!(h.poll().await.login_certs.iter().any(|r| r.request_id == id));
+    let lease = LeaseRef { request_id: id.clone(), lease_id: h.request(&id).await.lease_id.unwrap() };
+    let message = QueueMessage::single(&lease).body();
+    let losing = rp_shared::ports::Backend {
+        queue: Arc::new(LosingFirstDeadLetter { inner: h.backend.queue.clone(), lost: Default::default() }),
+        ..h.backend.clone()
+    };
+    let dispatcher = Dispatcher::new(losing).with_max_attempts(1);
+    let handle = |body| rp_shared::worker::MessageHandler::handle(&dispatcher, body);
+    assert!(handle(&message).await.is_err(), "the message fails with its dead letter");
+    assert_eq!(h.request(&id).await.state, RequestState::Dead);
+    let counts = Certificates::new(h.backend.store.as_ref()).queue_counts(&app, 10).await.unwrap();
+    assert_eq!(counts.dead, 1);
+    handle(&message).await.expect("delivered again");
+    let dead = h.backend.queue.dead_letters(10).await.unwrap();
+    let sent: Vec<_> = dead.iter().filter(|m| m.body.contains(id.as_str())).collect();
+    assert_eq!(sent.len(), 1, "{dead:?}");
+    assert_eq!(QueueMessage::parse(&sent[0].body).unwrap().into_leases(), [lease]);
+    let counts = Certificates::new(h.backend.store.as_ref()).queue_counts(&app, 10).await.unwrap();
+    assert_eq!(counts.dead, 1, "it died once");
 }
 
 /// Fair polling: app A floods the queue with 200 requests, then app B queues one. B's comes out

@@ -264,6 +264,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, leases_time_out_requeue_and_die);
         $crate::router_case!($make, a_poll_sends_one_time_out_message_per_time_out);
         $crate::router_case!($make, late_results_honour_the_configured_max_attempts);
+        $crate::router_case!($make, a_lost_dead_letter_is_sent_when_the_time_out_comes_again);
         $crate::router_case!($make, a_flood_from_one_app_does_not_delay_another);
         $crate::router_case!($make, an_app_at_its_cap_cannot_queue_more);
         $crate::router_case!($make, a_small_batch_skips_apps_drained_within_the_grace_period);
