@@ -115,14 +115,28 @@ impl Dispatcher {
 }
 
 /// Handles an SQS batch and reports the messages that failed, so only they are retried
-/// (`ReportBatchItemFailures`).
-pub async fn process_batch(handler: &dyn MessageHandler, event: SqsEvent) -> SqsBatchResponse {
+/// (`ReportBatchItemFailures`). With a `deadline` (the invocation's, less the time to answer), a
+/// message still running then is ended and the ones not started are not started: all of them
+/// are reported failed, and the answer goes out in time. Otherwise Lambda would end the
+/// invocation and SQS retry the whole batch, counting a receive against each message (five of
+/// them send it to the dead-letter queue) even where it was handled.
+pub async fn process_batch(
+    handler: &dyn MessageHandler,
+    event: SqsEvent,
+    deadline: Option<tokio::time::Instant>,
+) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     for record in event.records {
         let id = record.message_id.clone().unwrap_or_default();
-        let outcome = match record.body.as_deref() {
-            Some(body) => handler.handle(body).await,
-            None => Err(anyhow::anyhow!("the message has no body")),
+        let outcome = match (record.body.as_deref(), deadline) {
+            (None, _) => Err(anyhow::anyhow!("the message has no body")),
+            (Some(_), Some(deadline)) if tokio::time::Instant::now() >= deadline => {
+                Err(anyhow::anyhow!("not started: the invocation's deadline is near"))
+            }
+            (Some(body), None) => handler.handle(body).await,
+            (Some(body), Some(deadline)) => tokio::time::timeout_at(deadline, handler.handle(body))
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("ended at the invocation's deadline"))),
         };
         if let Err(e) = outcome {
             tracing::warn!(message_id = %id, error = %e, "message failed; SQS will retry it");
@@ -132,4 +146,55 @@ pub async fn process_batch(handler: &dyn MessageHandler, event: SqsEvent) -> Sqs
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lambda_events::event::sqs::SqsMessage;
+    use std::time::Duration;
+
+    /// Handles `ok` at once, fails `bad`, and never finishes `hang`.
+    struct Scripted;
+
+    #[async_trait]
+    impl MessageHandler for Scripted {
+        async fn handle(&self, body: &str) -> anyhow::Result<()> {
+            match body {
+                "ok" => Ok(()),
+                "hang" => std::future::pending().await,
+                other => Err(anyhow::anyhow!("{other}")),
+            }
+        }
+    }
+
+    fn batch(bodies: &[&str]) -> SqsEvent {
+        let mut event = SqsEvent::default();
+        for (i, body) in bodies.iter().enumerate() {
+            let mut record = SqsMessage::default();
+            record.message_id = Some(format!("m{i}"));
+            record.body = Some((*body).to_owned());
+            event.records.push(record);
+        }
+        event
+    }
+
+    fn failed(response: &SqsBatchResponse) -> Vec<&str> {
+        response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_reports_only_its_failed_messages() {
+        let response = process_batch(&Scripted, batch(&["ok", "bad", "ok"]), None).await;
+        assert_eq!(failed(&response), ["m1"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_is_answered_at_its_deadline_with_what_was_not_done() {
+        let started = tokio::time::Instant::now();
+        let deadline = started + Duration::from_secs(5);
+        let response = process_batch(&Scripted, batch(&["ok", "hang", "ok", "bad"]), Some(deadline)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(5), "answered at the deadline");
+        assert_eq!(failed(&response), ["m1", "m2", "m3"], "the one it ended and the ones it did not start");
+    }
 }

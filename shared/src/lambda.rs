@@ -60,15 +60,18 @@ pub async fn serve_stateless(router: fn(&()) -> Router<()>) -> Result<(), lambda
 }
 
 /// Consumes the certificate re-queue (an SQS event source with `ReportBatchItemFailures`): it
-/// ends leases in the store and dead-letters through SQS, and signs nothing.
+/// ends leases in the store and dead-letters through SQS, and signs nothing. Each batch is
+/// answered before its invocation's deadline ([`process_batch`]).
 pub async fn serve_queue_consumer() -> Result<(), lambda_runtime::Error> {
     let (config, backend) = cold_start(ClientSet::QUEUE).await?;
     let dispatcher = Arc::new(Dispatcher::new(backend).with_max_attempts(config.max_attempts));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let dispatcher = dispatcher.clone();
+        let left = http::time_left(event.context.deadline, std::time::SystemTime::now());
+        let deadline = tokio::time::Instant::now() + left;
         async move {
             Ok::<SqsBatchResponse, lambda_runtime::Error>(
-                process_batch(dispatcher.as_ref(), event.payload).await,
+                process_batch(dispatcher.as_ref(), event.payload, Some(deadline)).await,
             )
         }
     }))

@@ -123,7 +123,7 @@ async fn replay(backend: &Backend, function: &str, event: &str) -> (u16, String)
 /// it must be handled.
 async fn replay_sqs_sample(backend: &Backend) {
     let event: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
-    let response = process_batch(&Dispatcher::new(backend.clone()), event).await;
+    let response = process_batch(&Dispatcher::new(backend.clone()), event, None).await;
     assert_eq!(response.batch_item_failures.len(), 0, "cert-timeout-consumer: a message failed");
 }
 
@@ -179,13 +179,13 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
     garbage.body = Some("not json".into());
     event.records.push(garbage);
     let dispatcher = Dispatcher::new(backend.clone());
-    let response = process_batch(&dispatcher, event.clone()).await;
+    let response = process_batch(&dispatcher, event.clone(), None).await;
     let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
     assert_eq!(failed, ["garbage"], "only the bad message is retried");
     let (request, _) =
         Certificates::new(backend.store.as_ref()).request(TIMED_OUT_REQUEST).await.unwrap().unwrap();
     assert_eq!(request.state, RequestState::Pending, "the sample's lease ended: re-queued");
-    let again = process_batch(&dispatcher, event).await;
+    let again = process_batch(&dispatcher, event, None).await;
     assert_eq!(again.batch_item_failures.len(), 1, "redelivery is idempotent");
 }
 

@@ -5,7 +5,11 @@
 //! API Gateway would answer with an error that is not a problem document); so does a request
 //! whose invocation has less time left than the call's limits.
 //!
-//! In a process of its own (its own test binary): it sets the Lambda environment variables.
+//! The queue consumer, against the same store, answers its batch before its invocation's
+//! deadline, with every message it did not finish reported failed.
+//!
+//! In a process of its own (its own test binary): it sets the Lambda environment variables, one
+//! test at a time.
 
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,8 +18,12 @@ use std::time::Duration;
 
 mod runtime_api;
 
-#[tokio::test]
-async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_out() {
+/// Held by each test while it sets the environment and its function starts.
+static ENVIRONMENT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// An AWS endpoint on loopback that takes every connection and never answers; the count of
+/// connections made to it.
+async fn stalled_endpoint() -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let connections = Arc::new(AtomicUsize::new(0));
@@ -27,12 +35,23 @@ async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_
             open.push(stream);
         }
     });
+    (endpoint, connections)
+}
 
-    let own = [("AWS_LAMBDA_FUNCTION_NAME", "rp-app-jwks"), ("AWS_ENDPOINT_URL", &endpoint)];
+/// Lambda's environment for `function`, every AWS client pointed at `endpoint`.
+fn lambda_environment(function: &str, endpoint: &str) {
+    let own = [("AWS_LAMBDA_FUNCTION_NAME", function), ("AWS_ENDPOINT_URL", endpoint)];
     let lambda = runtime_api::LAMBDA_ENV.into_iter().filter(|(name, _)| *name != "AWS_ENDPOINT_URL");
     for (name, value) in lambda.chain(own) {
         std::env::set_var(name, value);
     }
+}
+
+#[tokio::test]
+async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_out() {
+    let _environment = ENVIRONMENT.lock().await;
+    let (endpoint, connections) = stalled_endpoint().await;
+    lambda_environment("rp-app-jwks", &endpoint);
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/rp-app-jwks.json");
     let sample = std::fs::read_to_string(sample).unwrap();
     // Handed out last first: "stalled" with the usual time, then "short" with 2 s to its deadline.
@@ -58,6 +77,43 @@ async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_
     let problem = unavailable(&mut answers, "short", short).await;
     assert!(problem["detail"].as_str().unwrap().contains("ran out of time"), "{problem}");
     assert!(started.elapsed() >= Duration::from_millis(1200), "it ran until shortly before the deadline");
+}
+
+#[tokio::test]
+async fn a_stalled_store_costs_the_queue_consumer_its_batch_not_its_invocation() {
+    let _environment = ENVIRONMENT.lock().await;
+    let (endpoint, _) = stalled_endpoint().await;
+    lambda_environment("cert-timeout-consumer", &endpoint);
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/cert-timeout-consumer.json");
+    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
+    let record = event["Records"][0].clone();
+    let ids = ["first", "second", "third"];
+    event["Records"] = ids
+        .iter()
+        .map(|id| {
+            Value::Object({
+                let mut record = record.as_object().unwrap().clone();
+                record.insert("messageId".into(), (*id).into());
+                record
+            })
+        })
+        .collect();
+    // Less time than one stalled call's limit (7 s), let alone three.
+    let time = Duration::from_secs(4);
+    assert!(time < rp_shared::adapters::aws::CALL_TIMEOUT);
+    let (address, mut answers) =
+        runtime_api::start_timed("cert-timeout-consumer", vec![("batch".into(), event.to_string(), time)])
+            .await;
+    runtime_api::serve_consumer(address);
+
+    let started = std::time::Instant::now();
+    let (answered, answer) =
+        tokio::time::timeout(time, answers.recv()).await.expect("the consumer answered in time").unwrap();
+    assert_eq!(answered, "batch");
+    let failed: Vec<_> = answer["batchItemFailures"].as_array().expect("a batch response").iter().collect();
+    let failed: Vec<_> = failed.iter().map(|f| f["itemIdentifier"].as_str().unwrap()).collect();
+    assert_eq!(failed, ids, "the message it ended and the two it did not start: {answer}");
+    assert!(started.elapsed() >= Duration::from_millis(3000), "it ran until shortly before the deadline");
 }
 
 /// The next answer, which must come within `time`, be to `id` and be a 503 problem of a service

@@ -113,3 +113,14 @@ pub fn serve_function(address: SocketAddr, router: fn(&AppState) -> Router<AppSt
         let _ = runtime.block_on(rp_shared::lambda::serve(router, clients));
     });
 }
+
+/// Runs the queue consumer's real front door (`lambda::serve_queue_consumer`) against the
+/// Runtime API at `address`, as [`serve_function`] runs an endpoint's.
+#[allow(dead_code)] // Only `lambda_stalled` runs the consumer.
+pub fn serve_consumer(address: SocketAddr) {
+    std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let _ = runtime.block_on(rp_shared::lambda::serve_queue_consumer());
+    });
+}
