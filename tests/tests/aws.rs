@@ -6,7 +6,7 @@ mod common;
 
 use rp_shared::adapters::aws::{DynamoStore, KmsKeys, SqsQueue};
 use rp_shared::backend::{self, Backend};
-use rp_shared::ports::{Condition, Increment, Item, ItemKey};
+use rp_shared::ports::{Condition, Increment, Item, ItemKey, WriteOp};
 use rp_shared::ports::{ItemStore, KeyService, ManualClock, Queue, SystemClock};
 use rp_shared::testing::aws::{
     clients, dynamo_losing_first_reply, fresh_config, fresh_key, fresh_queue_with, fresh_table,
@@ -54,7 +54,8 @@ router_tests!(backend);
 
 /// A write DynamoDB applied but whose reply was lost is sent again by the SDK; it is reported
 /// as done (not as a conflict) and applied once: a create, a put at a version, an update of an
-/// existing item and a counter, each through a proxy that loses its first reply.
+/// existing item, a counter, a delete at a version and a transaction, each through a proxy that
+/// loses its first reply.
 #[tokio::test]
 async fn a_write_whose_reply_is_lost_is_done_once() {
     let Some(clients) = clients().await else { return };
@@ -68,13 +69,20 @@ async fn a_write_whose_reply_is_lost_is_done_once() {
         |sk: &str, n: i64| Item::new(ItemKey::new("LOST", sk), &serde_json::json!({ "n": n })).unwrap();
     let at_version = direct.put(item("version", 1), Condition::Absent).await.unwrap();
     let existing = direct.put(item("exists", 1), Condition::Absent).await.unwrap();
+    let doomed = direct.put(item("doomed", 1), Condition::Absent).await.unwrap();
     let counter = Increment { key: ItemKey::new("LOST", "counter"), by: 1, limit: Some(5), expires_at: None };
+    let pair = vec![
+        WriteOp::Put { item: item("pair-a", 1), condition: Condition::Absent },
+        WriteOp::Put { item: item("pair-b", 1), condition: Condition::Absent },
+    ];
 
-    let (create, versioned, updated, counted) = tokio::join!(
+    let (create, versioned, updated, counted, deleted, transacted) = tokio::join!(
         async { lossy().await.put(item("create", 1), Condition::Absent).await },
         async { lossy().await.put(item("version", 2), Condition::Version(at_version.version)).await },
         async { lossy().await.put(item("exists", 2), Condition::Exists).await },
         async { lossy().await.increment(counter.clone()).await },
+        async { lossy().await.delete(&doomed.key, Condition::Version(doomed.version)).await },
+        async { lossy().await.transact(pair).await },
     );
 
     let create = create.expect("a create whose reply was lost is done, not a conflict");
@@ -90,4 +98,8 @@ async fn a_write_whose_reply_is_lost_is_done_once() {
     assert_eq!(stored.version, existing.version + 1, "applied once");
     assert_eq!(counted.expect("a counter whose reply was lost is raised"), 1, "raised once");
     assert_eq!(direct.increment(Increment { by: 0, ..counter }).await.unwrap(), 1, "raised once");
+    deleted.expect("a delete at a version whose reply was lost is done, not a conflict");
+    assert!(direct.get(&doomed.key).await.unwrap().is_none());
+    transacted.expect("a transaction whose reply was lost is done, not a conflict");
+    assert!(direct.get(&ItemKey::new("LOST", "pair-b")).await.unwrap().is_some());
 }

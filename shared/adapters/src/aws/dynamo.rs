@@ -457,6 +457,13 @@ impl Write {
                     },
                 }
             }
+            // A delete leaves no token to know it by: a conditioned one goes as a transaction of
+            // one, whose idempotency token makes a resend after a lost reply succeed, where a
+            // resent `DeleteItem` would fail its condition on the item it deleted.
+            delete @ Write::Delete { expr: Expr { condition: Some(_), .. }, .. } => {
+                let Some(item) = delete.transact_item(table)? else { return Ok(None) };
+                transact_items(client, vec![item]).await.map(|_| None)
+            }
             Write::Delete { key, expr } => {
                 let call = client.delete_item().table_name(table).set_key(Some(key)).conditioned(expr);
                 resend_while_contended(|| call.clone().send(), in_transaction).await.map_err(classify)?;
@@ -1098,14 +1105,45 @@ mod tests {
         };
         let in_transaction = refused("TransactionConflictException");
         let (dynamo, calls) = store(vec![in_transaction.clone(), in_transaction, (200, "{}".into())]);
-        dynamo.delete(&ItemKey::new("P", "a"), Condition::Exists).await.unwrap();
+        dynamo.delete(&ItemKey::new("P", "a"), Condition::Any).await.unwrap();
         assert_eq!(calls.lock().unwrap().len(), 3);
         let (dynamo, calls) = store(vec![refused("ConditionalCheckFailedException")]);
-        assert!(matches!(
-            dynamo.delete(&ItemKey::new("P", "a"), Condition::Exists).await,
-            Err(StoreError::Conflict)
-        ));
+        let item = Item::new(ItemKey::new("P", "a"), &serde_json::json!({})).unwrap();
+        assert!(matches!(dynamo.put(item, Condition::Version(3)).await, Err(StoreError::Conflict)));
         assert_eq!(calls.lock().unwrap().len(), 1);
+    }
+
+    /// A delete with a condition goes as a transaction of one, under an idempotency token (a
+    /// resend after a lost reply is answered as the first call was); its failed condition is a
+    /// conflict. A delete without one is a plain `DeleteItem`.
+    #[tokio::test]
+    async fn a_conditioned_delete_goes_as_a_transaction_of_one() {
+        let store = |answers| {
+            let (client, calls) = answering(answers);
+            (DynamoStore::new(client, "t", Arc::new(rp_ports::SystemClock)), calls)
+        };
+        let key = ItemKey::new("P", "a");
+        let (dynamo, calls) = store(vec![(200, "{}".into())]);
+        dynamo.delete(&key, Condition::Version(3)).await.unwrap();
+        dynamo.delete(&key, Condition::Any).await.unwrap();
+        let bodies: Vec<Value> =
+            calls.lock().unwrap().iter().map(|b| serde_json::from_str(b).unwrap()).collect();
+        let [conditioned, plain] = bodies.as_slice() else { panic!("two calls: {bodies:?}") };
+        let delete = &conditioned["TransactItems"][0]["Delete"];
+        assert!(
+            delete["ConditionExpression"].as_str().unwrap().starts_with("#v = :expected"),
+            "{conditioned}"
+        );
+        assert!(conditioned["ClientRequestToken"].as_str().is_some_and(|t| !t.is_empty()), "{conditioned}");
+        assert!(
+            plain.get("TransactItems").is_none() && plain.get("ConditionExpression").is_none(),
+            "{plain}"
+        );
+
+        let failed = serde_json::json!({"__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Message": "Transaction cancelled", "CancellationReasons": [{"Code": "ConditionalCheckFailed"}]});
+        let (dynamo, _) = store(vec![(400, failed.to_string())]);
+        assert!(matches!(dynamo.delete(&key, Condition::Exists).await, Err(StoreError::Conflict)));
     }
 
     #[test]
