@@ -128,15 +128,9 @@ pub async fn process_batch(
     let mut response = SqsBatchResponse::default();
     for record in event.records {
         let id = record.message_id.clone().unwrap_or_default();
-        let outcome = match (record.body.as_deref(), deadline) {
-            (None, _) => Err(anyhow::anyhow!("the message has no body")),
-            (Some(_), Some(deadline)) if tokio::time::Instant::now() >= deadline => {
-                Err(anyhow::anyhow!("not started: the invocation's deadline is near"))
-            }
-            (Some(body), None) => handler.handle(body).await,
-            (Some(body), Some(deadline)) => tokio::time::timeout_at(deadline, handler.handle(body))
-                .await
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("ended at the invocation's deadline"))),
+        let outcome = match record.body.as_deref() {
+            Some(body) => before(deadline, handler.handle(body)).await,
+            None => Err(anyhow::anyhow!("the message has no body")),
         };
         if let Err(e) = outcome {
             tracing::warn!(message_id = %id, error = %e, "message failed; SQS will retry it");
@@ -146,6 +140,20 @@ pub async fn process_batch(
         }
     }
     response
+}
+
+/// Runs `handling` (not yet started) to its end, or with a `deadline` until then: not started
+/// once it has passed, ended when it comes.
+async fn before(
+    deadline: Option<tokio::time::Instant>,
+    handling: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let Some(deadline) = deadline else { return handling.await };
+    if tokio::time::Instant::now() >= deadline {
+        anyhow::bail!("not started: the invocation's deadline is near");
+    }
+    let ended = |_| Err(anyhow::anyhow!("ended at the invocation's deadline"));
+    tokio::time::timeout_at(deadline, handling).await.unwrap_or_else(ended)
 }
 
 #[cfg(test)]
