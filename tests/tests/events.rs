@@ -269,6 +269,65 @@ async fn every_samples_calls_are_allowed_by_its_functions_role() {
     assert!(refused.is_empty(), "calls the function's role does not allow:\n{}", refused.join("\n"));
 }
 
+/// What the time-out consumer asks of AWS, its role in the template allows: ending a lease that
+/// re-queues its request, one that kills it (with the dead letter), and the same again (the
+/// dead letter once more). Its role is written by hand, not from the endpoint table.
+#[tokio::test]
+async fn the_consumers_calls_are_allowed_by_its_role() {
+    const CONSUMER: &str = "cert-timeout-consumer";
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = backend::embedded(dir.path()).unwrap();
+    samples::seed(&embedded).await.expect("seed-samples");
+    let needed = std::sync::Arc::new(iam::Needed::default());
+    let backend = iam::noting(&embedded, &needed);
+    let app = AppId::parse("appId", "workstationDemo").unwrap();
+    let now = EpochMillis::from_datetime(time::OffsetDateTime::now_utc());
+    let last = samples::leased("last-attempt", RequestKind::LoginCert, app, now, now);
+    embedded.store.put(request_item(&last).unwrap(), Condition::Absent).await.unwrap();
+    let last = LeaseRef { request_id: last.request_id, lease_id: samples::LEASE.into() };
+    let sample: SqsEvent = serde_json::from_str(&read("events/cert-timeout-consumer.json")).unwrap();
+    let requeue = Dispatcher::new(backend.clone());
+    let kill = Dispatcher::new(backend.clone()).with_max_attempts(1);
+    iam::as_function(CONSUMER, async {
+        assert!(process_batch(&requeue, sample, None).await.batch_item_failures.is_empty());
+        for _ in 0..2 {
+            kill.handle(&QueueMessage::single(&last).body()).await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(embedded.queue.dead_letters(10).await.unwrap().len(), 2, "it died, and was told again");
+
+    let template = read("infra/template.yaml");
+    let start = template.find(&format!("Binary: {CONSUMER}\n")).unwrap();
+    let function = &template[start..start + template[start..].find("\n\n").unwrap()];
+    let mut granted = std::collections::BTreeSet::new();
+    for statement in function.split("- Effect: Allow").skip(1) {
+        let resource = statement.lines().find_map(|l| l.trim().strip_prefix("Resource: ")).unwrap();
+        let actions = statement.lines().filter_map(|l| l.trim().strip_prefix("- "));
+        granted.extend(actions.map(|action| format!("{action} on {resource}")));
+    }
+    let noted = needed.take_of(CONSUMER);
+    assert!(noted.contains("sqs:SendMessage to the dead-letter queue"), "{noted:?}");
+    let refused: Vec<_> = noted
+        .into_iter()
+        .map(|action| match action {
+            "sqs:SendMessage to the dead-letter queue" => {
+                "sqs:SendMessage on !GetAtt CertTimeoutDeadLetterQueue.Arn".to_owned()
+            }
+            "sqs:SendMessage" => "sqs:SendMessage on !GetAtt CertTimeoutQueue.Arn".to_owned(),
+            action if action.starts_with("dynamodb:") && !action.contains(' ') => {
+                format!("{action} on !GetAtt Table.Arn")
+            }
+            other => other.to_owned(),
+        })
+        .filter(|needs| !granted.contains(needs))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "calls the consumer's role does not allow: {refused:?} (it allows {granted:?})"
+    );
+}
+
 /// A store whose reads of one item fail while `broken` is set.
 struct OneItemUnreadable {
     inner: std::sync::Arc<dyn ItemStore>,

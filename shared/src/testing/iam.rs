@@ -6,7 +6,7 @@
 //! request named, and [`Needed::refused`] lists what the endpoint table does not grant.
 //!
 //! Calls made outside a request (a test's own setup, a use case a test calls directly, a
-//! sandbox thread signing) are not noted.
+//! sandbox thread signing) are not noted, unless they run [`as_function`] (the queue consumer).
 //!
 //! [`TestClient`]: super::http::TestClient
 
@@ -33,6 +33,11 @@ pub async fn within<F: std::future::Future>(path: &str, request: F) -> F::Output
         Some(function) => FUNCTION.scope(function, request).await,
         None => request.await,
     }
+}
+
+/// Runs `calls` as calls of `function`, one no route leads to (the queue consumer).
+pub async fn as_function<F: std::future::Future>(function: &'static str, calls: F) -> F::Output {
+    FUNCTION.scope(function, calls).await
 }
 
 /// The function API Gateway routes `path` to: the endpoint whose path (or one of its pages'
@@ -97,6 +102,14 @@ impl Needed {
     /// What was noted, since the last call.
     fn take(&self) -> BTreeSet<(&'static str, &'static str)> {
         std::mem::take(&mut self.0.lock().expect("never poisoned"))
+    }
+
+    /// The actions noted for `function` since the last take of them; the others stay.
+    pub fn take_of(&self, function: &str) -> BTreeSet<&'static str> {
+        let mut noted = self.0.lock().expect("never poisoned");
+        let (of, others) = std::mem::take(&mut *noted).into_iter().partition(|(f, _)| *f == function);
+        *noted = others;
+        of.into_iter().map(|(_, action): (&str, _)| action).collect()
     }
 
     /// Each noted call its function's role does not allow, as `function: action`.
