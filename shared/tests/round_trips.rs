@@ -126,6 +126,30 @@ async fn a_users_device_tokens_are_read_at_once() {
     assert_eq!(tally.waves, 2, "{tally}");
 }
 
+/// A device recorded before its token's end was kept learns it from its token, which the list
+/// reads anyway: each token is read once, all at once, legacy records or not.
+#[tokio::test]
+async fn a_users_device_tokens_are_read_once_when_a_record_is_legacy() {
+    use rp_shared::ports::{Condition, Query, SortKey};
+    let (_dir, backend) = seeded().await;
+    let query =
+        Query::table("USER#workstationDemo#alice@example.com").sort(SortKey::BeginsWith("DEVICE#".into()));
+    let devices = backend.store.query(query).await.unwrap().items;
+    let count = devices.len();
+    assert!(count > 1, "the sample user has several devices");
+    for mut device in devices {
+        // As a release from before wrote it.
+        assert!(device.attrs.remove("tokenEndsAt").is_some(), "{:?}", device.attrs);
+        let version = device.version;
+        backend.store.put(device, Condition::Version(version)).await.unwrap();
+    }
+    let (status, tally) = calls_on(&backend, sample("cc-app-user-devices"), 1).await.remove(0);
+    assert_eq!(status, 200);
+    let tokens = tally.waves_of("store.get DEVTOKEN");
+    assert_eq!(tokens, vec![2; count], "each device's token once, at once: {tally}");
+    assert_eq!(tally.waves, 2, "{tally}");
+}
+
 #[tokio::test]
 async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
     for (stem, read) in [

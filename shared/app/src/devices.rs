@@ -250,10 +250,7 @@ pub async fn devices_of_user(
     app: &AppId,
     named_user: &str,
 ) -> Result<Vec<(DeviceRecord, Option<DeviceTokenRecord>)>, StoreError> {
-    let repo = Devices::new(state.store());
-    let devices = repo.devices_of(app, named_user).await?;
-    let tokens = repo.tokens_of(&devices).await?;
-    Ok(devices.into_iter().zip(tokens).collect())
+    Devices::new(state.store()).devices_and_tokens_of(app, named_user).await
 }
 
 /// A device as read (with its version), for a use case to start from.

@@ -41,6 +41,14 @@ fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
 }
 
 /// Where a device's record is filed: under its user.
+/// When `device`'s token stops working, if its record was written before that was kept: from
+/// `token`, and a token that is gone ended.
+fn learn_token_end(device: &mut DeviceRecord, token: Option<&DeviceTokenRecord>) {
+    if device.token_ends_at.is_none() {
+        device.token_ends_at = Some(token.map_or(EpochMillis(0), DeviceTokenRecord::expiry));
+    }
+}
+
 fn device_key(app: &AppId, named_user: &str, device_id: &str) -> ItemKey {
     ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"))
 }
@@ -181,27 +189,42 @@ impl<'a> Devices<'a> {
         }
     }
 
-    /// The user's devices, most recently registered last.
+    /// The user's devices, most recently registered last. A device recorded before its token's
+    /// end was kept learns it from its token (read at once); records that keep it, every one
+    /// written since, cost no read.
     pub async fn devices_of(&self, app: &AppId, named_user: &str) -> Result<Vec<DeviceRecord>, StoreError> {
+        let mut devices = self.recorded_devices(app, named_user).await?;
+        let legacy: Vec<usize> = (0..devices.len()).filter(|&i| devices[i].token_ends_at.is_none()).collect();
+        let tokens = self.tokens_of(legacy.iter().map(|&i| &devices[i])).await?;
+        for (&i, token) in legacy.iter().zip(tokens) {
+            learn_token_end(&mut devices[i], token.as_ref());
+        }
+        Ok(devices)
+    }
+
+    /// [`Self::devices_of`], each device with its token if it has one: the tokens are read
+    /// once, and a legacy record learns its token's end from them.
+    pub async fn devices_and_tokens_of(
+        &self,
+        app: &AppId,
+        named_user: &str,
+    ) -> Result<Vec<(DeviceRecord, Option<DeviceTokenRecord>)>, StoreError> {
+        let mut devices = self.recorded_devices(app, named_user).await?;
+        let tokens = self.tokens_of(&devices).await?;
+        for (device, token) in devices.iter_mut().zip(&tokens) {
+            learn_token_end(device, token.as_ref());
+        }
+        Ok(devices.into_iter().zip(tokens).collect())
+    }
+
+    /// The user's device records as stored, most recently registered last.
+    async fn recorded_devices(&self, app: &AppId, named_user: &str) -> Result<Vec<DeviceRecord>, StoreError> {
         let query =
             Query::table(user_pk(app, named_user)).sort(SortKey::BeginsWith("DEVICE#".into())).limit(100);
         let items = super::query_all(self.store, query).await?;
         let mut devices: Vec<DeviceRecord> = items.iter().map(Item::data).collect::<Result<_, _>>()?;
         devices.sort_by_key(|d| d.registered_at);
-        self.learn_token_ends(&mut devices).await?;
         Ok(devices)
-    }
-
-    /// Fills in when its token stops working for each device recorded before that was kept,
-    /// from the token itself (read at once): a token that is gone ended. Records that keep it,
-    /// every one written since, cost no read.
-    async fn learn_token_ends(&self, devices: &mut [DeviceRecord]) -> Result<(), StoreError> {
-        let legacy: Vec<usize> = (0..devices.len()).filter(|&i| devices[i].token_ends_at.is_none()).collect();
-        let tokens = self.tokens_of(legacy.iter().map(|&i| &devices[i])).await?;
-        for (&i, token) in legacy.iter().zip(tokens) {
-            devices[i].token_ends_at = Some(token.map_or(EpochMillis(0), |t| t.expiry()));
-        }
-        Ok(())
     }
 
     pub async fn device(
@@ -610,5 +633,9 @@ mod tests {
         let ends: Vec<_> = listed.iter().map(|d| (d.device_id.as_str(), d.token_ends_at)).collect();
         assert_eq!(ends, [("kept", Some(now.plus_secs(60))), ("ended", Some(EpochMillis(0)))]);
         assert!(listed[0].can_answer(now) && !listed[1].can_answer(now));
+        let with_tokens = devices.devices_and_tokens_of(&app, "lea").await.unwrap();
+        let (records, tokens): (Vec<_>, Vec<_>) = with_tokens.into_iter().unzip();
+        assert_eq!(records, listed, "the same records, learnt from the tokens it returns");
+        assert_eq!(tokens, [Some(token), None]);
     }
 }
