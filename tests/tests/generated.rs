@@ -10,7 +10,7 @@
 //! The routes' methods come from the OpenAPI document, which documents each operation of each
 //! endpoint's router.
 
-use rp_shared::http::{self, Endpoint, ENDPOINTS};
+use rp_shared::http::{Endpoint, ENDPOINTS};
 use rp_shared::ports::iam::{sns::CREATE_PLATFORM_ENDPOINT, sqs::SEND_MESSAGE};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -44,30 +44,10 @@ fn assert_all_current(stale: Vec<String>) {
     );
 }
 
-/// The methods of endpoint `e`: those the OpenAPI document lists for its path, in the order GET,
-/// POST, PUT, PATCH, DELETE, or its pages' (the console's).
-fn methods(e: &Endpoint) -> Vec<&'static str> {
-    if let Some(pages) = e.pages {
-        return pages.methods.to_vec();
-    }
-    let document: serde_json::Value = serde_json::from_str(http::openapi::json()).unwrap();
-    let path = e.path;
-    let operations = document["paths"][path].as_object().unwrap_or_else(|| panic!("{path} is documented"));
-    ["GET", "POST", "PUT", "PATCH", "DELETE"]
-        .into_iter()
-        .filter(|m| operations.contains_key(&m.to_ascii_lowercase()))
-        .collect()
-}
-
-/// Every path that reaches endpoint `e`: its own, and its pages' further ones.
-fn paths(e: &Endpoint) -> Vec<&'static str> {
-    std::iter::once(e.path).chain(e.pages.iter().flat_map(|p| p.also.iter().copied())).collect()
-}
-
 /// `GET, POST /cc/api/apps`: the methods in alphabetical order, then the paths.
 fn routes(e: &Endpoint) -> String {
-    let sorted: BTreeSet<_> = methods(e).into_iter().collect();
-    format!("{} {}", sorted.into_iter().collect::<Vec<_>>().join(", "), paths(e).join(", "))
+    let sorted: BTreeSet<_> = e.methods().into_iter().collect();
+    format!("{} {}", sorted.into_iter().collect::<Vec<_>>().join(", "), e.paths().join(", "))
 }
 
 /// `rp-enroll-complete` → `RpEnrollComplete`.
@@ -148,10 +128,14 @@ fn the_function_crates_are_what_the_table_writes() {
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
+    let others = ["cert-timeout-consumer", "no-route"];
     let mut expected: Vec<String> =
-        ENDPOINTS.iter().map(|e| e.name.to_owned()).chain(["cert-timeout-consumer".to_owned()]).collect();
+        ENDPOINTS.iter().map(|e| e.name).chain(others).map(str::to_owned).collect();
     expected.sort();
-    assert_eq!(names, expected, "one function per endpoint, plus the queue consumer");
+    assert_eq!(
+        names, expected,
+        "one function per endpoint, plus the queue consumer and the $default route's"
+    );
     assert_all_current(stale);
 }
 
@@ -222,8 +206,8 @@ fn function(e: &Endpoint) -> String {
     }
     out.push_str(&policies(e));
     out.push_str("      Events:\n");
-    for (n, path) in paths(e).into_iter().enumerate() {
-        for method in methods(e) {
+    for (n, path) in e.paths().into_iter().enumerate() {
+        for method in e.methods() {
             // `Get`, then `GetProxy` for the pages' greedy path.
             let suffix = if n == 0 { "" } else { "Proxy" };
             let event = method[..1].to_owned() + &method[1..].to_ascii_lowercase() + suffix;
@@ -297,11 +281,12 @@ fn the_watch_router_routes_what_the_table_declares() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let mut routes = String::new();
     for e in ENDPOINTS {
-        let targets: Vec<String> = methods(e)
+        let targets: Vec<String> = e
+            .methods()
             .into_iter()
             .map(|method| format!("{{ method = \"{method}\", function = \"{}\" }}", e.name))
             .collect();
-        for path in paths(e) {
+        for path in e.paths() {
             writeln!(routes, "\"{path}\" = [{}]", targets.join(", ")).unwrap();
         }
     }

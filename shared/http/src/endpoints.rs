@@ -84,6 +84,74 @@ impl Endpoint {
         let keys = !self.grants.envelope.is_empty();
         Services { queue: self.grants.queue, keys, push: !self.grants.push.is_empty() }
     }
+
+    /// Every path API Gateway routes to it: its own, and its pages' further ones.
+    pub fn paths(&self) -> Vec<&'static str> {
+        std::iter::once(self.path).chain(self.pages.iter().flat_map(|p| p.also.iter().copied())).collect()
+    }
+
+    /// The methods it answers, in `GET, POST, PUT, PATCH, DELETE` order: its pages', or the
+    /// operations the OpenAPI document lists at its path.
+    pub fn methods(&self) -> Vec<&'static str> {
+        if let Some(pages) = self.pages {
+            return pages.methods.to_vec();
+        }
+        static DOCUMENT: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+        let document = DOCUMENT
+            .get_or_init(|| serde_json::from_str(crate::openapi::json()).expect("the document is JSON"));
+        let operations = document["paths"][self.path].as_object();
+        let operations = operations.unwrap_or_else(|| panic!("{} is documented", self.path));
+        ["GET", "POST", "PUT", "PATCH", "DELETE"]
+            .into_iter()
+            .filter(|m| operations.contains_key(&m.to_ascii_lowercase()))
+            .collect()
+    }
+}
+
+/// The endpoint API Gateway routes `path` to among those whose paths match it: the one that
+/// matches by the most literal segments (a literal segment wins over a parameter), with the
+/// path of it that matched.
+pub fn route_of(path: &str) -> Option<(&'static Endpoint, &'static str)> {
+    let segments: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
+    let mut best: Option<(usize, &'static Endpoint, &'static str)> = None;
+    for endpoint in ENDPOINTS {
+        for template in endpoint.paths() {
+            if let Some(literals) = matches(template, &segments) {
+                if best.is_none_or(|(most, ..)| literals > most) {
+                    best = Some((literals, endpoint, template));
+                }
+            }
+        }
+    }
+    best.map(|(_, endpoint, template)| (endpoint, template))
+}
+
+/// How many literal segments route `template` matched `segments` by, if it matches them.
+fn matches(template: &str, segments: &[&str]) -> Option<usize> {
+    let parts: Vec<&str> = template.split('/').collect();
+    match parts.split_last() {
+        // `{name+}`: every remaining segment, one at least.
+        Some((last, fixed)) if last.ends_with("+}") => {
+            (segments.len() > fixed.len()).then(|| literal_matches(fixed, &segments[..fixed.len()])).flatten()
+        }
+        _ => (parts.len() == segments.len()).then(|| literal_matches(&parts, segments)).flatten(),
+    }
+}
+
+fn literal_matches(parts: &[&str], segments: &[&str]) -> Option<usize> {
+    let mut literals = 0;
+    for (part, segment) in parts.iter().zip(segments) {
+        if part.starts_with('{') {
+            if segment.is_empty() {
+                return None;
+            }
+        } else if part == segment {
+            literals += 1;
+        } else {
+            return None;
+        }
+    }
+    Some(literals)
 }
 
 macro_rules! endpoint {

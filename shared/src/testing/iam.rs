@@ -40,50 +40,9 @@ pub async fn as_function<F: std::future::Future>(function: &'static str, calls: 
     FUNCTION.scope(function, calls).await
 }
 
-/// The function API Gateway routes `path` to: the endpoint whose path (or one of its pages'
-/// paths) matches it, a literal segment before a parameter, as the gateway chooses.
+/// The function API Gateway routes `path` to ([`crate::http::route_of`]).
 pub fn function_of(path: &str) -> Option<&'static str> {
-    let segments: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
-    let mut best: Option<(usize, &'static str)> = None;
-    for endpoint in ENDPOINTS {
-        let pages = endpoint.pages.map(|pages| pages.also).unwrap_or_default();
-        for template in std::iter::once(&endpoint.path).chain(pages) {
-            if let Some(literals) = matches(template, &segments) {
-                if best.is_none_or(|(most, _)| literals > most) {
-                    best = Some((literals, endpoint.name));
-                }
-            }
-        }
-    }
-    best.map(|(_, name)| name)
-}
-
-/// How many literal segments `template` matched `segments` by, if it matches.
-fn matches(template: &str, segments: &[&str]) -> Option<usize> {
-    let parts: Vec<&str> = template.split('/').collect();
-    match parts.split_last() {
-        // `{name+}`: every remaining segment, one at least.
-        Some((last, fixed)) if last.ends_with("+}") => {
-            (segments.len() > fixed.len()).then(|| literal_matches(fixed, &segments[..fixed.len()])).flatten()
-        }
-        _ => (parts.len() == segments.len()).then(|| literal_matches(&parts, segments)).flatten(),
-    }
-}
-
-fn literal_matches(parts: &[&str], segments: &[&str]) -> Option<usize> {
-    let mut literals = 0;
-    for (part, segment) in parts.iter().zip(segments) {
-        if part.starts_with('{') {
-            if segment.is_empty() {
-                return None;
-            }
-        } else if part == segment {
-            literals += 1;
-        } else {
-            return None;
-        }
-    }
-    Some(literals)
+    crate::http::route_of(path).map(|(endpoint, _)| endpoint.name)
 }
 
 /// A query of the table's indexes: an action on a resource of its own.
