@@ -199,7 +199,8 @@ fn routers_functions_events_and_template_agree() {
     // The template grants each function KMS and SQS exactly when its endpoint calls them, the
     // services its `main` builds clients for.
     let services = http::ENDPOINTS.iter().map(|e| (e.name, e.services()));
-    for (name, services) in services.chain([("cert-timeout-consumer", Services::QUEUE)]) {
+    let others = [("cert-timeout-consumer", Services::QUEUE), ("no-route", Services::STORE)];
+    for (name, services) in services.chain(others) {
         let start = template.find(&format!("Binary: {name}\n")).unwrap_or_else(|| panic!("{name} is built"));
         let function = &template[start..start + template[start..].find("\n\n").unwrap()];
         assert_eq!(
@@ -218,7 +219,7 @@ fn routers_functions_events_and_template_agree() {
             "the template grants {name} SNS iff it wakes devices"
         );
     }
-    for name in endpoints.iter().copied().chain(["cert-timeout-consumer"]) {
+    for name in endpoints.iter().copied().chain(others.map(|(name, _)| name)) {
         let main: String = read(&format!("functions/{name}/src/main.rs")).split_whitespace().collect();
         assert!(
             main.contains("#[tokio::main(flavor=\"current_thread\")]"),
@@ -228,10 +229,14 @@ fn routers_functions_events_and_template_agree() {
         assert!(root().join(format!("events/{name}.json")).exists(), "events/{name}.json exists");
     }
     let functions = std::fs::read_dir(root().join("functions")).unwrap().count();
-    assert_eq!(functions, endpoints.len() + 1, "one function per endpoint, plus the consumer");
+    assert_eq!(functions, endpoints.len() + 2, "one function per endpoint, the consumer and no-route");
     assert_eq!(REPLAY.len(), endpoints.len(), "every endpoint has a replayed event");
     let files = std::fs::read_dir(root().join("events")).unwrap().count();
-    assert_eq!(files, all_samples().len() + 1, "every event file is replayed (and the SQS one)");
+    assert_eq!(
+        files,
+        all_samples().len() + 2,
+        "every event file is replayed (and the SQS and no-route ones)"
+    );
     for (file, name, _) in all_samples() {
         let event: serde_json::Value = serde_json::from_str(&read(&format!("events/{file}.json"))).unwrap();
         let route = event["routeKey"].as_str().unwrap();
@@ -462,4 +467,49 @@ async fn the_console_signs_in_and_acts_through_its_function() {
     }
     assert_eq!(client.event(&sign_in(&admin, "203.0.113.9")).await.status, 429, "that address waits");
     assert_eq!(client.event(&sign_in(&admin, "198.51.100.7")).await.status, 303, "another does not");
+}
+
+/// What the `no-route` function answers (on AWS, every request API Gateway's routes leave to
+/// `$default`) is what the local server's one router answers the same request with: the same
+/// status, problem and `Allow`. HEAD, which no route takes on AWS, is refused locally too.
+#[tokio::test]
+async fn requests_no_route_takes_are_answered_as_the_local_server_answers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = backend::embedded(dir.path()).unwrap();
+    let local = TestClient::new(http::app(AppState::new(backend, HttpConfig::default())));
+    let fallback = TestClient::new(http::stateless(http::no_route::router, &HttpConfig::default()));
+    let requests = [
+        ("PUT", "/cc/api/apps"),
+        ("DELETE", "/health"),
+        ("HEAD", "/health"),
+        ("HEAD", "/rp/api/certificate/requests"),
+        ("PATCH", "/rp/api/apps/workstationDemo/jwks.json"),
+        ("POST", "/problems/route-not-found"),
+        ("DELETE", "/console/apps/workstationDemo"),
+        ("GET", "/nowhere"),
+        ("GET", "/"),
+        ("POST", "/cc/api/apps/workstationDemo/nowhere"),
+    ];
+    for (method, path) in requests {
+        let answers =
+            [local.send(method, path, None, None).await, fallback.send(method, path, None, None).await];
+        let [local, fallback] = answers.map(|r| {
+            let allow = r.headers.get("allow").map(|v| v.to_str().unwrap().replace(' ', ""));
+            let problem = (method != "HEAD").then(|| r.json());
+            // The detail but its exception id, which each answer has its own of.
+            let detail = |p: &serde_json::Value| {
+                p["detail"].as_str().unwrap().split(" (exceptionId").next().unwrap().to_owned()
+            };
+            let problem = problem.map(|p| (p["type"].clone(), p["errorCode"].clone(), detail(&p)));
+            (r.status.as_u16(), r.headers["content-type"].clone(), allow, problem)
+        });
+        assert_eq!(local, fallback, "{method} {path}");
+        assert!(matches!(fallback.0, 404 | 405), "{method} {path}: {fallback:?}");
+    }
+    // Its sample event, as the Lambda runtime hands it over: PUT on a path that takes GET and POST.
+    let sample = TestClient::new(http::stateless(http::no_route::router, &HttpConfig::default()))
+        .event(&read("events/no-route.json"))
+        .await;
+    assert_eq!((sample.status.as_u16(), sample.headers["allow"].to_str().unwrap()), (405, "GET,POST"));
+    assert_eq!(sample.json()["errorCode"], 1000006);
 }

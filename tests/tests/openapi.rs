@@ -670,8 +670,8 @@ struct Sample {
     body_schema: Value,
 }
 
-/// Every sample event of an API Gateway request, in name order; each is an HTTP API (v2) event
-/// of an operation of `doc`.
+/// Every sample event of an API Gateway request to a route, in name order; each is an HTTP API
+/// (v2) event of an operation of `doc`.
 fn request_samples(doc: &Value) -> Vec<Sample> {
     let mut samples: Vec<Sample> = std::fs::read_dir(root().join("events"))
         .unwrap()
@@ -681,6 +681,10 @@ fn request_samples(doc: &Value) -> Vec<Sample> {
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             let method = event.get("requestContext")?["http"]["method"].as_str()?.to_owned();
             assert_eq!(event["version"], "2.0", "{name}: an API Gateway v2 event");
+            // A request no route takes (the no-route function's) is no operation's.
+            if event["routeKey"] == "$default" {
+                return None;
+            }
             let path = event["rawPath"].as_str().unwrap();
             // The console's pages are HTML, not in the document.
             let page = |e: &&http::Endpoint| {

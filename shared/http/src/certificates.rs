@@ -23,7 +23,7 @@ use serde::Serialize;
 
 routers! { crate::routing::plain;
     /// A poll leases what it hands out: HEAD must not.
-    requests_router("/rp/api/certificate/requests") = get(poll).head(crate::routing::head_refused);
+    requests_router("/rp/api/certificate/requests") = get(poll);
     issued_router("/rp/api/certificate") = post(post_issuance);
     revoked_router("/rp/api/certificate/revoke") = post(post_revocation);
     admin_revoke_router("/cc/api/certificates/{serial}/revoke") = post(queue_revocation);

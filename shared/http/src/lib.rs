@@ -15,6 +15,7 @@ pub mod events;
 pub mod extract;
 pub mod health;
 pub mod links;
+pub mod no_route;
 pub mod offline;
 pub mod oob;
 pub mod openapi;
@@ -31,7 +32,7 @@ pub mod workstation;
 pub use endpoints::*;
 
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{Method, Uri};
+use axum::http::{header, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use extract::BodyLimit;
@@ -86,6 +87,7 @@ fn finish<S: Clone + Send + Sync + 'static>(router: Router<S>, state: S, limit: 
     router
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(no_head))
         .layer(DefaultBodyLimit::max(limit))
         .layer(Extension(BodyLimit(limit)))
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
@@ -182,12 +184,29 @@ fn loggable_path(path: &str) -> &str {
 #[error("a handler panicked")]
 struct Panicked;
 
+/// HEAD is refused as API Gateway leaves it, with no route of its own: to the `no-route`
+/// function, which answers 405 (404 where no route has the path). So a HEAD does nothing (the
+/// certificate poll and the device's OOB fetch mark what a GET hands out), and the local
+/// server answers it as a deployment does.
+async fn no_head(request: Request, next: axum::middleware::Next) -> Response {
+    if request.method() == Method::HEAD {
+        return no_route::refusal(&Method::HEAD, request.uri().path());
+    }
+    next.run(request).await
+}
+
 async fn route_not_found(uri: Uri) -> Response {
     Problem::route_not_found(uri.path()).into_response()
 }
 
+/// 405, with `Allow` from the endpoint table where it has the path, as the `no-route` function
+/// answers (axum's own would list HEAD beside GET).
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    Problem::method_not_allowed(method.as_str(), uri.path()).into_response()
+    let mut response = Problem::method_not_allowed(method.as_str(), uri.path()).into_response();
+    if let Some(allow) = no_route::allow(uri.path()) {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ routers! { crate::routing::plain;
     devices_router("/rp/api/oob/client/authentication/{app_id}/{named_user}/devices") = get(user_devices);
     status_router("/rp/api/oob/client/authentication/requests/{session_id}") = get(status);
     /// A GET that marks what it hands out, so HEAD is refused.
-    device_requests_router("/rp/versioned/device/oob/requests") = get(device_requests).head(crate::routing::head_refused);
+    device_requests_router("/rp/versioned/device/oob/requests") = get(device_requests);
     device_answer_router("/rp/versioned/device/oob/requests/{request_id}") = post(device_answer);
 }
 

@@ -2,10 +2,7 @@
 //! rows share.
 
 use crate::extract::BodyLimit;
-use crate::problem::Problem;
 use axum::extract::DefaultBodyLimit;
-use axum::http::Uri;
-use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use rp_app::AppState;
 
@@ -31,9 +28,4 @@ pub(crate) fn plain(router: Router<AppState>, _state: &AppState) -> Router<AppSt
 /// `router` with a body limit of its own (`limit` bytes), the server's being smaller.
 pub(crate) fn body_limit(router: Router<AppState>, limit: usize) -> Router<AppState> {
     router.layer(DefaultBodyLimit::max(limit)).layer(Extension(BodyLimit(limit)))
-}
-
-/// HEAD on a GET that changes state (a lease, a fetch mark): refused, so that it does nothing.
-pub async fn head_refused(uri: Uri) -> Response {
-    Problem::method_not_allowed("HEAD", uri.path()).into_response()
 }

@@ -25,7 +25,8 @@ pub fn samples() -> Vec<Sample> {
     let mut all: Vec<_> = std::fs::read_dir(root().join("events"))
         .expect("events/ is readable")
         .map(|e| e.expect("events/ lists").file_name().to_string_lossy().trim_end_matches(".json").to_owned())
-        .filter(|stem| stem != "cert-timeout-consumer")
+        // The functions that serve no endpoint: the SQS consumer, and the `$default` route's.
+        .filter(|stem| stem != "cert-timeout-consumer" && stem != "no-route")
         .map(|stem| {
             let function = stem.split('.').next().unwrap_or_default().to_owned();
             let event = std::fs::read_to_string(root().join(format!("events/{stem}.json")))

@@ -1,0 +1,63 @@
+//! Requests that no route takes. Locally, the one router answers them with its fallbacks. On
+//! AWS, API Gateway's `$default` route sends them to the `no-route` function, which answers
+//! from the endpoint table as those fallbacks do: 405 with `Allow` where a route has the path
+//! but not the method (HEAD included: no route takes it), 404 where none has the path. Without
+//! it, API Gateway itself would answer 404 `{"message":"Not Found"}`, which is not a problem
+//! document.
+
+use crate::endpoints::route_of;
+use crate::problem::Problem;
+use axum::http::{header, HeaderValue, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+
+/// Needs no state: the function serves it without a backend, as `/health`.
+pub fn router<S: Clone + Send + Sync + 'static>(_state: &S) -> Router<S> {
+    Router::new().route("/", any(answer)).route("/{*rest}", any(answer))
+}
+
+async fn answer(method: Method, uri: Uri) -> Response {
+    refusal(&method, uri.path())
+}
+
+/// The answer to `method` at `path` where no route takes it: 405 naming the methods of the
+/// route that has the path, or 404.
+pub fn refusal(method: &Method, path: &str) -> Response {
+    let Some(allow) = allow(path) else {
+        return Problem::route_not_found(path).into_response();
+    };
+    let mut response = Problem::method_not_allowed(method.as_str(), path).into_response();
+    response.headers_mut().insert(header::ALLOW, allow);
+    response
+}
+
+/// The `Allow` of `path`: the methods of the route API Gateway would take it to, if any has it.
+pub fn allow(path: &str) -> Option<HeaderValue> {
+    let (endpoint, _) = route_of(path)?;
+    HeaderValue::from_str(&endpoint.methods().join(",")).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::StatusCode;
+
+    fn allow(response: &Response) -> Option<&str> {
+        response.headers().get(header::ALLOW).map(|v| v.to_str().unwrap())
+    }
+
+    #[test]
+    fn a_known_path_names_its_methods_and_an_unknown_one_is_not_found() {
+        let wrong = refusal(&Method::PUT, "/cc/api/apps");
+        assert_eq!((wrong.status(), allow(&wrong)), (StatusCode::METHOD_NOT_ALLOWED, Some("GET,POST")));
+        let head = refusal(&Method::HEAD, "/health");
+        assert_eq!((head.status(), allow(&head)), (StatusCode::METHOD_NOT_ALLOWED, Some("GET")));
+        let page = refusal(&Method::DELETE, "/console/apps/demo");
+        assert_eq!(page.status(), StatusCode::METHOD_NOT_ALLOWED, "the console's greedy path");
+        for unknown in ["/", "/nowhere", "/cc/api/apps/demo/nowhere", "/cc/api//workstation"] {
+            let missing = refusal(&Method::GET, unknown);
+            assert_eq!((missing.status(), allow(&missing)), (StatusCode::NOT_FOUND, None), "{unknown}");
+        }
+    }
+}
