@@ -32,7 +32,7 @@ pub mod workstation;
 pub use endpoints::*;
 
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{header, Method, Uri};
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use extract::BodyLimit;
@@ -199,14 +199,10 @@ async fn route_not_found(uri: Uri) -> Response {
     Problem::route_not_found(uri.path()).into_response()
 }
 
-/// 405, with `Allow` from the endpoint table where it has the path, as the `no-route` function
-/// answers (axum's own would list HEAD beside GET).
+/// 405, with `Allow` from the endpoint table, as the `no-route` function answers (axum's own
+/// would list HEAD beside GET).
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    let mut response = Problem::method_not_allowed(method.as_str(), uri.path()).into_response();
-    if let Some(allow) = no_route::allow(uri.path()) {
-        response.headers_mut().insert(header::ALLOW, allow);
-    }
-    response
+    no_route::method_refused(&method, uri.path())
 }
 
 #[cfg(test)]

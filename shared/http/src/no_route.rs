@@ -24,18 +24,22 @@ async fn answer(method: Method, uri: Uri) -> Response {
 /// The answer to `method` at `path` where no route takes it: 405 naming the methods of the
 /// route that has the path, or 404.
 pub fn refusal(method: &Method, path: &str) -> Response {
-    let Some(allow) = allow(path) else {
-        return Problem::route_not_found(path).into_response();
-    };
-    let mut response = Problem::method_not_allowed(method.as_str(), path).into_response();
-    response.headers_mut().insert(header::ALLOW, allow);
-    response
+    match route_of(path) {
+        Some(_) => method_refused(method, path),
+        None => Problem::route_not_found(path).into_response(),
+    }
 }
 
-/// The `Allow` of `path`: the methods of the route API Gateway would take it to, if any has it.
-pub fn allow(path: &str) -> Option<HeaderValue> {
-    let (endpoint, _) = route_of(path)?;
-    HeaderValue::from_str(&endpoint.methods().join(",")).ok()
+/// 405 for `method` at `path`, with `Allow` naming the methods of the route that has the path
+/// where the endpoint table has one (the local server's own pages, such as `/openapi.json`,
+/// are not in it).
+pub fn method_refused(method: &Method, path: &str) -> Response {
+    let mut response = Problem::method_not_allowed(method.as_str(), path).into_response();
+    let methods = route_of(path).map(|(endpoint, _)| endpoint.methods().join(","));
+    if let Some(allow) = methods.and_then(|m| HeaderValue::from_str(&m).ok()) {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
 }
 
 #[cfg(test)]
