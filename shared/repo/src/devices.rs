@@ -40,7 +40,6 @@ fn device_guard(app: &AppId, device_id: &str) -> ItemKey {
     ItemKey::new(format!("DEVICEID#{app}#{device_id}"), "DEVICE")
 }
 
-/// Where a device's record is filed: under its user.
 /// When `device`'s token stops working, if its record was written before that was kept: from
 /// `token`, and a token that is gone ended.
 fn learn_token_end(device: &mut DeviceRecord, token: Option<&DeviceTokenRecord>) {
@@ -49,6 +48,7 @@ fn learn_token_end(device: &mut DeviceRecord, token: Option<&DeviceTokenRecord>)
     }
 }
 
+/// Where a device's record is filed: under its user.
 fn device_key(app: &AppId, named_user: &str, device_id: &str) -> ItemKey {
     ItemKey::new(user_pk(app, named_user), format!("DEVICE#{device_id}"))
 }
