@@ -5,7 +5,7 @@
 //! it, API Gateway itself would answer 404 `{"message":"Not Found"}`, which is not a problem
 //! document.
 
-use crate::endpoints::route_of;
+use crate::endpoints::{route_of, Endpoint};
 use crate::problem::Problem;
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -25,7 +25,7 @@ async fn answer(method: Method, uri: Uri) -> Response {
 /// route that has the path, or 404.
 pub fn refusal(method: &Method, path: &str) -> Response {
     match route_of(path) {
-        Some(_) => method_refused(method, path),
+        Some((endpoint, _)) => refused(method, path, Some(endpoint)),
         None => Problem::route_not_found(path).into_response(),
     }
 }
@@ -34,9 +34,13 @@ pub fn refusal(method: &Method, path: &str) -> Response {
 /// where the endpoint table has one (the local server's own pages, such as `/openapi.json`,
 /// are not in it).
 pub fn method_refused(method: &Method, path: &str) -> Response {
+    refused(method, path, route_of(path).map(|(endpoint, _)| endpoint))
+}
+
+fn refused(method: &Method, path: &str, endpoint: Option<&Endpoint>) -> Response {
     let mut response = Problem::method_not_allowed(method.as_str(), path).into_response();
-    let methods = route_of(path).map(|(endpoint, _)| endpoint.methods().join(","));
-    if let Some(allow) = methods.and_then(|m| HeaderValue::from_str(&m).ok()) {
+    let allow = endpoint.and_then(|e| HeaderValue::from_str(&e.methods().join(",")).ok());
+    if let Some(allow) = allow {
         response.headers_mut().insert(header::ALLOW, allow);
     }
     response
