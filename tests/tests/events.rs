@@ -201,8 +201,7 @@ fn routers_functions_events_and_template_agree() {
     let services = http::ENDPOINTS.iter().map(|e| (e.name, e.services()));
     let others = [("cert-timeout-consumer", Services::QUEUE), ("no-route", Services::STORE)];
     for (name, services) in services.chain(others) {
-        let start = template.find(&format!("Binary: {name}\n")).unwrap_or_else(|| panic!("{name} is built"));
-        let function = &template[start..start + template[start..].find("\n\n").unwrap()];
+        let function = function_entry(&template, name);
         assert_eq!(
             function.contains("- kms:"),
             services.keys,
@@ -257,6 +256,13 @@ fn routers_functions_events_and_template_agree() {
     }
 }
 
+/// Function `name`'s entry in the template text, from its binary's name to the blank line that
+/// ends it (its role and its routes).
+fn function_entry<'t>(template: &'t str, name: &str) -> &'t str {
+    let start = template.find(&format!("Binary: {name}\n")).unwrap_or_else(|| panic!("{name} is built"));
+    &template[start..start + template[start..].find("\n\n").unwrap()]
+}
+
 /// What each sample asks of AWS, its function's role allows ([`rp_shared::testing::iam`]): every
 /// action its calls are authorized by is among what the endpoint table grants its function.
 /// LocalStack enforces no IAM: this is where a missing grant shows before a deployment does.
@@ -303,8 +309,7 @@ async fn the_consumers_calls_are_allowed_by_its_role() {
     assert_eq!(embedded.queue.dead_letters(10).await.unwrap().len(), 2, "it died, and was told again");
 
     let template = read("infra/template.yaml");
-    let start = template.find(&format!("Binary: {CONSUMER}\n")).unwrap();
-    let function = &template[start..start + template[start..].find("\n\n").unwrap()];
+    let function = function_entry(&template, CONSUMER);
     let mut granted = std::collections::BTreeSet::new();
     for statement in function.split("- Effect: Allow").skip(1) {
         let resource = statement.lines().find_map(|l| l.trim().strip_prefix("Resource: ")).unwrap();
