@@ -10,6 +10,9 @@
 //!   names another area's module: what two areas share is a use case, a wire type or a helper
 //!   below them;
 //! - an `async fn` of rp-http (every handler is one) over 40 lines;
+//! - an rp-http module that every function links (the layers every router gets, the answers to
+//!   a request no route takes) reaching the endpoint table or the OpenAPI document, directly or
+//!   through others: every function would then link every endpoint's code;
 //! - rp-http reaching a port itself (the state's `backend`, or a capability that hands out a
 //!   store, key service, queue or push): it reads and writes through the use cases;
 //! - a library crate that depends on a workspace crate its layer may not see, or a domain whose
@@ -485,6 +488,60 @@ fn no_http_handler_is_over_40_lines() {
     }
     assert!(handlers > 50, "the handlers were not found ({handlers})");
     assert!(found.is_empty(), "handlers over {MAX_HANDLER_LINES} lines:\n{}", found.join("\n"));
+}
+
+/// The modules of rp-http that every function links, whatever its endpoint: the layers every
+/// router gets, and the answers to a request no route takes.
+const LINKED_BY_EVERY_FUNCTION: [&str; 3] = ["layers", "no_route", "routes"];
+
+/// What those may not reach: the table of every endpoint's router, and the OpenAPI document
+/// built from every wire type.
+const EVERY_ENDPOINT: [&str; 2] = ["endpoints", "openapi"];
+
+/// Every module `from` imports, directly or through others.
+fn reached(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>, from: &ModPath) -> BTreeSet<ModPath> {
+    let mut seen = BTreeSet::new();
+    let mut next: Vec<&ModPath> = edges[from].iter().collect();
+    while let Some(module) = next.pop() {
+        if seen.insert(module.clone()) {
+            next.extend(&edges[module]);
+        }
+    }
+    seen
+}
+
+#[test]
+fn what_every_function_links_reaches_no_other_endpoints_code() {
+    let edges = Crate::read("shared/http/src").edges();
+    let mut found = Vec::new();
+    for module in LINKED_BY_EVERY_FUNCTION {
+        let from = vec![module.to_owned()];
+        assert!(edges.contains_key(&from), "rp-http has a module {module}");
+        let reached = reached(&edges, &from);
+        for all in EVERY_ENDPOINT.into_iter().filter(|all| reached.contains(&vec![all.to_string()])) {
+            found.push(format!("{module} -> {all}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules every function links that reach every endpoint's code:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The test can fail: a module imported through another is reached.
+#[test]
+fn a_module_reached_through_others_is_found() {
+    let [a, b, c, d] = ["a", "b", "c", "d"].map(|m| vec![m.to_owned()]);
+    let edges = BTreeMap::from([
+        (a.clone(), BTreeSet::from([b.clone()])),
+        (b.clone(), BTreeSet::from([a.clone(), c.clone()])),
+        (c.clone(), BTreeSet::new()),
+        (d.clone(), BTreeSet::from([a.clone()])),
+    ]);
+    assert_eq!(reached(&edges, &a), BTreeSet::from([a.clone(), b, c.clone()]));
+    assert!(reached(&edges, &c).is_empty());
+    assert!(!reached(&edges, &a).contains(&d));
 }
 
 /// The capabilities that hand out a port: rp-http takes none of them.

@@ -281,6 +281,26 @@ fn the_template_declares_what_the_table_writes() {
     assert_all_current(check("infra/template.yaml", &expected).into_iter().collect());
 }
 
+const ROUTES_BEGIN: &str = "// Written from the endpoint table: every path, its methods and its function.\n";
+const ROUTES_END: &str = "// End of the routes written from the endpoint table.\n";
+
+#[test]
+fn the_route_table_is_what_the_endpoint_table_writes() {
+    let file = "shared/http/src/routes.rs";
+    let text = std::fs::read_to_string(root().join(file)).unwrap();
+    let mut rows = String::from("#[rustfmt::skip]\npub const ROUTES: &[Route] = &[\n");
+    for e in ENDPOINTS {
+        let methods: Vec<String> = e.methods().iter().map(|m| format!("\"{m}\"")).collect();
+        for path in e.paths() {
+            let (name, methods) = (e.name, methods.join(", "));
+            writeln!(rows, "    Route {{ function: \"{name}\", path: \"{path}\", methods: &[{methods}] }},")
+                .unwrap();
+        }
+    }
+    rows.push_str("];\n");
+    assert_all_current(check(file, &between(&text, ROUTES_BEGIN, ROUTES_END, &rows)).into_iter().collect());
+}
+
 const WATCH_BEGIN: &str = "[workspace.metadata.lambda.watch.router]\n";
 
 #[test]

@@ -1,7 +1,8 @@
 //! The endpoint table: every endpoint path, its Lambda function, its router and what its
 //! function may do in AWS. It is the one place an endpoint is declared: the function crates
-//! under `functions/`, their entries in `infra/template.yaml` (role, routes, logs, alarm) and
-//! the `cargo lambda watch` router in `Cargo.toml` are written from it
+//! under `functions/`, their entries in `infra/template.yaml` (role, routes, logs, alarm), the
+//! route table of [`crate::routes`] and the `cargo lambda watch` router in `Cargo.toml` are
+//! written from it
 //! (`UPDATE_GENERATED=1 cargo test -p rp-tests --test generated`), and a test fails when a
 //! checked-in file differs from what it writes.
 
@@ -106,52 +107,6 @@ impl Endpoint {
             .filter(|m| operations.contains_key(&m.to_ascii_lowercase()))
             .collect()
     }
-}
-
-/// The endpoint API Gateway routes `path` to among those whose paths match it: the one that
-/// matches by the most literal segments (a literal segment wins over a parameter), with the
-/// path of it that matched.
-pub fn route_of(path: &str) -> Option<(&'static Endpoint, &'static str)> {
-    let segments: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
-    let mut best: Option<(usize, &'static Endpoint, &'static str)> = None;
-    for endpoint in ENDPOINTS {
-        for template in endpoint.paths() {
-            if let Some(literals) = matches(template, &segments) {
-                if best.is_none_or(|(most, ..)| literals > most) {
-                    best = Some((literals, endpoint, template));
-                }
-            }
-        }
-    }
-    best.map(|(_, endpoint, template)| (endpoint, template))
-}
-
-/// How many literal segments route `template` matched `segments` by, if it matches them.
-fn matches(template: &str, segments: &[&str]) -> Option<usize> {
-    let parts: Vec<&str> = template.split('/').collect();
-    match parts.split_last() {
-        // `{name+}`: every remaining segment, one at least.
-        Some((last, fixed)) if last.ends_with("+}") => {
-            (segments.len() > fixed.len()).then(|| literal_matches(fixed, &segments[..fixed.len()])).flatten()
-        }
-        _ => (parts.len() == segments.len()).then(|| literal_matches(&parts, segments)).flatten(),
-    }
-}
-
-fn literal_matches(parts: &[&str], segments: &[&str]) -> Option<usize> {
-    let mut literals = 0;
-    for (part, segment) in parts.iter().zip(segments) {
-        if part.starts_with('{') {
-            if segment.is_empty() {
-                return None;
-            }
-        } else if part == segment {
-            literals += 1;
-        } else {
-            return None;
-        }
-    }
-    Some(literals)
 }
 
 macro_rules! endpoint {

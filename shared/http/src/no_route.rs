@@ -1,12 +1,12 @@
 //! Requests that no route takes. Locally, the one router answers them with its fallbacks. On
 //! AWS, API Gateway's `$default` route sends them to the `no-route` function, which answers
-//! from the endpoint table as those fallbacks do: 405 with `Allow` where a route has the path
+//! from the route table as those fallbacks do: 405 with `Allow` where a route has the path
 //! but not the method (HEAD included: no route takes it), 404 where none has the path. Without
 //! it, API Gateway itself would answer 404 `{"message":"Not Found"}`, which is not a problem
 //! document.
 
-use crate::endpoints::{route_of, Endpoint};
 use crate::problem::Problem;
+use crate::routes::{route_of, Route};
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -25,21 +25,21 @@ async fn answer(method: Method, uri: Uri) -> Response {
 /// route that has the path, or 404.
 pub fn refusal(method: &Method, path: &str) -> Response {
     match route_of(path) {
-        Some((endpoint, _)) => refused(method, path, Some(endpoint)),
+        Some(route) => refused(method, path, Some(route)),
         None => Problem::route_not_found(path).into_response(),
     }
 }
 
 /// 405 for `method` at `path`, with `Allow` naming the methods of the route that has the path
-/// where the endpoint table has one (the local server's own pages, such as `/openapi.json`,
+/// where the route table has one (the local server's own pages, such as `/openapi.json`,
 /// are not in it).
 pub fn method_refused(method: &Method, path: &str) -> Response {
-    refused(method, path, route_of(path).map(|(endpoint, _)| endpoint))
+    refused(method, path, route_of(path))
 }
 
-fn refused(method: &Method, path: &str, endpoint: Option<&Endpoint>) -> Response {
+fn refused(method: &Method, path: &str, route: Option<&Route>) -> Response {
     let mut response = Problem::method_not_allowed(method.as_str(), path).into_response();
-    let allow = endpoint.and_then(|e| HeaderValue::from_str(&e.methods().join(",")).ok());
+    let allow = route.and_then(|r| HeaderValue::from_str(&r.methods.join(",")).ok());
     if let Some(allow) = allow {
         response.headers_mut().insert(header::ALLOW, allow);
     }

@@ -40,9 +40,9 @@ pub async fn as_function<F: std::future::Future>(function: &'static str, calls: 
     FUNCTION.scope(function, calls).await
 }
 
-/// The function API Gateway routes `path` to ([`crate::http::route_of`]).
+/// The function API Gateway routes `path` to ([`crate::http::routes::route_of`]).
 pub fn function_of(path: &str) -> Option<&'static str> {
-    crate::http::route_of(path).map(|(endpoint, _)| endpoint.name)
+    crate::http::routes::route_of(path).map(|route| route.function)
 }
 
 /// A query of the table's indexes: an action on a resource of its own.
