@@ -1,8 +1,9 @@
 """Cold starts, warm invocations and binary sizes of every function, against a hello-world
-`lambda_http` binary built in the same run (python3 with boto3 and moto, e.g. `.ci/cache/venv`).
+`lambda_http` binary built in the same run (python3 with boto3 and moto's server, which CI's venv
+does not have: `python3 -m venv .ci/cache/bench && .ci/cache/bench/bin/pip install 'moto[server]==5.*' boto3`).
 
-    .ci/cache/venv/bin/python tests/bench/cold_start.py            # builds, then measures
-    .ci/cache/venv/bin/python tests/bench/cold_start.py --no-build --runs 12 --warm 30
+    .ci/cache/bench/bin/python tests/bench/cold_start.py            # builds, then measures
+    .ci/cache/bench/bin/python tests/bench/cold_start.py --no-build --runs 12 --warm 30
 
 It builds the release binaries (`cargo build --release`: every function and `hello-lambda`),
 starts moto on loopback (or uses `AWS_ENDPOINT_URL` if it names 127.0.0.1; the table goes to
