@@ -29,6 +29,9 @@ pub struct Tally {
     pub calls: Vec<(usize, String)>,
     /// The highest wave: the round trips the request waits for one after another.
     pub waves: usize,
+    /// How many items the store's queries answered, all pages together: what they cost in
+    /// read units grows with it.
+    pub items_read: usize,
 }
 
 impl Tally {
@@ -147,7 +150,9 @@ impl ItemStore for Recorded<dyn ItemStore> {
     }
 
     async fn query(&self, query: Query) -> Result<Page, StoreError> {
-        self.trips.around(on("store.query", &query.pk), self.inner.query(query)).await
+        let page = self.trips.around(on("store.query", &query.pk), self.inner.query(query)).await?;
+        self.trips.state.lock().unwrap().tally.items_read += page.items.len();
+        Ok(page)
     }
 
     async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {

@@ -29,7 +29,7 @@ pub const RETENTION_SECS: i64 = 90 * 24 * 3600;
 /// land on all of them evenly instead of filling one.
 pub const SHARDS: u32 = 8;
 
-/// The most events one query of [`Events::first`] reads from a partition.
+/// The most events one query of [`Events::merge`] reads from a partition.
 const MAX_PAGE: usize = 200;
 
 pub use rp_domain::events::{EventRecord, NAMES};
@@ -77,6 +77,16 @@ impl EventFilter {
                 .map(|k| Query::index(Index::Gsi1, format!("EVENTS#{k}")))
                 .chain([Query::table("EVENT")])
                 .collect(),
+        }
+    }
+
+    /// Over how many partitions the events this filter selects are spread evenly: the index's
+    /// shards, or the app's one partition (the old partition, which no event is written to any
+    /// more, is left out).
+    fn spread(&self) -> usize {
+        match self.app_id {
+            Some(_) => 1,
+            None => SHARDS as usize,
         }
     }
 
@@ -190,9 +200,10 @@ impl<'a> Events<'a> {
         Ok(())
     }
 
-    /// A page of events in time order: the filter's partitions read at once, each up to `limit`,
-    /// merged by time and cut at `limit`. With both an app and a name, the app's partition is
-    /// read and the name filtered here, so a page may hold fewer than `limit` events.
+    /// A page of events in time order: the filter's partitions merged by time and cut at
+    /// `limit`, each read only as far as the merge takes from it ([`Events::merge`]). With both
+    /// an app and a name, the app's partition is read and the name filtered here, so a page may
+    /// hold fewer than `limit` events.
     pub async fn list(
         &self,
         filter: &EventFilter,
@@ -202,18 +213,13 @@ impl<'a> Events<'a> {
         let Some(range) = filter.range(cursor.as_ref().map(|c| c.after.as_str())) else {
             return Ok((Vec::new(), None));
         };
-        let reads = filter
-            .partitions()
-            .into_iter()
-            .map(|query| self.store.query(query.sort(range.clone()).limit(limit)));
-        let pages = crate::at_once(reads.collect()).await?;
-        let mut more = pages.iter().any(|page| page.cursor.is_some());
-        let mut items: Vec<&Item> = pages.iter().flat_map(|page| &page.items).collect();
-        items.sort_by(|a, b| a.key.sk.cmp(&b.key.sk));
-        if items.len() > limit {
-            items.truncate(limit);
-            more = true;
-        }
+        let mut items = Vec::new();
+        let more = self
+            .merge(filter, range, limit, Order::OldestFirst, |item| {
+                items.push(item);
+                Ok(items.len() >= limit)
+            })
+            .await?;
         let next = match items.last() {
             Some(last) if more => Some(EventCursor { after: last.key.sk.clone(), scope: filter.scope() }),
             _ => None,
@@ -230,8 +236,7 @@ impl<'a> Events<'a> {
 
     /// The first `cap` events `filter` selects in `order`, and whether more were left unread.
     /// Unlike paging through [`Events::list`], which reads every partition afresh for each page,
-    /// this merges the partitions, each read a page at a time only as far as the merge takes
-    /// from it.
+    /// this merges the partitions once, as far as `cap` takes it.
     pub async fn first(
         &self,
         filter: &EventFilter,
@@ -241,22 +246,45 @@ impl<'a> Events<'a> {
         let Some(range) = filter.range(None) else {
             return Ok((Vec::new(), false));
         };
-        let page = cap.clamp(1, MAX_PAGE);
-        let queries: Vec<Query> = filter
-            .partitions()
-            .into_iter()
-            .map(|query| order.of(query.sort(range.clone()).limit(page)))
-            .collect();
+        let mut events = Vec::new();
+        let more = self
+            .merge(filter, range, cap, order, |item| {
+                let event: EventRecord = item.data()?;
+                if filter.keeps(&event) {
+                    events.push(event);
+                }
+                Ok(events.len() >= cap)
+            })
+            .await?;
+        Ok((events, more))
+    }
+
+    /// Hands the items of `filter`'s partitions in `range` to `take` in `order` of their sort
+    /// keys until it answers that it has enough (about `wanted` of them), and answers whether
+    /// any were left unread. Each partition is read a page at a time, only as far as the merge
+    /// takes from it: a partition whose page ran dry is read again before the merge goes on. A
+    /// page is the partition's share of `wanted` ([`page_size`]), as the index shards share the
+    /// events evenly: a listing reads about its size once, not its size from every shard.
+    async fn merge(
+        &self,
+        filter: &EventFilter,
+        range: SortKey,
+        wanted: usize,
+        order: Order,
+        mut take: impl FnMut(Item) -> Result<bool, StoreError>,
+    ) -> Result<bool, StoreError> {
+        if wanted == 0 {
+            return Ok(true);
+        }
+        let partitions = filter.partitions();
+        let page = page_size(wanted, filter.spread());
+        let queries: Vec<Query> =
+            partitions.into_iter().map(|query| order.of(query.sort(range.clone()).limit(page))).collect();
         let mut read: Vec<VecDeque<Item>> = vec![VecDeque::new(); queries.len()];
         // Where each partition's next page starts (`Some(None)`: at its first), `None` once it is
         // read to its end.
         let mut next: Vec<Option<Option<Cursor>>> = vec![Some(None); queries.len()];
-        let mut events = Vec::new();
         loop {
-            if events.len() == cap {
-                let more = read.iter().any(|items| !items.is_empty()) || next.iter().any(Option::is_some);
-                return Ok((events, more));
-            }
             let starved: Vec<usize> =
                 (0..queries.len()).filter(|&i| read[i].is_empty() && next[i].is_some()).collect();
             if !starved.is_empty() {
@@ -276,14 +304,22 @@ impl<'a> Events<'a> {
                 Order::NewestFirst => heads.max_by_key(|(_, sk)| *sk),
             };
             let Some((i, _)) = next_head else {
-                return Ok((events, false));
+                return Ok(false);
             };
-            let event: EventRecord = read[i].pop_front().expect("the next head is read").data()?;
-            if filter.keeps(&event) {
-                events.push(event);
+            if take(read[i].pop_front().expect("the next head is read"))? {
+                return Ok(read.iter().any(|items| !items.is_empty()) || next.iter().any(Option::is_some));
             }
         }
     }
+}
+
+/// How many items one query of a merge reads from a partition, for `wanted` items spread evenly
+/// over `spread` partitions: half as much again as an even share, and four more, so that one
+/// round of queries usually suffices (a shard holding more than that is read again); never more
+/// than `wanted`, nor than [`MAX_PAGE`].
+fn page_size(wanted: usize, spread: usize) -> usize {
+    let share = wanted.div_ceil(spread.max(1));
+    (share + share / 2 + 4).min(wanted).clamp(1, MAX_PAGE)
 }
 
 #[cfg(test)]
@@ -408,6 +444,33 @@ mod tests {
         };
         let (ids, _) = f.all(&window, 6).await;
         assert_eq!(ids, expected(&|_, _| true)[20..40], "from and to are inclusive");
+    }
+
+    /// The shards share a listing's events evenly, so a page reads about its share of each:
+    /// about its size in all, where reading its size from every shard would read nine times it.
+    #[tokio::test]
+    async fn a_page_across_apps_reads_about_its_size_not_its_size_from_every_shard() {
+        let f = Fixture::new();
+        let mut stored = Vec::new();
+        for at in 0..400 {
+            let app = ["a", "b"][at % 2];
+            stored.push((at, f.record("WORKSTATION_ENROLL", Some(app), at as i64).await));
+        }
+        let limit = 20;
+        for filter in [
+            EventFilter::default(),
+            EventFilter { name: Some("WORKSTATION_ENROLL".into()), ..Default::default() },
+        ] {
+            let (backend, trips) = rp_ports::trips::recorded(&f.backend, std::time::Duration::ZERO);
+            let events = Events::new(backend.store.as_ref());
+            let (page, next) = events.list(&filter, limit, None).await.unwrap();
+            let ids: Vec<_> = page.into_iter().map(|e| e.event_id).collect();
+            assert_eq!(ids, stored[..limit].iter().map(|(_, id)| id.clone()).collect::<Vec<_>>());
+            let tally = trips.take();
+            assert!(tally.items_read <= 5 * limit, "{} items read: {tally}", tally.items_read);
+            let (page, _) = events.list(&filter, limit, next).await.unwrap();
+            assert_eq!(page.first().map(|e| &e.event_id), Some(&stored[limit].1), "the next page goes on");
+        }
     }
 
     #[tokio::test]
