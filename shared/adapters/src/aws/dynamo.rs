@@ -592,6 +592,50 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// Sends `puts` as one transaction, and again, after a jittered pause ([`retry_while`]),
+    /// without those whose condition failed, while the cancellation's reasons say the rest
+    /// stood or met a concurrent transaction, up to [`TRANSACTION_TRIES`] times: the outcomes
+    /// settled, and the puts left to send alone.
+    async fn transact_puts(
+        &self,
+        puts: Vec<GroupedPut>,
+    ) -> (Vec<(usize, Result<Item, StoreError>)>, Vec<GroupedPut>) {
+        // Held only between the sends, never across one.
+        let state = std::sync::Mutex::new((puts, Vec::new()));
+        let (state_of, client) = (&state, &self.client);
+        let send = move || async move {
+            let writes =
+                state_of.lock().expect("not poisoned").0.iter().map(|put| put.write.clone()).collect();
+            let result = client.transact_write_items().set_transact_items(Some(writes)).send().await;
+            let mut state = state_of.lock().expect("not poisoned");
+            let (pending, settled) = &mut *state;
+            let reasons = match result {
+                Ok(_) => {
+                    let stored = |put: GroupedPut| (put.index, Ok(Item { version: put.version, ..put.item }));
+                    settled.extend(pending.drain(..).map(stored));
+                    return Ok(());
+                }
+                Err(err) => per_put_reasons(&err, pending.len()).ok_or(Unsent::Alone)?,
+            };
+            for (put, reason) in std::mem::take(pending).into_iter().zip(reasons) {
+                match reason {
+                    PutReason::ConditionFailed => settled.push((put.index, Err(StoreError::Conflict))),
+                    PutReason::Retry => pending.push(put),
+                }
+            }
+            if pending.is_empty() {
+                Ok(())
+            } else {
+                Err(Unsent::Again)
+            }
+        };
+        let again = |unsent: &Unsent| matches!(unsent, Unsent::Again);
+        // Whatever is still pending after the last send goes alone.
+        let _ = retry_while(TRANSACTION_TRIES, again, (), || std::future::ready(()), |()| send()).await;
+        let (left, settled) = state.into_inner().expect("not poisoned");
+        (settled, left)
+    }
+
     pub fn new(client: Client, table: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
         Self { client, table: table.into(), clock }
     }
@@ -753,7 +797,7 @@ impl ItemStore for DynamoStore {
     /// The puts in `TransactWriteItems` of up to 100: one round trip for a poll's leases
     /// instead of one per lease (at twice the write units). A cancelled transaction's per-put
     /// reasons say which puts failed their condition (those are conflicts); the others are sent
-    /// again without them, up to [`TRANSACTION_TRIES`] times. Whatever is left after that, or
+    /// again without them, after a jittered pause, up to [`TRANSACTION_TRIES`] times. Whatever is left after that, or
     /// after a failure without per-put reasons, goes as separate puts, each with its own
     /// outcome; so do puts under `Exists`/`Any` (their version is learnt from the response) and
     /// repeated keys.
@@ -786,31 +830,12 @@ impl ItemStore for DynamoStore {
         }
         let mut grouped = grouped.into_iter().peekable();
         while grouped.peek().is_some() {
-            let mut pending: Vec<GroupedPut> = grouped.by_ref().take(MAX_TRANSACTION_ITEMS).collect();
-            for _ in 0..TRANSACTION_TRIES {
-                let writes = pending.iter().map(|p| p.write.clone()).collect();
-                let result = self.client.transact_write_items().set_transact_items(Some(writes)).send().await;
-                let reasons = match result {
-                    Ok(_) => {
-                        for put in pending.drain(..) {
-                            let stored = Item { version: put.version, ..put.item };
-                            outcomes[put.index] = Some(Ok(stored));
-                        }
-                        break;
-                    }
-                    Err(err) => per_put_reasons(&err, pending.len()),
-                };
-                let Some(reasons) = reasons else { break };
-                let mut again = Vec::with_capacity(pending.len());
-                for (put, reason) in pending.into_iter().zip(reasons) {
-                    match reason {
-                        PutReason::ConditionFailed => outcomes[put.index] = Some(Err(StoreError::Conflict)),
-                        PutReason::Retry => again.push(put),
-                    }
-                }
-                pending = again;
+            let puts = grouped.by_ref().take(MAX_TRANSACTION_ITEMS).collect();
+            let (settled, left) = self.transact_puts(puts).await;
+            for (index, outcome) in settled {
+                outcomes[index] = Some(outcome);
             }
-            alone.extend(pending.into_iter().map(|put| (put.index, put.item, put.condition)));
+            alone.extend(left.into_iter().map(|put| (put.index, put.item, put.condition)));
         }
         let separate: Vec<(usize, Result<Item, StoreError>)> = stream::iter(alone)
             .map(|(index, item, condition)| async move { (index, self.put(item, condition).await) })
@@ -825,6 +850,13 @@ impl ItemStore for DynamoStore {
             .map(|outcome| outcome.unwrap_or_else(|| Err(StoreError::Encoding("a put was not sent".into()))))
             .collect()
     }
+}
+
+/// Why [`DynamoStore::transact_puts`] left puts unsent: they stand, to send in the transaction
+/// again, or the cancellation said nothing of them, and they go alone.
+enum Unsent {
+    Again,
+    Alone,
 }
 
 /// How many times [`DynamoStore::put_each`] sends a transaction whose puts still stand.
@@ -1144,6 +1176,51 @@ mod tests {
             "Message": "Transaction cancelled", "CancellationReasons": [{"Code": "ConditionalCheckFailed"}]});
         let (dynamo, _) = store(vec![(400, failed.to_string())]);
         assert!(matches!(dynamo.delete(&key, Condition::Exists).await, Err(StoreError::Conflict)));
+    }
+
+    /// `put_each`'s transaction is sent again without the puts whose condition failed, and
+    /// while contention alone refuses it; after [`TRANSACTION_TRIES`] sends, the puts left go
+    /// alone, each with its own outcome.
+    #[tokio::test]
+    async fn a_put_each_transaction_is_sent_again_without_its_failed_puts() {
+        let puts = || {
+            let put = |sk: &str| {
+                (Item::new(ItemKey::new("P", sk), &serde_json::json!({})).unwrap(), Condition::Absent)
+            };
+            vec![put("a"), put("b")]
+        };
+        let store = |answers| {
+            let (client, calls) = answering(answers);
+            (DynamoStore::new(client, "t", Arc::new(rp_ports::SystemClock)), calls)
+        };
+        let sent = |calls: &Arc<std::sync::Mutex<Vec<String>>>| {
+            let calls = calls.lock().unwrap();
+            let bodies = calls.iter().map(|b| serde_json::from_str::<Value>(b).unwrap());
+            bodies
+                .map(|b| b.get("TransactItems").map_or(0, |items| items.as_array().unwrap().len()))
+                .collect::<Vec<_>>()
+        };
+        let ok = (200, "{}".to_owned());
+
+        let (dynamo, calls) = store(vec![cancellation(["TransactionConflict", "None"]), ok.clone()]);
+        let outcomes = dynamo.put_each(puts()).await;
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        assert_eq!(sent(&calls), [2, 2], "contention: both again");
+
+        let (dynamo, calls) = store(vec![cancellation(["ConditionalCheckFailed", "None"]), ok.clone()]);
+        let outcomes = dynamo.put_each(puts()).await;
+        assert!(matches!(outcomes.as_slice(), [Err(StoreError::Conflict), Ok(_)]), "{outcomes:?}");
+        assert_eq!(sent(&calls), [2, 1], "the one that stood, again");
+
+        let contended = cancellation(["TransactionConflict", "TransactionConflict"]);
+        let mut answers = vec![contended; TRANSACTION_TRIES];
+        answers.push(ok);
+        let (dynamo, calls) = store(answers);
+        let outcomes = dynamo.put_each(puts()).await;
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        let mut expected = vec![2; TRANSACTION_TRIES];
+        expected.extend([0, 0]);
+        assert_eq!(sent(&calls), expected, "then alone");
     }
 
     #[test]
