@@ -301,24 +301,42 @@ fn the_route_table_is_what_the_endpoint_table_writes() {
     assert_all_current(check(file, &between(&text, ROUTES_BEGIN, ROUTES_END, &rows)).into_iter().collect());
 }
 
-const WATCH_BEGIN: &str = "[workspace.metadata.lambda.watch.router]\n";
+const WATCH_BEGIN: &str = "[workspace.metadata.lambda.watch]\nrouter = [\n";
+const WATCH_END: &str = "]\n";
 
+/// The methods an HTTP API routes: a path's route takes some, and `$default` (the `no-route`
+/// function) every other, HEAD included.
+const API_METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// `path` as `cargo lambda watch`'s router (matchit) writes it: API Gateway's greedy
+/// `{proxy+}` is its catch-all `{*proxy}` (a plain `{proxy+}` would take one segment).
+fn watch_path(path: &str) -> String {
+    match path.strip_suffix("+}").and_then(|p| p.rsplit_once('{')) {
+        Some((prefix, name)) => format!("{prefix}{{*{name}}}"),
+        None => path.to_owned(),
+    }
+}
+
+/// Routes as API Gateway does: each path's methods to its function, its other methods to
+/// `no-route`, and every other path to `no-route` too (the `$default` route), so that `cargo
+/// lambda watch` answers an unrouted request with the problem document AWS would.
 #[test]
 fn the_watch_router_routes_what_the_table_declares() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let mut routes = String::new();
+    let quoted = |methods: &[&str]| methods.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(", ");
     for e in ENDPOINTS {
-        let targets: Vec<String> = e
-            .methods()
-            .into_iter()
-            .map(|method| format!("{{ method = \"{method}\", function = \"{}\" }}", e.name))
-            .collect();
-        for path in e.paths() {
-            writeln!(routes, "\"{path}\" = [{}]", targets.join(", ")).unwrap();
+        let own = e.methods();
+        let others: Vec<&str> = API_METHODS.into_iter().filter(|m| !own.contains(m)).collect();
+        let (own, others) = (quoted(&own), quoted(&others));
+        for path in e.paths().into_iter().map(watch_path) {
+            writeln!(routes, "  {{ path = \"{path}\", methods = [{own}], function = \"{}\" }},", e.name)
+                .unwrap();
+            writeln!(routes, "  {{ path = \"{path}\", methods = [{others}], function = \"no-route\" }},")
+                .unwrap();
         }
     }
-    let start = manifest.find(WATCH_BEGIN).expect("Cargo.toml has the watch router") + WATCH_BEGIN.len();
-    let stop = manifest[start..].find("\n\n").map_or(manifest.len(), |n| start + n + 1);
-    let expected = format!("{}{routes}{}", &manifest[..start], &manifest[stop..]);
+    routes.push_str("  { path = \"/{*path}\", function = \"no-route\" },\n");
+    let expected = between(&manifest, WATCH_BEGIN, WATCH_END, &routes);
     assert_all_current(check("Cargo.toml", &expected).into_iter().collect());
 }
