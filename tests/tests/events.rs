@@ -192,7 +192,7 @@ async fn the_sqs_event_requeues_and_reports_only_failed_messages() {
 #[test]
 fn routers_functions_events_and_template_agree() {
     let template = read("infra/template.yaml");
-    let workspace_manifest = read("Cargo.toml");
+    let watch = rp_tests::watch_routes(&read("Cargo.toml"));
     let endpoints: Vec<_> = http::ENDPOINTS.iter().map(|e| e.name).collect();
     // What each function's crate, main and template entry say is written from the table and
     // checked in `generated.rs`; here, that the samples reach them.
@@ -244,13 +244,11 @@ fn routers_functions_events_and_template_agree() {
             template.contains(&format!("Path: {path}\n            Method: {method}\n")),
             "{route} is in the template"
         );
-        // And `cargo lambda watch` routes it to the same function (its router writes a greedy
-        // `{proxy+}` as `{*proxy}`).
-        let watch_path = path.replace("{proxy+}", "{*proxy}");
-        let routed = workspace_manifest.lines().any(|l| {
-            l.starts_with(&format!("  {{ path = \"{watch_path}\", methods = ["))
-                && l.contains(&format!("\"{method}\""))
-                && l.ends_with(&format!("function = \"{name}\" }},"))
+        // And `cargo lambda watch` routes it to the same function.
+        let routed = watch.iter().any(|r| {
+            r.path == rp_tests::watch_path(path)
+                && r.methods.iter().any(|m| m == method)
+                && r.function == name
         });
         assert!(routed, "{route} is in [workspace.metadata.lambda.watch]'s router");
     }

@@ -12,6 +12,7 @@
 
 use rp_shared::http::{Endpoint, ENDPOINTS};
 use rp_shared::ports::iam::{sns::CREATE_PLATFORM_ENDPOINT, sqs::SEND_MESSAGE};
+use rp_tests::watch_path;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -307,15 +308,6 @@ const WATCH_END: &str = "]\n";
 /// The methods an HTTP API routes: a path's route takes some, and `$default` (the `no-route`
 /// function) every other, HEAD included.
 const API_METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
-
-/// `path` as `cargo lambda watch`'s router (matchit) writes it: API Gateway's greedy
-/// `{proxy+}` is its catch-all `{*proxy}` (a plain `{proxy+}` would take one segment).
-fn watch_path(path: &str) -> String {
-    match path.strip_suffix("+}").and_then(|p| p.rsplit_once('{')) {
-        Some((prefix, name)) => format!("{prefix}{{*{name}}}"),
-        None => path.to_owned(),
-    }
-}
 
 /// Routes as API Gateway does: each path's methods to its function, its other methods to
 /// `no-route`, and every other path to `no-route` too (the `$default` route), so that `cargo

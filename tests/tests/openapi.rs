@@ -59,17 +59,11 @@ fn the_document_names_exactly_the_routes_the_functions_serve() {
         http::ENDPOINTS.iter().filter(|e| e.pages.is_some()).map(|e| e.name).collect();
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let mut routed = BTreeSet::new();
-    for line in manifest.lines().filter_map(|l| l.strip_prefix("  { path = \"")) {
-        // The catch-all `{ path = "/{*path}", function = "no-route" }` names no methods.
-        let Some((path, rest)) = line.split_once("\", methods = [") else { continue };
-        let (methods, function) = rest.split_once("], function = \"").unwrap();
-        let function = function.trim_end_matches("\" },");
-        if function == "no-route" || pages.contains(function) {
+    for route in rp_tests::watch_routes(&manifest) {
+        if route.function == "no-route" || pages.contains(route.function.as_str()) {
             continue;
         }
-        for method in methods.split(", ") {
-            routed.insert((method.trim_matches('"').to_owned(), path.to_owned()));
-        }
+        routed.extend(route.methods.into_iter().map(|method| (method, route.path.clone())));
     }
     let documented: BTreeSet<_> =
         operations(&document()).into_iter().map(|(method, path, _)| (method, path)).collect();
