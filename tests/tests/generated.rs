@@ -282,6 +282,11 @@ fn the_template_declares_what_the_table_writes() {
     assert_all_current(check("infra/template.yaml", &expected).into_iter().collect());
 }
 
+/// `methods` as both generated lists write them: `"GET", "POST"`.
+fn quoted(methods: &[&str]) -> String {
+    methods.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(", ")
+}
+
 const ROUTES_BEGIN: &str = "// Written from the endpoint table: every path, its methods and its function.\n";
 const ROUTES_END: &str = "// End of the routes written from the endpoint table.\n";
 
@@ -291,9 +296,9 @@ fn the_route_table_is_what_the_endpoint_table_writes() {
     let text = std::fs::read_to_string(root().join(file)).unwrap();
     let mut rows = String::from("#[rustfmt::skip]\npub const ROUTES: &[Route] = &[\n");
     for e in ENDPOINTS {
-        let methods: Vec<String> = e.methods().iter().map(|m| format!("\"{m}\"")).collect();
+        let methods = quoted(&e.methods());
         for path in e.paths() {
-            let (name, methods) = (e.name, methods.join(", "));
+            let name = e.name;
             writeln!(rows, "    Route {{ function: \"{name}\", path: \"{path}\", methods: &[{methods}] }},")
                 .unwrap();
         }
@@ -316,7 +321,6 @@ const API_METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD",
 fn the_watch_router_routes_what_the_table_declares() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let mut routes = String::new();
-    let quoted = |methods: &[&str]| methods.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(", ");
     for e in ENDPOINTS {
         let own = e.methods();
         let others: Vec<&str> = API_METHODS.into_iter().filter(|m| !own.contains(m)).collect();
