@@ -23,21 +23,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 tokio::task_local! {
-    /// The function whose request is being handled.
-    static FUNCTION: &'static str;
+    /// Who makes the calls being handled.
+    static CALLER: Caller;
+}
+
+/// A request to a path, whose function is looked up only when one of its calls is noted (so a
+/// benchmark, whose backend notes nothing, does not pay for the lookup), or a function named.
+enum Caller {
+    Path(String),
+    Function(&'static str),
+}
+
+impl Caller {
+    fn function(&self) -> Option<&'static str> {
+        match self {
+            Caller::Path(path) => function_of(path),
+            Caller::Function(function) => Some(function),
+        }
+    }
 }
 
 /// Runs `request` as a request to the function that serves `path` (none: not noted).
-pub async fn within<F: std::future::Future>(path: &str, request: F) -> F::Output {
-    match function_of(path) {
-        Some(function) => FUNCTION.scope(function, request).await,
-        None => request.await,
-    }
+pub async fn within<F: std::future::Future>(path: String, request: F) -> F::Output {
+    CALLER.scope(Caller::Path(path), request).await
 }
 
 /// Runs `calls` as calls of `function`, one no route leads to (the queue consumer).
 pub async fn as_function<F: std::future::Future>(function: &'static str, calls: F) -> F::Output {
-    FUNCTION.scope(function, calls).await
+    CALLER.scope(Caller::Function(function), calls).await
 }
 
 /// The function API Gateway routes `path` to ([`crate::http::routes::route_of`]).
@@ -54,7 +67,8 @@ pub struct Needed(Mutex<BTreeSet<(&'static str, &'static str)>>);
 
 impl Needed {
     fn note(&self, action: Option<&'static str>) {
-        let (Some(action), Ok(function)) = (action, FUNCTION.try_with(|f| *f)) else { return };
+        let Some(action) = action else { return };
+        let Some(function) = CALLER.try_with(Caller::function).ok().flatten() else { return };
         self.0.lock().expect("never poisoned").insert((function, action));
     }
 
@@ -216,7 +230,30 @@ impl Push for Noting<dyn Push> {
 
 #[cfg(test)]
 mod tests {
-    use super::function_of;
+    use super::{function_of, noting, Needed};
+    use crate::ports::iam::dynamodb::GET_ITEM;
+    use crate::ports::{Clock, SystemClock};
+    use std::sync::Arc;
+
+    /// A request's calls are noted as those of the function its path goes to; calls made
+    /// outside a request (a test's own setup) are not. Without this, a check that nothing
+    /// noted is refused would pass with nothing noted at all.
+    #[tokio::test]
+    async fn a_requests_calls_are_noted_as_its_functions() {
+        let dir = tempfile::tempdir().unwrap();
+        let needed = Arc::new(Needed::default());
+        let backend = noting(&crate::backend::embedded(dir.path()).unwrap(), &needed);
+        let admin =
+            crate::testing::fixtures::admin_token(backend.store.as_ref(), SystemClock.now_millis()).await;
+        assert!(needed.take().is_empty(), "the setup's calls are nobody's");
+
+        let state = crate::http::AppState::new(backend, crate::http::HttpConfig::default());
+        let client = crate::testing::http::TestClient::new(crate::http::app(state));
+        assert_eq!(client.send("GET", "/cc/api/apps", Some(&admin), None).await.status, 200);
+        let noted = needed.take_of("cc-apps");
+        assert!(noted.contains(GET_ITEM), "the token's read, as cc-apps': {noted:?}");
+        assert!(needed.take().is_empty(), "and no other function's");
+    }
 
     #[test]
     fn a_path_is_its_functions_as_the_gateway_routes_it() {
