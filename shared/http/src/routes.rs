@@ -18,7 +18,7 @@ pub struct Route {
 
 /// The route API Gateway takes for `path` among those that match it: the one that matches by
 /// the most literal segments (a literal segment wins over a parameter). Allocates nothing: the
-/// test client looks up every request's function with it.
+/// IAM check of the router tests looks up a request's function with it for every call it notes.
 pub fn route_of(path: &str) -> Option<&'static Route> {
     let path = path.split('?').next().unwrap_or_default();
     let mut best: Option<(usize, &'static Route)> = None;
