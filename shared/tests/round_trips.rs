@@ -205,6 +205,11 @@ async fn a_pairing_and_its_app_are_read_at_once() {
         assert_eq!(tally.waves_of("store.get APP"), [2], "{stem}: {tally}");
         assert_eq!(tally.waves_of("store.get PAIR"), [2], "{stem}: {tally}");
     }
+    // Its own workstation's read: the certificate request beside the opening of the PINs.
+    let (_, tally) = first_call("rp-client-reg.get").await;
+    assert_eq!(tally.waves_of("store.get CERTREQ"), [3], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
+    assert_eq!(tally.waves, 3, "{tally}");
     let (status, tally) = first_call("rp-device-workstations").await;
     assert_eq!(status, 200);
     assert_eq!(tally.waves_of("store.query DEVPAIR"), tally.waves_of("store.get APP"), "{tally}");

@@ -218,7 +218,8 @@ async fn create(
 }
 
 /// The pairing at `key` in `app`, as the access token `viewer` may see it; with its login
-/// certificate's status for its own workstation (the device's certificates are read beside).
+/// certificate's status for its own workstation (the device's certificates are read beside the
+/// pairing, and its certificate request beside the opening of its PINs).
 pub async fn read(
     state: &(impl HasClock + HasKeys + HasStore),
     app: &AppId,
@@ -234,15 +235,16 @@ pub async fn read(
     );
     let (pairing, _) = pairing?.ok_or(PairingError::NotFound)?;
     let (settings, _) = settings?;
-    let certificate = if pairing.is_owned_by(viewer) {
-        let request = certs.request(&pairing.certificate_request_id).await?;
+    // Only its own workstation is told of its certificate.
+    let request_id = pairing.is_owned_by(viewer).then(|| pairing.certificate_request_id.clone());
+    let certificate = async {
+        let Some(request_id) = request_id else { return Ok(None) };
+        let request = certs.request(&request_id).await?;
         let request = request.as_ref().map(|(r, _)| r);
-        Some(certificate_status(request, &pairing.certificate_request_id, &issued?))
-    } else {
-        None
+        Ok::<_, AppError>(Some(certificate_status(request, &request_id, &issued?)))
     };
-    let shown = show(state, pairing, &settings, Some(viewer), None).await?;
-    Ok(Shown { certificate, ..shown })
+    let (certificate, shown) = tokio::join!(certificate, show(state, pairing, &settings, Some(viewer), None));
+    Ok(Shown { certificate: certificate?, ..shown? })
 }
 
 /// Updates the pairing `update` names, for the workstation whose token is `owner`: its name, a
