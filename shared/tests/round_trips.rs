@@ -216,6 +216,51 @@ async fn a_pairing_and_its_app_are_read_at_once() {
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
+/// A new pairing reads all it is judged on beside the app and the pairing: only the device's own
+/// record and the user an alias names wait for a read before them. A pairing that exists is
+/// answered without waiting for any of it.
+#[tokio::test]
+async fn a_new_pairing_reads_what_it_is_judged_on_beside_the_pairing() {
+    use serde_json::json;
+    let (_dir, backend) = seeded().await;
+    // As the sample pairs: a workstation name (an alias of alice) and an offline PIN set.
+    enroll(&backend, "machine-900", json!({})).await;
+    let mut pair = sample("rp-client-reg");
+    pair.event = with_body(&pair.event, |b| b["machineId"] = json!("machine-900"));
+    let outcomes = calls_on(&backend, pair, 2).await;
+    let (status, tally) = &outcomes[0];
+    assert_eq!(*status, 201, "{tally}");
+    let beside = [
+        "store.get DEVICEID",
+        "store.get DEVFROZEN",
+        "store.get ENROLL",
+        "store.get ALIAS",
+        "store.get CERTQ",
+    ];
+    for read in ["store.get APP", "store.get PAIR"].into_iter().chain(beside) {
+        assert_eq!(tally.waves_of(read), [2], "{read}: {tally}");
+    }
+    // Then the device's record and the alias's user, the PIN set's key, the counter, the write.
+    assert_eq!(tally.waves_of("keys.generate_data_key"), [4], "{tally}");
+    assert_eq!(tally.waves, 6, "{tally}");
+    // Sent again: the pairing is answered (its PINs opened) without reading the device's record
+    // or the alias's user.
+    let (status, tally) = &outcomes[1];
+    assert_eq!(*status, 200, "{tally}");
+    assert_eq!(tally.waves_of("store.get USER"), [2], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
+    assert_eq!(tally.waves, 3, "{tally}");
+    // With neither: the device's record, the counter, the write.
+    enroll(&backend, "machine-901", json!({})).await;
+    let mut pair = sample("rp-client-reg");
+    let body = json!({"machineId": "machine-901", "deviceId": "alice-pixel-9", "machineName": "WS-0901"});
+    pair.event = with_body(&pair.event, |b| *b = body);
+    let (status, tally) = calls_on(&backend, pair, 1).await.remove(0);
+    assert_eq!(status, 201, "{tally}");
+    assert_eq!(tally.waves_of("store.get DEVICEID"), [2], "{tally}");
+    assert_eq!(tally.waves, 5, "{tally}");
+}
+
 #[tokio::test]
 async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     let (status, tally) = first_call("rp-certificate-requests").await;

@@ -3,6 +3,11 @@
 //! orchestration: reads made at once, conflict retries, events, hooks, rate limits, metrics.
 //! It knows nothing of HTTP: the routers in `rp-http` parse, authorize, call and answer.
 
+use futures_util::future::MaybeDone;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
 pub mod apps;
 mod capabilities;
 pub mod certificates;
@@ -40,4 +45,25 @@ fn pairing_context(
     rp_ports::EncryptionContext::new(app.as_str(), purpose)
         .with("machine", machine_id)
         .with("device", device_id)
+}
+
+/// Runs `first` to its end while `beside` makes progress too, and leaves `beside` where it got
+/// to: the caller awaits it (`beside.as_mut().await`, then `take_output`) only if it still needs
+/// what it reads, and drops it else. For reads that one decision may make unneeded: made at
+/// once with the reads that decide, without waiting for them when they go unused.
+async fn ahead_of<A, B>(first: A, mut beside: Pin<&mut MaybeDone<B>>) -> A::Output
+where
+    A: Future,
+    B: Future,
+{
+    let mut first = std::pin::pin!(first);
+    std::future::poll_fn(|cx| match first.as_mut().poll(cx) {
+        // `first` is polled first, so that `beside` starts nothing more once it is done.
+        Poll::Ready(out) => Poll::Ready(out),
+        Poll::Pending => {
+            let _ = beside.as_mut().poll(cx);
+            Poll::Pending
+        }
+    })
+    .await
 }

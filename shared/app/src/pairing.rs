@@ -2,13 +2,15 @@
 //! certificate), reading and updating a pairing (its name, its offline PINs, wrong attempts)
 //! and unpairing. What a pairing shows its caller is [`Shown`].
 
+use crate::devices::DeviceRead;
 use crate::enrollment::refuse_name_claim;
 use crate::offline::{self, OpenPins, PairingEdit};
 use crate::{AppError, HasClock, HasKeys, HasPush, HasSettings, HasStore};
+use futures_util::future::maybe_done;
 use rp_domain::apps::{AppId, OfflineAccess};
 use rp_domain::certificates::CertError;
 use rp_domain::certificates::{certificate_status, CertificateStatus};
-use rp_domain::devices::DeviceRecord;
+use rp_domain::devices::{DeviceRecord, UserRecord};
 use rp_domain::enrollment::EnrollmentRecord as Enrollment;
 use rp_domain::offline::{render_pins, require_enabled, OfflineSet};
 use rp_domain::pairing::{
@@ -17,11 +19,12 @@ use rp_domain::pairing::{
 };
 use rp_domain::push::WakeKind;
 use rp_domain::time::EpochMillis;
-use rp_ports::StoreError;
+use rp_ports::{ItemStore, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::certificates::Certificates;
 use rp_repo::devices::Devices;
 use rp_repo::workstations::Workstations;
+use std::pin::pin;
 
 /// A pairing as its caller may see it: the PINs in the clear only for the pairing's own
 /// workstation (`offline` is empty else, and `hidden` says why).
@@ -81,19 +84,29 @@ pub async fn pair(
     owner: &str,
     request: NewPairing,
 ) -> Result<Paired, AppError> {
-    let workstations = Workstations::new(state.store());
-    // The app and the pairing, read at once.
-    let (settings, existing) = tokio::join!(
-        crate::apps::load_app(state, app.as_str()),
-        workstations.pairing(app, &request.machine_id, &request.device_id),
-    );
+    let store = state.store();
+    let (workstations, certs) = (Workstations::new(store), Certificates::new(store));
+    // The app and the pairing; beside them, what a new pairing is judged on, which a pairing
+    // that exists leaves unread (it is answered without waiting for it).
+    let first = async {
+        tokio::join!(
+            crate::apps::load_app(state, app.as_str()),
+            workstations.pairing(app, &request.machine_id, &request.device_id),
+        )
+    };
+    let mut judged_on = pin!(maybe_done(async {
+        tokio::join!(ClaimReads::of(store, app, &request), certs.open_requests(app))
+    }));
+    let (settings, existing) = crate::ahead_of(first, judged_on.as_mut()).await;
     let (settings, _) = settings?;
     // Seed rule 4: a pairing that exists is returned as it is, and nothing is queued again.
     if let Some((existing, _)) = existing? {
         return Ok(Paired::Existing(show(state, existing, &settings, Some(owner), None).await?));
     }
-    let (device, enrolled) = claim(state, app, owner, &request).await?;
-    let (offline_set, open) = match &request.offline {
+    judged_on.as_mut().await;
+    let (claim_reads, open) = judged_on.as_mut().take_output().expect("awaited to its end");
+    let (device, enrolled) = claim(state, app, owner, &request, claim_reads).await?;
+    let (offline_set, open_pins) = match &request.offline {
         Some(sent) => {
             let access = &settings.workstation.offline_access;
             require_enabled(access).map_err(PairingError::from)?;
@@ -104,9 +117,8 @@ pub async fn pair(
         None => None,
     }
     .unzip();
-    let certs = Certificates::new(state.store());
     let cap = state.settings().max_open_per_app;
-    if certs.open_requests(app).await? >= i64::from(cap) {
+    if open? >= i64::from(cap) {
         return Err(CertError::QueueFull { cap }.into());
     }
     let pairing = create(state, app, owner, &request, &device, &enrolled, &settings, offline_set).await?;
@@ -115,7 +127,7 @@ pub async fn pair(
             if pairing.offline_set.is_some() {
                 crate::push::wake(state, &device, WakeKind::OfflineSetup, &pairing.machine_id).await;
             }
-            Ok(Paired::Created(show(state, pairing, &settings, Some(owner), open).await?))
+            Ok(Paired::Created(show(state, pairing, &settings, Some(owner), open_pins).await?))
         }
         // A concurrent POST created it first: answer with the winner's pairing. Without one,
         // the app's queue filled up in the meantime.
@@ -135,30 +147,54 @@ pub async fn pair(
     }
 }
 
-/// The device `request` pairs and the enrollment of its machine: the device must be registered
-/// and not frozen (a removal under way, or its token ended), the machine must be enrolled for
-/// the device's user, and a name the pairing gives must be one of that user's (a workstation
-/// cannot pair a device under someone else's name; the attempt is an event).
+/// What [`claim`] judges a new pairing on, read at once: the device, whether it is frozen, the
+/// machine's enrollment and, if the pairing gives a workstation name, the user it names.
+struct ClaimReads {
+    device: DeviceRead,
+    frozen: Result<bool, StoreError>,
+    enrolled: Result<Option<Enrollment>, StoreError>,
+    holder: Option<Result<Option<UserRecord>, StoreError>>,
+}
+
+impl ClaimReads {
+    async fn of(store: &dyn ItemStore, app: &AppId, request: &NewPairing) -> Self {
+        let (devices, workstations) = (Devices::new(store), Workstations::new(store));
+        let holder = async {
+            match &request.machine_user_name_ws {
+                Some(name) => Some(devices.resolve_user(app, name).await),
+                None => None,
+            }
+        };
+        let (device, frozen, enrolled, holder) = tokio::join!(
+            devices.device(app, &request.device_id),
+            devices.is_frozen(app, &request.device_id),
+            workstations.enrollment(app, &request.machine_id),
+            holder,
+        );
+        ClaimReads { device, frozen, enrolled, holder }
+    }
+}
+
+/// The device `request` pairs and the enrollment of its machine, judged on `reads`: the device
+/// must be registered and not frozen (a removal under way, or its token ended), the machine must
+/// be enrolled for the device's user, and a name the pairing gives must be one of that user's (a
+/// workstation cannot pair a device under someone else's name; the attempt is an event).
 async fn claim(
     state: &(impl HasClock + HasStore),
     app: &AppId,
     owner: &str,
     request: &NewPairing,
+    reads: ClaimReads,
 ) -> Result<(DeviceRecord, Enrollment), AppError> {
-    let store = state.store();
-    let devices = Devices::new(store);
-    let (device, frozen) =
-        tokio::join!(devices.device(app, &request.device_id), devices.is_frozen(app, &request.device_id));
-    let (device, _) = device?.ok_or(PairingError::UnknownDevice)?;
-    if frozen? {
+    let (device, _) = reads.device?.ok_or(PairingError::UnknownDevice)?;
+    if reads.frozen? {
         return Err(PairingError::UnknownDevice.into());
     }
-    let enrolled = Workstations::new(store).enrollment(app, &request.machine_id).await?;
-    let Some(enrolled) = enrolled.filter(|e| e.named_user == device.named_user) else {
+    let Some(enrolled) = reads.enrolled?.filter(|e| e.named_user == device.named_user) else {
         return Err(PairingError::NotEnrolled.into());
     };
-    if let Some(name) = &request.machine_user_name_ws {
-        let holder = devices.resolve_user(app, name).await?.map(|u| u.named_user);
+    if let (Some(name), Some(holder)) = (&request.machine_user_name_ws, reads.holder) {
+        let holder = holder?.map(|u| u.named_user);
         if holder.as_deref() != Some(device.named_user.as_str()) {
             let source = format!("workstation:{owner}");
             refuse_name_claim(state, app, name, &device.named_user, holder.as_deref(), &source).await?;
@@ -183,7 +219,19 @@ async fn create(
 ) -> Result<Option<Pairing>, AppError> {
     let store = state.store();
     let workstations = Workstations::new(store);
-    let enc_counter = workstations.next_enc_counter(app, &device.device_id).await?;
+    // The agent gets the workstation name of the user from whatever mapping the server knows.
+    // The user's aliases are read (beside the counter's step) only when neither the pairing nor
+    // the enrollment names one (enrollments stored before the name was kept).
+    let named =
+        known_workstation_name(request.machine_user_name_ws.as_deref(), &enrolled.machine_user_name_ws, &[]);
+    let aliases = async {
+        match named {
+            Some(_) => Ok(None),
+            None => Devices::new(store).user(app, &device.named_user).await,
+        }
+    };
+    let (enc_counter, user) = tokio::join!(workstations.next_enc_counter(app, &device.device_id), aliases);
+    let enc_counter = enc_counter?;
     let device = PairedDevice {
         device_id: device.device_id.clone(),
         named_user: device.named_user.clone(),
@@ -195,17 +243,9 @@ async fn create(
         Pairing::create(app.clone(), request, &device, owner, enc_counter, timeout, now);
     pairing.offline_set = offline_set;
     cert_request.certificate_validity_days = Some(settings.workstation.certificate_validity_days);
-    // The agent gets the workstation name of the user from whatever mapping the server knows.
-    // The user's aliases are read only when neither the pairing nor the enrollment names one
-    // (enrollments stored before the name was kept).
-    let named =
-        known_workstation_name(request.machine_user_name_ws.as_deref(), &enrolled.machine_user_name_ws, &[]);
     cert_request.machine_user_name_ws = match named {
         Some(name) => Some(name),
-        None => {
-            let user = Devices::new(store).user(app, &device.named_user).await?;
-            known_workstation_name(None, "", &user.map(|u| u.aliases).unwrap_or_default())
-        }
+        None => known_workstation_name(None, "", &user?.map(|u| u.aliases).unwrap_or_default()),
     };
     match workstations.pair(&pairing, &cert_request, state.settings().max_open_per_app, now).await {
         Ok(()) => {
