@@ -87,7 +87,7 @@ pub async fn pair(
     let store = state.store();
     let (workstations, certs) = (Workstations::new(store), Certificates::new(store));
     // The app and the pairing; beside them, what a new pairing is judged on, which a pairing
-    // that exists leaves unread (it is answered without waiting for it).
+    // that exists does not wait for (it is answered as it is, and those reads are dropped).
     let first = async {
         tokio::join!(
             crate::apps::load_app(state, app.as_str()),
