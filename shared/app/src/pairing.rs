@@ -148,12 +148,13 @@ pub async fn pair(
 }
 
 /// What [`claim`] judges a new pairing on, read at once: the device, whether it is frozen, the
-/// machine's enrollment and, if the pairing gives a workstation name, the user it names.
+/// machine's enrollment and, if the pairing gives a workstation name, the user it names (none
+/// read when it gives none).
 struct ClaimReads {
     device: DeviceRead,
     frozen: Result<bool, StoreError>,
     enrolled: Result<Option<Enrollment>, StoreError>,
-    holder: Option<Result<Option<UserRecord>, StoreError>>,
+    holder: Result<Option<UserRecord>, StoreError>,
 }
 
 impl ClaimReads {
@@ -161,8 +162,8 @@ impl ClaimReads {
         let (devices, workstations) = (Devices::new(store), Workstations::new(store));
         let holder = async {
             match &request.machine_user_name_ws {
-                Some(name) => Some(devices.resolve_user(app, name).await),
-                None => None,
+                Some(name) => devices.resolve_user(app, name).await,
+                None => Ok(None),
             }
         };
         let (device, frozen, enrolled, holder) = tokio::join!(
@@ -193,8 +194,8 @@ async fn claim(
     let Some(enrolled) = reads.enrolled?.filter(|e| e.named_user == device.named_user) else {
         return Err(PairingError::NotEnrolled.into());
     };
-    if let (Some(name), Some(holder)) = (&request.machine_user_name_ws, reads.holder) {
-        let holder = holder?.map(|u| u.named_user);
+    if let Some(name) = &request.machine_user_name_ws {
+        let holder = reads.holder?.map(|u| u.named_user);
         if holder.as_deref() != Some(device.named_user.as_str()) {
             let source = format!("workstation:{owner}");
             refuse_name_claim(state, app, name, &device.named_user, holder.as_deref(), &source).await?;
