@@ -358,6 +358,31 @@ async fn a_pairing_update_writes_once_and_reads_nothing_back() {
 }
 
 #[tokio::test]
+async fn a_list_of_customizations_reads_its_page_beside_its_count() {
+    for (stem, kind) in [("code-customizations.get", "CODE"), ("content-customizations.get", "CONTENT")] {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        // The page of records and the count (`META`), at once, beside the rate limit's counter.
+        assert_eq!(tally.waves_of(&format!("store.query {kind}")), [2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of(&format!("store.get {kind}")), [2], "{stem}: {tally}");
+        assert_eq!(tally.waves, 2, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
+async fn a_customization_and_its_versions_are_read_at_once() {
+    for (stem, kind) in
+        [("code-customization-versions", "CODE"), ("content-customization-versions", "CONTENT")]
+    {
+        let (status, tally) = first_call(stem).await;
+        assert_eq!(status, 200, "{stem}");
+        assert_eq!(tally.waves_of(&format!("store.get {kind}")), [2], "{stem}: {tally}");
+        assert_eq!(tally.waves_of(&format!("store.query {kind}")), [2], "{stem}: {tally}");
+        assert_eq!(tally.waves, 2, "{stem}: {tally}");
+    }
+}
+
+#[tokio::test]
 async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
     use rp_shared::domain::certificates::RequestState;
     use rp_shared::domain::pairing::PairingKey;

@@ -143,9 +143,19 @@ pub async fn versions<R: Customization>(
     page: impl FnOnce(&Query) -> Result<(usize, Option<Cursor>), FieldError>,
 ) -> Result<(R, Vec<R>, Option<Cursor>), R::Error> {
     let records = records::<R>(state, tenant);
-    let current = records.get(id).await?.ok_or_else(|| R::not_found(id))?;
-    let (limit, cursor) = page(&records.versions_query(id))?;
-    let (versions, next) = records.versions(id, order, limit, cursor).await?;
+    let current = || async { records.get(id).await?.ok_or_else(|| R::not_found(id)) };
+    // A customization that is not there is a 404 before a bad page is a 400.
+    let (limit, cursor) = match page(&records.versions_query(id)) {
+        Ok(page) => page,
+        Err(bad_page) => {
+            current().await?;
+            return Err(bad_page.into());
+        }
+    };
+    // The customization and the page of its versions are read at once.
+    let (current, listed) = tokio::join!(current(), records.versions(id, order, limit, cursor));
+    let current = current?;
+    let (versions, next) = listed?;
     Ok((current, versions, next))
 }
 

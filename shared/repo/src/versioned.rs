@@ -214,10 +214,12 @@ impl<'a, R: Versioned> Records<'a, R> {
         limit: usize,
         cursor: Option<Cursor>,
     ) -> Result<(Vec<R>, Option<Cursor>, i64), StoreError> {
-        let page = self.store.query(self.list_query().limit(limit).after(cursor)).await?;
+        // The page and the count (in `META`) are read at once.
+        let (page, meta) =
+            tokio::join!(self.store.query(self.list_query().limit(limit).after(cursor)), self.meta());
+        let page = page?;
         let items = page.items.iter().map(record).collect::<Result<_, _>>()?;
-        let (meta, _) = self.meta().await?;
-        Ok((items, page.cursor, meta.count))
+        Ok((items, page.cursor, meta?.0.count))
     }
 
     pub fn list_query(&self) -> Query {

@@ -373,6 +373,12 @@ pub async fn content_versions_and_restore(h: Harness) {
     h.as_tenant(&t, "GET", &format!("{PATH}/777777/versions"), None)
         .await
         .problem(404, codes::CONTENT_NOT_FOUND);
+    // A bad page of versions is a 400 naming it; of a customization that is not there, a 404.
+    let r = h.as_tenant(&t, "GET", &format!("{item}/versions?cursor=nonsense"), None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
+    h.as_tenant(&t, "GET", &format!("{PATH}/777777/versions?cursor=nonsense"), None)
+        .await
+        .problem(404, codes::CONTENT_NOT_FOUND);
 }
 
 pub async fn content_races_lose_nothing(h: Harness) {
