@@ -353,8 +353,25 @@ async fn a_pairing_update_writes_once_and_reads_nothing_back() {
     let (status, tally) = first_call_with("rp-client-reg.patch", body).await;
     assert_eq!(status, 200, "{tally}");
     assert_eq!(tally.waves_of("store.get PAIR"), [2], "{tally}");
-    // The token; the app and the pairing; the count; the PINs opened for the owner's view.
-    assert_eq!(tally.waves, 4, "{tally}");
+    // The token; the app and the pairing; the count, and beside it the PINs opened for the
+    // owner's view.
+    assert_eq!(
+        tally.waves_of("keys.decrypt_data_key"),
+        tally.waves_of("store.increment OFFLINEFAIL"),
+        "{tally}"
+    );
+    assert_eq!(tally.waves, 3, "{tally}");
+}
+
+#[tokio::test]
+async fn a_renamed_pairings_pins_are_opened_beside_the_write() {
+    let (status, tally) = first_call("rp-client-reg.patch").await;
+    assert_eq!(status, 200, "{tally}");
+    // The token; the app and the pairing; the new name written and, beside it, the PINs (which
+    // the name does not change) opened for the answer.
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
+    assert_eq!(tally.waves_of("store.put PAIR"), [3], "{tally}");
+    assert_eq!(tally.waves, 3, "{tally}");
 }
 
 #[tokio::test]

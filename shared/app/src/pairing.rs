@@ -296,13 +296,13 @@ pub async fn update(
     owner: &str,
     update: PairingUpdate,
 ) -> Result<Shown, AppError> {
-    let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
-    let (settings, read) = offline::app_and_pairing(state, app, &key.machine_id, &key.device_id).await?;
+    let (settings, read) =
+        offline::app_and_pairing(state, app, &update.machine_id, &update.device_id).await?;
     let offline_settings = &settings.workstation.offline_access;
     let now = state.clock().now_millis();
-    // The pairing as last read or written, with its version: each step below starts from it,
-    // and a step that loses a race reads it again.
-    let mut latest = read?;
+    // The pairing as read, with its version: the writes start from it, and one that loses a
+    // race reads it again.
+    let latest = read?;
     if update.touches_offline() {
         require_enabled(offline_settings).map_err(PairingError::from)?;
     }
@@ -313,15 +313,61 @@ pub async fn update(
     if update.touches_offline() {
         pairing.lock.check(now).map_err(PairingError::from)?;
     }
+    // The PINs as read, opened beside the writes when the answer would open them after them:
+    // the update brings none in the clear (no new set, none used) and the owner may see them.
+    let ahead = match (&update.offline, update.used_token_ids.is_empty(), &pairing.offline_set) {
+        (None, true, Some(set)) if pairing.hidden_because(Some(owner), offline_settings, now).is_none() => {
+            Some((pairing.clone(), set.clone()))
+        }
+        _ => None,
+    };
+    let opening = async {
+        match &ahead {
+            Some((as_read, set)) => Some(offline::open_pins(state, as_read, set).await),
+            None => None,
+        }
+    };
+    let writing = write_update(state, app, owner, &update, latest, offline_settings, now);
+    let (written, opened) = tokio::join!(writing, opening);
+    let (pairing, new_set, open) = written?;
+    // The PINs opened ahead serve while the pairing holds the set they were opened from; a set
+    // changed meanwhile, or a failed opening, is opened (again) by `show`.
+    let open = match (open, opened, ahead) {
+        (Some(open), _, _) => Some(open),
+        (None, Some(Ok(opened)), Some((_, set))) if pairing.offline_set.as_ref() == Some(&set) => {
+            Some(opened)
+        }
+        _ => None,
+    };
+    tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
+    if new_set {
+        crate::push::wake_device(state, app, &pairing.device_id, WakeKind::OfflineSetup, &pairing.machine_id)
+            .await;
+    }
+    Ok(show(state, pairing, &settings, Some(owner), open).await?)
+}
+
+/// What [`update`] writes, starting from `latest` (the pairing as read, with its version): a new
+/// PIN set sealed, then the name, the set and the used PINs in one write (all of it lands or none
+/// of it), then wrong attempts counted. The pairing as stored, whether a new set was written, and
+/// the PINs the writes had in the clear (what the used PINs left, else the new set).
+async fn write_update(
+    state: &(impl HasClock + HasKeys + HasStore),
+    app: &AppId,
+    owner: &str,
+    update: &PairingUpdate,
+    mut latest: Option<(Pairing, u64)>,
+    settings: &OfflineAccess,
+    now: EpochMillis,
+) -> Result<(Pairing, bool, Option<OpenPins>), AppError> {
+    let key = PairingKey { machine_id: update.machine_id.clone(), device_id: update.device_id.clone() };
     let (new_set, mut open) = match &update.offline {
-        Some(sent) => Some(
-            offline::new_set(state, app, &key.machine_id, &key.device_id, sent, offline_settings, now)
-                .await?,
-        ),
+        Some(sent) => {
+            Some(offline::new_set(state, app, &key.machine_id, &key.device_id, sent, settings, now).await?)
+        }
         None => None,
     }
     .unzip();
-    // The name, the new set and the used PINs go in one write: all of it lands or none of it.
     let edit = PairingEdit {
         owner: Some(owner),
         machine_name: update.machine_name.as_deref(),
@@ -330,26 +376,20 @@ pub async fn update(
     };
     if !edit.is_empty() {
         let (pairing, version, left) =
-            offline::edit_pairing(state, app, &key, Ok(latest.take()), edit, offline_settings).await?;
+            offline::edit_pairing(state, app, &key, Ok(latest.take()), edit, settings).await?;
         latest = Some((pairing, version));
-        // What the used PINs left, if any were used; else the new set, if any.
         open = left.or(open);
     }
-    // `latest` is the pairing as stored: read beside the app, or as the edit wrote it.
+    // `latest` is the pairing as stored: as read, or as the edit wrote it.
     let latest = latest.ok_or(PairingError::NotFound)?;
     let pairing = match update.failed_attempts {
         0 => latest.0,
         failed => {
             let source = format!("workstation:{owner}");
-            offline::count_wrong_attempts(state, latest, failed, offline_settings, &source).await?
+            offline::count_wrong_attempts(state, latest, failed, settings, &source).await?
         }
     };
-    tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
-    if new_set.is_some() {
-        crate::push::wake_device(state, app, &pairing.device_id, WakeKind::OfflineSetup, &pairing.machine_id)
-            .await;
-    }
-    Ok(show(state, pairing, &settings, Some(owner), open).await?)
+    Ok((pairing, new_set.is_some(), open))
 }
 
 /// Unpairs the pairing at `key` in `app`: for `owner`, its own workstation's token, only its

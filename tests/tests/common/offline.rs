@@ -262,15 +262,54 @@ pub async fn racing_pin_reports_all_land(h: Harness) {
     assert!(["desk-3", "desk-5", "desk-7"].contains(&own["machineName"].as_str().unwrap()), "{own}");
 }
 
+/// Each answer's PINs are those of the set its pairing was written with: a rename that lost a
+/// race to the phone's report of used PINs shows what the report left, never the PINs it read
+/// before it. Each of the 8 racers writes once, so none loses more than 7 races: fewer than
+/// `CONFLICT_ATTEMPTS`.
+pub async fn a_renamed_pairing_shows_the_pins_it_was_written_with(h: Harness) {
+    let (_app, access, dev, machine) = offline_pairing(&h, "rhea@example.com", 10).await;
+    let h = std::sync::Arc::new(h);
+    let racers: Vec<_> = (1..=8)
+        .map(|i| {
+            let (h, access, machine) = (h.clone(), access.clone(), machine.clone());
+            let (device_id, device_token) = (dev.device_id.clone(), dev.token.clone());
+            tokio::spawn(async move {
+                if i % 2 == 0 {
+                    let body = json!({"machineId": machine, "tokenIds": [format!("pin-{i:02}")]});
+                    let path = "/rp/versioned/device/offline/used";
+                    let r = h.client.send("POST", path, Some(&device_token), Some(body)).await;
+                    assert_eq!(r.status, 200, "{}", r.json());
+                    None
+                } else {
+                    let body = json!({"machineId": machine, "deviceId": device_id, "machineName": format!("desk-{i}")});
+                    Some(patch(&h, &access, body).await)
+                }
+            })
+        })
+        .collect();
+    for racer in racers {
+        let Some(r) = racer.await.unwrap() else { continue };
+        let own = r.json();
+        assert_eq!(r.status, 200, "{own}");
+        let pins = own["workstation"]["offline"]["tokens"].as_str().unwrap();
+        let shown = pins.split(',').filter(|p| !p.is_empty()).count();
+        assert_eq!(Value::from(shown), own["offlineStatus"]["tokensRemaining"], "{own}");
+    }
+}
+
 pub async fn wrong_attempts_lock_offline_access(h: Harness) {
     let (app, access, dev, machine) = offline_pairing(&h, "quinn@example.com", 5).await;
     let failed = |n: i64| json!({"machineId": machine, "deviceId": dev.device_id, "failedAttempts": n});
+    let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
     let r = patch(&h, &access, failed(2)).await;
     assert_eq!(r.json()["offlineStatus"]["lockedUntil"], Value::Null);
+    // Counted, not yet locked: the owner still sees its PINs.
+    assert_eq!(r.json()["workstation"]["offline"], own["workstation"]["offline"], "{}", r.json());
     let r = patch(&h, &access, failed(1)).await;
     assert_eq!(r.status, 200, "{}", r.json());
     assert!(r.json()["offlineStatus"]["lockedUntil"].is_i64(), "the third wrong attempt locks");
     assert_eq!(r.json()["offlineStatus"]["hiddenReason"], "locked");
+    assert_eq!(r.json()["workstation"]["offline"]["tokens"], "", "locked: no PINs shown: {}", r.json());
     let locked = setup(&h, &dev, &machine).await;
     locked.problem(423, codes::OFFLINE_LOCKED);
     assert!(locked.header("retry-after").is_some());
