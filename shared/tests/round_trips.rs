@@ -197,6 +197,54 @@ async fn an_oob_start_reads_what_it_needs_at_once_and_its_devices_beside_the_cou
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
+/// The samples with their `oob.start` customization created enabled (the sample creates it
+/// disabled).
+async fn with_a_start_hook() -> (tempfile::TempDir, Backend) {
+    let (dir, backend) = seeded().await;
+    let mut create = sample("code-customizations");
+    create.event = with_body(&create.event, |b| b["enabled"] = true.into());
+    let (status, _) = calls_on(&backend, create, 1).await.remove(0);
+    assert_eq!(status, 201);
+    (dir, backend)
+}
+
+#[tokio::test]
+async fn an_oob_start_reads_its_customization_and_variables_beside_the_count() {
+    let (_dir, backend) = with_a_start_hook().await;
+    let (status, tally) = calls_on(&backend, sample("rp-oob-requests"), 1).await.remove(0);
+    assert_eq!(status, 200, "{tally}");
+    // Beside the token, which customizations are enabled (`META`); beside the count, the one
+    // enabled and the tenant's variables, sealed; then the variables opened for the run, and
+    // the request stored.
+    assert_eq!(tally.waves_of("store.get CODE"), [1, 2], "{tally}");
+    assert_eq!(tally.waves_of("store.get CODEENV"), [2], "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [2], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
+}
+
+#[tokio::test]
+async fn a_refused_oob_start_opens_no_variables() {
+    // A replayed nonce: refused before the customization runs.
+    let (_dir, backend) = with_a_start_hook().await;
+    let outcomes = calls_on(&backend, sample("rp-oob-requests"), 2).await;
+    assert_eq!(outcomes[0].0, 200);
+    let (status, again) = &outcomes[1];
+    assert_eq!(*status, 409, "{again}");
+    assert!(again.calls.iter().all(|(_, call)| !call.starts_with("keys.")), "{again}");
+    // Over the tenant's limit: refused before anything is judged of the user.
+    let (_dir, backend) = with_a_start_hook().await;
+    set_rate_limit(AppState::new(backend.clone(), HttpConfig::default()), 1, 3600).await;
+    let (traced, trips) = recorded(&backend, Duration::from_millis(1));
+    let router = http::function("rp-oob-requests", AppState::new(traced, HttpConfig::default())).unwrap();
+    assert_eq!(send(&router, &sample("rp-oob-requests").event).await, 200);
+    trips.take();
+    let status = send(&router, &sample("rp-oob-requests").event).await;
+    let tally = trips.take();
+    assert_eq!(status, 429, "{tally}");
+    assert!(tally.calls.iter().all(|(_, call)| !call.starts_with("keys.")), "{tally}");
+}
+
 #[tokio::test]
 async fn a_pairing_and_its_app_are_read_at_once() {
     for stem in ["rp-client-reg", "rp-client-reg.get"] {

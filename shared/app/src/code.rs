@@ -8,11 +8,12 @@ use rp_domain::events::CODE_EVENT;
 use rp_domain::events::{attributes, EventRecord};
 use rp_domain::time::EpochMillis;
 use rp_ports::{retry_on_conflict, StoreError};
-use rp_repo::code_env::CodeEnv;
+use rp_repo::code_env::{CodeEnv, SealedEnv};
 use rp_repo::events::Events;
 use rp_repo::versioned::CodeRecords;
 use rp_sandbox::{self as sandbox, Job};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The tenant's code customizations, keeping the configured number of earlier versions.
@@ -44,7 +45,7 @@ pub fn job(
     tenant: &AppId,
     record: &CodeRecord,
     event: Value,
-    env: std::collections::BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
 ) -> Job {
     Job {
         tenant: tenant.to_string(),
@@ -57,36 +58,62 @@ pub fn job(
     }
 }
 
-/// The tenant's enabled customizations of `trigger`, in id order: one read when none is enabled,
-/// and one more per enabled customization, however many disabled ones the tenant keeps. Read
-/// apart from [`run_hook`] so that a caller can read them beside its own reads.
-pub async fn hooks(
+/// The ids of the tenant's enabled customizations of `trigger`, in id order: one read, however
+/// many disabled ones the tenant keeps. Apart from [`hooks`], which reads what they name, so
+/// that a caller can make each read beside its own.
+pub async fn hook_ids(
     state: &(impl HasSettings + HasStore),
     tenant: &AppId,
     trigger: Trigger,
-) -> Result<Vec<CodeRecord>, CodeError> {
-    Ok(records(state, tenant).indexed(trigger.name()).await?)
+) -> Result<Vec<i64>, CodeError> {
+    Ok(records(state, tenant).index(trigger.name()).await?)
 }
 
-/// Runs `enabled` (the tenant's customizations of `trigger`, from [`hooks`]) on `event`, in turn,
-/// and decides. They share one budget, until `deadline`: each runs within its own time-out and
-/// what is left of it, so one that the others left no time fails (closed). A denial or a
-/// failure is logged as an event.
+/// The tenant's enabled customizations of a trigger and its variables as stored: sealed until
+/// the first [`run_hook`] opens them, once however often the hooks run.
+#[derive(Default)]
+pub struct Hooks {
+    enabled: Vec<CodeRecord>,
+    env: Option<SealedEnv>,
+    opened: tokio::sync::OnceCell<BTreeMap<String, String>>,
+}
+
+/// The customizations `ids` ([`hook_ids`] of `trigger`) and the tenant's variables, read at
+/// once; nothing is read when none is enabled.
+pub async fn hooks(
+    state: &(impl HasKeys + HasSettings + HasStore),
+    tenant: &AppId,
+    trigger: Trigger,
+    ids: Vec<i64>,
+) -> Result<Hooks, CodeError> {
+    if ids.is_empty() {
+        return Ok(Hooks::default());
+    }
+    let (records, env) = (records(state, tenant), self::env(state, tenant));
+    let (enabled, env) = tokio::join!(records.listed_in(trigger.name(), ids), env.read());
+    Ok(Hooks { enabled: enabled?, env: env?, opened: Default::default() })
+}
+
+/// Runs `hooks` (the tenant's enabled customizations of `trigger`) on `event`, in turn, with
+/// the tenant's variables (opened on the first run), and decides. They share one budget, until
+/// `deadline`: each runs within its own time-out and what is left of it, so one that the others
+/// left no time fails (closed). A denial or a failure is logged as an event.
 pub async fn run_hook(
     state: &AppState,
     tenant: &AppId,
     trigger: Trigger,
-    enabled: Vec<CodeRecord>,
+    hooks: &Hooks,
     event: Value,
     deadline: tokio::time::Instant,
 ) -> Result<HookDecision, CodeError> {
-    if enabled.is_empty() {
+    if hooks.enabled.is_empty() {
         return Ok(HookDecision::Allow { transaction_text: None });
     }
-    let (vars, _) = env(state, tenant).load().await?;
-    let mut runs = Vec::with_capacity(enabled.len());
-    for record in &enabled {
-        let mut job = job(state, tenant, record, event.clone(), vars.values.clone());
+    let open = || async { Ok::<_, CodeError>(env(state, tenant).open(hooks.env.clone()).await?.values) };
+    let vars = hooks.opened.get_or_try_init(open).await?;
+    let mut runs = Vec::with_capacity(hooks.enabled.len());
+    for record in &hooks.enabled {
+        let mut job = job(state, tenant, record, event.clone(), vars.clone());
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         job.timeout = job.timeout.min(left).max(Duration::from_millis(1));
         let report = sandbox::run(crate::signing::TenantSigner::new(state, tenant), job).await;

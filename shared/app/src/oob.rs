@@ -2,9 +2,10 @@
 //! against the tenant's budget, decided by its `oob.start` customizations), and the user's
 //! device fetches the requests pending for it and answers one.
 
+use crate::code::Hooks;
 use crate::{AppError, AppState, HasClock, HasKeys, HasSettings, HasStore};
 use rp_domain::apps::AppId;
-use rp_domain::code::{CodeError, CodeRecord, HookDecision, Trigger};
+use rp_domain::code::{CodeError, HookDecision, Trigger};
 use rp_domain::devices::DeviceRecord;
 use rp_domain::devices::UserRecord;
 use rp_domain::oob::{
@@ -38,12 +39,13 @@ pub fn status(state: &impl HasClock, app: &AppId, read: RequestRead) -> Result<O
 }
 
 /// What a start needs to know, read at once before anything is judged: the app, the user,
-/// whether the nonce is spent, and the customizations that decide.
+/// whether the nonce is spent, and which customizations decide (read with the variables beside
+/// the count).
 pub struct StartReads {
     app: Result<(AppRecord, u64), rp_domain::apps::ControlError>,
     user: Result<Option<UserRecord>, StoreError>,
     spent: Result<bool, StoreError>,
-    hooks: Result<Vec<CodeRecord>, CodeError>,
+    hook_ids: Result<Vec<i64>, CodeError>,
 }
 
 /// The reads of [`start`], for `start`; they borrow nothing of it, so that they can go beside
@@ -57,13 +59,13 @@ pub fn start_reads<'s>(
     async move {
         let store = state.store();
         let (devices, requests) = (Devices::new(store), OobRequests::new(store));
-        let (app, user, spent, hooks) = tokio::join!(
+        let (app, user, spent, hook_ids) = tokio::join!(
             crate::apps::load_app(state, app_id.as_str()),
             devices.resolve_user(&app_id, &named_user),
             requests.nonce_spent(&app_id, &nonce),
-            crate::code::hooks(state, &app_id, Trigger::OobStart),
+            crate::code::hook_ids(state, &app_id, Trigger::OobStart),
         );
-        StartReads { app, user, spent, hooks }
+        StartReads { app, user, spent, hook_ids }
     }
 }
 
@@ -73,10 +75,11 @@ pub fn start_reads<'s>(
 /// customizations run, so it costs reads, not a sandbox run. A device whose removal (or its
 /// token's end) began while the start ran is passed over, as one removed before it.
 pub async fn start(state: &AppState, start: OobStart, reads: StartReads) -> Result<String, AppError> {
-    let StartReads { app, user, spent, hooks } = reads;
+    let StartReads { app, user, spent, hook_ids } = reads;
     let (app, _) = app?;
     let found = user.as_ref().ok().and_then(|user| user.as_ref()).map(|user| user.named_user.as_str());
-    // The user's devices go beside the count.
+    // The user's devices, and the customizations that decide with the tenant's variables (still
+    // sealed), go beside the count.
     let devices = Devices::new(state.store());
     let listed = async {
         match found {
@@ -84,7 +87,9 @@ pub async fn start(state: &AppState, start: OobStart, reads: StartReads) -> Resu
             None => Ok(Vec::new()),
         }
     };
-    let (counted, listed) = tokio::join!(crate::within_rate_limit(state, &app, "oob-start"), listed);
+    let hooks = async { crate::code::hooks(state, &start.app_id, Trigger::OobStart, hook_ids?).await };
+    let (counted, listed, hooks) =
+        tokio::join!(crate::within_rate_limit(state, &app, "oob-start"), listed, hooks);
     counted?;
     let user = user?.ok_or(OobError::UnknownUser)?;
     if spent? {
@@ -97,8 +102,7 @@ pub async fn start(state: &AppState, start: OobStart, reads: StartReads) -> Resu
         let now = state.clock().now_millis();
         let chosen =
             choose_device(able.clone(), start.device_id.as_deref(), start.machine_id.as_deref(), now)?;
-        match start_on(state, &app, start.clone(), &user.named_user, &chosen, hooks.clone(), deadline).await?
-        {
+        match start_on(state, &app, start.clone(), &user.named_user, &chosen, &hooks, deadline).await? {
             Some(request_id) => return Ok(request_id),
             None if start.device_id.is_some() => return Err(OobError::DeviceCannotAnswer.into()),
             None => able.retain(|d| d.device_id != chosen.device_id),
@@ -114,7 +118,7 @@ async fn start_on(
     mut start: OobStart,
     named_user: &str,
     chosen: &DeviceRecord,
-    hooks: Vec<CodeRecord>,
+    hooks: &Hooks,
     deadline: tokio::time::Instant,
 ) -> Result<Option<String>, AppError> {
     let device = OobDevice {

@@ -25,6 +25,13 @@ pub enum EnvError {
     Keys(#[from] KeyError),
 }
 
+/// A tenant's variables as stored ([`CodeEnv::read`]), sealed until [`CodeEnv::open`].
+#[derive(Debug, Clone)]
+pub struct SealedEnv {
+    stored: EnvItem,
+    version: u64,
+}
+
 pub struct CodeEnv<'a> {
     store: &'a dyn ItemStore,
     keys: &'a dyn KeyService,
@@ -54,13 +61,28 @@ impl<'a> CodeEnv<'a> {
 
     /// Every variable, opened (for a run, or to change one), and the version read.
     pub async fn load(&self) -> Result<(EnvVars, Option<u64>), EnvError> {
-        let Some(item) = self.store.get(&self.key()).await? else {
-            return Ok((EnvVars::default(), None));
+        let sealed = self.read().await?;
+        let version = sealed.as_ref().map(|s| s.version);
+        Ok((self.open(sealed).await?, version))
+    }
+
+    /// The variables as stored, still sealed: a read that can go beside others, before
+    /// [`Self::open`] asks the key service.
+    pub async fn read(&self) -> Result<Option<SealedEnv>, StoreError> {
+        match self.store.get(&self.key()).await? {
+            Some(item) => Ok(Some(SealedEnv { stored: item.data()?, version: item.version })),
+            None => Ok(None),
+        }
+    }
+
+    /// The variables `sealed` holds (none when nothing is stored), opened.
+    pub async fn open(&self, sealed: Option<SealedEnv>) -> Result<EnvVars, EnvError> {
+        let Some(SealedEnv { stored, .. }) = sealed else {
+            return Ok(EnvVars::default());
         };
-        let stored: EnvItem = item.data()?;
         let plain = open(self.keys, &context(&self.tenant), &stored.values).await?;
         let values = serde_json::from_slice(&plain).map_err(StoreError::encoding)?;
-        Ok((EnvVars { entries: stored.entries, values }, Some(item.version)))
+        Ok(EnvVars { entries: stored.entries, values })
     }
 
     /// [`Self::load`], and beside it a fresh data key for the changed set: a change then waits for

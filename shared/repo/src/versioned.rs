@@ -230,13 +230,23 @@ impl<'a, R: Versioned> Records<'a, R> {
     /// record changed between the two reads is taken as it is now, and left out if it is no
     /// longer listed there.
     pub async fn indexed(&self, name: &str) -> Result<Vec<R>, StoreError> {
+        let ids = self.index(name).await?;
+        self.listed_in(name, ids).await
+    }
+
+    /// The ids index `name` lists, in id order, from `META`: [`Self::indexed`]'s first read.
+    pub async fn index(&self, name: &str) -> Result<Vec<i64>, StoreError> {
         let (mut meta, meta_version) = self.meta().await?;
-        let ids = match (meta.index.take(), meta_version) {
+        Ok(match (meta.index.take(), meta_version) {
             (Some(mut index), _) => index.remove(name),
             (None, Some(version)) => self.build_index(meta, version).await?.remove(name),
             (None, None) => None,
         }
-        .unwrap_or_default();
+        .unwrap_or_default())
+    }
+
+    /// The records `ids` (from [`Self::index`]), read at once: [`Self::indexed`]'s second read.
+    pub async fn listed_in(&self, name: &str, ids: Vec<i64>) -> Result<Vec<R>, StoreError> {
         let records = super::at_once(ids.into_iter().map(|id| self.get(id)).collect()).await?;
         Ok(records.into_iter().flatten().filter(|r| r.index() == Some(name)).collect())
     }
