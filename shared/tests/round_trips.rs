@@ -422,27 +422,20 @@ async fn a_renamed_pairings_pins_are_opened_beside_the_write() {
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
+/// A list of customizations reads its page beside its count (`META`), and a list of versions
+/// beside the customization: at once, and beside the rate limit's counter.
 #[tokio::test]
-async fn a_list_of_customizations_reads_its_page_beside_its_count() {
-    for (stem, kind) in [("code-customizations.get", "CODE"), ("content-customizations.get", "CONTENT")] {
+async fn a_list_reads_its_page_beside_what_it_answers_with() {
+    for (stem, kind) in [
+        ("code-customizations.get", "CODE"),
+        ("content-customizations.get", "CONTENT"),
+        ("code-customization-versions", "CODE"),
+        ("content-customization-versions", "CONTENT"),
+    ] {
         let (status, tally) = first_call(stem).await;
         assert_eq!(status, 200, "{stem}");
-        // The page of records and the count (`META`), at once, beside the rate limit's counter.
         assert_eq!(tally.waves_of(&format!("store.query {kind}")), [2], "{stem}: {tally}");
         assert_eq!(tally.waves_of(&format!("store.get {kind}")), [2], "{stem}: {tally}");
-        assert_eq!(tally.waves, 2, "{stem}: {tally}");
-    }
-}
-
-#[tokio::test]
-async fn a_customization_and_its_versions_are_read_at_once() {
-    for (stem, kind) in
-        [("code-customization-versions", "CODE"), ("content-customization-versions", "CONTENT")]
-    {
-        let (status, tally) = first_call(stem).await;
-        assert_eq!(status, 200, "{stem}");
-        assert_eq!(tally.waves_of(&format!("store.get {kind}")), [2], "{stem}: {tally}");
-        assert_eq!(tally.waves_of(&format!("store.query {kind}")), [2], "{stem}: {tally}");
         assert_eq!(tally.waves, 2, "{stem}: {tally}");
     }
 }

@@ -309,7 +309,6 @@ macro_rules! router_tests {
         $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);
         $crate::router_case!($make, racing_pin_reports_all_land);
         $crate::router_case!($make, wrong_attempts_lock_offline_access);
-        $crate::router_case!($make, a_renamed_pairing_shows_the_pins_it_was_written_with);
         $crate::router_case!($make, unpairing_queues_the_revocation_the_agent_carries_out);
         $crate::router_case!($make, removing_a_device_ends_its_token_pairings_and_certificates);
         $crate::router_case!($make, removing_a_device_unpairs_it_everywhere_past_one_page);
