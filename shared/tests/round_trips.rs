@@ -246,6 +246,16 @@ async fn a_refused_oob_start_opens_no_variables() {
 }
 
 #[tokio::test]
+async fn a_device_answer_reads_its_request_beside_its_token() {
+    let (status, tally) = first_call("rp-device-oob-request").await;
+    assert_eq!(status, 200, "{tally}");
+    assert_eq!(tally.waves_of("store.get DEVTOKEN"), [1], "{tally}");
+    assert_eq!(tally.waves_of("store.get OOB"), [1], "{tally}");
+    // Then the answer is stored.
+    assert_eq!(tally.waves, 2, "{tally}");
+}
+
+#[tokio::test]
 async fn a_pairing_and_its_app_are_read_at_once() {
     for stem in ["rp-client-reg", "rp-client-reg.get"] {
         let (status, tally) = first_call(stem).await;
@@ -650,7 +660,7 @@ fn with_body(event: &str, change: impl FnOnce(&mut serde_json::Value)) -> String
 /// (an unknown OOB request is the seed's 400).
 #[tokio::test]
 async fn what_a_request_names_is_still_judged_after_its_token() {
-    use rp_shared::samples::{ACCESS_TOKEN, ADMIN_TOKEN};
+    use rp_shared::samples::{ACCESS_TOKEN, ADMIN_TOKEN, DEVICE_TOKEN};
     let (_dir, backend) = seeded().await;
     let state = AppState::new(backend, HttpConfig::default());
     let unknown_app = |body: &mut serde_json::Value| body["appId"] = "noSuchApp".into();
@@ -736,10 +746,23 @@ async fn what_a_request_names_is_still_judged_after_its_token() {
         ),
         ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", "0000000000a9"), 400),
         ("rp-oob-request", sample("rp-oob-request").event.replace("0000000000a1", &"a".repeat(70)), 400),
+        (
+            "rp-device-oob-request",
+            sample("rp-device-oob-request").event.replace("0000000000a1", "0000000000a9"),
+            400,
+        ),
+        (
+            "rp-device-oob-request",
+            with_body(&sample("rp-device-oob-request").event, |b| b["decision"] = "maybe".into()),
+            400,
+        ),
     ];
     for (stem, event, status) in cases {
         let router = http::function(&sample(stem).function, state.clone()).unwrap();
-        let refused = event.replace(ADMIN_TOKEN, "rpt_not-a-token").replace(ACCESS_TOKEN, "rpt_not-a-token");
+        let refused = event
+            .replace(ADMIN_TOKEN, "rpt_not-a-token")
+            .replace(ACCESS_TOKEN, "rpt_not-a-token")
+            .replace(DEVICE_TOKEN, "rpd_not-a-token");
         assert_eq!(send(&router, &refused).await, 401, "{stem}: {event}");
         assert_eq!(send(&router, &event).await, status, "{stem}: {event}");
     }

@@ -14,7 +14,7 @@ use rp_domain::oob::{
 };
 use rp_domain::push::WakeKind;
 use rp_ports::metrics::{self, Metric};
-use rp_ports::{retry_on_conflict, StoreError};
+use rp_ports::{retry_on_conflict_from, StoreError};
 use rp_repo::apps::AppRecord;
 use rp_repo::devices::Devices;
 use rp_repo::oob::OobRequests;
@@ -289,18 +289,22 @@ async fn recovery_keys(
 /// are the devices' own, unique within an app only); so is any, once the device's removal or
 /// the end of its token has begun, even if the device was let in before. A signature that does
 /// not verify, or a wrong amount, is stored (the request fails) and then refused. The answer
-/// that settled the request, sent again, changes nothing and gets the request as it is.
+/// that settled the request, sent again, changes nothing and gets the request as it is. The
+/// first attempt decides on `first` (the request as [`request`] read it, beside the device's
+/// token); a lost race reads it again.
 pub async fn answer(
     state: &(impl HasClock + HasStore),
     app: &AppId,
     device_id: &str,
     request_id: &str,
     answer: &OobAnswer,
+    first: RequestRead,
 ) -> Result<OobRequest, OobError> {
     let (repo, devices) = (OobRequests::new(state.store()), Devices::new(state.store()));
     let now = state.clock().now_millis();
-    let answered = retry_on_conflict(|| async move {
-        let (request, version) = repo.get(request_id).await?.ok_or(OobError::NotFound)?;
+    let reread = || repo.get(request_id);
+    let answered = retry_on_conflict_from(first, reread, |read| async move {
+        let (request, version) = read?.ok_or(OobError::NotFound)?;
         if &request.app_id != app {
             return Err(OobError::NotFound);
         }

@@ -291,11 +291,21 @@ pub struct DeviceOobAnswered {
     responses((status = 200, description = "The answer is stored, or is the one that settled the request, sent again (nothing changes)", body = DeviceOobAnswered)))]
 async fn device_answer(
     State(state): State<AppState>,
-    device: DeviceCaller,
-    ApiPath(request_id): ApiPath<String>,
-    ApiJson(body): ApiJson<OobAnswerRequest>,
+    mut parts: Parts,
+    path: Result<ApiPath<String>, Problem>,
+    body: Result<ApiJson<OobAnswerRequest>, Problem>,
 ) -> Result<Json<DeviceOobAnswered>, Problem> {
-    let answer = OobAnswer::try_from(body)?;
-    let answered = oob::answer(&state, &device.app_id, &device.device_id, &request_id, &answer).await?;
+    // The request is read beside the device's token; the token is judged first, then the path
+    // and the body.
+    let read = |request_id: &String| {
+        let (state, request_id) = (&state, request_id.clone());
+        async move { oob::request(state, &request_id).await }
+    };
+    let path = path.map(|ApiPath(request_id)| request_id);
+    let (device, request_id, first) =
+        beside_input::<DeviceCaller, _, _>(&mut parts, &state, path, read).await?;
+    let answer = OobAnswer::try_from(body?.0)?;
+    let answered =
+        oob::answer(&state, &device.app_id, &device.device_id, &request_id, &answer, first).await?;
     Ok(Json(DeviceOobAnswered { state: answered.current().into(), request_id: answered.request_id }))
 }

@@ -500,7 +500,8 @@ pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
     let (device_id, request_id) = (dev.device_id.clone(), id.clone());
     let refused = h
         .held_past_removal(&format!("/cc/api/apps/{app}/devices/{}", dev.device_id), move |held| async move {
-            rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &approval)
+            let first = rp_shared::app::oob::request(&held, &request_id).await;
+            rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &approval, first)
                 .await
                 .map(|answered| answered.current())
                 .map_err(|e| e.to_string())
