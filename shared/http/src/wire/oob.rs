@@ -85,8 +85,9 @@ pub struct OobStartRequest {
     pub machine: Option<String>,
     #[schema(min_length = 1, max_length = 128)]
     pub machine_id: Option<String>,
-    /// Added beside the seed's fields: the device to ask, one of the user's (see
-    /// [`choose_device`]).
+    /// Added beside the seed's fields: the device to ask, one of the user's (refused when it
+    /// cannot answer). Without it, the device `machineId` names, else the user's most recently
+    /// registered device that can answer.
     #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub device_id: Option<String>,
     #[schema(min_length = 1, max_length = 1000)]
