@@ -150,7 +150,7 @@ pub struct IssuanceResult {
     #[schema(schema_with = machine_user_names_schema)]
     pub machine_user_names: Option<Vec<String>>,
     /// Added beside the seed's fields: the envelope's version, 1 when absent (the seed's
-    /// envelope) or 2 (`domain::envelope`).
+    /// envelope) or 2 (docs/agent.md, "The envelope").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 2)]
     pub envelope_version: Option<u8>,
