@@ -26,9 +26,11 @@ use std::future::Future;
 /// A request as read (with its version), for [`status`].
 pub type RequestRead = Result<Option<(OobRequest, u64)>, StoreError>;
 
-/// Reads the request `request_id`: one consistent read, ahead of [`status`].
-pub async fn request(state: &impl HasStore, request_id: &str) -> RequestRead {
-    OobRequests::new(state.store()).get(request_id).await
+/// Reads the request `request_id`: one consistent read, ahead of [`status`] or [`answer`]. The
+/// read borrows nothing of `request_id`, so that it can go beside the caller's token.
+pub fn request<'s>(state: &'s impl HasStore, request_id: &str) -> impl Future<Output = RequestRead> + 's {
+    let request_id = request_id.to_owned();
+    async move { OobRequests::new(state.store()).get(&request_id).await }
 }
 
 /// The request `read` found, as app `app` may see it now: another app's, or one past its

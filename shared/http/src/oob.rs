@@ -167,10 +167,7 @@ async fn status(
     path: Result<ApiPath<String>, Problem>,
 ) -> Result<Json<OobStatus>, Problem> {
     // The request is read beside the token.
-    let read = |session_id: &String| {
-        let (state, session_id) = (&state, session_id.clone());
-        async move { rp_app::oob::request(state, &session_id).await }
-    };
+    let read = |session_id: &String| oob::request(&state, session_id);
     let path = path.map(|ApiPath(session_id)| session_id);
     let (access, _, read) = beside_input::<Access, _, _>(&mut parts, &state, path, read).await?;
     Ok(Json(OobStatus::from(rp_app::oob::status(&state, &access.app_id, read)?)))
@@ -297,10 +294,7 @@ async fn device_answer(
 ) -> Result<Json<DeviceOobAnswered>, Problem> {
     // The request is read beside the device's token; the token is judged first, then the path
     // and the body.
-    let read = |request_id: &String| {
-        let (state, request_id) = (&state, request_id.clone());
-        async move { oob::request(state, &request_id).await }
-    };
+    let read = |request_id: &String| oob::request(&state, request_id);
     let path = path.map(|ApiPath(request_id)| request_id);
     let (device, request_id, first) =
         beside_input::<DeviceCaller, _, _>(&mut parts, &state, path, read).await?;
