@@ -19,7 +19,7 @@
 //! sources included). A write that changes which index lists a record changes `META` in its
 //! transaction, conditional on `META`'s version, so the index is never behind the records. A
 //! `META` written before the index existed has none: the first read builds it from the records
-//! (see [`Records::indexed`]).
+//! (see [`Records::index`]).
 
 use crate::Order;
 use rp_domain::apps::AppId;
@@ -97,7 +97,7 @@ struct Meta {
     next_id: i64,
     count: i64,
     /// Index name → the ids it lists, ascending. `None` in a `META` written before the index
-    /// existed, until [`Records::indexed`] builds it.
+    /// existed, until [`Records::index`] builds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     index: Option<BTreeMap<String, Vec<i64>>>,
 }
@@ -226,15 +226,9 @@ impl<'a, R: Versioned> Records<'a, R> {
         Query::table(self.partition.clone()).sort(SortKey::BeginsWith("ITEM#".into()))
     }
 
-    /// The records index `name` lists, in id order: `META`, then each of them (at once). A
-    /// record changed between the two reads is taken as it is now, and left out if it is no
-    /// longer listed there.
-    pub async fn indexed(&self, name: &str) -> Result<Vec<R>, StoreError> {
-        let ids = self.index(name).await?;
-        self.listed_in(name, ids).await
-    }
-
-    /// The ids index `name` lists, in id order, from `META`: [`Self::indexed`]'s first read.
+    /// The ids index `name` lists, in id order, from `META` (built first for a `META` that has
+    /// none). [`Self::listed_in`] reads their records, so that a caller can make each read
+    /// beside its own.
     pub async fn index(&self, name: &str) -> Result<Vec<i64>, StoreError> {
         let (mut meta, meta_version) = self.meta().await?;
         Ok(match (meta.index.take(), meta_version) {
@@ -245,7 +239,8 @@ impl<'a, R: Versioned> Records<'a, R> {
         .unwrap_or_default())
     }
 
-    /// The records `ids` (from [`Self::index`]), read at once: [`Self::indexed`]'s second read.
+    /// The records `ids` (from [`Self::index`]), read at once, in id order. A record changed
+    /// since `META` was read is taken as it is now, and left out if it is no longer listed there.
     pub async fn listed_in(&self, name: &str, ids: Vec<i64>) -> Result<Vec<R>, StoreError> {
         let records = super::at_once(ids.into_iter().map(|id| self.get(id)).collect()).await?;
         Ok(records.into_iter().flatten().filter(|r| r.index() == Some(name)).collect())
@@ -437,6 +432,12 @@ mod tests {
         }
     }
 
+    /// The records index `name` lists, as an OOB start reads them: `META`, then each of them.
+    async fn indexed<R: Versioned>(records: &Records<'_, R>, name: &str) -> Result<Vec<R>, StoreError> {
+        let ids = records.index(name).await?;
+        records.listed_in(name, ids).await
+    }
+
     fn ids(records: &[CodeRecord]) -> Vec<i64> {
         records.iter().map(|r| r.id).collect()
     }
@@ -458,7 +459,7 @@ mod tests {
     async fn the_index_lists_the_enabled_customizations_through_every_write() {
         let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant);
-        let hooks = || records.indexed("oob.start");
+        let hooks = || indexed(&records, "oob.start");
         assert!(hooks().await.unwrap().is_empty(), "no META yet");
         for enabled in [true, false, true] {
             records.create(|id| code(id, enabled)).await.unwrap();
@@ -483,10 +484,10 @@ mod tests {
         records.update(2, EpochMillis(4), enable(false)).await.unwrap();
         assert!(hooks().await.unwrap().is_empty());
         assert_eq!(meta_json(&records).await["index"], json!({}));
-        assert!(records.indexed("another").await.unwrap().is_empty());
+        assert!(indexed(&records, "another").await.unwrap().is_empty());
         // Content customizations are in no index.
         let contents = Contents::new(backend.store.as_ref(), &tenant);
-        assert!(contents.indexed("oob.start").await.unwrap().is_empty());
+        assert!(indexed(&contents, "oob.start").await.unwrap().is_empty());
     }
 
     /// However many records an index names, a read has at most `READS_AT_ONCE` (16) of them
@@ -499,7 +500,7 @@ mod tests {
         }
         let (traced, trips) = rp_ports::trips::recorded(&backend, std::time::Duration::from_millis(5));
         let records = CodeRecords::new(traced.store.as_ref(), &tenant);
-        assert_eq!(ids(&records.indexed("oob.start").await.unwrap()), (1..=40).collect::<Vec<_>>());
+        assert_eq!(ids(&indexed(&records, "oob.start").await.unwrap()), (1..=40).collect::<Vec<_>>());
         let tally = trips.take();
         // META, then the 40 records in waves of 16, 16 and 8.
         let per_wave = |wave| tally.calls.iter().filter(|(w, _)| *w == wave).count();
@@ -529,12 +530,12 @@ mod tests {
         assert_eq!(meta_json(&records).await.get("index"), None, "but did not store");
 
         let expected: Vec<i64> = std::iter::once(5).chain((1..=15).map(|i| i * 10)).collect();
-        assert_eq!(ids(&records.indexed("oob.start").await.unwrap()), expected);
+        assert_eq!(ids(&indexed(&records, "oob.start").await.unwrap()), expected);
         assert_eq!(meta_json(&records).await["index"], json!({"oob.start": expected}));
         assert_eq!(meta_json(&records).await["count"], 150);
         // From now on, the index is kept by the writes.
         records.update(10, EpochMillis(3), enable(false)).await.unwrap();
-        assert_eq!(ids(&records.indexed("oob.start").await.unwrap())[..2], [5, 20]);
+        assert_eq!(ids(&indexed(&records, "oob.start").await.unwrap())[..2], [5, 20]);
     }
 
     /// A delete takes every earlier version: those beyond one transaction's room, and those of
