@@ -322,21 +322,17 @@ pub async fn update(
         _ => None,
     };
     let opening = async {
-        match &ahead {
-            Some((as_read, set)) => Some(offline::open_pins(state, as_read, set).await),
-            None => None,
-        }
+        let (as_read, set) = ahead?;
+        Some((offline::open_pins(state, &as_read, &set).await, set))
     };
     let writing = write_update(state, app, owner, &update, latest, offline_settings, now);
     let (written, opened) = tokio::join!(writing, opening);
     let (pairing, new_set, open) = written?;
     // The PINs opened ahead serve while the pairing holds the set they were opened from; a set
     // changed meanwhile, or a failed opening, is opened (again) by `show`.
-    let open = match (open, opened, ahead) {
-        (Some(open), _, _) => Some(open),
-        (None, Some(Ok(opened)), Some((_, set))) if pairing.offline_set.as_ref() == Some(&set) => {
-            Some(opened)
-        }
+    let open = match (open, opened) {
+        (Some(open), _) => Some(open),
+        (None, Some((Ok(opened), set))) if pairing.offline_set.as_ref() == Some(&set) => Some(opened),
         _ => None,
     };
     tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, offline = update.offline.is_some(), used = update.used_token_ids.len(), failed_attempts = update.failed_attempts, "pairing updated");
