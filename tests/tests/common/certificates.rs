@@ -554,6 +554,14 @@ pub async fn revocation_round_trip(h: Harness) {
         "the seed's, the app and the certificate's expiry"
     );
     assert_eq!(revoked["loginCertExpiryDate"], expiry, "so that the CA lists it until then");
+    // A result that names another certificate than the one the request revokes changes nothing.
+    let other = h
+        .post_revocation(
+            json!({"errorCode": 0, "requestId": request_id, "certSerialNumber": format!("{serial}ff")}),
+        )
+        .await;
+    assert_eq!(other.problem(400, codes::INVALID_FIELD)["field"], "certSerialNumber");
+    assert_eq!(state_of(&h, &request_id).await.state, RequestState::Leased);
     // The lease was taken by that poll; put it back so the agent gets it.
     let rec = h.request(&request_id).await;
     Dispatcher::new(h.backend.clone())

@@ -154,6 +154,55 @@ pub async fn code_customizations_keep_versions_and_env_values_stay_secret(h: Har
     assert_eq!(h.as_tenant(&app, "GET", "/code-customization", None).await.json()["total"], 0);
 }
 
+/// The names of the tenant's environment variables, as listed.
+async fn env_names(h: &Harness, app: &str) -> Vec<String> {
+    let list = h.as_tenant(app, "GET", "/code-customization/env", None).await.json();
+    list["variables"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn put_env(h: &Harness, app: &str, name: &str, value: &str) -> rp_shared::testing::http::TestResponse {
+    h.as_tenant(app, "PUT", &format!("/code-customization/env/{name}"), Some(json!({"value": value}))).await
+}
+
+/// A tenant's variables stay within their caps: 50 of them, a name of 64 characters, a value of
+/// 4 KiB, 64 KiB of values in all. What passes one is refused naming its field, and nothing of
+/// it is stored.
+pub async fn environment_variables_stay_within_their_caps(h: Harness) {
+    let app = h.app().await;
+    for i in 0..50 {
+        assert_eq!(put_env(&h, &app, &format!("V{i:02}"), "v").await.status, 200);
+    }
+    put_env(&h, &app, "V50", "v").await.problem(409, codes::TOO_MANY_ENV_VARS);
+    assert_eq!(put_env(&h, &app, "V07", "changed").await.status, 200, "replacing one adds none");
+    let names = env_names(&h, &app).await;
+    assert_eq!((names.len(), names.contains(&"V50".to_owned())), (50, false));
+
+    let sizes = h.app().await;
+    assert_eq!(put_env(&h, &sizes, &"N".repeat(64), "v").await.status, 200);
+    assert_eq!(
+        put_env(&h, &sizes, &"N".repeat(65), "v").await.problem(400, codes::INVALID_FIELD)["field"],
+        "name"
+    );
+    assert_eq!(
+        put_env(&h, &sizes, "BIG", &"x".repeat(4097)).await.problem(400, codes::INVALID_FIELD)["field"],
+        "value"
+    );
+    h.as_tenant(&sizes, "DELETE", &format!("/code-customization/env/{}", "N".repeat(64)), None).await;
+    for i in 0..16 {
+        assert_eq!(
+            put_env(&h, &sizes, &format!("K{i:02}"), &"x".repeat(4096)).await.status,
+            200,
+            "64 KiB in all"
+        );
+    }
+    assert_eq!(
+        put_env(&h, &sizes, "ONE_MORE", "x").await.problem(400, codes::INVALID_FIELD)["field"],
+        "value"
+    );
+    assert_eq!(put_env(&h, &sizes, "K03", &"y".repeat(4096)).await.status, 200, "the total stays");
+    assert_eq!(env_names(&h, &sizes).await, (0..16).map(|i| format!("K{i:02}")).collect::<Vec<_>>());
+}
+
 async fn setup_hook(h: &Harness) -> (String, String, TestDevice) {
     let app = h.app().await;
     let access = h.access_token(&app).await;
