@@ -220,6 +220,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn omitted_workstation_settings_read_as_their_defaults() {
+        let read: WorkstationSettings = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(read, WorkstationSettings::default());
+        assert_eq!(
+            (read.request_timeout_in_secs, read.oob_request_timeout_in_secs, read.certificate_validity_days),
+            (300, DEFAULT_OOB_TIMEOUT_SECS, DEFAULT_CERTIFICATE_VALIDITY_DAYS)
+        );
+        let some: WorkstationSettings =
+            serde_json::from_value(serde_json::json!({"requestTimeoutInSecs": 60})).unwrap();
+        assert_eq!(
+            some,
+            WorkstationSettings { request_timeout_in_secs: 60, ..WorkstationSettings::default() }
+        );
+    }
+
+    #[test]
     fn defaults_match_decisions() {
         let s = WorkstationSettings::default();
         assert!(s.validate().is_ok());

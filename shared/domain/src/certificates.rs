@@ -610,6 +610,7 @@ pub struct LoginCertIssued {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::boundary::Failure;
     use proptest::prelude::*;
 
     const T0: EpochMillis = EpochMillis(1_000_000);
@@ -783,7 +784,12 @@ mod tests {
             machine_id: Some("m1".into()),
             ..pending()
         };
-        let cert = LoginCertIssued {
+        let stored = IssuedCert::new(&request, &issued_payload(expires), T0);
+        (request, stored)
+    }
+
+    fn issued_payload(expires: EpochMillis) -> LoginCertIssued {
+        LoginCertIssued {
             login_cert: "c".into(),
             iv_login_cert: "iv".into(),
             login_cert_auth: "a".into(),
@@ -796,9 +802,7 @@ mod tests {
             machine_user_names: vec![],
             envelope_version: 2,
             login_cert_signature: None,
-        };
-        let stored = IssuedCert::new(&request, &cert, T0);
-        (request, stored)
+        }
     }
 
     #[test]
@@ -844,6 +848,112 @@ mod tests {
         assert_eq!(marked.renewal_request_id.as_deref(), Some(renewal.request_id.as_str()));
         // Looked at again once five leases of 300 s could have ended.
         assert_eq!(marked.renewal_check(), Some(now.plus_secs(5 * 300 + 60)));
+    }
+
+    #[test]
+    fn a_revocation_carries_what_the_agent_revokes_by_and_never_counts_against_the_cap() {
+        let (_, cert) = issued(T0.plus_secs(100_000));
+        let (marked, revocation) = cert.queue_revocation(120, T0).unwrap();
+        assert_eq!((revocation.kind, revocation.state), (RequestKind::Revocation, RequestState::Pending));
+        assert_eq!(revocation.device_id.as_deref(), Some("d1"));
+        assert_eq!(revocation.cert_serial_number.as_deref(), Some("0a"));
+        assert_eq!(revocation.cert_expiry_date, Some(T0.plus_secs(100_000)));
+        assert_eq!(revocation.lease_duration(), Duration::from_secs(120));
+        assert_eq!(marked.revocation_request_id.as_deref(), Some(revocation.request_id.as_str()));
+        assert!(marked.is_withdrawn() && !cert.is_withdrawn());
+        assert!(pending().counts_against_cap());
+        assert!(!revocation.counts_against_cap(), "a full queue must not hold up a revocation");
+        let again = marked.revoked(T0).queue_revocation(120, T0);
+        assert!(matches!(again, Err(CertError::AlreadyRevoked(serial)) if serial == "0a"));
+    }
+
+    #[test]
+    fn a_revocation_result_must_name_the_certificate_it_revokes() {
+        let (_, cert) = issued(T0.plus_secs(100_000));
+        let leased = cert.queue_revocation(300, T0).unwrap().1.lease("L1", T0).unwrap();
+        let revoked = |serial: &str| {
+            let outcome = Outcome::Revoked { cert_serial_number: serial.into() };
+            CertResult::new(
+                leased.request_id.clone(),
+                format!("digest {serial}"),
+                outcome,
+                RequestKind::Revocation,
+            )
+        };
+        let Err(CertError::Failed(Failure::Invalid(refused))) =
+            leased.settle(&revoked("0b"), "agent:x", T0, 5)
+        else {
+            panic!("another certificate's serial is refused")
+        };
+        assert_eq!(refused.field, "certSerialNumber");
+        let Settlement::Settled { request, event } = leased.settle(&revoked("0a"), "agent:x", T0, 5).unwrap()
+        else {
+            panic!("settled")
+        };
+        assert_eq!(request.state, RequestState::Done);
+        assert!(request.is_closed());
+        assert_eq!(event.name, "WS_CERTIFICATE_REVOKED");
+        assert_eq!(event.attributes["certSerialNumber"], json!("0a"));
+        assert_eq!(revoked("0a").outcome.serial(), Some("0a"));
+    }
+
+    #[test]
+    fn only_done_failed_and_dead_requests_are_closed() {
+        for (state, closed) in [
+            (RequestState::Pending, false),
+            (RequestState::Leased, false),
+            (RequestState::Done, true),
+            (RequestState::Failed, true),
+            (RequestState::Dead, true),
+        ] {
+            assert_eq!(CertRequest { state, ..pending() }.is_closed(), closed, "{state:?}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_request_is_named_by_its_kind() {
+        let missing = |kind| CertError::RequestNotFound { kind, id: "r1".into() }.to_string();
+        assert_eq!(missing(RequestKind::LoginCert), "requestId: no login-certificate request 'r1'");
+        assert_eq!(missing(RequestKind::Revocation), "requestId: no revocation request 'r1'");
+    }
+
+    #[test]
+    fn an_issued_certificate_names_its_serial_and_older_ones_read_as_envelope_version_1() {
+        let (_, cert) = issued(T0.plus_secs(100_000));
+        assert_eq!(Outcome::Issued(Box::new(issued_payload(T0))).serial(), Some("0a"));
+        assert_eq!(Outcome::Failed { error_code: 1, error_message: None }.serial(), None);
+        assert_eq!(cert.envelope_version, 2);
+        let mut stored = serde_json::to_value(&cert).unwrap();
+        stored.as_object_mut().unwrap().remove("envelopeVersion");
+        let older: IssuedCert = serde_json::from_value(stored).unwrap();
+        assert_eq!(older.envelope_version, 1);
+    }
+
+    #[test]
+    fn a_certificate_status_follows_the_certificate_of_that_request_then_the_request() {
+        let (request, cert) = issued(T0.plus_secs(100_000));
+        let id = request.request_id.as_str();
+        let state_of = |request: &CertRequest, issued: &[IssuedCert]| {
+            certificate_status(Some(request), id, issued).state
+        };
+        assert_eq!(state_of(&request, &[]), CertificateState::Pending);
+        let in_state = |state| CertRequest { state, ..request.clone() };
+        assert_eq!(state_of(&in_state(RequestState::Failed), &[]), CertificateState::Failed);
+        assert_eq!(state_of(&in_state(RequestState::Dead), &[]), CertificateState::Failed);
+        assert_eq!(certificate_status(None, id, &[]).state, CertificateState::Pending);
+        let other = IssuedCert { request_id: "another".into(), ..cert.clone() };
+        assert_eq!(
+            state_of(&in_state(RequestState::Done), std::slice::from_ref(&other)),
+            CertificateState::Pending
+        );
+        let status = certificate_status(Some(&in_state(RequestState::Done)), id, &[other, cert.clone()]);
+        assert_eq!(status.state, CertificateState::Issued);
+        assert_eq!(status.serial.as_deref(), Some("0a"));
+        assert_eq!(status.expires_at, Some(T0.plus_secs(100_000)));
+        assert_eq!(status.issuer_certificate.as_deref(), Some("s"));
+        let withdrawn = IssuedCert { revocation_request_id: Some("r".into()), ..cert.clone() };
+        assert_eq!(state_of(&request, &[withdrawn]), CertificateState::Revoked, "decided is enough");
+        assert_eq!(state_of(&request, &[cert.revoked(T0)]), CertificateState::Revoked);
     }
 
     #[test]

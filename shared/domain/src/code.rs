@@ -342,7 +342,107 @@ mod tests {
         for bad in ["", "1A", "A-B", "A B", "Ä"] {
             assert!(env_name(bad).is_err(), "{bad}");
         }
-        assert!(env_name(&"A".repeat(65)).is_err());
+        assert!(env_name(&"A".repeat(64)).is_ok());
+        assert_eq!(env_name(&"A".repeat(65)).unwrap_err().field, "name");
+    }
+
+    fn fields(source: &str) -> CodeFields {
+        CodeFields {
+            display_name: Some("risk check".into()),
+            trigger: Some("oob.start".into()),
+            source: Some(source.into()),
+            ..CodeFields::default()
+        }
+    }
+
+    #[test]
+    fn a_create_names_the_first_field_it_refuses_and_defaults_the_rest() {
+        let created = NewCode::parse(fields("function handler() {}")).unwrap();
+        assert_eq!(
+            (created.trigger, created.timeout_ms, created.enabled),
+            (Trigger::OobStart, DEFAULT_TIMEOUT_MS, false)
+        );
+        assert_eq!(created.trigger.name(), "oob.start");
+        let refused = |f: CodeFields| NewCode::parse(f).unwrap_err().field;
+        assert_eq!(refused(CodeFields { display_name: None, ..fields("f") }), "displayName");
+        assert_eq!(refused(CodeFields { display_name: Some("x".repeat(256)), ..fields("f") }), "displayName");
+        assert_eq!(refused(CodeFields { trigger: Some("oob.finish".into()), ..fields("f") }), "trigger");
+        assert_eq!(refused(fields(" \n\t")), "source");
+        assert!(NewCode::parse(fields(&"x".repeat(MAX_SOURCE_BYTES))).is_ok());
+        assert_eq!(refused(fields(&"x".repeat(MAX_SOURCE_BYTES + 1))), "source");
+        for (ms, ok) in [(0, false), (1, true), (20_000, true), (20_001, false)] {
+            let parsed = NewCode::parse(CodeFields { timeout_ms: Some(ms), ..fields("f") });
+            assert_eq!(
+                parsed.map(|c| c.timeout_ms).map_err(|e| e.field),
+                if ok { Ok(ms as u32) } else { Err("timeoutMs".into()) }
+            );
+        }
+    }
+
+    #[test]
+    fn an_update_changes_what_it_gives_and_a_restore_keeps_the_identity() {
+        assert_eq!(CodePatch::parse(CodeFields::default()).unwrap_err().field, "body");
+        assert_eq!(
+            CodePatch::parse(CodeFields { source: Some(String::new()), ..CodeFields::default() })
+                .unwrap_err()
+                .field,
+            "source"
+        );
+        let first = NewCode::parse(fields("function handler() {}")).unwrap().record(7, EpochMillis(1));
+        assert_eq!(first.hook(), None, "disabled");
+        let patch = CodePatch::parse(CodeFields {
+            display_name: Some("renamed".into()),
+            timeout_ms: Some(50),
+            enabled: Some(true),
+            ..fields("function handler() { return 1; }")
+        })
+        .unwrap();
+        let second = CodeRecord { version: 2, ..first.patched(&patch) };
+        assert_eq!(
+            (second.display_name.as_str(), second.source.as_str()),
+            ("renamed", "function handler() { return 1; }")
+        );
+        assert_eq!((second.timeout_ms, second.hook()), (50, Some(Trigger::OobStart)));
+        let only_disable =
+            CodePatch::parse(CodeFields { enabled: Some(false), ..CodeFields::default() }).unwrap();
+        assert_eq!(second.patched(&only_disable), CodeRecord { enabled: false, ..second.clone() });
+        let earlier = CodeRecord { id: 99, created_at: EpochMillis(0), version: 1, ..first.clone() };
+        let restored = second.restored_from(&earlier);
+        assert_eq!(
+            (restored.id, restored.created_at, restored.version),
+            (7, EpochMillis(1), 2),
+            "the current identity"
+        );
+        assert_eq!(restored, CodeRecord { id: 7, created_at: EpochMillis(1), version: 2, ..first });
+    }
+
+    #[test]
+    fn a_tenants_variables_stay_within_their_count_and_size() {
+        let now = EpochMillis(5);
+        let mut vars = EnvVars::default();
+        for i in 0..MAX_ENV_VARS {
+            vars = vars.set(&format!("V{i}"), "v".into(), now).unwrap();
+        }
+        assert!(matches!(vars.clone().set("ONE_MORE", "v".into(), now), Err(CodeError::TooManyEnvVars)));
+        let replaced = vars.clone().set("V3", "w".into(), now).unwrap();
+        assert_eq!((replaced.entries.len(), replaced.values["V3"].as_str()), (MAX_ENV_VARS, "w"));
+        let fewer = replaced.remove("V3").unwrap();
+        assert_eq!((fewer.entries.len(), fewer.values.contains_key("V3")), (MAX_ENV_VARS - 1, false));
+        assert!(matches!(fewer.remove("V3"), Err(CodeError::EnvNotFound(name)) if name == "V3"));
+
+        assert_eq!(env_value("x".repeat(MAX_ENV_VALUE)).unwrap().len(), MAX_ENV_VALUE);
+        assert_eq!(env_value("x".repeat(MAX_ENV_VALUE + 1)).unwrap_err().field, "value");
+        let mut full = EnvVars::default();
+        for i in 0..MAX_ENV_TOTAL / MAX_ENV_VALUE {
+            full = full.set(&format!("K{i}"), "x".repeat(MAX_ENV_VALUE), now).unwrap();
+        }
+        assert!(full.clone().set("K0", "y".repeat(MAX_ENV_VALUE), now).is_ok(), "the total stays");
+        let Err(CodeError::Failed(crate::boundary::Failure::Invalid(over))) =
+            full.set("K99", "x".into(), now)
+        else {
+            panic!("past the total")
+        };
+        assert_eq!(over.field, "value");
     }
 
     fn run(error: Option<&str>, denied: Option<&str>, text: Option<&str>) -> RunReport {

@@ -297,6 +297,21 @@ mod tests {
     }
 
     #[test]
+    fn only_its_own_workstation_replaces_an_enrollment_while_the_owners_token_is_valid() {
+        let Completed::Closed(closing) = session().complete(completion(0), Some("alice"), "w", T0).unwrap()
+        else {
+            panic!("closed")
+        };
+        let enrolled = closing.enrollment.unwrap();
+        let owned = EnrollmentRecord { owner: Some("t1".into()), ..enrolled.clone() };
+        assert!(owned.may_be_replaced_by("t1", true).is_ok(), "its own workstation, again");
+        assert!(matches!(owned.may_be_replaced_by("t2", true), Err(EnrollError::MachineTaken)));
+        assert!(owned.may_be_replaced_by("t2", false).is_ok(), "handed over: the owner's token ended");
+        assert!(enrolled.owner.is_none());
+        assert!(enrolled.may_be_replaced_by("t2", true).is_ok(), "stored before owners were kept");
+    }
+
+    #[test]
     fn failure_closes_the_session_with_its_event() {
         let Completed::Closed(closing) = session().complete(completion(7), Some("alice"), "w", T0).unwrap()
         else {

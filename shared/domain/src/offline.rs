@@ -210,7 +210,19 @@ mod tests {
         assert_eq!(err("a b:123456"), "offline.tokens[0]");
         let eleven = (0..11).map(|i| format!("p{i}:{i:06}")).collect::<Vec<_>>().join(",");
         assert_eq!(err(&eleven), "offline.tokens", "tokenCount");
-        assert!(!format!("{:?}", pins[0]).contains("123456"), "Debug never shows a PIN");
+        assert_eq!(format!("{:?}", pins[0]), "Pin(a1, ..)", "Debug never shows a PIN");
+    }
+
+    #[test]
+    fn a_lock_holds_until_its_time_and_disabled_access_is_refused() {
+        let until = EpochMillis(10_000);
+        let locked = OfflineLock { locked_until: Some(until) };
+        assert_eq!(locked.check(EpochMillis(9_999)), Err(OfflineError::Locked { until }));
+        assert_eq!(locked.check(until), Ok(()), "over at its time");
+        assert_eq!(OfflineLock::default().check(EpochMillis(0)), Ok(()));
+        assert_eq!(require_enabled(&settings()), Ok(()));
+        let disabled = OfflineAccess { enabled: false, ..settings() };
+        assert_eq!(require_enabled(&disabled), Err(OfflineError::Disabled));
     }
 
     #[test]

@@ -519,6 +519,15 @@ mod tests {
     }
 
     #[test]
+    fn a_nonce_is_64_hexadecimal_characters_kept_lowercase() {
+        let upper = "AB".repeat(32);
+        assert_eq!(nonce("sessionNonce", &upper).unwrap(), "ab".repeat(32));
+        for bad in ["a".repeat(63), "a".repeat(65), format!("{}g", "a".repeat(63)), String::new()] {
+            assert_eq!(nonce("sessionNonce", &bad).unwrap_err().field, "sessionNonce", "{bad:?}");
+        }
+    }
+
+    #[test]
     fn an_approval_signed_by_the_device_completes() {
         let k = key();
         let r = request(&k, None);

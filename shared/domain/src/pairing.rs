@@ -302,7 +302,29 @@ mod tests {
             (cert.enc_counter.as_deref(), cert.machine_user_name.as_deref()),
             (Some("3"), Some("alice"))
         );
+        // What the agent seals the certificate to and names in it.
+        assert_eq!(
+            (cert.device_id.as_deref(), cert.device_key_agreement_public_key.as_deref()),
+            (Some("d1"), Some("k"))
+        );
+        assert_eq!(
+            (cert.machine_user_name_ws.as_deref(), cert.machine_id.as_deref()),
+            (Some("CORP\\alice"), Some("m1"))
+        );
         let later = pairing.update(Some("ws-2"), None, EpochMillis(5));
         assert_eq!((later.machine_name.as_deref(), later.updated_at), (Some("ws-2"), EpochMillis(10)));
+    }
+
+    #[test]
+    fn offline_pins_and_their_mac_must_be_given_within_their_sizes() {
+        let tokens =
+            |tokens: &str, auth: &str| OfflineTokens { tokens: tokens.into(), tokens_auth: auth.into() };
+        assert!(tokens("p1:123456", "mac").validate().is_ok());
+        assert!(tokens(&"a".repeat(16 * 1024), &"m".repeat(1024)).validate().is_ok());
+        let refused = |t: OfflineTokens| t.validate().unwrap_err().field;
+        assert_eq!(refused(tokens("", "mac")), "offline.tokens");
+        assert_eq!(refused(tokens(&"a".repeat(16 * 1024 + 1), "mac")), "offline.tokens");
+        assert_eq!(refused(tokens("p1:123456", "")), "offline.tokensAuth");
+        assert_eq!(refused(tokens("p1:123456", &"m".repeat(1025))), "offline.tokensAuth");
     }
 }
