@@ -503,14 +503,9 @@ mod tests {
         assert_eq!(late.admit_for_refresh(&presented, at.plus_secs(1)), Ok(()));
     }
 
-    #[test]
-    fn a_refresh_supersedes_the_current_token_and_a_repeat_replaces_the_lost_one() {
-        let at = EpochMillis(500_000);
-        let secret = crate::tokens::TokenSecret::generate;
-        let (s1, s2, s3) = (secret(), secret(), secret());
-        let (t1, t2, t3) = (token("t1", &s1), token("t2", &s2), token("t3", &s3));
-        let device = DeviceRecord {
-            app_id: t1.app_id.clone(),
+    fn device() -> DeviceRecord {
+        DeviceRecord {
+            app_id: AppId::parse("appId", "app").unwrap(),
             named_user: "alice".into(),
             device_id: "d1".into(),
             friendly_name: "phone".into(),
@@ -524,7 +519,15 @@ mod tests {
             superseded_token_id: None,
             token_issued_at: None,
         }
-        .with_token(&t1);
+    }
+
+    #[test]
+    fn a_refresh_supersedes_the_current_token_and_a_repeat_replaces_the_lost_one() {
+        let at = EpochMillis(500_000);
+        let secret = crate::tokens::TokenSecret::generate;
+        let (s1, s2, s3) = (secret(), secret(), secret());
+        let (t1, t2, t3) = (token("t1", &s1), token("t2", &s2), token("t3", &s3));
+        let device = DeviceRecord { app_id: t1.app_id.clone(), ..device() }.with_token(&t1);
         let trade = device.trade_for(&t1, at).unwrap();
         assert_eq!(trade, TokenTrade::Supersede(t1.clone().superseded(at)));
         let t2 = DeviceTokenRecord { created_at: at, ..t2 };
@@ -575,6 +578,51 @@ mod tests {
         assert!(matches!(used.take("d2", EpochMillis(999)), Err(RegistrationError::LinkUsed)));
         assert!(matches!(used.take("d1", EpochMillis(1_000)), Err(RegistrationError::LinkUsed)));
         assert_eq!(used.gave_again("t2").token_id.as_deref(), Some("t2"));
+
+        // Taken again, it is the registration that made the device, sent again after a lost
+        // reply, only with the same keys, while the device holds the link's token, 5 s on.
+        let registered = DeviceRecord {
+            signing_public_key: "sk".into(),
+            key_agreement_public_key: "ka".into(),
+            token_id: "t1".into(),
+            token_issued_at: Some(EpochMillis(10)),
+            ..device()
+        };
+        let sent = |signing: &str, agreement: &str| Registration {
+            code: RegistrationCode::generate(),
+            device_id: "d1".into(),
+            friendly_name: "phone".into(),
+            model_number: "m".into(),
+            signing_public_key: signing.into(),
+            key_agreement_public_key: agreement.into(),
+        };
+        let later = EpochMillis(10).plus_secs(REPEAT_AFTER_SECS);
+        assert!(registered.registered_again(&used, &sent("sk", "ka"), later).is_ok());
+        let soon = EpochMillis(later.as_millis() - 1);
+        assert!(matches!(
+            registered.registered_again(&used, &sent("sk", "ka"), soon),
+            Err(RegistrationError::RepeatedTooSoon)
+        ));
+        for (link, registration) in [
+            (&used, sent("other", "ka")),
+            (&used, sent("sk", "other")),
+            (&used.gave_again("t2"), sent("sk", "ka")),
+        ] {
+            let again = registered.registered_again(link, &registration, later);
+            assert!(matches!(again, Err(RegistrationError::LinkUsed)), "{again:?}");
+        }
+    }
+
+    #[test]
+    fn a_user_is_known_by_its_name_and_aliases_in_any_case() {
+        let user = UserRecord {
+            app_id: AppId::parse("appId", "app").unwrap(),
+            named_user: "alice@example.com".into(),
+            aliases: vec!["CORP\\alice".into()],
+            created_at: EpochMillis(0),
+        };
+        assert!(user.is_known_as("Alice@Example.com") && user.is_known_as("corp\\ALICE"));
+        assert!(!user.is_known_as("bob@example.com") && !user.is_known_as("CORP\\bob"));
     }
 
     #[test]

@@ -163,9 +163,9 @@ mod tests {
         let apps = PushApplications {
             apns: Some("arn:aws:sns:eu-west-1:123456789012:app/APNS/rp-phone".into()),
             apns_sandbox: None,
-            fcm: Some("arn:aws:sns:eu-west-1:123456789012:app/GCM/rp-phone".into()),
+            fcm: Some("arn:aws-us-gov:sns:us-gov-west-1:123456789012:app/GCM/rp-phone".into()),
         };
-        assert!(apps.validate().is_ok());
+        assert!(apps.validate().is_ok(), "any partition");
         assert_eq!(apps.for_platform(Platform::Fcm), apps.fcm.as_deref());
         for (field, bad) in [
             ("apns", "arn:aws:sns:eu-west-1:123456789012:app/GCM/rp-phone"),

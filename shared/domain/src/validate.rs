@@ -171,7 +171,19 @@ mod tests {
         assert!(identifier("appId", "workstationDemo", 64).is_ok());
         assert!(identifier("appId", "9lives", 64).is_err());
         assert!(identifier("appId", "has space", 64).is_err());
+        assert!(identifier("appId", &"a".repeat(64), 64).is_ok());
         assert!(identifier("appId", &"a".repeat(65), 64).is_err());
+        assert!(identifier("appId", "", 64).is_err());
+    }
+
+    #[test]
+    fn a_range_holds_both_its_ends() {
+        for (value, ok) in [(0, false), (1, true), (5, true), (6, false)] {
+            assert_eq!(
+                range("lockoutSecs", value, 1, 5).map_err(|e| e.field),
+                if ok { Ok(()) } else { Err("lockoutSecs".into()) }
+            );
+        }
     }
 
     #[test]
