@@ -226,6 +226,15 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
     assert_eq!(r.problem(415, codes::UNSUPPORTED_MEDIA_TYPE)["field"], "Content-Type");
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, None, "{}").await;
     r.problem(415, codes::UNSUPPORTED_MEDIA_TYPE);
+    // Another application/ type is not JSON unless it says so with +json.
+    let form = Some("application/x-www-form-urlencoded");
+    h.client
+        .send_raw("POST", "/cc/api/apps", admin, form, "{}")
+        .await
+        .problem(415, codes::UNSUPPORTED_MEDIA_TYPE);
+    let plus_json = Some("Application/Vnd.Example+JSON; charset=utf-8");
+    let r = h.client.send_raw("POST", "/cc/api/apps", admin, plus_json, "{}").await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId", "read as JSON");
     let huge = format!("{{\"appId\":\"big\",\"displayName\":\"{}\"}}", "x".repeat(32 * 1024));
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, huge).await;
     assert_eq!(r.problem(413, codes::BODY_TOO_LARGE)["field"], "body");
