@@ -486,6 +486,17 @@ mod tests {
     }
 
     #[test]
+    fn a_device_answers_until_its_token_expires_or_is_ended() {
+        let secret = crate::tokens::TokenSecret::generate();
+        let holding = device().with_token(&token("t1", &secret));
+        assert_eq!((holding.token_id.as_str(), holding.token_ends_at), ("t1", Some(EpochMillis(1_000_000))));
+        assert!(holding.can_answer(EpochMillis(999_999)) && !holding.can_answer(EpochMillis(1_000_000)));
+        let ended = holding.token_ended(EpochMillis(5));
+        assert!(ended.can_answer(EpochMillis(4)) && !ended.can_answer(EpochMillis(5)));
+        assert!(device().can_answer(EpochMillis(i64::MAX)), "a record from before the end was kept");
+    }
+
+    #[test]
     fn a_traded_token_admits_only_a_refresh_and_only_within_its_grace() {
         let secret = crate::tokens::TokenSecret::generate();
         let presented = secret.hash();
@@ -630,6 +641,7 @@ mod tests {
         let code = RegistrationCode::generate();
         assert_eq!(code.expose().len(), 22);
         assert!(RegistrationCode::parse("code", code.expose()).is_ok());
+        assert!(RegistrationCode::parse("code", "base64url-_alphabet").is_ok());
         assert!(RegistrationCode::parse("code", "short").is_err());
         assert!(RegistrationCode::parse("code", "has space in it!!!!!").is_err());
         assert_ne!(code.digest(), RegistrationCode::generate().digest());

@@ -280,8 +280,7 @@ mod tests {
         assert_eq!(known_workstation_name(None, "", &[]), None);
     }
 
-    #[test]
-    fn creating_a_pairing_queues_its_devices_request() {
+    fn created() -> (Pairing, CertRequest) {
         let request = NewPairing {
             machine_id: "m1".into(),
             device_id: "d1".into(),
@@ -295,7 +294,12 @@ mod tests {
             key_agreement_public_key: "k".into(),
         };
         let app = AppId::parse("appId", "demo").unwrap();
-        let (pairing, cert) = Pairing::create(app, &request, &device, "tok1", 3, 300, EpochMillis(10));
+        Pairing::create(app, &request, &device, "tok1", 3, 300, EpochMillis(10))
+    }
+
+    #[test]
+    fn creating_a_pairing_queues_its_devices_request() {
+        let (pairing, cert) = created();
         assert!(pairing.is_owned_by("tok1") && !pairing.is_owned_by("tok2"));
         assert_eq!(pairing.certificate_request_id, cert.request_id);
         assert_eq!(
@@ -326,5 +330,59 @@ mod tests {
         assert_eq!(refused(tokens(&"a".repeat(16 * 1024 + 1), "mac")), "offline.tokens");
         assert_eq!(refused(tokens("p1:123456", "")), "offline.tokensAuth");
         assert_eq!(refused(tokens("p1:123456", &"m".repeat(1025))), "offline.tokensAuth");
+    }
+
+    #[test]
+    fn only_the_owner_sees_live_pins_and_the_first_reason_not_is_told() {
+        use crate::boundary::Sealed;
+        use crate::offline::{parse_pins, OfflineLock};
+        let settings =
+            OfflineAccess { enabled: true, token_length: 6, token_count: 10, ..OfflineAccess::default() };
+        let now = EpochMillis(1_000);
+        let (bare, _) = created();
+        assert!(bare.require_owner("tok1").is_ok());
+        assert!(matches!(bare.require_owner("tok2"), Err(OfflineError::NotOwner)));
+        let pins = parse_pins("offline.tokens", "p1:123456", &settings).unwrap();
+        let sealed = Sealed { wrapped_key: vec![], nonce: vec![], ciphertext: vec![] };
+        let set = OfflineSet::new(sealed, &pins, &settings, now);
+        let pairing = bare.update(None, Some(&set), now);
+        assert_eq!(pairing.hidden_because(Some("tok1"), &settings, now), None);
+        let disabled = OfflineAccess { enabled: false, ..settings.clone() };
+        assert_eq!(pairing.hidden_because(Some("tok1"), &disabled, now), Some("offlineDisabled"));
+        assert_eq!(pairing.hidden_because(Some("tok2"), &settings, now), Some("notOwner"));
+        assert_eq!(pairing.hidden_because(None, &settings, now), Some("notOwner"));
+        let locked =
+            Pairing { lock: OfflineLock { locked_until: Some(now.plus_secs(60)) }, ..pairing.clone() };
+        assert_eq!(locked.hidden_because(Some("tok1"), &settings, now), Some("locked"));
+        assert_eq!(bare.hidden_because(Some("tok1"), &settings, now), Some("noTokens"));
+        assert_eq!(pairing.hidden_because(Some("tok1"), &settings, set.valid_until), Some("expired"));
+    }
+
+    #[test]
+    fn an_update_touches_offline_access_with_pins_used_pins_or_wrong_attempts() {
+        let update = PairingUpdate {
+            machine_id: "m1".into(),
+            device_id: "d1".into(),
+            machine_name: Some("renamed".into()),
+            offline: None,
+            used_token_ids: vec![],
+            failed_attempts: 0,
+        };
+        assert!(!update.touches_offline(), "a rename alone");
+        let pins = OfflineTokens { tokens: "p1:123456".into(), tokens_auth: "mac".into() };
+        for touching in [
+            PairingUpdate { offline: Some(pins), ..update.clone() },
+            PairingUpdate { used_token_ids: vec!["p1".into()], ..update.clone() },
+            PairingUpdate { failed_attempts: 1, ..update.clone() },
+        ] {
+            assert!(touching.touches_offline(), "{touching:?}");
+        }
+        let ids = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        assert!(pin_ids("usedTokenIds", &ids(MAX_PIN_IDS)).is_ok());
+        for bad in [ids(0), ids(MAX_PIN_IDS + 1)] {
+            assert_eq!(pin_ids("usedTokenIds", &bad).unwrap_err().field, "usedTokenIds");
+        }
+        let long = vec!["p1".to_owned(), "x".repeat(MAX_PIN_ID_LEN + 1)];
+        assert_eq!(pin_ids("usedTokenIds", &long).unwrap_err().field, "usedTokenIds[1]");
     }
 }
