@@ -642,6 +642,8 @@ mod tests {
         assert_eq!(code.expose().len(), 22);
         assert!(RegistrationCode::parse("code", code.expose()).is_ok());
         assert!(RegistrationCode::parse("code", "base64url-_alphabet").is_ok());
+        // The key's text as sent is hashed, not its SEC1 bytes (computed with Python's hashlib).
+        assert_eq!(fingerprint("BAAA"), "SePNRSfJbNwBAWD_CFIODLY8bvjE59SGCJlTQ3-DoVk");
         assert!(RegistrationCode::parse("code", "short").is_err());
         assert!(RegistrationCode::parse("code", "has space in it!!!!!").is_err());
         assert_ne!(code.digest(), RegistrationCode::generate().digest());
