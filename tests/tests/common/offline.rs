@@ -150,6 +150,10 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
     let too_many = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens(11), "tokensAuth": "x"}});
     let r = patch(&h, &access, too_many).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "offline.tokens");
+    // A member missing inside the set is named by its full path.
+    let no_mac = json!({"machineId": machine, "deviceId": dev.device_id, "offline": {"tokens": tokens(5)}});
+    let r = patch(&h, &access, no_mac).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "offline.tokensAuth");
 
     // Offline access off: the offline calls are refused and nothing is shown.
     h.admin(
