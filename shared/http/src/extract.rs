@@ -178,10 +178,12 @@ where
         serde_path_to_error::deserialize(de).map(ApiQuery).map_err(|err| {
             let path = err.path().to_string();
             let message = err.into_inner().to_string();
-            match serde_named_field(&message) {
-                Some(name) => Problem::invalid(name, "is not a known query parameter"),
-                None if path != "." => Problem::invalid(path, message),
-                None => Problem::invalid("query", message),
+            let repeated = message.strip_prefix("duplicate field `").and_then(|rest| rest.split('`').next());
+            match (repeated, serde_named_field(&message)) {
+                (Some(name), _) => Problem::invalid(name, "is given more than once"),
+                (None, Some(name)) => Problem::invalid(name, "is not a known query parameter"),
+                (None, None) if path != "." => Problem::invalid(path, message),
+                (None, None) => Problem::invalid("query", message),
             }
         })
     }

@@ -463,6 +463,11 @@ pub async fn lists_reject_foreign_cursors_and_bad_limits(h: Harness) {
     }
     let r = h.admin("GET", "/cc/api/apps?sort=desc", None).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "sort");
+    // A parameter given twice is named, as a member named twice in a body is.
+    let r = h.admin("GET", "/cc/api/apps?limit=1&limit=2", None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "limit");
+    let r = h.admin("GET", "/rp/api/events?cursor=a&cursor=b", None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
 }
 
 /// Inputs DynamoDB would refuse are refused (400 naming the field) or brought within its bounds
