@@ -248,6 +248,8 @@ pub async fn content_is_isolated_per_tenant(h: Harness) {
     r.problem(403, codes::OTHER_TENANT);
     let r = h.client.send("GET", PATH, Some(&b_admin), None).await;
     assert_eq!(r.json()["total"], 1);
+    let r = h.client.send_with("GET", PATH, Some(&b_admin), &[("x-tenant-id", b.as_str())], None).await;
+    assert_eq!(r.json()["total"], 1, "a scoped token may name its own app");
     h.client.send("GET", "/cc/api/apps", Some(&b_admin), None).await.problem(403, codes::TENANT_SCOPED_TOKEN);
     h.client
         .send("POST", "/cc/api/tokens", Some(&b_admin), Some(json!({"kind": "controlCenterAdmin"})))

@@ -627,6 +627,12 @@ pub async fn events_are_reported_and_listed(h: Harness) {
     let listed =
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=WORKSTATION_ENROLL"), None).await.json();
     assert_eq!(listed["events"].as_array().unwrap().len(), 1, "stored under the app the header names");
+    let agreeing = json!({"name": "WORKSTATION_ENROLL", "appId": app});
+    assert_eq!(
+        h.as_tenant(&app, "POST", "/rp/api/events", Some(agreeing)).await.status,
+        201,
+        "both, agreeing"
+    );
     for (tenant, body) in [
         ("noSuchApp", enroll.clone()),
         ("a!", enroll.clone()),
