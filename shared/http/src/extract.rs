@@ -138,10 +138,13 @@ fn json_problem(path: &str, err: &serde_json::Error, valid_json: bool) -> Proble
 
 /// The field serde names in an "unknown field `x`" or "missing field `x`" message.
 fn serde_named_field(message: &str) -> Option<String> {
-    ["unknown field `", "missing field `"].iter().find_map(|lead| {
-        let rest = message.strip_prefix(lead)?;
-        Some(rest[..rest.find('`')?].to_owned())
-    })
+    ["unknown field `", "missing field `"].iter().find_map(|lead| field_after(message, lead))
+}
+
+/// The field a serde message that starts with `lead` names (`lead` ends with the backtick).
+fn field_after(message: &str, lead: &str) -> Option<String> {
+    let rest = message.strip_prefix(lead)?;
+    Some(rest[..rest.find('`')?].to_owned())
 }
 
 /// Path parameters; a rejection names the parameter.
@@ -178,7 +181,7 @@ where
         serde_path_to_error::deserialize(de).map(ApiQuery).map_err(|err| {
             let path = err.path().to_string();
             let message = err.into_inner().to_string();
-            let repeated = message.strip_prefix("duplicate field `").and_then(|rest| rest.split('`').next());
+            let repeated = field_after(&message, "duplicate field `");
             match (repeated, serde_named_field(&message)) {
                 (Some(name), _) => Problem::invalid(name, "is given more than once"),
                 (None, Some(name)) => Problem::invalid(name, "is not a known query parameter"),
