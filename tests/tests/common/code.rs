@@ -111,19 +111,10 @@ pub async fn code_customizations_keep_versions_and_env_values_stay_secret(h: Har
 
     // Environment variables: set, listed by name only, visible to a run, scrubbed from its
     // output; deleted.
-    let r = h
-        .as_tenant(
-            &app,
-            "PUT",
-            "/code-customization/env/API_KEY",
-            Some(json!({"value": "sk_live_abcdef123456"})),
-        )
-        .await;
+    let r = put_env(&h, &app, "API_KEY", "sk_live_abcdef123456").await;
     assert_eq!(r.status, 200, "{}", r.json());
     assert!(!r.text().contains("sk_live"), "the value is never returned");
-    h.as_tenant(&app, "PUT", "/code-customization/env/bad-name", Some(json!({"value": "x"})))
-        .await
-        .problem(400, codes::INVALID_FIELD);
+    put_env(&h, &app, "bad-name", "x").await.problem(400, codes::INVALID_FIELD);
     let names = h.as_tenant(&app, "GET", "/code-customization/env", None).await;
     assert_eq!(names.json()["variables"][0]["name"], "API_KEY");
     assert!(!names.text().contains("sk_live"));
@@ -210,8 +201,7 @@ async fn setup_hook(h: &Harness) -> (String, String, TestDevice) {
     for (name, value) in
         [("RISK_ISSUER", "https://risk.example.com"), ("RISK_SECRET", "risk-shared-secret-0123")]
     {
-        let path = format!("/code-customization/env/{name}");
-        assert_eq!(h.as_tenant(&app, "PUT", &path, Some(json!({"value": value}))).await.status, 200);
+        assert_eq!(put_env(h, &app, name, value).await.status, 200);
     }
     (app, access, dev)
 }
