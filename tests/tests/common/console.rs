@@ -186,6 +186,42 @@ pub async fn console_forms_need_the_sessions_csrf_token(h: Harness) {
     assert!(html(&r).contains("appId"));
 }
 
+/// A code form carries the largest source the API stores, even when every byte of it is
+/// percent-encoded (three characters a byte); a form past the console's limit is refused whole
+/// (413) and creates nothing.
+pub async fn console_forms_carry_the_largest_source_and_no_more(h: Harness) {
+    use rp_shared::domain::code::MAX_SOURCE_BYTES;
+    use rp_shared::http::console::auth::FORM_LIMIT;
+    let console = Console::sign_in(&h, &h.admin).await;
+    let app = Harness::unique("app");
+    console.post("/console/apps", &[("appId", &app), ("displayName", "Acme")]).await;
+    let head = "function handler() { return 1; }\n//";
+    let filler = MAX_SOURCE_BYTES - head.len();
+    let source = format!("{head}{}{}", "\u{e9}".repeat(filler / 2), "~".repeat(filler % 2));
+    assert_eq!(source.len(), MAX_SOURCE_BYTES);
+    let fields = [("displayName", "Largest"), ("trigger", "oob.start"), ("source", source.as_str())];
+    let mut all = vec![("csrf", console.csrf.as_str())];
+    all.extend_from_slice(&fields);
+    let largest = form(&all);
+    assert!(largest.len() > 3 * MAX_SOURCE_BYTES - 64 && largest.len() <= FORM_LIMIT, "{}", largest.len());
+    let r = console.post_raw(&format!("/console/apps/{app}/code"), &largest).await;
+    assert_eq!(r.status, 303, "{}", html(&r));
+    let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
+    let page = html(&console.get(&location).await);
+    assert!(page.contains("Largest") && page.contains(&"\u{e9}".repeat(64)), "the source is stored whole");
+
+    // The limit itself: a form of exactly that many bytes is read, one byte more is not.
+    const { assert!(FORM_LIMIT < 1024 * 1024, "a form is read into memory whole") };
+    let at = format!("{largest}&pad={}", "x".repeat(FORM_LIMIT - largest.len() - 5));
+    assert_eq!(at.len(), FORM_LIMIT);
+    let r = console.post_raw(&format!("/console/apps/{app}/code"), &at).await;
+    assert_eq!(r.status, 303, "{}", html(&r));
+    let r = console.post_raw(&format!("/console/apps/{app}/code"), &format!("{at}x")).await;
+    assert_eq!(r.status, 413, "{}", html(&r));
+    let listed = h.as_tenant(&app, "GET", "/code-customization", None).await.json();
+    assert_eq!(listed["total"], 2, "the form past the limit created nothing: {listed}");
+}
+
 pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let console = Console::sign_in(&h, &h.admin).await;
     let app = Harness::unique("app");

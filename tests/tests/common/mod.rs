@@ -210,6 +210,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, console_sessions_are_strict_cookies_that_stand_for_the_token);
         $crate::router_case!($make, console_sign_in_refuses_bad_tokens_and_limits_failures);
         $crate::router_case!($make, console_forms_need_the_sessions_csrf_token);
+        $crate::router_case!($make, console_forms_carry_the_largest_source_and_no_more);
         $crate::router_case!($make, console_operator_tasks_reach_the_api);
         $crate::router_case!($make, console_scoped_admins_see_only_their_app);
         $crate::router_case!($make, console_renders_hostile_values_as_text);
