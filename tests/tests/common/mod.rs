@@ -298,6 +298,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, oob_input_and_tenancy_are_checked);
         $crate::router_case!($make, racing_oob_answers_have_one_winner);
         $crate::router_case!($make, a_removal_wins_over_an_answer_in_flight);
+        $crate::router_case!($make, an_answer_that_loses_its_race_decides_again);
         $crate::router_case!($make, a_removal_wins_over_a_start_in_flight);
         $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);
         $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);

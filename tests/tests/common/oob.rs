@@ -511,6 +511,43 @@ pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
     assert_eq!(states(&status(&h, &access, &id).await.json()), ["REQUEST_SENT", "INITIATED"]);
 }
 
+/// An answer that loses its race (held between its read and its write while another answer
+/// settles the request) reads the request again and decides anew: the same decision is told the
+/// request as settled, the other is refused as answered already. Neither is taken for an answer
+/// whose device is being removed.
+pub async fn an_answer_that_loses_its_race_decides_again(h: Harness) {
+    use rp_shared::domain::apps::AppId;
+    use rp_shared::domain::oob::{OobAnswer, OobState};
+    let (app, access, dev) = setup(&h, "lena@example.com").await;
+    let id = start(&h, &access, start_body(&app, "lena@example.com")).await;
+    let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
+    let held_answer = |decision: Decision, name: &str| {
+        let body = signed(&dev.signing, &seen, name, None);
+        let answer = OobAnswer::parse(decision, body["signature"].as_str().unwrap(), None).unwrap();
+        let app_id = AppId::parse("appId", &app).unwrap();
+        let (device_id, request_id) = (dev.device_id.clone(), id.clone());
+        h.held(move |held| async move {
+            let first = rp_shared::app::oob::request(&held, &request_id).await;
+            rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &answer, first)
+                .await
+                .map(|answered| answered.current())
+                .map_err(|e| e.to_string())
+        })
+    };
+    let (same_gate, same) = held_answer(Decision::Approve, "approve").await;
+    let (other_gate, other) = held_answer(Decision::Decline, "decline").await;
+    let path = format!("/rp/versioned/device/oob/requests/{id}");
+    let body = signed(&dev.signing, &seen, "approve", None);
+    let won = h.client.send("POST", &path, Some(&dev.token), Some(body)).await;
+    assert_eq!(won.status, 200, "{}", won.json());
+    same_gate.open(true);
+    other_gate.open(true);
+    assert_eq!(same.await.unwrap(), Ok(OobState::Completed), "the same decision is told the outcome");
+    let refused = other.await.unwrap();
+    assert!(refused.as_ref().is_err_and(|e| e.contains("answered already")), "{refused:?}");
+    assert_eq!(states(&status(&h, &access, &id).await.json()).last().unwrap(), "COMPLETED");
+}
+
 /// A start whose device's removal begins while it runs goes to the user's other device, or,
 /// when it named that device, is refused as one naming a device that cannot answer: no request
 /// is left for a removed device.
