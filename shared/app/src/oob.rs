@@ -345,3 +345,21 @@ pub async fn answer(
 fn outcome_name(state: OobState) -> String {
     serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "?".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The outcome metric's dimension is the state as the API names it, which dashboards and
+    /// alarms filter on (docs/deploying.md).
+    #[test]
+    fn an_outcome_is_named_as_its_state_on_the_wire() {
+        for (state, name) in [
+            (OobState::Completed, "COMPLETED"),
+            (OobState::Failed, "FAILED"),
+            (OobState::Canceled, "CANCELED"),
+        ] {
+            assert_eq!(outcome_name(state), name);
+        }
+    }
+}
