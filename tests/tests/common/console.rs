@@ -38,6 +38,28 @@ pub async fn post_sign_in(h: &Harness, token: &str) -> TestResponse {
     h.client.request(request).await
 }
 
+/// Posts a sign-in as API Gateway passes it on from a client at `source_ip`: through an HTTP
+/// API (v2), or with `rest`, a REST API (v1).
+async fn post_sign_in_from(h: &Harness, token: &str, source_ip: &str, rest: bool) -> TestResponse {
+    use aws_lambda_events::apigw::{ApiGatewayProxyRequestContext, ApiGatewayV2httpRequestContext};
+    use lambda_http::request::RequestContext;
+    let context = if rest {
+        let mut context = ApiGatewayProxyRequestContext::default();
+        context.identity.source_ip = Some(source_ip.to_owned());
+        RequestContext::ApiGatewayV1(context)
+    } else {
+        let mut context = ApiGatewayV2httpRequestContext::default();
+        context.http.source_ip = Some(source_ip.to_owned());
+        RequestContext::ApiGatewayV2(context)
+    };
+    let request = Request::post("/console/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .extension(context)
+        .body(Body::from(form(&[("token", token)])))
+        .unwrap();
+    h.client.request(request).await
+}
+
 /// The value of `name="csrf"` on a page.
 fn csrf_of(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("the page has a CSRF field") + 19;
@@ -128,6 +150,25 @@ pub async fn console_sessions_are_strict_cookies_that_stand_for_the_token(h: Har
     let refused = h.client.request(foreign).await;
     assert_eq!(refused.status, 403);
     assert!(refused.header("set-cookie").is_none());
+    // One posted from this console's own page (a browser names its origin on every POST) is
+    // taken, whatever the case of the host; an origin with no host to match is not.
+    for (host, origin, status) in [
+        (Some("rp.example.com"), "https://rp.example.com", 303),
+        (Some("RP.example.com"), "https://rp.EXAMPLE.com", 303),
+        (Some("rp.example.com:8443"), "https://rp.example.com:8443", 303),
+        (Some("rp.example.com"), "https://rp.example.com.evil.example.net", 403),
+        (None, "https://rp.example.com", 403),
+    ] {
+        let mut request = Request::post("/console/sign-in")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ORIGIN, origin);
+        if let Some(host) = host {
+            request = request.header(header::HOST, host);
+        }
+        let r = h.client.request(request.body(Body::from(form(&[("token", &h.admin)]))).unwrap()).await;
+        assert_eq!(r.status, status, "{host:?} {origin}: {}", html(&r));
+        assert_eq!(r.header("set-cookie").is_some(), status == 303, "{host:?} {origin}");
+    }
 
     // Sign-out ends the session: the cookie no longer opens a page.
     let out = console.post("/console/sign-out", &[]).await;
@@ -161,6 +202,20 @@ pub async fn console_sign_in_refuses_bad_tokens_and_limits_failures(h: Harness) 
     let r = post_sign_in(&h, &h.admin).await;
     assert_eq!(r.status, 429, "{}", html(&r));
     assert!(r.header("set-cookie").is_none());
+    // Failures count per client: others, behind API Gateway, still sign in, and a client
+    // there is held back by its own failures alone.
+    assert_eq!(post_sign_in_from(&h, &h.admin, "203.0.113.7", false).await.status, 303);
+    assert_eq!(post_sign_in_from(&h, &h.admin, "203.0.113.8", true).await.status, 303);
+    for _ in 0..5 {
+        assert_eq!(post_sign_in_from(&h, "short", "198.51.100.1", false).await.status, 401);
+    }
+    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.1", false).await.status, 429);
+    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.2", false).await.status, 303);
+    for _ in 0..5 {
+        assert_eq!(post_sign_in_from(&h, "short", "198.51.100.3", true).await.status, 401);
+    }
+    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.3", true).await.status, 429);
+    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.4", true).await.status, 303);
     h.clock.advance(std::time::Duration::from_secs(301));
     assert_eq!(post_sign_in(&h, &h.admin).await.status, 303);
 }
@@ -186,11 +241,11 @@ pub async fn console_forms_need_the_sessions_csrf_token(h: Harness) {
     assert!(html(&r).contains("appId"));
 }
 
-/// A code form carries the largest source the API stores, even when every byte of it is
-/// percent-encoded (three characters a byte); a form past the console's limit is refused whole
-/// (413) and creates nothing.
+/// A code form carries the largest source and display name the API stores, even when every
+/// byte of them is percent-encoded (three characters a byte); a form past the console's limit is
+/// refused whole (413) and creates nothing.
 pub async fn console_forms_carry_the_largest_source_and_no_more(h: Harness) {
-    use rp_shared::domain::code::MAX_SOURCE_BYTES;
+    use rp_shared::domain::code::{MAX_DISPLAY_NAME, MAX_SOURCE_BYTES};
     use rp_shared::http::console::auth::FORM_LIMIT;
     let console = Console::sign_in(&h, &h.admin).await;
     let app = Harness::unique("app");
@@ -199,7 +254,14 @@ pub async fn console_forms_carry_the_largest_source_and_no_more(h: Harness) {
     let filler = MAX_SOURCE_BYTES - head.len();
     let source = format!("{head}{}{}", "\u{e9}".repeat(filler / 2), "~".repeat(filler % 2));
     assert_eq!(source.len(), MAX_SOURCE_BYTES);
-    let fields = [("displayName", "Largest"), ("trigger", "oob.start"), ("source", source.as_str())];
+    let name = "\u{1f511}".repeat(MAX_DISPLAY_NAME);
+    let fields = [
+        ("displayName", name.as_str()),
+        ("trigger", "oob.start"),
+        ("timeoutMs", "20000"),
+        ("enabled", "on"),
+        ("source", source.as_str()),
+    ];
     let mut all = vec![("csrf", console.csrf.as_str())];
     all.extend_from_slice(&fields);
     let largest = form(&all);
@@ -208,7 +270,7 @@ pub async fn console_forms_carry_the_largest_source_and_no_more(h: Harness) {
     assert_eq!(r.status, 303, "{}", html(&r));
     let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
     let page = html(&console.get(&location).await);
-    assert!(page.contains("Largest") && page.contains(&"\u{e9}".repeat(64)), "the source is stored whole");
+    assert!(page.contains(&name) && page.contains(&"\u{e9}".repeat(64)), "both are stored whole");
 
     // The limit itself: a form of exactly that many bytes is read, one byte more is not.
     const { assert!(FORM_LIMIT < 1024 * 1024, "a form is read into memory whole") };
