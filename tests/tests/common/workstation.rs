@@ -73,7 +73,10 @@ pub async fn registration_links_and_qr_page(h: Harness) {
     assert_eq!(unknown.status, 404);
     assert!(String::from_utf8_lossy(&unknown.body).contains("not found"));
     assert_eq!(h.client.send("GET", "/rp/register/x", None, None).await.status, 404);
-    h.clock.advance(Duration::from_secs(15 * 60 + 1));
+    // A link is valid 15 minutes by default, and not a second more.
+    h.clock.advance(Duration::from_secs(15 * 60 - 1));
+    assert_eq!(h.client.send("GET", &format!("/rp/register/{code}"), None, None).await.status, 200);
+    h.clock.advance(Duration::from_secs(2));
     let expired = h.client.send("GET", &format!("/rp/register/{code}"), None, None).await;
     assert_eq!(expired.status, 410);
     assert!(String::from_utf8_lossy(&expired.body).contains("expired"));
@@ -82,9 +85,19 @@ pub async fn registration_links_and_qr_page(h: Harness) {
         .await
         .problem(404, codes::APP_NOT_FOUND);
     let links = format!("/cc/api/apps/{app}/users/alice/registration-links");
-    for (body, field) in [(json!({"expiresInSecs": 10}), "expiresInSecs"), (json!({"color": 1}), "color")] {
+    let week = 7 * 24 * 3600;
+    for (body, field) in [
+        (json!({"expiresInSecs": 59}), "expiresInSecs"),
+        (json!({"expiresInSecs": week + 1}), "expiresInSecs"),
+        (json!({"color": 1}), "color"),
+    ] {
         let r = h.admin("POST", &links, Some(body)).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field);
+    }
+    // A link may be valid from a minute to a week.
+    for secs in [60, week] {
+        let r = h.admin("POST", &links, Some(json!({"expiresInSecs": secs}))).await;
+        assert_eq!(r.status, 201, "{secs}: {}", r.json());
     }
     let access = h.access_token(&app).await;
     let r = h.client.send("POST", &links, Some(&access), None).await;
