@@ -314,6 +314,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, wrong_attempts_lock_offline_access);
         $crate::router_case!($make, unpairing_queues_the_revocation_the_agent_carries_out);
         $crate::router_case!($make, removing_a_device_ends_its_token_pairings_and_certificates);
+        $crate::router_case!($make, removing_a_device_queues_again_a_revocation_that_failed);
         $crate::router_case!($make, removing_a_device_unpairs_it_everywhere_past_one_page);
         $crate::router_case!($make, removing_a_device_revokes_the_certificate_of_every_pairing);
         $crate::router_case!($make, removal_wins_over_pairings_made_while_it_runs);

@@ -391,6 +391,34 @@ pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harne
     assert_eq!(events["events"].as_array().unwrap().len(), 1);
 }
 
+/// A certificate whose revocation failed (the agent reported the CA's error) is still valid at
+/// the CA: removing its device queues its revocation again, and the agent carries it out.
+pub async fn removing_a_device_queues_again_a_revocation_that_failed(h: Harness) {
+    let (app, access, dev, machine) = offline_pairing(&h, "uma@example.com", 5).await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    let r = h.client.send("DELETE", &reg_path(&machine, &dev), Some(&access), None).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
+    let revocation =
+        polled["revokedCerts"].as_array().unwrap().iter().find(|r| r["certSerialNumber"] == serial.as_str());
+    let request_id =
+        revocation.unwrap_or_else(|| panic!("the unpairing's revocation: {polled}"))["requestId"].clone();
+    let failed = json!({"errorCode": 7, "errorMessage": "CA unreachable", "requestId": request_id});
+    assert_eq!(h.post_revocation(failed).await.status, 204);
+    assert!(!ca.is_revoked(&serial));
+
+    let r = h.admin("DELETE", &format!("/cc/api/apps/{app}/devices/{}", dev.device_id), None).await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let pass = agent.run_once().await.unwrap();
+    assert_eq!(pass.revoked.len(), 1, "{pass:?}");
+    assert_ne!(pass.revoked[0], request_id.as_str().unwrap(), "a new request");
+    assert!(ca.is_revoked(&serial));
+}
+
 /// A device paired on more workstations than one page of its pairings holds: it lists them all,
 /// and its removal unpairs them all.
 pub async fn removing_a_device_unpairs_it_everywhere_past_one_page(h: Harness) {
