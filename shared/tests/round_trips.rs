@@ -432,6 +432,21 @@ async fn a_renamed_pairings_pins_are_opened_beside_the_write() {
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
+/// A renamed pairing whose PINs the answer would not show (its app turned offline access off)
+/// has nothing opened for it, beside the write or after it.
+#[tokio::test]
+async fn a_renamed_pairings_hidden_pins_are_not_opened() {
+    use serde_json::json;
+    let (_dir, backend) = seeded().await;
+    let mut off = sample("cc-app-workstation");
+    off.event = with_body(&off.event, |b| b["offlineAccess"]["enabled"] = json!(false));
+    assert_eq!(calls_on(&backend, off, 1).await[0].0, 200);
+    let (status, tally) = calls_on(&backend, sample("rp-client-reg.patch"), 1).await.remove(0);
+    assert_eq!(status, 200, "{tally}");
+    assert_eq!(tally.waves_of("store.put PAIR"), [3], "{tally}");
+    assert!(tally.calls.iter().all(|(_, call)| !call.starts_with("keys.")), "{tally}");
+}
+
 /// A list of customizations reads its page beside its count (`META`), and a list of versions
 /// beside the customization: at once, and beside the rate limit's counter.
 #[tokio::test]
