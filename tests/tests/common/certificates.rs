@@ -986,6 +986,40 @@ pub async fn an_app_at_its_cap_cannot_queue_more(h: Harness) {
     r.problem(429, codes::CERT_QUEUE_FULL);
 }
 
+/// A pairing that read a free place in its app's queue but lost it to another before its write
+/// is refused as the queue being full (429), as it would be had it read the queue after, and
+/// leaves nothing behind.
+pub async fn a_pairing_that_loses_the_last_place_is_told_the_queue_is_full(h: Harness) {
+    use rp_shared::domain::pairing::NewPairing;
+    use rp_shared::domain::tokens::TokenSecret;
+    use rp_shared::http::wire::pairing::PairRequest;
+    let capped = HttpConfig { max_open_per_app: 1, ..HttpConfig::default() };
+    let h = h.configured(capped.clone()).await;
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let (late, first) =
+        (device(&h, &app, "late@example.com", None).await, device(&h, &app, "first@example.com", None).await);
+    enroll(&h, &access, &app, &late.user, "m-late").await;
+    let body = json!({"machineId": "m-late", "deviceId": late.device_id, "machineUserNameWS": late.user});
+    let request = NewPairing::try_from(serde_json::from_value::<PairRequest>(body).unwrap()).unwrap();
+    let owner = TokenSecret::parse(&access).unwrap().hash().token_id();
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let (gate, held) = h
+        .held(move |held| async move {
+            let held = AppState { config: std::sync::Arc::new(capped), ..held };
+            rp_shared::app::pairing::pair(&held, &app_id, &owner, request).await.map(|_| ()).map_err(|e| {
+                let problem = rp_shared::http::problem::Problem::from(e);
+                (problem.status().as_u16(), problem.code())
+            })
+        })
+        .await;
+    pair(&h, &access, &first, "m-first").await;
+    gate.open(true);
+    assert_eq!(held.await.unwrap(), Err((429, codes::CERT_QUEUE_FULL)));
+    let path = format!("/rp/api/client/reg?machineId=m-late&deviceId={}", late.device_id);
+    h.client.send("GET", &path, Some(&access), None).await.problem(404, codes::PAIRING_NOT_FOUND);
+}
+
 /// The poll's `machineUserNameWS` is a string filled from what the server knows: the pairing's
 /// own name, else the name the machine enrolled under (the seed types it as a string).
 pub async fn the_poll_names_the_workstation_user_from_what_is_known(h: Harness) {
