@@ -221,6 +221,17 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
         .unwrap();
     let stored = serde_json::to_string(&raw.attrs).unwrap();
     assert!(!stored.contains(&format!("{:08}", 40_000_000 + 3 * 7919)), "PINs are sealed at rest");
+    // Deleted from the sealed set itself, not only from its list of ids: opened at rest, it
+    // holds neither used PIN.
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &_app).unwrap();
+    let workstations = rp_shared::repo::workstations::Workstations::new(h.backend.store.as_ref());
+    let (pairing, _) = workstations.pairing(&app_id, &machine, &dev.device_id).await.unwrap().unwrap();
+    let context = rp_shared::app::offline::context(&app_id, &machine, &dev.device_id);
+    let sealed = &pairing.offline_set.expect("a set").sealed;
+    let plain = rp_shared::ports::keys::open(h.backend.keys.as_ref(), &context, sealed).await.unwrap();
+    let at_rest: rp_shared::domain::offline::SealedTokens = serde_json::from_slice(&plain).unwrap();
+    let held = at_rest.tokens;
+    assert!(!held.contains("pin-01:") && !held.contains("pin-02:") && held.contains("pin-03:"));
 }
 
 /// The phone and the workstation report PINs at once, with machine-name changes among them (two
