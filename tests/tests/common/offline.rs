@@ -64,11 +64,38 @@ pub async fn a_token_end_wins_over_a_pin_fetch_in_flight(h: Harness) {
                 .map_err(|e| e.to_string())
         })
         .await;
-    assert!(refused.is_err(), "the PINs went to a device whose token ended: {refused:?}");
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("no pairing")),
+        "the PINs went to a device whose token ended, or it was not told 404: {refused:?}"
+    );
     let app_id = AppId::parse("appId", &app).unwrap();
     let workstations = Workstations::new(h.backend.store.as_ref());
     let (pairing, _) = workstations.pairing(&app_id, &machine, &dev.device_id).await.unwrap().unwrap();
     assert_eq!(pairing.offline_set.and_then(|set| set.delivered_at), None);
+}
+
+/// A fetch of the PINs that loses its race to another change of the pairing (its workstation
+/// renames it between the fetch's read and its write) reads the pairing again and hands the
+/// PINs over: only a device's removal or the end of its token refuses it.
+pub async fn a_pin_fetch_that_loses_a_race_to_a_rename_reads_again(h: Harness) {
+    use rp_shared::domain::apps::AppId;
+    let (app, access, dev, machine) = offline_pairing(&h, "ines@example.com", 5).await;
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let (device_id, machine_id) = (dev.device_id.clone(), machine.clone());
+    let (gate, fetch) = h
+        .held(move |held| async move {
+            rp_shared::app::offline::deliver(&held, &app_id, &machine_id, &device_id)
+                .await
+                .map(|delivered| (delivered.pairing.machine_name, delivered.pins.0.len()))
+                .map_err(|e| e.to_string())
+        })
+        .await;
+    let rename = json!({"machineId": machine, "deviceId": dev.device_id, "machineName": "desk-7"});
+    assert_eq!(patch(&h, &access, rename).await.status, 200);
+    gate.open(true);
+    let fetched = fetch.await.unwrap();
+    assert_eq!(fetched, Ok((Some("desk-7".to_owned()), 5)), "the PINs, from the pairing as renamed");
+    setup(&h, &dev, &machine).await.problem(410, codes::OFFLINE_DELIVERED);
 }
 
 pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
