@@ -56,6 +56,13 @@ fn member_names(object: &serde_json::Value) -> Vec<String> {
     names
 }
 
+/// The serial of the first certificate device `dev` lists.
+pub async fn first_serial(h: &Harness, dev: &TestDevice) -> String {
+    let certs =
+        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
+    certs["certificates"][0]["certSerialNumber"].as_str().expect("a certificate").to_owned()
+}
+
 pub async fn device(h: &Harness, app: &str, user: &str, alias: Option<&str>) -> TestDevice {
     device_with_id(h, app, user, alias, &Harness::unique("dev")).await
 }

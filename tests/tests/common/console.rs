@@ -550,9 +550,7 @@ pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
     let page = html(&console.get(&format!("/console/certificates?app={app}")).await);
     assert_eq!(queue_row(&page, &app), ["0", "0", "0", "0"]);
     assert!(page.contains("WORKSTATION_CERTIFICATE_ISSUED"), "{page}");
-    let certs =
-        h.client.send("GET", "/rp/versioned/device/certificates", Some(&phone.token), None).await.json();
-    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    let serial = super::certificates::first_serial(&h, &phone).await;
     assert!(page.contains(&serial), "the issuance names its serial");
 
     let r = console.post("/console/certificates/revoke", &[("certSerialNumber", &serial)]).await;

@@ -1,7 +1,9 @@
 //! Offline PIN cases: who sees the PINs, the device's single fetch, used PINs, the low-token
 //! warning, the wrong-attempt lock, unpairing with its revocation, and removing a device.
 
-use super::certificates::{agent_for, as_device, device, enroll, issued_token, pair, refresh, TestDevice};
+use super::certificates::{
+    agent_for, as_device, device, enroll, first_serial, issued_token, pair, refresh, TestDevice,
+};
 use super::Harness;
 use rp_shared::http::problem::codes;
 use serde_json::{json, Value};
@@ -346,12 +348,7 @@ pub async fn unpairing_queues_the_revocation_the_agent_carries_out(h: Harness) {
     let (agent, ca, _server) = agent_for(&h).await;
     let issued = agent.run_once().await.unwrap();
     assert_eq!(issued.issued.len(), 1, "{issued:?}");
-    let serial =
-        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json()
-            ["certificates"][0]["certSerialNumber"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    let serial = first_serial(&h, &dev).await;
     let other = h.access_token(&app).await;
     let pairing = reg_path(&machine, &dev);
     h.client.send("DELETE", &pairing, Some(&other), None).await.problem(403, codes::NOT_PAIRING_OWNER);
@@ -403,9 +400,7 @@ pub async fn removing_a_device_ends_its_token_pairings_and_certificates(h: Harne
     let (app, access, dev, machine) = offline_pairing(&h, "sam@example.com", 5).await;
     let (agent, ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
-    let certs =
-        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
-    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    let serial = first_serial(&h, &dev).await;
     let path = format!("/cc/api/apps/{app}/devices/{}", dev.device_id);
     h.client.send("DELETE", &path, Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
     let r = h.admin("DELETE", &path, None).await;
@@ -435,9 +430,7 @@ pub async fn removing_a_device_queues_again_a_revocation_that_failed(h: Harness)
     let (app, access, dev, machine) = offline_pairing(&h, "uma@example.com", 5).await;
     let (agent, ca, _server) = agent_for(&h).await;
     assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
-    let certs =
-        h.client.send("GET", "/rp/versioned/device/certificates", Some(&dev.token), None).await.json();
-    let serial = certs["certificates"][0]["certSerialNumber"].as_str().unwrap().to_owned();
+    let serial = first_serial(&h, &dev).await;
     let r = h.client.send("DELETE", &reg_path(&machine, &dev), Some(&access), None).await;
     assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
     let polled = h.admin("GET", "/rp/api/certificate/requests", None).await.json();
