@@ -483,28 +483,39 @@ pub async fn racing_oob_answers_have_one_winner(h: Harness) {
     }
 }
 
-/// `GET /rp/api/oob/client/authentication/{appId}/{namedUser}/devices`, as HYPR-speaking
-/// clients read it.
+/// The answer `decision` by `dev` to request `seen` of `app`, made through the use case on `held`
+/// (a held state, [`Harness::held`]): the request's state after it, or why it was refused.
+async fn answer_on(
+    held: rp_shared::http::AppState,
+    app: String,
+    dev: (String, p256::SecretKey),
+    seen: Value,
+    decision: Decision,
+) -> Result<rp_shared::domain::oob::OobState, String> {
+    use rp_shared::domain::apps::AppId;
+    use rp_shared::domain::oob::OobAnswer;
+    let name = if decision == Decision::Approve { "approve" } else { "decline" };
+    let body = signed(&dev.1, &seen, name, None);
+    let answer = OobAnswer::parse(decision, body["signature"].as_str().unwrap(), None).unwrap();
+    let (app_id, request_id) = (AppId::parse("appId", &app).unwrap(), seen["requestId"].as_str().unwrap());
+    let first = rp_shared::app::oob::request(&held, request_id).await;
+    rp_shared::app::oob::answer(&held, &app_id, &dev.0, request_id, &answer, first)
+        .await
+        .map(|answered| answered.current())
+        .map_err(|e| e.to_string())
+}
+
 /// A device's removal wins over its answer in flight: an approval let in before the removal,
 /// held between its read and its write while the admin removes the device, is refused, and the
 /// login does not complete.
 pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
-    use rp_shared::domain::apps::AppId;
-    use rp_shared::domain::oob::OobAnswer;
     let (app, access, dev) = setup(&h, "rita@example.com").await;
     let id = start(&h, &access, start_body(&app, "rita@example.com")).await;
     let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
-    let body = signed(&dev.signing, &seen, "approve", None);
-    let approval = OobAnswer::parse(Decision::Approve, body["signature"].as_str().unwrap(), None).unwrap();
-    let app_id = AppId::parse("appId", &app).unwrap();
-    let (device_id, request_id) = (dev.device_id.clone(), id.clone());
+    let (answerer, named) = ((dev.device_id.clone(), dev.signing.clone()), app.clone());
     let refused = h
-        .held_past_removal(&format!("/cc/api/apps/{app}/devices/{}", dev.device_id), move |held| async move {
-            let first = rp_shared::app::oob::request(&held, &request_id).await;
-            rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &approval, first)
-                .await
-                .map(|answered| answered.current())
-                .map_err(|e| e.to_string())
+        .held_past_removal(&format!("/cc/api/apps/{app}/devices/{}", dev.device_id), move |held| {
+            answer_on(held, named, answerer, seen, Decision::Approve)
         })
         .await;
     assert!(refused.as_ref().is_err_and(|e| e.contains("could not be found")), "{refused:?}");
@@ -516,26 +527,17 @@ pub async fn a_removal_wins_over_an_answer_in_flight(h: Harness) {
 /// request as settled, the other is refused as answered already. Neither is taken for an answer
 /// whose device is being removed.
 pub async fn an_answer_that_loses_its_race_decides_again(h: Harness) {
-    use rp_shared::domain::apps::AppId;
-    use rp_shared::domain::oob::{OobAnswer, OobState};
+    use rp_shared::domain::oob::OobState;
     let (app, access, dev) = setup(&h, "lena@example.com").await;
     let id = start(&h, &access, start_body(&app, "lena@example.com")).await;
     let seen = fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
-    let held_answer = |decision: Decision, name: &str| {
-        let body = signed(&dev.signing, &seen, name, None);
-        let answer = OobAnswer::parse(decision, body["signature"].as_str().unwrap(), None).unwrap();
-        let app_id = AppId::parse("appId", &app).unwrap();
-        let (device_id, request_id) = (dev.device_id.clone(), id.clone());
-        h.held(move |held| async move {
-            let first = rp_shared::app::oob::request(&held, &request_id).await;
-            rp_shared::app::oob::answer(&held, &app_id, &device_id, &request_id, &answer, first)
-                .await
-                .map(|answered| answered.current())
-                .map_err(|e| e.to_string())
-        })
+    let held_answer = |decision: Decision| {
+        let (answerer, named, seen) =
+            ((dev.device_id.clone(), dev.signing.clone()), app.clone(), seen.clone());
+        h.held(move |held| answer_on(held, named, answerer, seen, decision))
     };
-    let (same_gate, same) = held_answer(Decision::Approve, "approve").await;
-    let (other_gate, other) = held_answer(Decision::Decline, "decline").await;
+    let (same_gate, same) = held_answer(Decision::Approve).await;
+    let (other_gate, other) = held_answer(Decision::Decline).await;
     let path = format!("/rp/versioned/device/oob/requests/{id}");
     let body = signed(&dev.signing, &seen, "approve", None);
     let won = h.client.send("POST", &path, Some(&dev.token), Some(body)).await;
@@ -597,6 +599,8 @@ async fn user_devices(h: &Harness, access: &str, app: &str, user: &str) -> Vec<V
     r.json().as_array().expect("a JSON array").clone()
 }
 
+/// `GET /rp/api/oob/client/authentication/{appId}/{namedUser}/devices`, as HYPR-speaking
+/// clients read it.
 pub async fn the_device_list_answers_what_hypr_clients_read(h: Harness) {
     let (app, access, first) = setup(&h, "dana@example.com").await;
     assert_eq!(
