@@ -31,11 +31,18 @@ fn form(fields: &[(&str, &str)]) -> String {
 
 /// Posts a form with no session, as the sign-in page does.
 pub async fn post_sign_in(h: &Harness, token: &str) -> TestResponse {
-    let request = Request::post("/console/sign-in")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(form(&[("token", token)])))
-        .unwrap();
-    h.client.request(request).await
+    post_sign_in_with(h, token, |request| request).await
+}
+
+/// [`post_sign_in`], its request first given what `with` adds (headers, API Gateway's context).
+async fn post_sign_in_with(
+    h: &Harness,
+    token: &str,
+    with: impl FnOnce(axum::http::request::Builder) -> axum::http::request::Builder,
+) -> TestResponse {
+    let request =
+        Request::post("/console/sign-in").header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    h.client.request(with(request).body(Body::from(form(&[("token", token)]))).unwrap()).await
 }
 
 /// Posts a sign-in as API Gateway passes it on from a client at `source_ip`: through an HTTP
@@ -52,12 +59,7 @@ async fn post_sign_in_from(h: &Harness, token: &str, source_ip: &str, rest: bool
         context.http.source_ip = Some(source_ip.to_owned());
         RequestContext::ApiGatewayV2(context)
     };
-    let request = Request::post("/console/sign-in")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .extension(context)
-        .body(Body::from(form(&[("token", token)])))
-        .unwrap();
-    h.client.request(request).await
+    post_sign_in_with(h, token, |request| request.extension(context)).await
 }
 
 /// The value of `name="csrf"` on a page.
@@ -140,32 +142,25 @@ pub async fn console_sessions_are_strict_cookies_that_stand_for_the_token(h: Har
     assert!(!html(&apps).contains(&h.admin), "the token never reaches a page");
     assert!(html(&apps).contains("(global)"));
 
-    // A sign-in posted from another site's page is refused.
-    let foreign = Request::post("/console/sign-in")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(header::HOST, "rp.example.com")
-        .header(header::ORIGIN, "https://evil.example.net")
-        .body(Body::from(form(&[("token", &h.admin)])))
-        .unwrap();
-    let refused = h.client.request(foreign).await;
-    assert_eq!(refused.status, 403);
-    assert!(refused.header("set-cookie").is_none());
-    // One posted from this console's own page (a browser names its origin on every POST) is
-    // taken, whatever the case of the host; an origin with no host to match is not.
+    // A sign-in posted from another site's page is refused. One posted from this console's own
+    // page (a browser names its origin on every POST) is taken, whatever the case of the host;
+    // an origin with no host to match is not.
     for (host, origin, status) in [
+        (Some("rp.example.com"), "https://evil.example.net", 403),
         (Some("rp.example.com"), "https://rp.example.com", 303),
         (Some("RP.example.com"), "https://rp.EXAMPLE.com", 303),
         (Some("rp.example.com:8443"), "https://rp.example.com:8443", 303),
         (Some("rp.example.com"), "https://rp.example.com.evil.example.net", 403),
         (None, "https://rp.example.com", 403),
     ] {
-        let mut request = Request::post("/console/sign-in")
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(header::ORIGIN, origin);
-        if let Some(host) = host {
-            request = request.header(header::HOST, host);
-        }
-        let r = h.client.request(request.body(Body::from(form(&[("token", &h.admin)]))).unwrap()).await;
+        let r = post_sign_in_with(&h, &h.admin, |request| {
+            let request = request.header(header::ORIGIN, origin);
+            match host {
+                Some(host) => request.header(header::HOST, host),
+                None => request,
+            }
+        })
+        .await;
         assert_eq!(r.status, status, "{host:?} {origin}: {}", html(&r));
         assert_eq!(r.header("set-cookie").is_some(), status == 303, "{host:?} {origin}");
     }
