@@ -201,16 +201,15 @@ pub async fn console_sign_in_refuses_bad_tokens_and_limits_failures(h: Harness) 
     // there is held back by its own failures alone.
     assert_eq!(post_sign_in_from(&h, &h.admin, "203.0.113.7", false).await.status, 303);
     assert_eq!(post_sign_in_from(&h, &h.admin, "203.0.113.8", true).await.status, 303);
-    for _ in 0..5 {
-        assert_eq!(post_sign_in_from(&h, "short", "198.51.100.1", false).await.status, 401);
+    for (held_back, other, rest) in
+        [("198.51.100.1", "198.51.100.2", false), ("198.51.100.3", "198.51.100.4", true)]
+    {
+        for _ in 0..5 {
+            assert_eq!(post_sign_in_from(&h, "short", held_back, rest).await.status, 401);
+        }
+        assert_eq!(post_sign_in_from(&h, &h.admin, held_back, rest).await.status, 429);
+        assert_eq!(post_sign_in_from(&h, &h.admin, other, rest).await.status, 303);
     }
-    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.1", false).await.status, 429);
-    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.2", false).await.status, 303);
-    for _ in 0..5 {
-        assert_eq!(post_sign_in_from(&h, "short", "198.51.100.3", true).await.status, 401);
-    }
-    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.3", true).await.status, 429);
-    assert_eq!(post_sign_in_from(&h, &h.admin, "198.51.100.4", true).await.status, 303);
     h.clock.advance(std::time::Duration::from_secs(301));
     assert_eq!(post_sign_in(&h, &h.admin).await.status, 303);
 }
