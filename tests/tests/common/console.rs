@@ -90,9 +90,14 @@ impl<'h> Console<'h> {
 
     /// Posts `fields` with this session's CSRF token.
     pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> TestResponse {
+        self.post_raw(path, &self.form(fields)).await
+    }
+
+    /// The form body of `fields` with this session's CSRF token, as [`Self::post`] sends it.
+    pub fn form(&self, fields: &[(&str, &str)]) -> String {
         let mut all = vec![("csrf", self.csrf.as_str())];
         all.extend_from_slice(fields);
-        self.post_raw(path, &form(&all)).await
+        form(&all)
     }
 
     pub async fn post_raw(&self, path: &str, body: &str) -> TestResponse {
@@ -256,9 +261,7 @@ pub async fn console_forms_carry_the_largest_source_and_no_more(h: Harness) {
         ("enabled", "on"),
         ("source", source.as_str()),
     ];
-    let mut all = vec![("csrf", console.csrf.as_str())];
-    all.extend_from_slice(&fields);
-    let largest = form(&all);
+    let largest = console.form(&fields);
     assert!(largest.len() > 3 * MAX_SOURCE_BYTES - 64 && largest.len() <= FORM_LIMIT, "{}", largest.len());
     let r = console.post_raw(&format!("/console/apps/{app}/code"), &largest).await;
     assert_eq!(r.status, 303, "{}", html(&r));
