@@ -1,11 +1,12 @@
-//! The logs of a whole offline lifecycle, captured in a process of its own (a thread-local
-//! subscriber misses callsites that concurrent tests cached while no subscriber was set).
+//! What operators read, captured in a process of its own: the logs of a whole offline lifecycle
+//! (a thread-local subscriber misses callsites that concurrent tests cached while no subscriber
+//! was set), and the metrics docs/deploying.md lists (their sink is the process's).
 
 #[allow(dead_code, unused_imports)] // only the harness and a few helpers of the shared cases are used here
 #[macro_use]
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// An embedded backend in a temporary directory, removed when the directory is dropped.
 fn backend(clock: rp_shared::ports::ManualClock) -> (rp_shared::backend::Backend, tempfile::TempDir) {
@@ -16,10 +17,17 @@ fn backend(clock: rp_shared::ports::ManualClock) -> (rp_shared::backend::Backend
 /// Collects every log line of the test's thread.
 use rp_tests::Captured;
 
+/// One case at a time: a metric line names no case, and each case reads the lines it caused.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static CASES: Mutex<()> = Mutex::new(());
+    CASES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A whole offline lifecycle, logged at TRACE: no PIN, authorization code or token is in the logs.
 #[test]
 fn offline_secrets_never_reach_the_logs() {
     use serde_json::json;
+    let _alone = one_at_a_time();
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -62,4 +70,169 @@ fn offline_secrets_never_reach_the_logs() {
     for secret in secrets {
         assert!(!logs.contains(&secret), "a secret reached the logs");
     }
+}
+
+/// Every metric line written since the last call, as (name, value, `Outcome`): the sink is
+/// installed on the first call, before any case runs a use case.
+fn metrics_since() -> Vec<(String, u64, Option<String>)> {
+    static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let lines = LINES.get_or_init(|| {
+        rp_shared::metrics::set_sink(|line| LINES.get().unwrap().lock().unwrap().push(line.to_owned()));
+        Mutex::default()
+    });
+    let taken = std::mem::take(&mut *lines.lock().unwrap());
+    taken
+        .iter()
+        .map(|line| {
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            let name =
+                line["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"].as_str().unwrap().to_owned();
+            let value = line[&name].as_u64().unwrap();
+            (name, value, line["Outcome"].as_str().map(str::to_owned))
+        })
+        .collect()
+}
+
+/// The metrics as [`metrics_since`] gives them, from `(name, value, outcome)`.
+fn expected(metrics: &[(&str, u64, Option<&str>)]) -> Vec<(String, u64, Option<String>)> {
+    metrics.iter().map(|(n, v, o)| (n.to_string(), *v, o.map(str::to_owned))).collect()
+}
+
+/// A push service whose next sends fail as scripted, then send as `inner` does.
+struct Scripted {
+    inner: Arc<dyn rp_shared::ports::Push>,
+    failures: Mutex<Vec<rp_shared::ports::PushError>>,
+}
+
+#[async_trait::async_trait]
+impl rp_shared::ports::Push for Scripted {
+    async fn register(
+        &self,
+        request: rp_shared::ports::EndpointRequest<'_>,
+    ) -> Result<String, rp_shared::ports::PushError> {
+        self.inner.register(request).await
+    }
+    async fn send(
+        &self,
+        endpoint: &str,
+        platform: rp_shared::domain::push::Platform,
+        wake: &rp_shared::domain::push::WakeUp,
+    ) -> Result<(), rp_shared::ports::PushError> {
+        let failure = self.failures.lock().unwrap().pop();
+        match failure {
+            Some(failure) => Err(failure),
+            None => self.inner.send(endpoint, platform, wake).await,
+        }
+    }
+    async fn remove(&self, endpoint: &str) -> Result<(), rp_shared::ports::PushError> {
+        self.inner.remove(endpoint).await
+    }
+}
+
+/// Each metric docs/deploying.md lists is counted when it says, once, with its value and
+/// outcome: a poll's leases; a lease that ends without a result (re-queued, then dead), both as a
+/// late result finds it and as its time-out message does; an OOB request that ends, and a start
+/// a customization refuses or fails (a run out of time); a wake-up sent, failed or gone; a 429.
+#[test]
+fn the_documented_metrics_are_counted() {
+    use rp_shared::ports::PushError;
+    use serde_json::json;
+    let _alone = one_at_a_time();
+    metrics_since();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let clock = rp_shared::ports::ManualClock::starting_now();
+        let (backend, _data) = backend(clock.clone());
+        let failures = Arc::new(Scripted { inner: backend.push.clone(), failures: Mutex::default() });
+        let backend = rp_shared::backend::Backend { push: failures.clone(), ..backend };
+        let config = rp_shared::http::HttpConfig { max_attempts: 2, ..Default::default() };
+        let h = common::Harness::with_config(backend, clock, config).await;
+        let app = h.app().await;
+        let apns = format!("arn:aws:sns:us-east-1:123456789012:app/APNS/{app}");
+        let settings = json!({"requestTimeoutInSecs": 1, "push": {"apns": apns}});
+        h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await;
+        let access = h.access_token(&app).await;
+        let dev = common::certificates::device(&h, &app, "mo@example.com", None).await;
+        let push = json!({"platform": "APNS", "token": "ab".repeat(32)});
+        let r = h.client.send("PUT", "/rp/versioned/device/push", Some(&dev.token), Some(push)).await;
+        assert_eq!(r.status, 200, "{}", r.json());
+        let late = common::certificates::pair(&h, &access, &dev, "m-late").await;
+        let timed_out = common::certificates::pair(&h, &access, &dev, "m-timed-out").await;
+        assert_eq!(metrics_since(), [], "nothing is counted before a poll");
+
+        // Two leases ended twice each: by a late result, and by their time-out messages.
+        let dispatcher = rp_shared::consumer::Dispatcher::new(h.backend.clone()).with_max_attempts(2);
+        for (attempt, ended) in [(1, "Requeued"), (2, "DeadRequests")] {
+            assert_eq!(h.poll().await.login_certs.len(), 2, "lease {attempt}");
+            assert_eq!(metrics_since(), expected(&[("Leases", 2, None)]), "lease {attempt}");
+            h.clock.advance(std::time::Duration::from_secs(2));
+            let r = h.post_issuance(json!({"errorCode": 9, "errorMessage": "late", "requestId": late})).await;
+            assert_eq!(r.status.as_u16(), if attempt == 1 { 409 } else { 410 }, "{}", r.json());
+            assert_eq!(metrics_since(), expected(&[(ended, 1, None)]), "a late result, lease {attempt}");
+            let lease = h.request(&timed_out).await.lease_id.expect("leased");
+            dispatcher.lease_expired(&timed_out, &lease).await.unwrap();
+            assert_eq!(metrics_since(), expected(&[(ended, 1, None)]), "a time-out, lease {attempt}");
+        }
+        assert_eq!(h.poll().await.login_certs.len(), 0);
+        assert_eq!(metrics_since(), [], "a poll that leases nothing counts nothing");
+
+        // An OOB login: woken, approved. Wake-ups that fail, then one that finds the endpoint
+        // gone (and marks it so: no wake-up is tried after it).
+        let id = common::oob::start(&h, &access, common::oob::start_body(&app, "mo@example.com")).await;
+        assert_eq!(metrics_since(), expected(&[("PushOutcome", 1, Some("SENT"))]));
+        let seen =
+            common::oob::fetch(&h, &dev).await.into_iter().find(|r| r["requestId"] == id.as_str()).unwrap();
+        let approval = common::oob::signed(&dev.signing, &seen, "approve", None);
+        assert_eq!(common::oob::answer(&h, &dev, &id, approval).await.status, 200);
+        assert_eq!(metrics_since(), expected(&[("OobOutcome", 1, Some("COMPLETED"))]));
+        *failures.failures.lock().unwrap() =
+            vec![PushError::Gone, PushError::Unavailable("the platform is down".into())];
+        for outcome in ["FAILED", "ENDPOINT_GONE"] {
+            common::oob::start(&h, &access, common::oob::start_body(&app, "mo@example.com")).await;
+            assert_eq!(metrics_since(), expected(&[("PushOutcome", 1, Some(outcome))]));
+        }
+        common::oob::start(&h, &access, common::oob::start_body(&app, "mo@example.com")).await;
+        assert_eq!(metrics_since(), [], "a gone endpoint is not woken again");
+
+        // Customizations that refuse a start: one that runs out of time, one that denies.
+        let spins = json!({"displayName": "spins", "trigger": "oob.start", "enabled": true, "timeoutMs": 50,
+            "source": "function handler() { for (;;) {} }"});
+        let spins = h.as_tenant(&app, "POST", "/code-customization", Some(spins)).await.json();
+        let path = "/rp/api/oob/client/authentication/requests";
+        let r = h
+            .client
+            .send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
+            .await;
+        r.problem(403, rp_shared::http::problem::codes::OOB_HOOK_FAILED);
+        let failed =
+            expected(&[("SandboxTimeouts", 1, None), ("OobOutcome", 1, Some("CUSTOMIZATION_FAILED"))]);
+        assert_eq!(metrics_since(), failed);
+        let denies = json!({"source": "function handler(event, api) { api.deny('no'); }", "timeoutMs": 1000});
+        h.as_tenant(&app, "POST", &format!("/code-customization/{}", spins["id"]), Some(denies)).await;
+        let r = h
+            .client
+            .send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
+            .await;
+        r.problem(403, rp_shared::http::problem::codes::OOB_DENIED);
+        assert_eq!(metrics_since(), expected(&[("OobOutcome", 1, Some("DENIED_BY_CUSTOMIZATION"))]));
+
+        // Past the app's rate limit.
+        h.admin(
+            "PUT",
+            &format!("/cc/api/apps/{app}/rate-limit"),
+            Some(json!({"limit": 1, "windowSecs": 60})),
+        )
+        .await;
+        h.clock.advance(std::time::Duration::from_secs(61));
+        for status in [403, 429] {
+            let r = h
+                .client
+                .send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
+                .await;
+            assert_eq!(r.status.as_u16(), status, "{}", r.json());
+        }
+        let limited =
+            expected(&[("OobOutcome", 1, Some("DENIED_BY_CUSTOMIZATION")), ("TooManyRequests", 1, None)]);
+        assert_eq!(metrics_since(), limited);
+    });
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 pub(super) use rp_shared::testing::fixtures::nonce;
 
-pub(super) fn start_body(app: &str, user: &str) -> Value {
+pub(crate) fn start_body(app: &str, user: &str) -> Value {
     json!({
         "appId": app, "namedUser": user,
         "sessionNonce": nonce(), "deviceNonce": nonce(), "serviceNonce": nonce(), "serviceHmac": nonce(),
@@ -30,7 +30,7 @@ async fn setup(h: &Harness, user: &str) -> (String, String, TestDevice) {
     (app, access, dev)
 }
 
-pub(super) async fn start(h: &Harness, access: &str, body: Value) -> String {
+pub(crate) async fn start(h: &Harness, access: &str, body: Value) -> String {
     let r =
         h.client.send("POST", "/rp/api/oob/client/authentication/requests", Some(access), Some(body)).await;
     assert_eq!(r.status, 200, "{}", r.json());
@@ -49,7 +49,7 @@ fn states(status: &Value) -> Vec<String> {
 }
 
 /// The device's pending requests, as the phone fetches them.
-pub(super) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
+pub(crate) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
     let r = h.client.send("GET", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
     assert_eq!(r.status, 200, "{}", r.json());
     r.json()["requests"].as_array().unwrap().clone()
@@ -57,7 +57,7 @@ pub(super) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
 
 /// The request as the device sees it, rebuilt to sign from its own fields, exactly as a phone
 /// written from docs/api/oob.md would.
-fn signed(key: &p256::SecretKey, seen: &Value, decision: &str, amount: Option<&str>) -> Value {
+pub(crate) fn signed(key: &p256::SecretKey, seen: &Value, decision: &str, amount: Option<&str>) -> Value {
     let text = |k: &str| seen[k].as_str().unwrap_or_default().to_owned();
     let request = OobRequest {
         request_id: text("requestId"),
@@ -110,7 +110,7 @@ fn placeholder() -> OobRequest {
     }
 }
 
-async fn answer(
+pub(crate) async fn answer(
     h: &Harness,
     dev: &TestDevice,
     id: &str,
