@@ -82,6 +82,11 @@ pub async fn devices_are_woken_when_there_is_something_to_fetch(h: Harness) {
     // The same token again keeps the endpoint: a retry changes nothing.
     assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
     assert_eq!(endpoint_of(&h, &dev).await.0, endpoint);
+    // A new token (the platform issued the phone another) is set on the same endpoint: no second
+    // endpoint is left holding the old one.
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    assert_eq!(endpoint_of(&h, &dev).await.0, endpoint);
 
     // An OOB start wakes the device with the request's id alone.
     let request_id = start(&h, &access, start_body(&app, "ivy@example.com")).await;
