@@ -98,37 +98,6 @@ fn expected(metrics: &[(&str, u64, Option<&str>)]) -> Vec<(String, u64, Option<S
     metrics.iter().map(|(n, v, o)| (n.to_string(), *v, o.map(str::to_owned))).collect()
 }
 
-/// A push service whose next sends fail as scripted, then send as `inner` does.
-struct Scripted {
-    inner: Arc<dyn rp_shared::ports::Push>,
-    failures: Mutex<Vec<rp_shared::ports::PushError>>,
-}
-
-#[async_trait::async_trait]
-impl rp_shared::ports::Push for Scripted {
-    async fn register(
-        &self,
-        request: rp_shared::ports::EndpointRequest<'_>,
-    ) -> Result<String, rp_shared::ports::PushError> {
-        self.inner.register(request).await
-    }
-    async fn send(
-        &self,
-        endpoint: &str,
-        platform: rp_shared::domain::push::Platform,
-        wake: &rp_shared::domain::push::WakeUp,
-    ) -> Result<(), rp_shared::ports::PushError> {
-        let failure = self.failures.lock().unwrap().pop();
-        match failure {
-            Some(failure) => Err(failure),
-            None => self.inner.send(endpoint, platform, wake).await,
-        }
-    }
-    async fn remove(&self, endpoint: &str) -> Result<(), rp_shared::ports::PushError> {
-        self.inner.remove(endpoint).await
-    }
-}
-
 /// Each metric docs/deploying.md lists is counted when it says, once, with its value and
 /// outcome: a poll's leases; a lease that ends without a result (re-queued, then dead), both as a
 /// late result finds it and as its time-out message does; an OOB request that ends, and a start
@@ -143,8 +112,6 @@ fn the_documented_metrics_are_counted() {
     runtime.block_on(async {
         let clock = rp_shared::ports::ManualClock::starting_now();
         let (backend, _data) = backend(clock.clone());
-        let failures = Arc::new(Scripted { inner: backend.push.clone(), failures: Mutex::default() });
-        let backend = rp_shared::backend::Backend { push: failures.clone(), ..backend };
         let config = rp_shared::http::HttpConfig { max_attempts: 2, ..Default::default() };
         let h = common::Harness::with_config(backend, clock, config).await;
         let app = h.app().await;
@@ -185,8 +152,7 @@ fn the_documented_metrics_are_counted() {
         let approval = common::oob::signed(&dev.signing, &seen, "approve", None);
         assert_eq!(common::oob::answer(&h, &dev, &id, approval).await.status, 200);
         assert_eq!(metrics_since(), expected(&[("OobOutcome", 1, Some("COMPLETED"))]));
-        *failures.failures.lock().unwrap() =
-            vec![PushError::Gone, PushError::Unavailable("the platform is down".into())];
+        h.pushes.fail_next([PushError::Unavailable("the platform is down".into()), PushError::Gone]);
         for outcome in ["FAILED", "ENDPOINT_GONE"] {
             common::oob::start(&h, &access, common::oob::start_body(&app, "mo@example.com")).await;
             assert_eq!(metrics_since(), expected(&[("PushOutcome", 1, Some(outcome))]));

@@ -1,9 +1,10 @@
 //! A push service that records what it is asked to send, then passes it on to the backend's own
 //! (the embedded recorder, or SNS on an emulator): the router suite reads what each device was
-//! told, on every backend.
+//! told, on every backend. A case can make the next sends fail as the platform would.
 
 use crate::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use async_trait::async_trait;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 /// One wake-up, as asked.
@@ -20,11 +21,18 @@ pub struct RecordingPush {
     inner: Arc<dyn Push>,
     asked: Mutex<Vec<Asked>>,
     removed: Mutex<Vec<String>>,
+    /// What the next sends answer instead of sending, in order.
+    failures: Mutex<VecDeque<PushError>>,
 }
 
 impl RecordingPush {
     pub fn new(inner: Arc<dyn Push>) -> Self {
-        Self { inner, asked: Mutex::new(Vec::new()), removed: Mutex::new(Vec::new()) }
+        Self { inner, asked: Mutex::default(), removed: Mutex::default(), failures: Mutex::default() }
+    }
+
+    /// The next sends fail with `failures`, in their order, without reaching the platform.
+    pub fn fail_next(&self, failures: impl IntoIterator<Item = PushError>) {
+        self.failures.lock().unwrap().extend(failures);
     }
 
     /// Every wake-up asked for so far, oldest first.
@@ -45,7 +53,11 @@ impl Push for RecordingPush {
     }
 
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {
-        let sent = self.inner.send(endpoint, platform, wake).await;
+        let failure = self.failures.lock().unwrap().pop_front();
+        let sent = match failure {
+            Some(failure) => Err(failure),
+            None => self.inner.send(endpoint, platform, wake).await,
+        };
         let asked =
             Asked { endpoint: endpoint.to_owned(), platform, wake: wake.clone(), delivered: sent.is_ok() };
         self.asked.lock().unwrap().push(asked);

@@ -212,3 +212,83 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
         }
     }
 }
+
+/// A wake-up that finds the device's endpoint gone marks it disabled, and the device is not
+/// woken again until it registers its token anew; one that finds gone an endpoint the device
+/// has since moved off (it read the device before) leaves the device's current one alone.
+pub async fn a_gone_endpoint_is_disabled_unless_the_device_moved_on(h: Harness) {
+    use rp_shared::domain::devices::DeviceRecord;
+    use rp_shared::ports::PushError;
+    let app = h.app().await;
+    let arn = apns_application(&h, &app).await;
+    let settings = json!({"push": {"apns": arn}});
+    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "max@example.com", None).await;
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    let (endpoint, _) = endpoint_of(&h, &dev).await;
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    let devices = rp_shared::repo::devices::Devices::new(h.backend.store.as_ref());
+    let (record, _) = devices.device(&app_id, &dev.device_id).await.unwrap().expect("the device");
+    let state = rp_shared::http::AppState::new(h.backend.clone(), rp_shared::http::HttpConfig::default());
+
+    let earlier = format!("{endpoint}-earlier");
+    let before = DeviceRecord {
+        push: record
+            .push
+            .clone()
+            .map(|push| rp_shared::domain::push::PushRegistration { endpoint: earlier, ..push }),
+        ..record.clone()
+    };
+    h.pushes.fail_next([PushError::Gone]);
+    rp_shared::app::push::wake(&state, &before, WakeKind::Oob, "r-earlier").await;
+    assert_eq!(endpoint_of(&h, &dev).await, (endpoint.clone(), true), "the endpoint it moved to stays");
+
+    h.clock.advance(std::time::Duration::from_secs(5));
+    h.pushes.fail_next([PushError::Gone]);
+    rp_shared::app::push::wake(&state, &record, WakeKind::Oob, "r-gone").await;
+    assert_eq!(endpoint_of(&h, &dev).await, (endpoint.clone(), false));
+    let (marked, _) = devices.device(&app_id, &dev.device_id).await.unwrap().expect("the device");
+    assert_eq!(
+        marked.push.map(|p| p.updated_at),
+        Some(rp_shared::ports::Clock::now_millis(&h.clock)),
+        "when it was marked"
+    );
+    start(&h, &access, start_body(&app, "max@example.com")).await;
+    let only_the_gone_one = [(WakeKind::Oob, "r-gone".to_owned(), false)];
+    assert_eq!(woken(&h, &endpoint), only_the_gone_one, "not woken past its endpoint's end");
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    assert_eq!(endpoint_of(&h, &dev).await, (endpoint.clone(), true), "registering again enables it");
+}
+
+/// A registration that loses its race to another change of the device (another registration,
+/// between its read and its write) reads the device again and stores its own: only the device's
+/// removal refuses it, and its endpoint stays with the platform.
+pub async fn a_registration_that_loses_a_race_reads_the_device_again(h: Harness) {
+    use rp_shared::domain::push::PushToken;
+    let app = h.app().await;
+    let arn = apns_application(&h, &app).await;
+    let settings = json!({"push": {"apns": arn}});
+    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let dev = device(&h, &app, "ned@example.com", None).await;
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    let (user, device_id) = (dev.user.clone(), dev.device_id.clone());
+    let held_token = hex::encode(rand::random::<[u8; 32]>());
+    let request = PushToken::parse(Platform::Apns, held_token).unwrap();
+    let (gate, held) = h
+        .held(move |held| async move {
+            rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    let (endpoint, _) = endpoint_of(&h, &dev).await;
+    gate.open(true);
+    let registered = held.await.unwrap();
+    assert!(registered.as_ref().is_ok_and(|r| r.endpoint == endpoint), "{registered:?}");
+    assert_eq!(endpoint_of(&h, &dev).await, (endpoint, true));
+    assert_eq!(h.pushes.removed(), Vec::<String>::new(), "no endpoint of a living device is deleted");
+}
