@@ -392,7 +392,7 @@ pub async fn remove(
     // removed, which no registration can change since the freeze.
     if let Some(removed) = &removed {
         if let Some(push) = &removed.push {
-            crate::push::forget(state, removed, &push.endpoint).await;
+            crate::push::forget(state, &removed.app_id, &removed.device_id, &push.endpoint).await;
         }
     }
     Ok(())

@@ -41,6 +41,8 @@ pub async fn register_token(
     })?;
     let mut first = Some(device);
     let request = &request;
+    // The endpoints attempts made and did not store (a lost race, a removal, a failure).
+    let made = &std::sync::Mutex::new(Vec::<String>::new());
     let registered = retry_on_conflict(|| {
         let read = first.take();
         async move {
@@ -78,16 +80,45 @@ pub async fn register_token(
                 // Its removal (or its token's end) began: the endpoint goes, and no token stays
                 // with the platform for a device that is gone.
                 Err(StoreError::Conflict) if devices.is_frozen(app, device_id).await? => {
-                    forget(state, &device, &registration.endpoint).await;
+                    made.lock().unwrap_or_else(|e| e.into_inner()).push(registration.endpoint);
                     Err(RegistrationError::DeviceNotFound(device_id.to_owned()).into())
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => {
+                    made.lock().unwrap_or_else(|e| e.into_inner()).push(registration.endpoint);
+                    Err(e.into())
+                }
             }
         }
     })
-    .await?;
+    .await;
+    let made = std::mem::take(&mut *made.lock().unwrap_or_else(|e| e.into_inner()));
+    let registered = forget_unkept(state, app, device_id, made, registered).await?;
     tracing::info!(app_id = %app, device_id, platform = ?registered.platform, "push token registered");
     Ok(registered)
+}
+
+/// Deletes the endpoints `made` by attempts of a registration (ending `registered`) that the
+/// device does not hold: what it holds stays, and an endpoint a lost race made goes, so that no
+/// second endpoint holds the token (nor, once the device is gone, any). A failure that may have
+/// stored its endpoint (the store's, say) leaves them all.
+async fn forget_unkept(
+    state: &impl HasPush,
+    app: &AppId,
+    device_id: &str,
+    mut made: Vec<String>,
+    registered: Result<PushRegistration, AppError>,
+) -> Result<PushRegistration, AppError> {
+    let kept = match &registered {
+        Ok(registered) => Some(registered.endpoint.as_str()),
+        Err(AppError::Registration(RegistrationError::DeviceNotFound(_))) => None,
+        Err(_) => return registered,
+    };
+    made.sort();
+    made.dedup();
+    for endpoint in made.iter().filter(|e| Some(e.as_str()) != kept) {
+        forget(state, app, device_id, endpoint).await;
+    }
+    registered
 }
 
 /// Wakes `device` (as read) about `kind` `id`, if it registered for push: never an error. An
@@ -123,15 +154,14 @@ pub async fn wake(
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, kind = ?kind, outcome, "device woken");
 }
 
-/// Deletes `endpoint`, the push endpoint of `device`, which is removed: best effort, a failure
-/// is logged (the endpoint then stays with the platform, and nothing sends to it).
-pub async fn forget(state: &impl HasPush, device: &DeviceRecord, endpoint: &str) {
+/// Deletes `endpoint`, a push endpoint of the device `device_id` of `app` that it no longer
+/// holds (it is removed, or a lost race made it): best effort, a failure is logged (the endpoint
+/// then stays with the platform, and nothing sends to it).
+pub async fn forget(state: &impl HasPush, app: &AppId, device_id: &str, endpoint: &str) {
     match state.push().remove(endpoint).await {
-        Ok(()) => {
-            tracing::info!(app_id = %device.app_id, device_id = %device.device_id, "push endpoint deleted")
-        }
+        Ok(()) => tracing::info!(app_id = %app, device_id, "push endpoint deleted"),
         Err(e) => {
-            tracing::warn!(app_id = %device.app_id, device_id = %device.device_id, error = %e, "could not delete the push endpoint of a removed device")
+            tracing::warn!(app_id = %app, device_id, error = %e, "could not delete a push endpoint the device no longer holds")
         }
     }
 }

@@ -264,7 +264,8 @@ pub async fn a_gone_endpoint_is_disabled_unless_the_device_moved_on(h: Harness) 
 
 /// A registration that loses its race to another change of the device (another registration,
 /// between its read and its write) reads the device again and stores its own: only the device's
-/// removal refuses it, and its endpoint stays with the platform.
+/// removal refuses it. The endpoint its first attempt made for the token is deleted: no second
+/// endpoint holds it, and the device's own stays.
 pub async fn a_registration_that_loses_a_race_reads_the_device_again(h: Harness) {
     use rp_shared::domain::push::PushToken;
     let app = h.app().await;
@@ -275,7 +276,7 @@ pub async fn a_registration_that_loses_a_race_reads_the_device_again(h: Harness)
     let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
     let (user, device_id) = (dev.user.clone(), dev.device_id.clone());
     let held_token = hex::encode(rand::random::<[u8; 32]>());
-    let request = PushToken::parse(Platform::Apns, held_token).unwrap();
+    let request = PushToken::parse(Platform::Apns, held_token.clone()).unwrap();
     let (gate, held) = h
         .held(move |held| async move {
             rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
@@ -289,6 +290,14 @@ pub async fn a_registration_that_loses_a_race_reads_the_device_again(h: Harness)
     gate.open(true);
     let registered = held.await.unwrap();
     assert!(registered.as_ref().is_ok_and(|r| r.endpoint == endpoint), "{registered:?}");
-    assert_eq!(endpoint_of(&h, &dev).await, (endpoint, true));
-    assert_eq!(h.pushes.removed(), Vec::<String>::new(), "no endpoint of a living device is deleted");
+    assert_eq!(endpoint_of(&h, &dev).await, (endpoint.clone(), true));
+    let removed = h.pushes.removed();
+    assert!(removed.len() == 1 && removed[0] != endpoint, "{removed:?}, the device's {endpoint}");
+    if h.backend.store.kind() == "dynamodb" {
+        let clients = rp_shared::testing::aws::clients().await.unwrap();
+        let gone = clients.sns.get_endpoint_attributes().endpoint_arn(&removed[0]).send().await;
+        assert!(gone.is_err(), "SNS no longer has the endpoint of the lost attempt: {gone:?}");
+        let kept = clients.sns.get_endpoint_attributes().endpoint_arn(&endpoint).send().await.unwrap();
+        assert_eq!(kept.attributes.unwrap()["Token"], held_token);
+    }
 }
