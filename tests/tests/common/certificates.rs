@@ -1787,3 +1787,32 @@ pub async fn unpairing_wins_over_a_renewal_delivered_at_once(h: Harness) {
         assert!(held.iter().all(|c| c.revoked_at.is_some()), "{}: {held:?}", dev.user);
     }
 }
+
+/// An admin revokes a certificate while its renewal waits for the agent: the workstation stays
+/// paired, and the renewal's certificate, issued after, is revoked too (the next pass carries it
+/// out), so no certificate outlives the one the admin revoked.
+pub async fn an_admin_revocation_takes_the_waiting_renewal_with_it(h: Harness) {
+    use rp_shared::app::renewal::sweep;
+    let app = h.app().await;
+    let settings = json!({"certificateValidityDays": 1});
+    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let access = h.access_token(&app).await;
+    let dev = device(&h, &app, "cy@example.com", None).await;
+    pair(&h, &access, &dev, "m-revoked-renewal").await;
+    let (agent, ca, _server) = agent_for(&h).await;
+    assert_eq!(agent.run_once().await.unwrap().issued.len(), 1);
+    let old_serial = first_serial(&h, &dev).await;
+    h.clock.advance(Duration::from_secs(20 * 3600));
+    assert_eq!(sweep(&AppState::new(h.backend.clone(), HttpConfig::default())).await, 1, "due");
+
+    let r = h.admin("POST", &format!("/cc/api/certificates/{old_serial}/revoke"), None).await;
+    assert_eq!(r.status, 202, "{}", r.json());
+    let pass = agent.run_once().await.unwrap();
+    assert_eq!((pass.issued.len(), pass.revoked.len()), (1, 1), "the renewal, and the old one: {pass:?}");
+    let pass = agent.run_once().await.unwrap();
+    assert_eq!(pass.revoked.len(), 1, "the renewal's certificate: {pass:?}");
+    let held = held_certificates(&h, &app, &dev, &ca).await;
+    assert!(held.len() == 2 && held.iter().all(|(_, revoked)| *revoked), "{held:?}");
+    let path = format!("/rp/api/client/reg?machineId=m-revoked-renewal&deviceId={}", dev.device_id);
+    assert_eq!(h.client.send("GET", &path, Some(&access), None).await.status, 200, "still paired");
+}

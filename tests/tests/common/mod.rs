@@ -256,6 +256,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_revoked_certificate_fails_against_the_published_crl);
         $crate::router_case!($make, a_crl_larger_than_one_item_is_published_whole);
         $crate::router_case!($make, a_certificate_near_its_end_is_renewed_and_replaces_the_old_one);
+        $crate::router_case!($make, an_admin_revocation_takes_the_waiting_renewal_with_it);
         $crate::router_case!($make, unpairing_wins_over_a_renewal_delivered_at_once);
         $crate::router_case!($make, a_certificate_issued_after_its_pairing_ended_is_revoked);
         $crate::router_case!($make, unpairing_wins_over_the_first_issue_of_its_certificate);
