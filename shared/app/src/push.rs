@@ -75,18 +75,17 @@ pub async fn register_token(
                 enabled: true,
                 updated_at: state.clock().now_millis(),
             };
-            match devices.register_push(&device, version, registration.clone()).await {
-                Ok(()) => Ok::<_, AppError>(registration),
+            let Err(e) = devices.register_push(&device, version, registration.clone()).await else {
+                return Ok::<_, AppError>(registration);
+            };
+            made.lock().unwrap_or_else(|e| e.into_inner()).push(registration.endpoint);
+            match e {
                 // Its removal (or its token's end) began: the endpoint goes, and no token stays
                 // with the platform for a device that is gone.
-                Err(StoreError::Conflict) if devices.is_frozen(app, device_id).await? => {
-                    made.lock().unwrap_or_else(|e| e.into_inner()).push(registration.endpoint);
+                StoreError::Conflict if devices.is_frozen(app, device_id).await? => {
                     Err(RegistrationError::DeviceNotFound(device_id.to_owned()).into())
                 }
-                Err(e) => {
-                    made.lock().unwrap_or_else(|e| e.into_inner()).push(registration.endpoint);
-                    Err(e.into())
-                }
+                e => Err(e.into()),
             }
         }
     })
