@@ -165,20 +165,17 @@ fn the_documented_metrics_are_counted() {
             "source": "function handler() { for (;;) {} }"});
         let spins = h.as_tenant(&app, "POST", "/code-customization", Some(spins)).await.json();
         let path = "/rp/api/oob/client/authentication/requests";
-        let r = h
-            .client
-            .send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
-            .await;
+        let start = || {
+            h.client.send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
+        };
+        let r = start().await;
         r.problem(403, rp_shared::http::problem::codes::OOB_HOOK_FAILED);
         let failed =
             expected(&[("SandboxTimeouts", 1, None), ("OobOutcome", 1, Some("CUSTOMIZATION_FAILED"))]);
         assert_eq!(metrics_since(), failed);
         let denies = json!({"source": "function handler(event, api) { api.deny('no'); }", "timeoutMs": 1000});
         h.as_tenant(&app, "POST", &format!("/code-customization/{}", spins["id"]), Some(denies)).await;
-        let r = h
-            .client
-            .send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
-            .await;
+        let r = start().await;
         r.problem(403, rp_shared::http::problem::codes::OOB_DENIED);
         assert_eq!(metrics_since(), expected(&[("OobOutcome", 1, Some("DENIED_BY_CUSTOMIZATION"))]));
 
@@ -191,10 +188,7 @@ fn the_documented_metrics_are_counted() {
         .await;
         h.clock.advance(std::time::Duration::from_secs(61));
         for status in [403, 429] {
-            let r = h
-                .client
-                .send("POST", path, Some(&access), Some(common::oob::start_body(&app, "mo@example.com")))
-                .await;
+            let r = start().await;
             assert_eq!(r.status.as_u16(), status, "{}", r.json());
         }
         let limited =
