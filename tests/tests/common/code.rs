@@ -322,6 +322,42 @@ pub async fn the_oob_start_hooks_share_one_time_budget(h: Harness) {
     assert!(started.is_ok(), "{started:?}");
 }
 
+/// An OOB start runs the tenant's customizations in id order and stops at the first that denies
+/// or fails: the ones after it do not run. Here the one after would mint the tenant's first
+/// token, which would publish a signing key.
+pub async fn an_oob_start_runs_no_customization_past_a_refusal(h: Harness) {
+    let (app, access, _) = setup_hook(&h).await;
+    let first = json!({"displayName": "gate", "trigger": "oob.start", "enabled": true,
+        "source": "function handler(event, api) { api.deny('closed'); }"});
+    let gate = format!("/code-customization/{}", create(&h, &app, first).await["id"]);
+    create(
+        &h,
+        &app,
+        json!({"displayName": "after", "trigger": "oob.start", "enabled": true,
+        "source": "function handler() { jwtCreateSignedJwt({sub: 'after'}, {audience: 'crm'}); }"}),
+    )
+    .await;
+    let jwks = format!("/rp/api/apps/{app}/jwks.json");
+    for (source, code) in [
+        (None, codes::OOB_DENIED),
+        (Some("function handler() { throw new Error('bug'); }"), codes::OOB_HOOK_FAILED),
+    ] {
+        if let Some(source) = source {
+            assert_eq!(h.as_tenant(&app, "POST", &gate, Some(json!({"source": source}))).await.status, 200);
+        }
+        oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({}))).await.problem(403, code);
+        assert_eq!(h.client.send("GET", &jwks, None, None).await.json(), json!({"keys": []}), "{code}");
+    }
+    // Allowed, the next one runs.
+    let allows = json!({"source": "function handler() {}"});
+    assert_eq!(h.as_tenant(&app, "POST", &gate, Some(allows)).await.status, 200);
+    assert_eq!(oob_start(&h, &access, oob_body(&app, "alice@example.com", json!({}))).await.status, 200);
+    assert_eq!(
+        h.client.send("GET", &jwks, None, None).await.json()["keys"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
 /// A replayed start is refused (409) before the tenant's customizations run: a gate enabled
 /// after the first start would deny it (403) if it ran.
 pub async fn a_replayed_oob_start_is_refused_before_the_hook_runs(h: Harness) {

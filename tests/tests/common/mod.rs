@@ -282,6 +282,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, the_oob_start_hook_follows_enable_restore_and_delete);
         $crate::router_case!($make, a_replayed_oob_start_is_refused_before_the_hook_runs);
         $crate::router_case!($make, the_oob_start_hooks_share_one_time_budget);
+        $crate::router_case!($make, an_oob_start_runs_no_customization_past_a_refusal);
         $crate::router_case!($make, a_tenants_jwks_verifies_the_tokens_it_mints);
         $crate::router_case!($make, each_tenant_signs_with_a_key_of_its_own);
         $crate::router_case!($make, a_tenant_rotates_and_retires_its_signing_keys);
