@@ -43,12 +43,27 @@ fn woken(h: &Harness, endpoint: &str) -> Vec<(WakeKind, String, bool)> {
         .collect()
 }
 
-/// The device's push endpoint, as stored with it.
-async fn endpoint_of(h: &Harness, dev: &TestDevice) -> (String, bool) {
+/// An app whose workstation settings name an APNS platform application.
+async fn app_with_push(h: &Harness) -> String {
+    let app = h.app().await;
+    let arn = apns_application(h, &app).await;
+    let r = h
+        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"push": {"apns": arn}})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    app
+}
+
+/// The device as stored.
+async fn record_of(h: &Harness, dev: &TestDevice) -> rp_shared::domain::devices::DeviceRecord {
     let app = rp_shared::domain::apps::AppId::parse("appId", &dev.app).unwrap();
     let devices = rp_shared::repo::devices::Devices::new(h.backend.store.as_ref());
-    let (record, _) = devices.device(&app, &dev.device_id).await.unwrap().expect("the device");
-    let push = record.push.expect("a push registration");
+    devices.device(&app, &dev.device_id).await.unwrap().expect("the device").0
+}
+
+/// The device's push endpoint, as stored with it.
+async fn endpoint_of(h: &Harness, dev: &TestDevice) -> (String, bool) {
+    let push = record_of(h, dev).await.push.expect("a push registration");
     assert_eq!(push.platform, Platform::Apns);
     (push.endpoint, push.enabled)
 }
@@ -171,12 +186,7 @@ async fn sns_received_and_gone_endpoints_are_handled(
 /// the endpoint it made, and answers as for a device that is gone.
 pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
     use rp_shared::domain::push::PushToken;
-    let app = h.app().await;
-    let arn = apns_application(&h, &app).await;
-    let r = h
-        .admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(json!({"push": {"apns": arn}})))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.json());
+    let app = app_with_push(&h).await;
     let (dev, racer) =
         (device(&h, &app, "kay@example.com", None).await, device(&h, &app, "lee@example.com", None).await);
     let token = hex::encode(rand::random::<[u8; 32]>());
@@ -219,18 +229,13 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
 pub async fn a_gone_endpoint_is_disabled_unless_the_device_moved_on(h: Harness) {
     use rp_shared::domain::devices::DeviceRecord;
     use rp_shared::ports::PushError;
-    let app = h.app().await;
-    let arn = apns_application(&h, &app).await;
-    let settings = json!({"push": {"apns": arn}});
-    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let app = app_with_push(&h).await;
     let access = h.access_token(&app).await;
     let dev = device(&h, &app, "max@example.com", None).await;
     let token = hex::encode(rand::random::<[u8; 32]>());
     assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
     let (endpoint, _) = endpoint_of(&h, &dev).await;
-    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
-    let devices = rp_shared::repo::devices::Devices::new(h.backend.store.as_ref());
-    let (record, _) = devices.device(&app_id, &dev.device_id).await.unwrap().expect("the device");
+    let record = record_of(&h, &dev).await;
     let state = rp_shared::http::AppState::new(h.backend.clone(), rp_shared::http::HttpConfig::default());
 
     let earlier = format!("{endpoint}-earlier");
@@ -249,9 +254,8 @@ pub async fn a_gone_endpoint_is_disabled_unless_the_device_moved_on(h: Harness) 
     h.pushes.fail_next([PushError::Gone]);
     rp_shared::app::push::wake(&state, &record, WakeKind::Oob, "r-gone").await;
     assert_eq!(endpoint_of(&h, &dev).await, (endpoint.clone(), false));
-    let (marked, _) = devices.device(&app_id, &dev.device_id).await.unwrap().expect("the device");
     assert_eq!(
-        marked.push.map(|p| p.updated_at),
+        record_of(&h, &dev).await.push.map(|p| p.updated_at),
         Some(rp_shared::ports::Clock::now_millis(&h.clock)),
         "when it was marked"
     );
@@ -268,10 +272,7 @@ pub async fn a_gone_endpoint_is_disabled_unless_the_device_moved_on(h: Harness) 
 /// endpoint holds it, and the device's own stays.
 pub async fn a_registration_that_loses_a_race_reads_the_device_again(h: Harness) {
     use rp_shared::domain::push::PushToken;
-    let app = h.app().await;
-    let arn = apns_application(&h, &app).await;
-    let settings = json!({"push": {"apns": arn}});
-    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(settings)).await.status, 200);
+    let app = app_with_push(&h).await;
     let dev = device(&h, &app, "ned@example.com", None).await;
     let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
     let (user, device_id) = (dev.user.clone(), dev.device_id.clone());
