@@ -5,14 +5,15 @@
 //!   map: an array there is refused as a value of the wrong type;
 //! - to JSON Schema, `664.0` and `6.64e2` are the integer 664, which serde refuses for an integer
 //!   field. [`Strict`] hands on a number with no fraction as an integer (within ±2^53, where a
-//!   float holds every integer exactly); `1.5` is still refused where an integer goes.
+//!   float holds every integer exactly); `1.5` is still refused where an integer goes;
+//! - serde's derived enums take a variant as an object's only member (`{"access": null}`) as
+//!   well as its name; the document's enums are strings, so [`Strict`] reads an enum from a
+//!   string only.
 //!
 //! Everything else is passed through unchanged; every value handed on (an option's content, a
 //! list's items, a map's values) is wrapped again, so the rule holds all the way down.
 
-use serde::de::{
-    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
-};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
 /// A deserializer whose structs come from objects only, and whose integers may be written as
@@ -82,13 +83,15 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         self.0.deserialize_tuple_struct(name, len, Wrap(visitor))
     }
 
+    /// An enum is read from a string, its variant's name: the document's enums are strings
+    /// (every one is of unit variants), where serde also takes `{"variant": null}`.
     fn deserialize_enum<V: Visitor<'de>>(
         self,
-        name: &'static str,
-        variants: &'static [&'static str],
+        _name: &'static str,
+        _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_enum(name, variants, Wrap(visitor))
+        self.0.deserialize_str(Named(visitor))
     }
 
     fn is_human_readable(&self) -> bool {
@@ -151,9 +154,20 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.0.visit_map(Wrap(map))
     }
+}
 
-    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
-        self.0.visit_enum(Wrap(data))
+/// The visitor of an enum, handed the variant a string names.
+struct Named<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Named<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        self.0.expecting(formatter)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
+        self.0.visit_enum(de::value::StrDeserializer::new(v))
     }
 }
 
@@ -190,40 +204,6 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Wrap<A> {
 
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
-    }
-}
-
-impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Wrap<A> {
-    type Error = A::Error;
-    type Variant = Wrap<A::Variant>;
-
-    fn variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<(T::Value, Self::Variant), A::Error> {
-        let (value, variant) = self.0.variant_seed(Wrap(seed))?;
-        Ok((value, Wrap(variant)))
-    }
-}
-
-impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
-    type Error = A::Error;
-
-    fn unit_variant(self) -> Result<(), A::Error> {
-        self.0.unit_variant()
-    }
-
-    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
-        self.0.newtype_variant_seed(Wrap(seed))
-    }
-
-    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
-        self.0.tuple_variant(len, Wrap(visitor))
-    }
-
-    fn struct_variant<V: Visitor<'de>>(
-        self,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, A::Error> {
-        self.0.struct_variant(fields, Wrap(visitor))
     }
 }
 
@@ -287,6 +267,25 @@ mod tests {
         assert_eq!(strict::<f64>("2.0").unwrap(), 2.0);
         assert!(strict::<u64>("9007199254740992.0").is_err());
         assert_eq!(strict::<Value>("[1.0, 1.5]").unwrap(), serde_json::json!([1, 1.5]));
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Kind {
+        Access,
+        Admin,
+    }
+
+    #[test]
+    fn an_enum_is_a_string_only() {
+        assert_eq!(strict::<Kind>(r#""access""#).unwrap(), Kind::Access);
+        assert_eq!(strict::<Vec<Kind>>(r#"["admin", "access"]"#).unwrap(), [Kind::Admin, Kind::Access]);
+        // Plain serde takes the variant as an object's only member, too.
+        assert_eq!(serde_json::from_str::<Kind>(r#"{"access": null}"#).unwrap(), Kind::Access);
+        for text in [r#"{"access": null}"#, r#"{"access": []}"#, "1", "null", r#""root""#] {
+            assert!(strict::<Kind>(text).is_err(), "{text}");
+        }
+        assert!(strict::<Kind>(r#"{"access": null}"#).unwrap_err().starts_with("invalid type: map"));
     }
 
     #[test]
