@@ -398,6 +398,11 @@ mod unique_tests {
             Some("m.y[0].k")
         );
         assert_eq!(
+            duplicate_member(br#"{"items": [{}, [1], {"name": 1, "name": 2}]}"#).as_deref(),
+            Some("items[2].name"),
+            "an item is named by its place"
+        );
+        assert_eq!(
             duplicate_member(br#"{"a\u0062": 1, "ab": 2}"#).as_deref(),
             Some("ab"),
             "escapes are read"
