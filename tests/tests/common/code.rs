@@ -48,6 +48,12 @@ async fn create(h: &Harness, app: &str, body: Value) -> Value {
     r.json()
 }
 
+/// Creates an enabled `oob.start` customization of `app` named `name` that runs `source`.
+async fn start_hook(h: &Harness, app: &str, name: &str, source: &str) -> Value {
+    create(h, app, json!({"displayName": name, "trigger": "oob.start", "enabled": true, "source": source}))
+        .await
+}
+
 pub async fn code_customizations_keep_versions_and_env_values_stay_secret(h: Harness) {
     let app = h.app().await;
     let other = h.app().await;
@@ -271,9 +277,9 @@ pub async fn the_oob_start_hook_allows_denies_and_rewrites(h: Harness) {
 /// the start if it ran) are never run.
 pub async fn the_oob_start_hook_follows_enable_restore_and_delete(h: Harness) {
     let (app, access, _) = setup_hook(&h).await;
-    let gate = json!({"displayName": "gate", "trigger": "oob.start", "enabled": true,
-        "source": "function handler(event, api) { api.deny('closed for maintenance'); }"});
-    let gate = create(&h, &app, gate).await;
+    let gate =
+        start_hook(&h, &app, "gate", "function handler(event, api) { api.deny('closed for maintenance'); }")
+            .await;
     for _ in 0..3 {
         let off = json!({"displayName": "off", "trigger": "oob.start",
             "source": "function handler() { throw new Error('a disabled customization ran'); }"});
@@ -327,16 +333,10 @@ pub async fn the_oob_start_hooks_share_one_time_budget(h: Harness) {
 /// token, which would publish a signing key.
 pub async fn an_oob_start_runs_no_customization_past_a_refusal(h: Harness) {
     let (app, access, _) = setup_hook(&h).await;
-    let first = json!({"displayName": "gate", "trigger": "oob.start", "enabled": true,
-        "source": "function handler(event, api) { api.deny('closed'); }"});
-    let gate = format!("/code-customization/{}", create(&h, &app, first).await["id"]);
-    create(
-        &h,
-        &app,
-        json!({"displayName": "after", "trigger": "oob.start", "enabled": true,
-        "source": "function handler() { jwtCreateSignedJwt({sub: 'after'}, {audience: 'crm'}); }"}),
-    )
-    .await;
+    let first = start_hook(&h, &app, "gate", "function handler(event, api) { api.deny('closed'); }").await;
+    let gate = format!("/code-customization/{}", first["id"]);
+    let mints = "function handler() { jwtCreateSignedJwt({sub: 'after'}, {audience: 'crm'}); }";
+    start_hook(&h, &app, "after", mints).await;
     let jwks = format!("/rp/api/apps/{app}/jwks.json");
     for (source, code) in [
         (None, codes::OOB_DENIED),
@@ -365,13 +365,8 @@ pub async fn a_replayed_oob_start_is_refused_before_the_hook_runs(h: Harness) {
     let body = oob_body(&app, "alice@example.com", json!({}));
     let r = oob_start(&h, &access, body.clone()).await;
     assert_eq!(r.status, 200, "{}", r.json());
-    create(
-        &h,
-        &app,
-        json!({"displayName": "gate", "trigger": "oob.start", "enabled": true,
-        "source": "function handler(event, api) { api.deny('closed for maintenance'); }"}),
-    )
-    .await;
+    start_hook(&h, &app, "gate", "function handler(event, api) { api.deny('closed for maintenance'); }")
+        .await;
     let replay = oob_start(&h, &access, body.clone()).await;
     assert_eq!(replay.problem(409, codes::NONCE_REUSED)["field"], "sessionNonce");
     // A fresh nonce still meets the gate.
