@@ -49,11 +49,22 @@ async fn setup(h: &Harness, dev: &TestDevice, machine: &str) -> rp_shared::testi
         .await
 }
 
+/// The pairing of `dev` with `machine` in `app`, as stored.
+async fn stored_pairing(
+    h: &Harness,
+    app: &str,
+    machine: &str,
+    dev: &TestDevice,
+) -> rp_shared::domain::pairing::Pairing {
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", app).unwrap();
+    let workstations = rp_shared::repo::workstations::Workstations::new(h.backend.store.as_ref());
+    workstations.pairing(&app_id, machine, &dev.device_id).await.unwrap().expect("the pairing").0
+}
+
 /// The end of a device's token wins over its fetch of the PINs in flight: a fetch let in before
 /// the end, held before its write while the admin ends the token, hands nothing over.
 pub async fn a_token_end_wins_over_a_pin_fetch_in_flight(h: Harness) {
     use rp_shared::domain::apps::AppId;
-    use rp_shared::repo::workstations::Workstations;
     let (app, _access, dev, machine) = offline_pairing(&h, "tess@example.com", 5).await;
     let app_id = AppId::parse("appId", &app).unwrap();
     let (device_id, machine_id) = (dev.device_id.clone(), machine.clone());
@@ -70,9 +81,7 @@ pub async fn a_token_end_wins_over_a_pin_fetch_in_flight(h: Harness) {
         refused.as_ref().is_err_and(|e| e.contains("no pairing")),
         "the PINs went to a device whose token ended, or it was not told 404: {refused:?}"
     );
-    let app_id = AppId::parse("appId", &app).unwrap();
-    let workstations = Workstations::new(h.backend.store.as_ref());
-    let (pairing, _) = workstations.pairing(&app_id, &machine, &dev.device_id).await.unwrap().unwrap();
+    let pairing = stored_pairing(&h, &app, &machine, &dev).await;
     assert_eq!(pairing.offline_set.and_then(|set| set.delivered_at), None);
 }
 
@@ -252,9 +261,8 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
     assert!(!stored.contains(&format!("{:08}", 40_000_000 + 3 * 7919)), "PINs are sealed at rest");
     // Deleted from the sealed set itself, not only from its list of ids: opened at rest, it
     // holds neither used PIN.
+    let pairing = stored_pairing(&h, &_app, &machine, &dev).await;
     let app_id = rp_shared::domain::apps::AppId::parse("appId", &_app).unwrap();
-    let workstations = rp_shared::repo::workstations::Workstations::new(h.backend.store.as_ref());
-    let (pairing, _) = workstations.pairing(&app_id, &machine, &dev.device_id).await.unwrap().unwrap();
     let context = rp_shared::app::offline::context(&app_id, &machine, &dev.device_id);
     let sealed = &pairing.offline_set.expect("a set").sealed;
     let plain = rp_shared::ports::keys::open(h.backend.keys.as_ref(), &context, sealed).await.unwrap();
