@@ -49,7 +49,7 @@ fn states(status: &Value) -> Vec<String> {
 }
 
 /// The device's pending requests, as the phone fetches them.
-pub(crate) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
+pub(super) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
     let r = h.client.send("GET", "/rp/versioned/device/oob/requests", Some(&dev.token), None).await;
     assert_eq!(r.status, 200, "{}", r.json());
     r.json()["requests"].as_array().unwrap().clone()
@@ -57,7 +57,7 @@ pub(crate) async fn fetch(h: &Harness, dev: &TestDevice) -> Vec<Value> {
 
 /// The request as the device sees it, rebuilt to sign from its own fields, exactly as a phone
 /// written from docs/api/oob.md would.
-pub(crate) fn signed(key: &p256::SecretKey, seen: &Value, decision: &str, amount: Option<&str>) -> Value {
+fn signed(key: &p256::SecretKey, seen: &Value, decision: &str, amount: Option<&str>) -> Value {
     let text = |k: &str| seen[k].as_str().unwrap_or_default().to_owned();
     let request = OobRequest {
         request_id: text("requestId"),
@@ -110,7 +110,7 @@ fn placeholder() -> OobRequest {
     }
 }
 
-pub(crate) async fn answer(
+async fn answer(
     h: &Harness,
     dev: &TestDevice,
     id: &str,
@@ -700,7 +700,7 @@ pub async fn a_start_goes_to_the_device_the_caller_names(h: Harness) {
 }
 
 /// The device approves the request `id`, as a phone does: fetch, sign, answer.
-async fn approve(h: &Harness, dev: &TestDevice, id: &str) {
+pub(crate) async fn approve(h: &Harness, dev: &TestDevice, id: &str) {
     let seen = fetch(h, dev).await;
     let mine = seen.iter().find(|r| r["requestId"] == id).expect("the device sees it").clone();
     let r = answer(h, dev, id, signed(&dev.signing, &mine, "approve", None)).await;
