@@ -41,7 +41,8 @@ pub async fn register_token(
     })?;
     let mut first = Some(device);
     let request = &request;
-    // The endpoints attempts made and did not store (a lost race, a removal, a failure).
+    // The endpoints the device does not hold: those attempts made and did not store (a lost
+    // race, a removal, a failure), and the one it moved off.
     let made = &std::sync::Mutex::new(Vec::<String>::new());
     let registered = retry_on_conflict(|| {
         let read = first.take();
@@ -75,11 +76,15 @@ pub async fn register_token(
                 enabled: true,
                 updated_at: state.clock().now_millis(),
             };
-            let Err(e) = devices.register_push(&device, version, registration.clone()).await else {
-                return Ok::<_, AppError>(registration);
+            let failed = match devices.register_push(&device, version, registration.clone()).await {
+                Ok(left) => {
+                    made.lock().unwrap_or_else(|e| e.into_inner()).extend(left);
+                    return Ok::<_, AppError>(registration);
+                }
+                Err(e) => e,
             };
             made.lock().unwrap_or_else(|e| e.into_inner()).push(registration.endpoint);
-            match e {
+            match failed {
                 // Its removal (or its token's end) began: the endpoint goes, and no token stays
                 // with the platform for a device that is gone.
                 StoreError::Conflict if devices.is_frozen(app, device_id).await? => {
@@ -96,12 +101,12 @@ pub async fn register_token(
     Ok(registered)
 }
 
-/// Deletes the endpoints `made` by attempts of a registration (ending `registered`) that the
-/// device does not hold: what it holds stays, and an endpoint a lost race made goes, so that no
-/// second endpoint holds the token (nor, once the device is gone, any). A failure that may have
-/// stored its endpoint (the store's, say) leaves them all.
+/// Forgets ([`forget`]) the endpoints `made` by attempts of a registration (ending `registered`),
+/// or moved off by it, that the device does not hold: what it holds stays, and an endpoint a
+/// lost race made goes, so that no second endpoint holds the token (nor, once the device is
+/// gone, any). A failure that may have stored its endpoint (the store's, say) leaves them all.
 async fn forget_unkept(
-    state: &impl HasPush,
+    state: &(impl HasPush + HasStore),
     app: &AppId,
     device_id: &str,
     mut made: Vec<String>,
@@ -153,10 +158,23 @@ pub async fn wake(
     tracing::info!(app_id = %device.app_id, device_id = %device.device_id, kind = ?kind, outcome, "device woken");
 }
 
-/// Deletes `endpoint`, a push endpoint of the device `device_id` of `app` that it no longer
-/// holds (it is removed, or a lost race made it): best effort, a failure is logged (the endpoint
-/// then stays with the platform, and nothing sends to it).
-pub async fn forget(state: &impl HasPush, app: &AppId, device_id: &str, endpoint: &str) {
+/// Deletes `endpoint`, a push endpoint that the device `device_id` of `app` no longer holds (it
+/// is removed, moved off it, or a lost race made it), unless another device holds it: the same
+/// phone registered as another device, in this app or in another naming the same platform
+/// application, is woken through it too. Best effort: a failure is logged (the endpoint then
+/// stays with the platform, and nothing sends to it).
+pub async fn forget(state: &(impl HasPush + HasStore), app: &AppId, device_id: &str, endpoint: &str) {
+    match Devices::new(state.store()).endpoint_held(endpoint).await {
+        Ok(false) => {}
+        Ok(true) => {
+            tracing::info!(app_id = %app, device_id, "push endpoint kept: another device holds it");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(app_id = %app, device_id, error = %e, "could not tell whether another device holds a push endpoint: it stays");
+            return;
+        }
+    }
     match state.push().remove(endpoint).await {
         Ok(()) => tracing::info!(app_id = %app, device_id, "push endpoint deleted"),
         Err(e) => {

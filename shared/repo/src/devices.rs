@@ -8,6 +8,7 @@
 //! | `DEVICEID#<app>#<deviceId>` | `DEVICE` | which user a device id belongs to (keeps ids unique per app) |
 //! | `ALIAS#<app>#<lowercased name>` | `ALIAS` | a workstation user name (`CORP\alice`) standing for a user |
 //! | `DEVTOKEN` | `<tokenId>` | a device token (hash only) |
+//! | `PUSHEP#<endpoint ARN>` | `<app>#<deviceId>` | a device holding that push endpoint |
 //!
 //! A registration writes the used link, the device, its id guard, its token and the user in one
 //! transaction conditional on the link's version: of two racing registrations one wins.
@@ -106,6 +107,31 @@ struct Frozen {
 
 fn frozen_item(app: &AppId, device_id: &str) -> Result<Item, StoreError> {
     Item::new(frozen_key(app, device_id), &Frozen { frozen: true })
+}
+
+/// The partition of the devices holding the push endpoint `endpoint`: one phone's token, and so
+/// one endpoint of a platform application, stands for each device record made on that phone
+/// (in one app, or in several apps naming the same platform application).
+fn holders_pk(endpoint: &str) -> String {
+    format!("PUSHEP#{endpoint}")
+}
+
+fn holder_key(endpoint: &str, app: &AppId, device_id: &str) -> ItemKey {
+    ItemKey::new(holders_pk(endpoint), format!("{app}#{device_id}"))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Holder<'a> {
+    app_id: &'a AppId,
+    device_id: &'a str,
+}
+
+/// The write that ends `device`'s hold on the push endpoint it has, if it has one.
+fn hold_ends(device: &DeviceRecord) -> Option<WriteOp> {
+    let push = device.push.as_ref()?;
+    let key = holder_key(&push.endpoint, &device.app_id, &device.device_id);
+    Some(WriteOp::Delete { key, condition: Condition::Any })
 }
 
 fn alias_key(app: &AppId, alias: &str) -> ItemKey {
@@ -400,23 +426,38 @@ impl<'a> Devices<'a> {
         Ok(updated)
     }
 
-    /// The device (at `version`) with `push` as its push registration, only while it is not
-    /// frozen ([`Self::freeze`]): a conflict when the device changed or went since it was read,
-    /// or its removal (or its token's end) began.
+    /// The device (at `version`) with `push` as its push registration, holding its endpoint
+    /// (and no longer one it held before), only while it is not frozen ([`Self::freeze`]): a
+    /// conflict when the device changed or went since it was read, or its removal (or its
+    /// token's end) began. The endpoint it moved off, if it did.
     pub async fn register_push(
         &self,
         device: &DeviceRecord,
         version: u64,
         push: PushRegistration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<String>, StoreError> {
         let key = device_key(&device.app_id, &device.named_user, &device.device_id);
+        let (app, device_id) = (&device.app_id, device.device_id.as_str());
+        let holder =
+            Item::new(holder_key(&push.endpoint, app, device_id), &Holder { app_id: app, device_id })?;
+        let left =
+            device.push.as_ref().map(|held| held.endpoint.clone()).filter(|held| *held != push.endpoint);
         let updated = DeviceRecord { push: Some(push), ..device.clone() };
-        self.store
-            .transact(vec![
-                WriteOp::Put { item: Item::new(key, &updated)?, condition: Condition::Version(version) },
-                Self::unfrozen(&device.app_id, &device.device_id),
-            ])
-            .await
+        let mut ops = vec![
+            WriteOp::Put { item: Item::new(key, &updated)?, condition: Condition::Version(version) },
+            Self::unfrozen(app, device_id),
+            WriteOp::Put { item: holder, condition: Condition::Any },
+        ];
+        ops.extend(hold_ends(device).filter(|_| left.is_some()));
+        self.store.transact(ops).await?;
+        Ok(left)
+    }
+
+    /// Whether any device holds the push endpoint `endpoint` (read consistently): one whose last
+    /// holder went may be deleted.
+    pub async fn endpoint_held(&self, endpoint: &str) -> Result<bool, StoreError> {
+        let page = self.store.query(Query::table(holders_pk(endpoint)).limit(1)).await?;
+        Ok(!page.items.is_empty())
     }
 
     /// Stops every later token swap of the device (before its removal or the end of its token).
@@ -549,8 +590,9 @@ impl<'a> Devices<'a> {
         .await
     }
 
-    /// Ends a device as it stands at `version`: its record and the token it holds then go (its id
-    /// stays taken in the app), it is frozen, and the event reports it, in one transaction. A
+    /// Ends a device as it stands at `version`: its record, the token it holds then and its hold on
+    /// its push endpoint go (its id stays taken in the app), it is frozen, and the event reports
+    /// it, in one transaction. A
     /// token swapped meanwhile makes this a conflict (freeze, read again and remove).
     pub async fn revoke_device(
         &self,
@@ -565,6 +607,7 @@ impl<'a> Devices<'a> {
             WriteOp::Delete { key: token_key(&device.token_id), condition: Condition::Any },
         ];
         ops.extend(superseded_token_goes(device));
+        ops.extend(hold_ends(device));
         super::events::transact_with(self.store, ops, event).await
     }
 }

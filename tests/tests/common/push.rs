@@ -12,15 +12,21 @@ use serde_json::{json, Value};
 /// An SNS platform application for the case's app: on the AWS backend, made on the emulator's
 /// SNS; on the embedded backend, any well-formed ARN (it only records).
 async fn apns_application(h: &Harness, name: &str) -> String {
+    platform_application(h, name, Platform::Apns).await
+}
+
+/// [`apns_application`], for `platform`.
+async fn platform_application(h: &Harness, name: &str, platform: Platform) -> String {
+    let platform = platform.sns_key();
     if h.backend.store.kind() != "dynamodb" {
-        return format!("arn:aws:sns:us-east-1:123456789012:app/APNS/{name}");
+        return format!("arn:aws:sns:us-east-1:123456789012:app/{platform}/{name}");
     }
     let clients = rp_shared::testing::aws::clients().await.expect("the AWS suite runs on emulators");
     let created = clients
         .sns
         .create_platform_application()
         .name(name)
-        .platform("APNS")
+        .platform(platform)
         .attributes("PlatformCredential", "test-credential")
         .attributes("PlatformPrincipal", "test-principal")
         .send()
@@ -220,6 +226,61 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
             let read = clients.sns.get_endpoint_attributes().endpoint_arn(&gone).send().await;
             assert!(read.is_err(), "SNS no longer has {gone}: {read:?}");
         }
+    }
+}
+
+/// One phone's token is one endpoint of a platform application, so each device record made on
+/// that phone holds the same endpoint: in one app, or in several apps (tenants) naming the same
+/// platform application. Removing one device, or moving one to another platform, leaves the
+/// endpoint to the others; it goes with the last, as one a device moves off alone goes.
+pub async fn a_push_endpoint_stays_while_another_device_holds_it(h: Harness) {
+    let (tenant, other) = (h.app().await, h.app().await);
+    let arn = apns_application(&h, &tenant).await;
+    let sandbox = platform_application(&h, &format!("{tenant}-sandbox"), Platform::ApnsSandbox).await;
+    let push = json!({"push": {"apns": arn, "apnsSandbox": sandbox}});
+    for app in [&tenant, &other] {
+        let r = h.admin("PUT", &format!("/cc/api/apps/{app}/workstation"), Some(push.clone())).await;
+        assert_eq!(r.status, 200, "{}", r.json());
+    }
+    let phone = [
+        device(&h, &tenant, "ora@example.com", None).await,
+        device(&h, &tenant, "ora@example.com", None).await,
+        device(&h, &other, "ora@example.com", None).await,
+    ];
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    for dev in &phone {
+        assert_eq!(register_push(&h, dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+    }
+    let (endpoint, _) = endpoint_of(&h, &phone[0]).await;
+    for dev in &phone[1..] {
+        assert_eq!(endpoint_of(&h, dev).await.0, endpoint, "one endpoint for the phone's token");
+    }
+
+    let remove = |dev: &TestDevice| {
+        let path = format!("/cc/api/apps/{}/devices/{}", dev.app, dev.device_id);
+        let h = &h;
+        async move { h.admin("DELETE", &path, None).await }
+    };
+    assert_eq!(remove(&phone[0]).await.status, 204);
+    let sandbox_token = hex::encode(rand::random::<[u8; 32]>());
+    let moved =
+        register_push(&h, &phone[1], json!({"platform": "APNS_SANDBOX", "token": sandbox_token})).await;
+    assert_eq!(moved.status, 200, "{}", moved.json());
+    assert_eq!(h.pushes.removed(), Vec::<String>::new(), "the other tenant's device still holds it");
+    start(&h, &h.access_token(&other).await, start_body(&other, "ora@example.com")).await;
+    let wakes = woken(&h, &endpoint);
+    assert!(!wakes.is_empty() && wakes.iter().all(|(_, _, delivered)| *delivered), "{wakes:?}");
+
+    assert_eq!(remove(&phone[2]).await.status, 204);
+    assert_eq!(h.pushes.removed(), std::slice::from_ref(&endpoint), "its last holder went");
+    let sandboxed = record_of(&h, &phone[1]).await.push.expect("its registration").endpoint;
+    let back = register_push(&h, &phone[1], json!({"platform": "APNS", "token": token})).await;
+    assert_eq!(back.status, 200, "{}", back.json());
+    assert_eq!(h.pushes.removed(), [endpoint.clone(), sandboxed], "it held the one it moved off alone");
+    if h.backend.store.kind() == "dynamodb" {
+        let clients = rp_shared::testing::aws::clients().await.unwrap();
+        let read = clients.sns.get_endpoint_attributes().endpoint_arn(&endpoint).send().await;
+        assert!(read.is_err(), "SNS no longer has {endpoint}: {read:?}");
     }
 }
 
