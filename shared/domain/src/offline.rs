@@ -123,6 +123,12 @@ impl OfflineSet {
         now < self.valid_until && !self.remaining.is_empty()
     }
 
+    /// Whether offline login works with the set at `now`: the device has fetched it, and it is
+    /// still valid.
+    pub fn is_active(&self, now: EpochMillis) -> bool {
+        self.delivered_at.is_some() && self.is_valid(now)
+    }
+
     /// Used PINs at or above `tokenLowWarningThresholdPercentage` of `tokenCount`: time to renew.
     pub fn low_token_warning(&self, settings: &OfflineAccess) -> bool {
         let threshold = settings.token_count * settings.token_low_warning_threshold_percentage;
@@ -156,10 +162,15 @@ pub struct OfflineLock {
 }
 
 impl OfflineLock {
+    /// When the lock ends, while it holds at `now`: it is over at its time.
+    pub fn in_force(&self, now: EpochMillis) -> Option<EpochMillis> {
+        self.locked_until.filter(|until| now < *until)
+    }
+
     pub fn check(&self, now: EpochMillis) -> Result<(), OfflineError> {
-        match self.locked_until {
-            Some(until) if now < until => Err(OfflineError::Locked { until }),
-            _ => Ok(()),
+        match self.in_force(now) {
+            Some(until) => Err(OfflineError::Locked { until }),
+            None => Ok(()),
         }
     }
 }
@@ -219,6 +230,7 @@ mod tests {
         let locked = OfflineLock { locked_until: Some(until) };
         assert_eq!(locked.check(EpochMillis(9_999)), Err(OfflineError::Locked { until }));
         assert_eq!(locked.check(until), Ok(()), "over at its time");
+        assert_eq!((locked.in_force(EpochMillis(9_999)), locked.in_force(until)), (Some(until), None));
         assert_eq!(OfflineLock::default().check(EpochMillis(0)), Ok(()));
         assert_eq!(require_enabled(&settings()), Ok(()));
         let disabled = OfflineAccess { enabled: false, ..settings() };
@@ -264,6 +276,19 @@ mod tests {
         assert!(set.low_token_warning(&s), "2 of 10 used: 20%");
         assert!(set.is_valid(EpochMillis(0)));
         assert!(!set.is_valid(set.valid_until), "offlineAccessDays bound it");
+    }
+
+    #[test]
+    fn a_set_is_active_once_fetched_while_it_is_valid() {
+        let pins = parse_pins("t", "a:111111", &settings()).unwrap();
+        let sealed = Sealed { wrapped_key: vec![], nonce: vec![], ciphertext: vec![] };
+        let mut set = OfflineSet::new(sealed, &pins, &settings(), EpochMillis(0));
+        assert!(!set.is_active(EpochMillis(1)), "not fetched yet");
+        set.delivered_at = Some(EpochMillis(1));
+        assert!(set.is_active(EpochMillis(1)));
+        assert!(!set.is_active(set.valid_until), "no longer valid");
+        set.remaining.clear();
+        assert!(!set.is_active(EpochMillis(1)), "every PIN used");
     }
 
     proptest! {

@@ -113,11 +113,11 @@ async fn device_workstations(
                 machine_id: p.machine_id.clone(),
                 machine_name: p.machine_name.clone(),
                 paired_at: p.created_at,
-                active: set.is_some_and(|s| s.delivered_at.is_some() && s.is_valid(now)),
+                active: set.is_some_and(|s| s.is_active(now)),
                 tokens_remaining: set.map_or(0, |s| s.remaining.len() as u32),
                 low_token_warning: set.is_some_and(|s| s.low_token_warning(settings)),
                 valid_until: set.map(|s| s.valid_until),
-                locked_until: p.lock.locked_until.filter(|until| now < *until),
+                locked_until: p.lock.in_force(now),
             }
         })
         .collect();

@@ -235,7 +235,7 @@ impl From<Shown> for PairingView {
             valid_until: set.map(|s| s.valid_until),
             delivered_to_device: set.is_some_and(|s| s.delivered_at.is_some()),
             token_entry_timeout_secs: settings.token_entry_timeout_secs,
-            locked_until: pairing.lock.locked_until.filter(|until| now < *until),
+            locked_until: pairing.lock.in_force(now),
         };
         Self {
             machine_id: pairing.machine_id,

@@ -316,6 +316,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, offline_pins_go_to_the_owner_and_the_device_once);
         $crate::router_case!($make, a_token_end_wins_over_a_pin_fetch_in_flight);
         $crate::router_case!($make, a_pin_fetch_that_loses_a_race_to_a_rename_reads_again);
+        $crate::router_case!($make, a_workstation_is_active_only_while_its_delivered_pins_are_valid);
         $crate::router_case!($make, used_pins_are_deleted_and_warn_when_low);
         $crate::router_case!($make, racing_pin_reports_all_land);
         $crate::router_case!($make, wrong_attempts_lock_offline_access);

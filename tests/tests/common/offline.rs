@@ -49,6 +49,14 @@ async fn setup(h: &Harness, dev: &TestDevice, machine: &str) -> rp_shared::testi
         .await
 }
 
+/// How the device `dev` lists its workstation `machine`.
+async fn listed_workstation(h: &Harness, dev: &TestDevice, machine: &str) -> Value {
+    let listed =
+        h.client.send("GET", "/rp/versioned/device/workstations", Some(&dev.token), None).await.json();
+    let workstations = listed["workstations"].as_array().unwrap_or_else(|| panic!("a list: {listed}"));
+    workstations.iter().find(|w| w["machineId"] == machine).unwrap_or_else(|| panic!("{listed}")).clone()
+}
+
 /// The pairing of `dev` with `machine` in `app`, as stored.
 async fn stored_pairing(
     h: &Harness,
@@ -157,15 +165,7 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
     );
     assert_eq!(r.json()["offlineAccess"]["tokenCount"], 10);
     setup(&h, &dev, &machine).await.problem(410, codes::OFFLINE_DELIVERED);
-    let listed =
-        h.client.send("GET", "/rp/versioned/device/workstations", Some(&dev.token), None).await.json();
-    let mine = listed["workstations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["machineId"] == machine.as_str())
-        .unwrap()
-        .clone();
+    let mine = listed_workstation(&h, &dev, &machine).await;
     assert_eq!((mine["active"].as_bool(), mine["tokensRemaining"].as_u64()), (Some(true), Some(5)));
     let own = h.client.send("GET", &reg_path(&machine, &dev), Some(&access), None).await.json();
     assert_eq!(own["offlineStatus"]["deliveredToDevice"], true);
@@ -208,6 +208,23 @@ pub async fn offline_pins_go_to_the_owner_and_the_device_once(h: Harness) {
     setup(&h, &dev, &machine).await.problem(403, codes::OFFLINE_DISABLED);
     let used = json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ["pin-01"]});
     patch(&h, &access, used).await.problem(403, codes::OFFLINE_DISABLED);
+}
+
+/// A device lists a workstation as active (offline login works on it) only once it has fetched
+/// the workstation's PINs, and only until they are no longer valid.
+pub async fn a_workstation_is_active_only_while_its_delivered_pins_are_valid(h: Harness) {
+    let (_app, _access, dev, machine) = offline_pairing(&h, "ada@example.com", 5).await;
+    let before = listed_workstation(&h, &dev, &machine).await;
+    assert_eq!((before["active"].as_bool(), before["tokensRemaining"].as_u64()), (Some(false), Some(5)));
+    assert_eq!(setup(&h, &dev, &machine).await.status, 200);
+    let delivered = listed_workstation(&h, &dev, &machine).await;
+    assert_eq!(delivered["active"], true, "{delivered}");
+    let valid_until = delivered["validUntil"].as_i64().unwrap_or_else(|| panic!("{delivered}"));
+    assert_eq!(before["validUntil"], valid_until, "set when the workstation sent them");
+    let now = rp_shared::ports::Clock::now_millis(&h.clock).as_millis();
+    h.clock.advance(Duration::from_millis((valid_until - now) as u64));
+    let ended = listed_workstation(&h, &dev, &machine).await;
+    assert_eq!((ended["active"].as_bool(), ended["validUntil"].as_i64()), (Some(false), Some(valid_until)));
 }
 
 pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
@@ -338,6 +355,8 @@ pub async fn wrong_attempts_lock_offline_access(h: Harness) {
     assert!(r.json()["offlineStatus"]["lockedUntil"].is_i64(), "the third wrong attempt locks");
     assert_eq!(r.json()["offlineStatus"]["hiddenReason"], "locked");
     assert_eq!(r.json()["workstation"]["offline"]["tokens"], "", "locked: no PINs shown: {}", r.json());
+    let until = r.json()["offlineStatus"]["lockedUntil"].clone();
+    assert_eq!(listed_workstation(&h, &dev, &machine).await["lockedUntil"], until, "the phone sees it too");
     let locked = setup(&h, &dev, &machine).await;
     locked.problem(423, codes::OFFLINE_LOCKED);
     assert!(locked.header("retry-after").is_some());
@@ -347,6 +366,7 @@ pub async fn wrong_attempts_lock_offline_access(h: Harness) {
         h.admin("GET", &format!("/rp/api/events?appId={app}&name=OFFLINE_ACCESS_LOCKED"), None).await.json();
     assert_eq!(events["events"][0]["attributes"]["machineId"], machine.as_str(), "{events}");
     h.clock.advance(Duration::from_secs(601));
+    assert_eq!(listed_workstation(&h, &dev, &machine).await["lockedUntil"], Value::Null);
     assert_eq!(setup(&h, &dev, &machine).await.status, 200, "the lock ends");
 }
 

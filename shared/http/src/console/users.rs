@@ -198,7 +198,7 @@ fn offline_status(pairing: &Pairing, now: EpochMillis) -> Markup {
                 @if set.delivered_at.is_none() { " (not fetched yet)" }
             },
         }
-        @if let Some(until) = pairing.lock.locked_until.filter(|until| *until > now) {
+        @if let Some(until) = pairing.lock.in_force(now) {
             " " span.tag.bad { "locked until " (when(until)) }
         }
     }
