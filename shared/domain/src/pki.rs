@@ -55,6 +55,13 @@ pub struct PublishedCrl {
 }
 
 impl PublishedCrl {
+    /// Seconds a cache may keep the CRL at `now`: until its `nextUpdate`, at most an hour (so a
+    /// revocation published sooner reaches verifiers within the hour); none without one or past
+    /// it.
+    pub fn cache_secs(&self, now: EpochMillis) -> i64 {
+        self.next_update.map_or(0, |next| ((next.0 - now.0) / 1000).clamp(0, 3600))
+    }
+
     /// The CRL number as lowercase hex.
     pub fn number_hex(&self) -> String {
         if self.number.is_empty() {
@@ -182,6 +189,18 @@ mod tests {
             replaces(Some(&published), &crl(&[0x01, 0x00], b"other")),
             Err(PkiError::Outdated { .. })
         ));
+    }
+
+    #[test]
+    fn a_crl_is_cached_until_its_next_update_an_hour_at_most() {
+        let next = |at: Option<i64>| PublishedCrl { next_update: at.map(EpochMillis), ..crl(&[1], b"a") };
+        let now = EpochMillis(1_000_000);
+        assert_eq!(next(None).cache_secs(now), 0, "no nextUpdate: not cached");
+        assert_eq!(next(Some(1_000_000 + 1_800_999)).cache_secs(now), 1_800, "whole seconds left");
+        assert_eq!(next(Some(1_000_000 + 7_200_000)).cache_secs(now), 3_600);
+        assert_eq!(next(Some(1_000_000 + 3_600_000)).cache_secs(now), 3_600);
+        assert_eq!(next(Some(1_000_000)).cache_secs(now), 0);
+        assert_eq!(next(Some(1)).cache_secs(now), 0, "past it");
     }
 
     #[test]

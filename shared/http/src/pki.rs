@@ -111,17 +111,12 @@ async fn put_crl(
     Ok(Json(CrlView::from(&crl)))
 }
 
-/// Seconds a cache may keep what is published: until the CRL's `nextUpdate`, at most an hour.
-fn max_age(crl: &PublishedCrl, now: rp_domain::time::EpochMillis) -> i64 {
-    crl.next_update.map_or(0, |next| ((next.0 - now.0) / 1000).clamp(0, 3600))
-}
-
 /// The CA's latest CRL, DER, as its login certificates' CRL distribution point names it.
 #[utoipa::path(get, path = "/rp/pki/{caId}/crl", tag = "certificates", params(CaIdPath),
     responses((status = 200, description = "The CRL, DER (RFC 5280)", content_type = "application/pkix-crl", body = Vec<u8>)))]
 async fn get_crl(State(state): State<AppState>, Checked(ca_id): CaId) -> Result<Response, Problem> {
     let crl = rp_app::pki::published(&state, &ca_id).await?;
-    let cache = format!("public, max-age={}", max_age(&crl, state.clock().now_millis()));
+    let cache = format!("public, max-age={}", crl.cache_secs(state.clock().now_millis()));
     Ok(([(header::CONTENT_TYPE, "application/pkix-crl".to_owned()), (header::CACHE_CONTROL, cache)], crl.crl)
         .into_response())
 }
