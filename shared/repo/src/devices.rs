@@ -590,10 +590,10 @@ impl<'a> Devices<'a> {
         .await
     }
 
-    /// Ends a device as it stands at `version`: its record, the token it holds then and its hold on
-    /// its push endpoint go (its id stays taken in the app), it is frozen, and the event reports
-    /// it, in one transaction. A
-    /// token swapped meanwhile makes this a conflict (freeze, read again and remove).
+    /// Ends a device as it stands at `version`: its record, the token it holds then and its hold
+    /// on its push endpoint go (its id stays taken in the app), it is frozen, and the event
+    /// reports it, in one transaction. A token swapped meanwhile makes this a conflict (freeze,
+    /// read again and remove).
     pub async fn revoke_device(
         &self,
         device: &DeviceRecord,
