@@ -397,6 +397,23 @@ pub async fn unpairing_queues_the_revocation_the_agent_carries_out(h: Harness) {
     assert_eq!(h.admin("DELETE", &path, None).await.status, 204);
     let r = h.admin("DELETE", &reg_path(&second, &dev), None).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId");
+    // An admin token scoped to the app unpairs in it, naming it or not, and refuses another.
+    let scoped = h.token_for("controlCenterAdmin", &app).await;
+    let elsewhere = h.app().await;
+    for named in [format!("&appId={elsewhere}"), format!("&appId={app}"), String::new()] {
+        let machine = Harness::unique("m");
+        pair(&h, &access, &dev, &machine).await;
+        let path = reg_path(&machine, &dev);
+        let r = h.client.send("DELETE", &format!("{path}{named}"), Some(&scoped), None).await;
+        let refused = named.contains(&elsewhere);
+        if refused {
+            r.problem(403, codes::OTHER_TENANT);
+        } else {
+            assert_eq!(r.status, 204, "{named}: {}", String::from_utf8_lossy(&r.body));
+        }
+        let left = h.client.send("GET", &path, Some(&access), None).await.status;
+        assert_eq!(left, if refused { 200 } else { 404 }, "{named}");
+    }
     // Or by naming it in `X-Tenant-Id`, as on the tenant-scoped endpoints; the two must agree.
     let third = Harness::unique("m");
     pair(&h, &access, &dev, &third).await;
