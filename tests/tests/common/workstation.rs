@@ -594,6 +594,16 @@ pub async fn events_are_reported_and_listed(h: Harness) {
         let r = h.admin("POST", "/rp/api/events", Some(body.clone())).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], field, "{body}");
     }
+    // At most 32 attributes, the document's `maxProperties` (an event of no app, listed apart).
+    let with = |n: usize| {
+        let attributes: serde_json::Map<String, Value> =
+            (0..n).map(|i| (format!("a{i}"), json!(i))).collect();
+        json!({"name": "WORKSTATION_ENROLL", "attributes": attributes})
+    };
+    let r = h.admin("POST", "/rp/api/events", Some(with(33))).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "attributes");
+    let r = h.admin("POST", "/rp/api/events", Some(with(32))).await;
+    assert_eq!(r.status, 201, "{}", r.json());
     let r = h
         .client
         .send(
