@@ -669,6 +669,16 @@ pub async fn events_are_reported_and_listed(h: Harness) {
         .send_with("POST", "/rp/api/events", Some(&access), &other, Some(enroll))
         .await
         .problem(403, codes::OTHER_TENANT);
+    // A workstation, or an admin token scoped to the app, may name its own app, and no other.
+    let scoped = h.token_for("controlCenterAdmin", &app).await;
+    let named = json!({"name": "WORKSTATION_ENROLL", "appId": app});
+    for token in [&access, &scoped] {
+        let r = h.client.send("POST", "/rp/api/events", Some(token), Some(named.clone())).await;
+        assert_eq!(r.status, 201, "{}", r.json());
+    }
+    let elsewhere = json!({"name": "WORKSTATION_ENROLL", "appId": h.app().await});
+    let r = h.client.send("POST", "/rp/api/events", Some(&scoped), Some(elsewhere)).await;
+    r.problem(403, codes::OTHER_TENANT);
 }
 
 /// Each app's events are stored in that app's own partition, so one tenant's events never load
