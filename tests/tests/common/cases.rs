@@ -489,6 +489,8 @@ pub async fn inputs_dynamodb_would_refuse_never_reach_it(h: Harness) {
         ("from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59Z", 1),
         ("from=2300-01-01T00:00:00Z", 0),
         ("to=2300-01-01T00:00:00Z", 1),
+        // `to` is exclusive: `from` equal to it is an empty window, not a refusal.
+        ("from=2026-11-22T14:00:00Z&to=2026-11-22T14:00:00Z", 0),
     ] {
         let r = h.admin("GET", &format!("/rp/api/events?appId={app}&{query}"), None).await;
         assert_eq!(r.status, 200, "{query}: {}", r.text());
