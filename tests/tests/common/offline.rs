@@ -228,7 +228,7 @@ pub async fn a_workstation_is_active_only_while_its_delivered_pins_are_valid(h: 
 }
 
 pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
-    let (_app, access, dev, machine) = offline_pairing(&h, "pia@example.com", 10).await;
+    let (app, access, dev, machine) = offline_pairing(&h, "pia@example.com", 10).await;
     let used = |ids: Value| json!({"machineId": machine, "deviceId": dev.device_id, "usedTokenIds": ids});
     let r = patch(&h, &access, used(json!(["pin-01"]))).await;
     assert_eq!(r.status, 200, "{}", r.json());
@@ -268,7 +268,7 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
         .backend
         .store
         .get(&rp_shared::ports::ItemKey::new(
-            format!("PAIR#{_app}#{machine}"),
+            format!("PAIR#{app}#{machine}"),
             format!("DEVICE#{}", dev.device_id),
         ))
         .await
@@ -278,8 +278,8 @@ pub async fn used_pins_are_deleted_and_warn_when_low(h: Harness) {
     assert!(!stored.contains(&format!("{:08}", 40_000_000 + 3 * 7919)), "PINs are sealed at rest");
     // Deleted from the sealed set itself, not only from its list of ids: opened at rest, it
     // holds neither used PIN.
-    let pairing = stored_pairing(&h, &_app, &machine, &dev).await;
-    let app_id = rp_shared::domain::apps::AppId::parse("appId", &_app).unwrap();
+    let pairing = stored_pairing(&h, &app, &machine, &dev).await;
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
     let context = rp_shared::app::offline::context(&app_id, &machine, &dev.device_id);
     let sealed = &pairing.offline_set.expect("a set").sealed;
     let plain = rp_shared::ports::keys::open(h.backend.keys.as_ref(), &context, sealed).await.unwrap();
