@@ -200,6 +200,10 @@ fn what_the_parser_refuses_is_answered_as_a_problem() {
     let (head, body) = answer(b"GET /health HTTP/1.1\r\nbad header\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
     assert_eq!(body["type"], "/problems/malformed-request");
+    let many: String = (0..200).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let (head, body) = answer(format!("GET /health HTTP/1.1\r\nhost: x\r\n{many}\r\n").as_bytes());
+    assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+    assert_eq!(body["type"], "/problems/headers-too-large");
     let (head, _) = answer(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     stop(server);

@@ -513,4 +513,16 @@ mod tests {
         assert_eq!(told(KeyError::unavailable(Refused).into()), unavailable);
         assert_eq!(told(QueueError::unavailable(Refused).into()), unavailable);
     }
+
+    /// The log of a failure carries its whole cause, each error and what it came from, for the
+    /// operator; the client is told none of it.
+    #[test]
+    fn a_failure_is_logged_with_its_whole_cause_and_told_without_it() {
+        let failure = StoreError::unavailable(std::io::Error::other("the volume is gone"));
+        assert_eq!(chain(&failure), "the store is unavailable: the volume is gone");
+        assert_eq!(chain(&Refused), "refused", "an error with no source is itself");
+        let told = Problem::from(failure).tell();
+        assert_eq!(told.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!told.detail.contains("volume"), "{}", told.detail);
+    }
 }
