@@ -5,7 +5,10 @@ mod common;
 
 use rp_shared::adapters::embedded::{EmbeddedDb, EmbeddedQueue, EmbeddedStore, LocalKeyFile};
 use rp_shared::backend::{self, Backend};
-use rp_shared::ports::{ItemStore, KeyService, Queue, SystemClock};
+use rp_shared::ports::{
+    Condition, Increment, Item, ItemKey, ItemStore, KeyService, Page, Query, Queue, StoreError, SystemClock,
+    WriteOp,
+};
 use rp_shared::testing::contract::QUEUE_MAX_RECEIVE;
 use std::sync::Arc;
 
@@ -203,4 +206,92 @@ fn local_data_is_private() {
     std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
     let refused = LocalKeyFile::open_or_create(&keys).err().expect("a readable key file is refused");
     assert!(refused.to_string().contains("chmod 600"), "{refused}");
+}
+
+/// The embedded store with every write's condition taken as the weakest that still writes:
+/// absence asked for as anything, a version asked for as any version. What two racing writers
+/// would do to each other without their conditions.
+struct Unguarded(Arc<dyn ItemStore>);
+
+fn loosened(condition: Condition) -> Condition {
+    match condition {
+        Condition::Absent => Condition::Any,
+        Condition::Version(_) => Condition::Exists,
+        other => other,
+    }
+}
+
+#[async_trait::async_trait]
+impl ItemStore for Unguarded {
+    fn kind(&self) -> &'static str {
+        self.0.kind()
+    }
+    async fn get(&self, key: &ItemKey) -> Result<Option<Item>, StoreError> {
+        self.0.get(key).await
+    }
+    async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+        self.0.put(item, loosened(condition)).await
+    }
+    async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
+        self.0.delete(key, loosened(condition)).await
+    }
+    async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        let loosened = ops.into_iter().map(|op| match op {
+            WriteOp::Put { item, condition } => WriteOp::Put { item, condition: loosened(condition) },
+            WriteOp::Delete { key, condition } => WriteOp::Delete { key, condition: loosened(condition) },
+            WriteOp::Check { key, condition } => WriteOp::Check { key, condition: loosened(condition) },
+            increment @ WriteOp::Increment(_) => increment,
+        });
+        self.0.transact(loosened.collect()).await
+    }
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.0.query(query).await
+    }
+    async fn increment(&self, increment: Increment) -> Result<i64, StoreError> {
+        self.0.increment(increment).await
+    }
+}
+
+/// Every race case can fail: on a store that ignores write conditions ([`Unguarded`]), each one
+/// does, so each catches the lost update it is there for. Left out: the eight racing OOB answers,
+/// which seldom interleave on this store, and the unpairings racing an agent's pass; the held
+/// cases here pin their windows open. Each failing case prints its panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_race_case_fails_on_a_store_that_ignores_write_conditions() {
+    use futures_util::FutureExt;
+    type Case = fn(common::Harness) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+    macro_rules! cases {
+        ($($name:ident),* $(,)?) => { [$((stringify!($name), (|h| Box::pin(common::$name(h))) as Case)),*] };
+    }
+    let cases = cases![
+        app_ids_are_unique_even_under_races,
+        content_races_lose_nothing,
+        twenty_concurrent_updates_each_succeed,
+        racing_rotations_lose_no_key,
+        racing_results_with_one_serial_store_it_once,
+        concurrent_pollers_issue_each_request_once,
+        an_unpairing_that_read_before_the_issue_revokes_it,
+        a_rename_read_before_a_new_pairing_keeps_the_new_pairing,
+        an_answer_that_loses_its_race_decides_again,
+        a_removal_wins_over_an_answer_in_flight,
+        a_removal_wins_over_a_start_in_flight,
+        a_registration_that_loses_a_race_reads_the_device_again,
+        a_token_end_wins_over_a_pin_fetch_in_flight,
+        a_pin_fetch_that_loses_a_race_to_a_rename_reads_again,
+        racing_pin_reports_all_land,
+        removal_wins_over_pairings_made_while_it_runs,
+        removal_and_token_end_win_over_token_rotations,
+    ];
+    let mut passed = Vec::new();
+    for (name, case) in cases {
+        let clock = rp_shared::ports::ManualClock::starting_now();
+        let (made, _data) = backend(clock.clone()).await.unwrap();
+        let unguarded = Backend { store: Arc::new(Unguarded(made.store.clone())), ..made };
+        let run = std::panic::AssertUnwindSafe(case(common::Harness::new(unguarded, clock).await));
+        let limit = std::time::Duration::from_secs(60);
+        if matches!(tokio::time::timeout(limit, run.catch_unwind()).await, Ok(Ok(()))) {
+            passed.push(name);
+        }
+    }
+    assert!(passed.is_empty(), "race cases that pass without write conditions: {passed:?}");
 }

@@ -587,6 +587,10 @@ pub async fn twenty_concurrent_updates_each_succeed(h: Harness) {
     assert!(answers.iter().all(|(status, _)| *status == 200), "{answers:?}");
     let versions = h.as_tenant(&t, "GET", &format!("{item}/versions"), None).await.json();
     assert_eq!(versions["currentVersion"], 21, "every update is a version");
+    let kept: Vec<_> =
+        versions["versions"].as_array().unwrap().iter().map(|v| v["description"].clone()).collect();
+    let distinct: std::collections::BTreeSet<_> = kept.iter().map(Value::to_string).collect();
+    assert_eq!((kept.len(), distinct.len()), (20, 20), "each update kept the one before it: {kept:?}");
 
     let racers: Vec<_> = (0..20)
         .map(|i| {
