@@ -387,6 +387,7 @@ mod tests {
         assert_eq!(failed(json!({"loginCertExpiryDate": 0})), Err("loginCertExpiryDate".into()));
         assert_eq!(failed(json!({"envelopeVersion": 3})), Err("envelopeVersion".into()));
         assert_eq!(failed(json!({"machineUserNames": vec!["x"; 51]})), Err("machineUserNames".into()));
+        assert_eq!(failed(json!({"machineUserNames": vec!["x"; 50]})), Ok(()));
         assert_eq!(failed(json!({"loginCert": "x".repeat(48 * 1024), "ivLoginCert": "iv"})), Ok(()));
         let revoked = |serial: &str| {
             let body = RevocationResult {
