@@ -374,6 +374,26 @@ mod tests {
         assert_eq!(CertResult::try_from(ok).unwrap().request_id, "12345");
     }
 
+    /// An empty `machineUserNameWS` in a success payload is no name: the request's stands.
+    #[test]
+    fn an_empty_workstation_user_name_in_a_result_is_left_out() {
+        let issued_as = |name: &str| {
+            let body: IssuanceResult = serde_json::from_value(json!({
+                "errorCode": 0, "requestId": "r", "loginCert": "c2VhbGVk", "ivLoginCert": "aXY=",
+                "loginCertAuth": "YXV0aA==", "loginCertSerialNumber": "0a01", "signingCert": "Y2E=",
+                "issuerKeyAgreementPublicKey": "a2V5", "issuerKeyAgreementPublicKeyAuth": "YXV0aA==",
+                "loginCertExpiryDate": 1_900_000_000_000_i64, "machineUserNames": [], "machineUserNameWS": name,
+            }))
+            .unwrap();
+            match CertResult::try_from(body).unwrap().outcome {
+                Outcome::Issued(issued) => issued.machine_user_name_ws,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(issued_as(""), None);
+        assert_eq!(issued_as("WS\\ada"), Some("WS\\ada".to_owned()));
+    }
+
     #[test]
     fn an_error_payload_carries_only_fields_within_their_bounds() {
         let failed = |extra: Value| {
