@@ -276,6 +276,7 @@ async fn every_race_case_fails_on_a_store_that_ignores_write_conditions() {
         a_removal_wins_over_an_answer_in_flight,
         a_removal_wins_over_a_start_in_flight,
         a_registration_that_loses_a_race_reads_the_device_again,
+        a_registration_keeps_a_name_learnt_while_it_ran,
         a_token_end_wins_over_a_pin_fetch_in_flight,
         a_pin_fetch_that_loses_a_race_to_a_rename_reads_again,
         racing_pin_reports_all_land,
