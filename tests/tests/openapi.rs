@@ -418,8 +418,8 @@ fn bounded(schema: &Value, at: &str, unbounded: &mut Vec<String>, checked: &mut 
 
 /// A value the document bounds, in (or, where the sample leaves it out, beside) a sample event's
 /// body: a string by length (and by nothing the other tests hold: a format, an enum, a pattern
-/// other than a text's), an integer by range. Where it is or goes (`pointer`), what a refusal
-/// names it (`field`), its bounds.
+/// other than a text's), an integer by range, an array by how many items it holds. Where it is
+/// or goes (`pointer`), what a refusal names it (`field`), its bounds.
 struct Bounded {
     pointer: String,
     field: String,
@@ -437,6 +437,8 @@ enum Kind {
     Text {
         controls_refused: bool,
     },
+    /// An array of strings, by how many it holds.
+    Items,
 }
 
 impl Bounded {
@@ -445,6 +447,7 @@ impl Bounded {
         match self.kind {
             Kind::Integer => Value::from(n),
             Kind::Text { .. } => Value::String("a".repeat(n as usize)),
+            Kind::Items => (0..n).map(|i| Value::String(format!("a{i}"))).collect(),
         }
     }
 
@@ -502,6 +505,9 @@ fn bounded_values(
         let (pointer, field) = (pointer.to_owned(), field.to_owned());
         Bounded { pointer, field, kind, min, max, name: false }
     };
+    if let (Some(Value::Array(_)) | None, true, Some(max)) = (value, is("array"), bound("maxItems")) {
+        into.push(at(Kind::Items, Some(bound("minItems").unwrap_or(0)), Some(max)));
+    }
     match value {
         Some(Value::String(_)) | None if is("string") => {
             if let (Some(max), true) =
@@ -586,8 +592,8 @@ fn with_value(body: &Value, pointer: &str, value: Value) -> Value {
 /// is one at every length within the bounds.
 const PARSED: [&str; 4] = ["signature", "signingPublicKey", "keyAgreementPublicKey", "recoveryKeys"];
 
-/// The document states the bounds the API checks. For every bounded string, integer and map
-/// entry name in (or beside) a sample event's body (events/), the sample with that value one
+/// The document states the bounds the API checks. For every bounded string, integer, array and
+/// map entry name in (or beside) a sample event's body (events/), the sample with that value one
 /// past either bound answers 400 naming the field; with it exactly at each bound it answers
 /// anything but an invalid-field 400 naming it (it may still be refused for what it names: no
 /// user is called `aaa`); and with a control character in a text, it is refused where the
@@ -620,6 +626,7 @@ async fn every_bound_the_document_states_is_the_one_the_api_checks() {
                     let (min, max) = (value.min.map(|n| n.to_string()), value.max.map(|n| n.to_string()));
                     let sent = match &sent {
                         Value::String(text) if text.starts_with('a') => format!("{} characters", text.len()),
+                        Value::Array(items) => format!("{} items", items.len()),
                         other => format!("{other:.40}"),
                     };
                     wrong.push(format!(
