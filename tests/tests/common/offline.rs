@@ -409,7 +409,7 @@ pub async fn unpairing_queues_the_revocation_the_agent_carries_out(h: Harness) {
         if refused {
             r.problem(403, codes::OTHER_TENANT);
         } else {
-            assert_eq!(r.status, 204, "{named}: {}", String::from_utf8_lossy(&r.body));
+            assert_eq!(r.status, 204, "{named}: {}", r.text());
         }
         let left = h.client.send("GET", &path, Some(&access), None).await.status;
         assert_eq!(left, if refused { 200 } else { 404 }, "{named}");
