@@ -35,8 +35,12 @@ pub trait Queue: Send + Sync {
     /// since) is ignored, as SQS does.
     async fn ack(&self, receipt: &str) -> Result<(), QueueError>;
 
-    /// Enqueues several messages; the SQS adapter sends them ten to a call.
+    /// Enqueues several messages; the SQS adapter sends them ten to a call. A delay past
+    /// [`MAX_DELAY`] refuses the whole batch before any of it is sent.
     async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
+        if messages.iter().any(|(_, delay)| *delay > MAX_DELAY) {
+            return Err(delay_refused());
+        }
         let mut ids = Vec::with_capacity(messages.len());
         for (body, delay) in messages {
             ids.push(self.send(body, *delay).await?);
@@ -49,4 +53,9 @@ pub trait Queue: Send + Sync {
 
     /// Messages moved to the dead-letter queue, oldest first (for operators and tests).
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError>;
+}
+
+/// The refusal of a delay past [`MAX_DELAY`], as SQS refuses it.
+pub fn delay_refused() -> QueueError {
+    QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs()))
 }

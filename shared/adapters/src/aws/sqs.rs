@@ -113,7 +113,7 @@ impl SqsQueue {
 impl Queue for SqsQueue {
     async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
         if delay > MAX_DELAY {
-            return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+            return Err(delay_refused());
         }
         let out = self
             .client
@@ -147,7 +147,7 @@ impl Queue for SqsQueue {
     /// together); the ids come back in the messages' order.
     async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
         if messages.iter().any(|(_, delay)| *delay > MAX_DELAY) {
-            return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+            return Err(delay_refused());
         }
         let batches =
             futures_util::future::try_join_all(messages.chunks(10).map(|chunk| self.send_ten(chunk))).await?;

@@ -82,7 +82,7 @@ impl EmbeddedQueue {
 impl Queue for EmbeddedQueue {
     async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
         if delay > MAX_DELAY {
-            return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+            return Err(delay_refused());
         }
         let id = uuid::Uuid::new_v4().to_string();
         let visible_at = self.now_ms() + delay.as_millis() as u64;
