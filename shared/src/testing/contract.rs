@@ -6,7 +6,8 @@
 //! `max_receive_count` = [`QUEUE_MAX_RECEIVE`].
 
 use crate::ports::keys::{open, seal};
-use crate::ports::store::{Invalid, MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES};
+use crate::ports::queue::{MAX_DELAY, MAX_RECEIVE_BATCH};
+use crate::ports::store::{Invalid, MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS};
 use crate::ports::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +80,7 @@ pub async fn store_versions_do_not_repeat_after_a_removal(store: Arc<dyn ItemSto
         store.transact(vec![remake]).await.unwrap();
         let now = store.get(&key).await.unwrap().unwrap();
         assert!(!seen.contains(&now.version), "version {} again after a removal: {seen:?}", now.version);
+        assert!(now.version >= 1 << 40, "a remade item's version starts fresh: {}", now.version);
         for stale in &seen {
             let late = store.put(item(&pk, "a", 9), Condition::Version(*stale)).await;
             assert!(matches!(late, Err(StoreError::Conflict)), "a write read at {stale} landed: {late:?}");
@@ -262,6 +264,28 @@ pub async fn store_transactions_are_all_or_nothing(store: Arc<dyn ItemStore>) {
         .await;
     assert!(matches!(check_fails, Err(StoreError::Conflict)));
     assert!(store.get(&ItemKey::new(&pk, "other")).await.unwrap().is_none());
+
+    // One to a hundred operations, as DynamoDB takes.
+    let puts = |n: usize| -> Vec<WriteOp> {
+        (0..n)
+            .map(|i| WriteOp::Put {
+                item: item(&pk, &format!("many{i:03}"), 0),
+                condition: Condition::Absent,
+            })
+            .collect()
+    };
+    for n in [0, MAX_TRANSACTION_ITEMS + 1] {
+        let refused = store.transact(puts(n)).await;
+        assert!(
+            matches!(refused, Err(StoreError::Invalid(Invalid::TransactionSize))),
+            "{n} operations: {refused:?}"
+        );
+    }
+    assert!(store.get(&ItemKey::new(&pk, "many000")).await.unwrap().is_none());
+    store.transact(puts(MAX_TRANSACTION_ITEMS)).await.unwrap();
+    let page =
+        store.query(Query::table(&pk).sort(SortKey::BeginsWith("many".into())).limit(200)).await.unwrap();
+    assert_eq!(page.items.len(), MAX_TRANSACTION_ITEMS);
 }
 
 /// An item over [`MAX_ITEM_BYTES`], or a transaction over [`MAX_TRANSACTION_BYTES`], is refused
@@ -287,6 +311,28 @@ pub async fn store_refuses_what_is_too_large(store: Arc<dyn ItemStore>) {
         .map(|at| WriteOp::Put { item: sized(&format!("part{at}"), 390_000), condition: Condition::Any })
         .collect();
     store.transact(parts).await.unwrap();
+}
+
+/// A key with an empty part is refused as invalid on every call, with nothing written: DynamoDB
+/// refuses an empty key attribute, and the embedded store refuses it as DynamoDB does.
+pub async fn store_refuses_an_empty_key(store: Arc<dyn ItemStore>) {
+    let pk = ns();
+    let refused = store.put(item(&pk, "", 1), Condition::Any).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "an empty sort key: {refused:?}");
+    let refused = store.put(item("", "a", 1), Condition::Any).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "an empty partition key: {refused:?}");
+    let refused = store.get(&ItemKey::new(&pk, "")).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    let refused = store.delete(&ItemKey::new("", "a"), Condition::Any).await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    let refused = store
+        .transact(vec![
+            WriteOp::Put { item: item(&pk, "a", 1), condition: Condition::Absent },
+            WriteOp::Check { key: ItemKey::new(&pk, ""), condition: Condition::Absent },
+        ])
+        .await;
+    assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    assert!(store.get(&ItemKey::new(&pk, "a")).await.unwrap().is_none(), "nothing half-written");
 }
 
 pub async fn store_concurrent_creates_have_one_winner(store: Arc<dyn ItemStore>) {
@@ -329,6 +375,13 @@ pub async fn store_counters_are_atomic_and_bounded(store: Arc<dyn ItemStore>) {
     assert_eq!(store.increment(inc(1, Some(12))).await.unwrap(), 12);
     assert!(matches!(store.increment(inc(1, Some(12))).await, Err(StoreError::LimitReached)));
     assert_eq!(store.increment(inc(0, None)).await.unwrap(), 12, "a refused increment changes nothing");
+
+    // An increment is a write: one conditioned on the version read before it does not land.
+    let read = store.get(&key).await.unwrap().unwrap();
+    store.increment(inc(1, None)).await.unwrap();
+    let late = store.put(item(&pk, "counter", 0), Condition::Version(read.version)).await;
+    assert!(matches!(late, Err(StoreError::Conflict)), "{late:?}");
+    assert_eq!(store.get(&key).await.unwrap().unwrap().version, read.version + 1);
 }
 
 pub async fn store_counters_join_transactions(store: Arc<dyn ItemStore>) {
@@ -402,13 +455,16 @@ pub async fn store_puts_each_stand_alone(store: Arc<dyn ItemStore>) {
 
 pub async fn queue_delivers_and_acks(queue: Arc<dyn Queue>) {
     let id = queue.send("hello", Duration::ZERO).await.unwrap();
-    let got = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(5)).await;
+    let visibility = Duration::from_secs(1);
+    let got = receive_until(&queue, 1, visibility, Duration::from_secs(5)).await;
     assert_eq!(got.len(), 1);
     assert_eq!(
         (got[0].message_id.as_str(), got[0].body.as_str(), got[0].receive_count),
         (id.as_str(), "hello", 1)
     );
     queue.ack(&got[0].receipt).await.unwrap();
+    // Past its visibility timeout an acknowledged message is gone, not delivered again.
+    tokio::time::sleep(visibility * 2).await;
     assert!(queue.receive(10, Duration::from_secs(30)).await.unwrap().is_empty());
 }
 
@@ -458,8 +514,43 @@ pub async fn queue_batches_and_dead_letters(queue: Arc<dyn Queue>) {
     expected.sort();
     assert_eq!(got, expected, "every batched message once");
     queue.dead_letter("given up").await.unwrap();
+    queue.dead_letter("given up too").await.unwrap();
     let dead = queue.dead_letters(10).await.unwrap();
     assert!(dead.iter().any(|m| m.body == "given up"));
+    assert_eq!(queue.dead_letters(1).await.unwrap().len(), 1, "no more than asked for");
+}
+
+/// A delivered message stays hidden from every receive until its visibility timeout ends, even
+/// one asking for more than is there; an acknowledgement with the receipt of an earlier delivery
+/// is not an error.
+pub async fn queue_hides_what_it_delivers(queue: Arc<dyn Queue>) {
+    queue.send("once", Duration::ZERO).await.unwrap();
+    let first = receive_until(&queue, 1, Duration::from_secs(3), Duration::from_secs(5)).await;
+    let hidden = queue.receive(MAX_RECEIVE_BATCH, Duration::from_secs(30)).await.unwrap();
+    assert!(hidden.is_empty(), "delivered again while hidden: {hidden:?}");
+    let second = receive_until(&queue, 1, Duration::from_secs(30), Duration::from_secs(8)).await;
+    assert_eq!((second[0].message_id.as_str(), second[0].receive_count), (first[0].message_id.as_str(), 2));
+    queue.ack(&first[0].receipt).await.unwrap();
+    queue.ack(&second[0].receipt).await.unwrap();
+    assert!(queue.receive(MAX_RECEIVE_BATCH, Duration::from_secs(30)).await.unwrap().is_empty());
+}
+
+/// What SQS refuses, every queue refuses as invalid, sending nothing: a delay past
+/// [`MAX_DELAY`] (alone or in a batch), a receive of none or of more than
+/// [`MAX_RECEIVE_BATCH`]. The bounds themselves are taken.
+pub async fn queue_refuses_what_sqs_refuses(queue: Arc<dyn Queue>) {
+    let past = MAX_DELAY + Duration::from_secs(1);
+    assert!(matches!(queue.send("late", past).await, Err(QueueError::Invalid(_))));
+    let batch = [("first".to_owned(), Duration::ZERO), ("late".to_owned(), past)];
+    assert!(matches!(queue.send_batch(&batch).await, Err(QueueError::Invalid(_))));
+    for max in [0, MAX_RECEIVE_BATCH + 1] {
+        let refused = queue.receive(max, Duration::from_secs(30)).await;
+        assert!(matches!(refused, Err(QueueError::Invalid(_))), "receive of {max}: {refused:?}");
+    }
+    queue.send("latest", MAX_DELAY).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sent = queue.receive(MAX_RECEIVE_BATCH, Duration::from_secs(30)).await.unwrap();
+    assert!(sent.is_empty(), "a refused message was sent, or a delayed one came early: {sent:?}");
 }
 
 async fn receive_until(
@@ -496,6 +587,15 @@ pub async fn keys_seal_and_open_under_context(keys: Arc<dyn KeyService>) {
     tampered.ciphertext[0] ^= 1;
     assert!(matches!(open(keys.as_ref(), &ctx, &tampered).await, Err(KeyError::Decrypt)));
 
+    // A wrapped key cut short, or with a bit turned, opens nothing (and fails as a refusal).
+    let mut short = sealed.clone();
+    short.wrapped_key.truncate(5);
+    assert!(matches!(open(keys.as_ref(), &ctx, &short).await, Err(KeyError::Decrypt)));
+    let mut turned = sealed.clone();
+    let last = turned.wrapped_key.len() - 1;
+    turned.wrapped_key[last] ^= 1;
+    assert!(matches!(open(keys.as_ref(), &ctx, &turned).await, Err(KeyError::Decrypt)));
+
     let again = seal(keys.as_ref(), &ctx, b"secret PINs").await.unwrap();
     assert_ne!(again.wrapped_key, sealed.wrapped_key, "a data key per secret");
 }
@@ -514,6 +614,7 @@ macro_rules! store_contract_tests {
         $crate::__contract_case!(store_descending_queries_page_from_the_top, $make);
         $crate::__contract_case!(store_transactions_are_all_or_nothing, $make);
         $crate::__contract_case!(store_refuses_what_is_too_large, $make);
+        $crate::__contract_case!(store_refuses_an_empty_key, $make);
         $crate::__contract_case!(store_concurrent_creates_have_one_winner, $make);
         $crate::__contract_case!(store_counters_are_atomic_and_bounded, $make);
         $crate::__contract_case!(store_counters_join_transactions, $make);
@@ -535,6 +636,8 @@ macro_rules! queue_contract_tests {
         $crate::__contract_case!(queue_delays_delivery, $make);
         $crate::__contract_case!(queue_redelivers_until_dead_letter, $make);
         $crate::__contract_case!(queue_batches_and_dead_letters, $make);
+        $crate::__contract_case!(queue_hides_what_it_delivers, $make);
+        $crate::__contract_case!(queue_refuses_what_sqs_refuses, $make);
     };
 }
 
