@@ -165,4 +165,22 @@ mod tests {
         let other = EncryptionContext::new("other", "purpose");
         assert!(matches!(again.decrypt_data_key(&key.wrapped, &other).await, Err(KeyError::Decrypt)));
     }
+
+    /// Two starts at once: the one that links its key file second keeps the first one's, so
+    /// both wrap and unwrap under one master key.
+    #[tokio::test]
+    async fn a_start_that_loses_the_race_for_the_key_file_takes_the_winners() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let first = LocalKeyFile::open_or_create(&path).unwrap();
+        let written = std::fs::read(&path).unwrap();
+        LocalKeyFile::create(&path).expect("losing the race is not an error");
+        assert_eq!(std::fs::read(&path).unwrap(), written, "the winner's key file stays");
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 1, "the loser's temporary file is removed");
+        let context = EncryptionContext::new("app", "purpose");
+        let key = first.generate_data_key(&context).await.unwrap();
+        let second = LocalKeyFile::open_or_create(&path).unwrap();
+        assert_eq!(second.decrypt_data_key(&key.wrapped, &context).await.unwrap(), key.plaintext);
+    }
 }
