@@ -38,9 +38,7 @@ pub trait Queue: Send + Sync {
     /// Enqueues several messages; the SQS adapter sends them ten to a call. A delay past
     /// [`MAX_DELAY`] refuses the whole batch before any of it is sent.
     async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
-        if messages.iter().any(|(_, delay)| *delay > MAX_DELAY) {
-            return Err(delay_refused());
-        }
+        messages.iter().try_for_each(|(_, delay)| check_delay(*delay))?;
         let mut ids = Vec::with_capacity(messages.len());
         for (body, delay) in messages {
             ids.push(self.send(body, *delay).await?);
@@ -55,7 +53,10 @@ pub trait Queue: Send + Sync {
     async fn dead_letters(&self, max: usize) -> Result<Vec<ReceivedMessage>, QueueError>;
 }
 
-/// The refusal of a delay past [`MAX_DELAY`], as SQS refuses it.
-pub fn delay_refused() -> QueueError {
-    QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs()))
+/// A delay past [`MAX_DELAY`] refused as SQS refuses it.
+pub fn check_delay(delay: Duration) -> Result<(), QueueError> {
+    if delay > MAX_DELAY {
+        return Err(QueueError::Invalid(format!("delay is at most {}s", MAX_DELAY.as_secs())));
+    }
+    Ok(())
 }

@@ -112,9 +112,7 @@ impl SqsQueue {
 #[async_trait]
 impl Queue for SqsQueue {
     async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
-        if delay > MAX_DELAY {
-            return Err(delay_refused());
-        }
+        check_delay(delay)?;
         let out = self
             .client
             .send_message()
@@ -146,9 +144,7 @@ impl Queue for SqsQueue {
     /// Batches of ten, sent at once (a poll of 50 is five `SendMessageBatch` calls in flight
     /// together); the ids come back in the messages' order.
     async fn send_batch(&self, messages: &[(String, Duration)]) -> Result<Vec<String>, QueueError> {
-        if messages.iter().any(|(_, delay)| *delay > MAX_DELAY) {
-            return Err(delay_refused());
-        }
+        messages.iter().try_for_each(|(_, delay)| check_delay(*delay))?;
         let batches =
             futures_util::future::try_join_all(messages.chunks(10).map(|chunk| self.send_ten(chunk))).await?;
         Ok(batches.into_iter().flatten().collect())

@@ -81,9 +81,7 @@ impl EmbeddedQueue {
 #[async_trait]
 impl Queue for EmbeddedQueue {
     async fn send(&self, body: &str, delay: Duration) -> Result<String, QueueError> {
-        if delay > MAX_DELAY {
-            return Err(delay_refused());
-        }
+        check_delay(delay)?;
         let id = uuid::Uuid::new_v4().to_string();
         let visible_at = self.now_ms() + delay.as_millis() as u64;
         self.insert_new(MESSAGES, visible_at, id.clone(), body).await?;
