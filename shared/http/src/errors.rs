@@ -791,14 +791,19 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md");
         let mut page = std::fs::read_to_string(path).unwrap();
         let table = markdown_table();
-        if std::env::var_os("UPDATE_DOCS").is_some() && !page.contains(&table) {
+        // The page's table, from its header to the blank line after it (or the page's end): all
+        // of it is compared, so a row the code no longer has is stale too.
+        let table_in = |page: &str| {
             let start = page.find("| errorCode | HTTP | Meaning |").expect("docs/errors.md has the table");
-            let end = page[start..].find("\n\n").map_or(page.len(), |n| start + n + 1);
-            page.replace_range(start..end, &table);
+            start..page[start..].find("\n\n").map_or(page.len(), |n| start + n + 1)
+        };
+        let range = table_in(&page);
+        if std::env::var_os("UPDATE_DOCS").is_some() && page[range.clone()] != table {
+            page.replace_range(range, &table);
             std::fs::write(path, &page).unwrap();
         }
         assert!(
-            page.contains(&table),
+            page[table_in(&page)] == table,
             "docs/errors.md's error-code table is out of date (UPDATE_DOCS=1 rewrites it); it should read:\n{table}"
         );
     }
