@@ -157,4 +157,34 @@ mod tests {
         assert_eq!(time_left(1_000_400, now), Duration::ZERO, "inside the margin");
         assert_eq!(time_left(999_000, now), Duration::ZERO, "past the deadline");
     }
+
+    #[test]
+    fn a_request_id_is_api_gateways_own_where_it_gave_one() {
+        use lambda_http::aws_lambda_events::apigw::{
+            ApiGatewayProxyRequestContext, ApiGatewayV2httpRequestContext,
+        };
+        use lambda_http::request::RequestContext;
+        use lambda_http::RequestExt as _;
+        use tower_http::request_id::MakeRequestId as _;
+        let id_of = |context: Option<RequestContext>| {
+            let request = axum::http::Request::new(());
+            let request = match context {
+                Some(context) => request.with_request_context(context),
+                None => request,
+            };
+            let id = super::GatewayRequestId.make_request_id(&request).expect("an id");
+            id.header_value().to_str().unwrap().to_owned()
+        };
+        // An HTTP API (payload 2.0, as `infra/` deploys), and a REST API (payload 1.0).
+        // Both contexts are `non_exhaustive`: made by default, then given an id.
+        let mut v2 = ApiGatewayV2httpRequestContext::default();
+        v2.request_id = Some("v2-id".into());
+        assert_eq!(id_of(Some(RequestContext::ApiGatewayV2(v2))), "v2-id");
+        let mut v1 = ApiGatewayProxyRequestContext::default();
+        v1.request_id = Some("v1-id".into());
+        assert_eq!(id_of(Some(RequestContext::ApiGatewayV1(v1))), "v1-id");
+        // Elsewhere (the local server), a fresh UUID each time.
+        let (first, second) = (id_of(None), id_of(None));
+        assert!(uuid::Uuid::parse_str(&first).is_ok() && first != second, "{first} {second}");
+    }
 }

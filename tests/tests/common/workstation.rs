@@ -10,6 +10,7 @@ use p256::elliptic_curve::sec1::ToEncodedPoint;
 use rp_shared::domain::apps::AppId;
 use rp_shared::domain::certificates::{RequestKind, RequestState};
 use rp_shared::http::problem::codes;
+use rp_shared::http::HttpConfig;
 use rp_shared::ports::{Index, Query};
 use rp_shared::repo::workstations::Workstations;
 use serde_json::{json, Value};
@@ -47,12 +48,35 @@ pub async fn registered_user(h: &Harness, app: &str, user: &str, alias: Option<&
     device_id
 }
 
+/// A link points at the configured public base URL (its trailing `/` dropped); without one, at
+/// the request's own host, over HTTPS unless the proxy in front says otherwise.
+async fn link_points_at_the_public_base_url(h: &Harness, app: &str) {
+    let path = format!("/cc/api/apps/{app}/users/alice@example.com/registration-links");
+    let configured = |base: &str| HttpConfig { public_base_url: base.into(), ..HttpConfig::default() };
+    let public = h.configured(configured("https://rp.example.com/")).await;
+    let created = public.admin("POST", &path, None).await.json();
+    assert_eq!(
+        created["url"],
+        format!("https://rp.example.com/rp/register/{}", created["code"].as_str().unwrap())
+    );
+    let unset = h.configured(configured("")).await;
+    for (headers, base) in [
+        (&[("host", "rp.internal:9000")][..], "https://rp.internal:9000"),
+        (&[("host", "rp.internal:9000"), ("x-forwarded-proto", "http")][..], "http://rp.internal:9000"),
+    ] {
+        let created = unset.client.send_with("POST", &path, Some(&unset.admin), headers, None).await.json();
+        assert_eq!(created["url"], format!("{base}/rp/register/{}", created["code"].as_str().unwrap()));
+    }
+}
+
 pub async fn registration_links_and_qr_page(h: Harness) {
     let app = h.app().await;
     let created = link(&h, &app, "alice@example.com", None).await;
     let code = created["code"].as_str().unwrap();
-    assert!(created["url"].as_str().unwrap().ends_with(&format!("/rp/register/{code}")));
+    let base = HttpConfig::default().public_base_url;
+    assert_eq!(created["url"], format!("{base}/rp/register/{code}"));
     assert!(created["expiresAt"].as_str().unwrap().ends_with('Z'));
+    link_points_at_the_public_base_url(&h, &app).await;
 
     let page = h.client.send("GET", &format!("/rp/register/{code}"), None, None).await;
     assert_eq!(page.status, 200);
