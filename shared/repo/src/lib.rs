@@ -122,9 +122,13 @@ pub(crate) struct TestBackend {
 #[cfg(test)]
 impl TestBackend {
     pub(crate) fn new() -> Self {
+        Self::on_clock(std::sync::Arc::new(rp_ports::SystemClock))
+    }
+
+    /// The store on `clock`, which decides what has expired.
+    pub(crate) fn on_clock(clock: std::sync::Arc<dyn rp_ports::Clock>) -> Self {
         use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
-        let clock: Arc<dyn rp_ports::Clock> = Arc::new(rp_ports::SystemClock);
         let db = rp_adapters::embedded::EmbeddedDb::open(dir.path()).unwrap();
         let absent = Arc::new(rp_ports::absent::Absent);
         let backend = rp_ports::Backend {

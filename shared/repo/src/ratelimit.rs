@@ -38,3 +38,30 @@ pub async fn hit(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rp_ports::ManualClock;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A window's counter outlives the window by a minute (a request at its last second is
+    /// still counted in it), and is then gone from the store.
+    #[tokio::test]
+    async fn a_windows_counter_expires_a_minute_after_the_window() {
+        let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_030).unwrap());
+        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let store = backend.store.as_ref();
+        let tenant = AppId::parse("appId", "limitedApp").unwrap();
+        let rule = RateLimit { limit: 5, window_secs: 60 };
+        let now = 1_800_000_030;
+        let decision = hit(store, &tenant, "api", &rule, now).await.unwrap();
+        assert_eq!((decision.allowed, decision.remaining, decision.reset), (true, 4, 1_800_000_060));
+        let key = ItemKey::new("RL#limitedApp#api", "1800000000");
+        clock.advance(Duration::from_secs(30 + 59));
+        assert!(store.get(&key).await.unwrap().is_some(), "kept until a minute past the window");
+        clock.advance(Duration::from_secs(1));
+        assert!(store.get(&key).await.unwrap().is_none(), "gone a minute past the window");
+    }
+}

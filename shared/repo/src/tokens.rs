@@ -137,3 +137,34 @@ fn record_for(
         revoked_at: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rp_ports::{Clock, ManualClock};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// An expired token stays listed for a week (an admin sees what stopped working), and is
+    /// then gone; a token that does not expire stays.
+    #[tokio::test]
+    async fn an_expired_token_is_listed_for_a_week_then_gone() {
+        let clock = ManualClock::starting_now();
+        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let store = backend.store.as_ref();
+        let now = clock.now_millis();
+        let (_, expiring) = issue(store, now, TokenKind::Access, None, None, Some(3600)).await.unwrap();
+        let (_, lasting) = issue(store, now, TokenKind::Access, None, None, None).await.unwrap();
+        let listed = || async {
+            let (tokens, _) = Tokens::new(store).list(10, None).await.unwrap();
+            tokens.into_iter().map(|t| t.token_id).collect::<std::collections::BTreeSet<_>>()
+        };
+        let day = Duration::from_secs(24 * 3600);
+        clock.advance(Duration::from_secs(3600) + 7 * day - Duration::from_secs(1));
+        assert!(listed().await.contains(&expiring.token_id), "listed until a week past its expiry");
+        clock.advance(Duration::from_secs(1));
+        let left = listed().await;
+        assert!(!left.contains(&expiring.token_id), "gone a week past its expiry");
+        assert!(left.contains(&lasting.token_id), "a token that does not expire stays");
+    }
+}
