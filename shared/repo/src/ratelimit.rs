@@ -42,7 +42,7 @@ pub async fn hit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rp_ports::ManualClock;
+    use rp_ports::{Clock, ManualClock};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -55,7 +55,7 @@ mod tests {
         let store = backend.store.as_ref();
         let tenant = AppId::parse("appId", "limitedApp").unwrap();
         let rule = RateLimit { limit: 5, window_secs: 60 };
-        let now = 1_800_000_030;
+        let now = clock.epoch_secs();
         let decision = hit(store, &tenant, "api", &rule, now).await.unwrap();
         assert_eq!((decision.allowed, decision.remaining, decision.reset), (true, 4, 1_800_000_060));
         let key = ItemKey::new("RL#limitedApp#api", "1800000000");

@@ -51,15 +51,15 @@ pub async fn registered_user(h: &Harness, app: &str, user: &str, alias: Option<&
 /// A link points at the configured public base URL (its trailing `/` dropped); without one, at
 /// the request's own host, over HTTPS unless the proxy in front says otherwise.
 async fn link_points_at_the_public_base_url(h: &Harness, app: &str) {
-    let path = format!("/cc/api/apps/{app}/users/alice@example.com/registration-links");
     let configured = |base: &str| HttpConfig { public_base_url: base.into(), ..HttpConfig::default() };
     let public = h.configured(configured("https://rp.example.com/")).await;
-    let created = public.admin("POST", &path, None).await.json();
+    let created = link(&public, app, "alice@example.com", None).await;
     assert_eq!(
         created["url"],
         format!("https://rp.example.com/rp/register/{}", created["code"].as_str().unwrap())
     );
     let unset = h.configured(configured("")).await;
+    let path = format!("/cc/api/apps/{app}/users/alice@example.com/registration-links");
     for (headers, base) in [
         (&[("host", "rp.internal:9000")][..], "https://rp.internal:9000"),
         (&[("host", "rp.internal:9000"), ("x-forwarded-proto", "http")][..], "http://rp.internal:9000"),
