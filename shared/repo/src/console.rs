@@ -71,16 +71,17 @@ impl<'a> ConsoleSessions<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rp_domain::console::SESSION_SECS;
     use rp_domain::time::EpochMillis;
     use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
+    use rp_ports::ManualClock;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    #[tokio::test]
-    async fn sessions_are_found_by_their_id_and_end() {
-        let backend = crate::TestBackend::new();
-        let sessions = ConsoleSessions::new(backend.store.as_ref());
-        let secret = TokenSecret::generate();
-        let hash = secret.hash();
-        let token = TokenRecord {
+    /// A control-center admin token that does not expire.
+    fn admin_token() -> TokenRecord {
+        let hash = TokenSecret::generate().hash();
+        TokenRecord {
             token_id: hash.token_id(),
             kind: TokenKind::ControlCenterAdmin,
             app_id: None,
@@ -89,15 +90,56 @@ mod tests {
             created_at: EpochMillis(0),
             expires_at: None,
             revoked_at: None,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn sessions_are_found_by_their_id_and_end() {
+        let backend = crate::TestBackend::new();
+        let sessions = ConsoleSessions::new(backend.store.as_ref());
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-        let (id, session) = ConsoleSession::open(&token, EpochMillis(now));
+        let (id, session) = ConsoleSession::open(&admin_token(), EpochMillis(now));
         sessions.create(&session).await.unwrap();
         assert_eq!(sessions.find(&id.hash()).await.unwrap(), Some(session.clone()));
         sessions.end(&session.session_id).await.unwrap();
         assert_eq!(sessions.find(&id.hash()).await.unwrap(), None);
         sessions.end(&session.session_id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_session_stays_in_the_store_until_it_ends() {
+        // Half a second into a second, so that the session ends between two whole seconds.
+        let clock = ManualClock::at(
+            time::OffsetDateTime::from_unix_timestamp_nanos(1_800_000_000_500_000_000).unwrap(),
+        );
+        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let sessions = ConsoleSessions::new(backend.store.as_ref());
+        let (id, session) = ConsoleSession::open(&admin_token(), EpochMillis(1_800_000_000_500));
+        sessions.create(&session).await.unwrap();
+        clock.advance(Duration::from_millis(SESSION_SECS as u64 * 1000 - 1));
+        assert_eq!(
+            sessions.find(&id.hash()).await.unwrap(),
+            Some(session),
+            "found until its last millisecond"
+        );
+        clock.advance(Duration::from_millis(1001));
+        assert_eq!(sessions.find(&id.hash()).await.unwrap(), None, "gone from the store a second after");
+    }
+
+    #[tokio::test]
+    async fn a_windows_failures_stay_a_minute_past_the_window() {
+        let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap());
+        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let sessions = ConsoleSessions::new(backend.store.as_ref());
+        let (start, end) = sign_in_window(1_800_000_000);
+        assert_eq!(start, 1_800_000_000, "the case starts at a window's start");
+        sessions.count_failure("203.0.113.7", start).await.unwrap();
+        let key = failures_key("203.0.113.7", start);
+        clock.advance(Duration::from_secs((end - start + 59) as u64));
+        assert!(backend.store.get(&key).await.unwrap().is_some(), "kept until a minute past the window");
+        clock.advance(Duration::from_secs(1));
+        assert!(backend.store.get(&key).await.unwrap().is_none(), "gone a minute past the window");
     }
 
     #[tokio::test]
