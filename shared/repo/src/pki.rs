@@ -152,3 +152,52 @@ fn published(ca_id: &str, stored: &CrlItem, crl: &str) -> Result<PublishedCrl, S
         next_update: stored.next_update,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rp_ports::Query;
+
+    const CA: &str = "00112233aabbccdd";
+
+    /// A CRL numbered `number` whose base64 (`crl_bytes` bytes, a multiple of 3) and its CA
+    /// certificate's (300 bytes: 400 characters) add up to what it says.
+    fn crl(number: u8, crl_bytes: usize) -> PublishedCrl {
+        PublishedCrl {
+            ca_id: CA.to_owned(),
+            ca_certificate: vec![0x30; 300],
+            crl: vec![number; crl_bytes],
+            number: vec![number],
+            this_update: EpochMillis(1_800_000_000_000),
+            next_update: None,
+        }
+    }
+
+    /// The sort keys of the CA's partition.
+    async fn layout(store: &dyn ItemStore) -> Vec<String> {
+        let page = store.query(Query::table(partition(CA)).limit(100)).await.unwrap();
+        page.items.into_iter().map(|item| item.key.sk).collect()
+    }
+
+    #[tokio::test]
+    async fn a_crl_that_fits_its_item_is_stored_whole_and_a_larger_one_in_parts() {
+        let backend = crate::TestBackend::new();
+        let pki = Pki::new(backend.store.as_ref());
+        // 349,600 characters of CRL and 400 of certificate: PART_CHARS to the character.
+        let fits = crl(1, 262_200);
+        let (_, stored) = pki.get(CA).await.unwrap();
+        pki.put(&fits, stored).await.unwrap();
+        assert_eq!(layout(backend.store.as_ref()).await, ["CRL"], "one item, read with one get");
+        let (read, stored) = pki.get(CA).await.unwrap();
+        assert_eq!(read.as_ref(), Some(&fits));
+        // Four characters more.
+        let over = crl(2, 262_203);
+        pki.put(&over, stored).await.unwrap();
+        assert_eq!(layout(backend.store.as_ref()).await, ["CRL", "CRL#02#0000"]);
+        let (read, stored) = pki.get(CA).await.unwrap();
+        assert_eq!(read.as_ref(), Some(&over));
+        // The part goes with the CRL it held.
+        pki.put(&crl(3, 262_200), stored).await.unwrap();
+        assert_eq!(layout(backend.store.as_ref()).await, ["CRL"]);
+    }
+}
