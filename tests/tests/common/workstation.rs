@@ -466,6 +466,34 @@ pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
         (Some(false), Some(1207))
     );
 
+    // The same user may enroll again on a session while it is open: the second enroll's data
+    // replaces the first's (here, the machine it pins). Another user may not take the session,
+    // and no one may enroll on it once it is completed (409, naming sessionId).
+    registered_user(&h, &app, "bob@example.com", None).await;
+    let pinning = |user: &str, machine: Option<&str>| {
+        let mut body = enroll_body(&app, user, Some("fido-session-3"));
+        if let Some(machine) = machine {
+            body["machineId"] = json!(machine);
+        }
+        body
+    };
+    assert_eq!(
+        post("/rp/wsapi/client/enroll", pinning("alice@example.com", Some("machine-7"))).await.status,
+        200
+    );
+    assert_eq!(
+        post("/rp/wsapi/client/enroll", pinning("alice@example.com", Some("machine-42"))).await.status,
+        200
+    );
+    let r = post("/rp/wsapi/client/enroll", pinning("bob@example.com", None)).await;
+    assert_eq!(r.problem(409, codes::SESSION_CONFLICT)["field"], "sessionId");
+    let r =
+        post("/rp/wasapi/client/enroll/complete", complete_body("fido-session-3", "alice@example.com", 0))
+            .await;
+    assert_eq!(r.status, 200, "on the machine the second enroll pinned: {}", r.json());
+    let r = post("/rp/wsapi/client/enroll", pinning("alice@example.com", None)).await;
+    assert_eq!(r.problem(409, codes::SESSION_CONFLICT)["field"], "sessionId");
+
     // Other apps, unknown users, expired sessions.
     let other_app = h.app().await;
     let r = post("/rp/wsapi/client/enroll", enroll_body(&other_app, "alice@example.com", None)).await;
