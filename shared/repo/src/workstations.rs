@@ -309,31 +309,38 @@ mod tests {
     use super::*;
     use rp_domain::pairing::{NewPairing, PairedDevice};
 
-    #[tokio::test]
-    async fn a_devices_pairings_are_found_listed_under_it_or_only_in_the_index() {
-        let backend = crate::TestBackend::new();
-        let workstations = Workstations::new(backend.store.as_ref());
-        let app = AppId::parse("appId", "pairedApp").unwrap();
+    /// A pairing of device `d1` of `app` on `machine`, and its certificate request.
+    fn pairing(app: &AppId, machine: &str) -> (Pairing, CertRequest) {
         let device = PairedDevice {
             device_id: "d1".into(),
             named_user: "ann".into(),
             key_agreement_public_key: String::new(),
         };
-        let pairing_on = |machine: &str| {
-            let request = NewPairing {
-                machine_id: machine.into(),
-                device_id: "d1".into(),
-                machine_name: None,
-                machine_user_name_ws: None,
-                offline: None,
-            };
-            Pairing::create(app.clone(), &request, &device, "owner", 1, 60, EpochMillis(1_000))
+        let request = NewPairing {
+            machine_id: machine.into(),
+            device_id: "d1".into(),
+            machine_name: None,
+            machine_user_name_ws: None,
+            offline: None,
         };
+        Pairing::create(app.clone(), &request, &device, "owner", 1, 60, EpochMillis(1_000))
+    }
+
+    #[tokio::test]
+    async fn a_devices_pairings_are_found_listed_under_it_or_only_in_the_index() {
+        let backend = crate::TestBackend::new();
+        let workstations = Workstations::new(backend.store.as_ref());
+        let app = AppId::parse("appId", "pairedApp").unwrap();
         // One paired now; one stored before pairings were listed under their device.
-        let (listed, request) = pairing_on("ws-new");
+        let (listed, request) = pairing(&app, "ws-new");
         workstations.pair(&listed, &request, 10, EpochMillis(1_000)).await.unwrap();
-        let (legacy, _) = pairing_on("ws-old");
-        backend.store.put(pairing_item(&legacy).unwrap(), Condition::Absent).await.unwrap();
+        // As a table written then holds it: the pairing, indexed under its device, by the
+        // layout's own names (a renamed index partition would lose every such pairing).
+        let (legacy, _) = pairing(&app, "ws-old");
+        let stored_then = Item::new(ItemKey::new("PAIR#pairedApp#ws-old", "DEVICE#d1"), &legacy)
+            .unwrap()
+            .with_index(Index::Gsi2, ItemKey::new("DEVPAIR#pairedApp#d1", "ws-old"));
+        backend.store.put(stored_then, Condition::Absent).await.unwrap();
         let found = workstations.pairings_of_device(&app, "d1").await.unwrap();
         let machines: Vec<&str> = found.iter().map(|(p, _)| p.machine_id.as_str()).collect();
         assert_eq!(machines, ["ws-new", "ws-old"]);
@@ -353,11 +360,31 @@ mod tests {
         assert!(links.items.is_empty(), "the list goes with the pairing");
         // A frozen device takes no pairing, and nothing of it is written.
         Devices::new(backend.store.as_ref()).freeze(&app, "d1").await.unwrap();
-        let (late, request) = pairing_on("ws-late");
+        let (late, request) = pairing(&app, "ws-late");
         assert!(matches!(
             workstations.pair(&late, &request, 10, EpochMillis(3_000)).await,
             Err(StoreError::Conflict)
         ));
         assert!(workstations.pairings_of_device(&app, "d1").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_apps_pairings_list_only_its_own() {
+        let backend = crate::TestBackend::new();
+        let workstations = Workstations::new(backend.store.as_ref());
+        for (app, machine) in [("appOne", "ws-1"), ("appTwo", "ws-2"), ("appOne", "ws-3")] {
+            let (pairing, request) = pairing(&AppId::parse("appId", app).unwrap(), machine);
+            workstations.pair(&pairing, &request, 10, EpochMillis(1_000)).await.unwrap();
+        }
+        let listed = |app: &str| {
+            let app = AppId::parse("appId", app).unwrap();
+            async move {
+                let (pairings, next) = workstations.pairings_of_app(&app, 10, None).await.unwrap();
+                assert!(next.is_none());
+                pairings.into_iter().map(|p| p.machine_id).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(listed("appOne").await, ["ws-1", "ws-3"]);
+        assert_eq!(listed("appTwo").await, ["ws-2"]);
     }
 }
