@@ -544,6 +544,10 @@ pub async fn pairing_queues_one_certificate_request(h: Harness) {
         .len()
         == 65));
     assert_eq!(request.enc_counter.as_deref(), Some("1"));
+    // The workstation's next enroll reads the device's counter where the pairing left it.
+    let enroll = json!({"rpAppId": app, "machineUserNameWS": "CORP\\alice"});
+    let r = h.client.send("POST", "/rp/wsapi/client/enroll", Some(&access), Some(enroll)).await;
+    assert_eq!(r.json()["response"]["device"]["encCounter"], "1", "{}", r.json());
 
     // Seed rule 4: the same machine and device again returns the pairing and queues nothing.
     let again = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
