@@ -308,6 +308,9 @@ impl<'a> Workstations<'a> {
 mod tests {
     use super::*;
     use rp_domain::pairing::{NewPairing, PairedDevice};
+    use rp_ports::ManualClock;
+    use std::sync::Arc;
+    use std::time::Duration;
 
     /// A pairing of device `d1` of `app` on `machine`, and its certificate request.
     fn pairing(app: &AppId, machine: &str) -> (Pairing, CertRequest) {
@@ -366,6 +369,23 @@ mod tests {
             Err(StoreError::Conflict)
         ));
         assert!(workstations.pairings_of_device(&app, "d1").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_windows_wrong_attempts_stay_a_minute_past_the_window() {
+        let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap());
+        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let workstations = Workstations::new(backend.store.as_ref());
+        let (locked, _) = pairing(&AppId::parse("appId", "pairedApp").unwrap(), "ws-1");
+        // Ten seconds into a window of 300 that starts at 1,800,000,000.
+        let now = EpochMillis(1_800_000_010_000);
+        assert_eq!(workstations.count_wrong_attempts(&locked, 2, 300, now).await.unwrap(), 2);
+        assert_eq!(workstations.count_wrong_attempts(&locked, 1, 300, now).await.unwrap(), 3);
+        let key = ItemKey::new("OFFLINEFAIL#pairedApp#ws-1#d1", "1800000000");
+        clock.advance(Duration::from_secs(300 + 59));
+        assert!(backend.store.get(&key).await.unwrap().is_some(), "kept until a minute past the window");
+        clock.advance(Duration::from_secs(1));
+        assert!(backend.store.get(&key).await.unwrap().is_none(), "gone a minute past the window");
     }
 
     #[tokio::test]
