@@ -142,6 +142,21 @@ impl TestBackend {
     }
 }
 
+/// Asserts that the item at `key` stays in `store` for `secs` more seconds of `clock`, to the
+/// last one, and is gone at the next: its TTL, as every store reads it.
+#[cfg(test)]
+pub(crate) async fn assert_kept_for(
+    store: &dyn ItemStore,
+    clock: &rp_ports::ManualClock,
+    key: &ItemKey,
+    secs: u64,
+) {
+    clock.advance(std::time::Duration::from_secs(secs - 1));
+    assert!(store.get(key).await.unwrap().is_some(), "{key:?} is kept {secs} s");
+    clock.advance(std::time::Duration::from_secs(1));
+    assert!(store.get(key).await.unwrap().is_none(), "{key:?} is gone after {secs} s");
+}
+
 #[cfg(test)]
 impl std::ops::Deref for TestBackend {
     type Target = rp_ports::Backend;
