@@ -74,7 +74,7 @@ mod tests {
     use rp_domain::console::SESSION_SECS;
     use rp_domain::time::EpochMillis;
     use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
-    use rp_ports::ManualClock;
+    use rp_ports::{Clock, ManualClock};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -115,7 +115,7 @@ mod tests {
         );
         let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
         let sessions = ConsoleSessions::new(backend.store.as_ref());
-        let (id, session) = ConsoleSession::open(&admin_token(), EpochMillis(1_800_000_000_500));
+        let (id, session) = ConsoleSession::open(&admin_token(), clock.now_millis());
         sessions.create(&session).await.unwrap();
         clock.advance(Duration::from_millis(SESSION_SECS as u64 * 1000 - 1));
         assert_eq!(

@@ -308,7 +308,7 @@ impl<'a> Workstations<'a> {
 mod tests {
     use super::*;
     use rp_domain::pairing::{NewPairing, PairedDevice};
-    use rp_ports::ManualClock;
+    use rp_ports::{Clock, ManualClock};
     use std::sync::Arc;
 
     /// A pairing of device `d1` of `app` on `machine`, and its certificate request.
@@ -372,17 +372,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_windows_wrong_attempts_stay_a_minute_past_the_window() {
-        let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap());
+        // Ten seconds into a window of 300 that starts at 1,800,000,000.
+        let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_010).unwrap());
         let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
         let workstations = Workstations::new(backend.store.as_ref());
         let (locked, _) = pairing(&AppId::parse("appId", "pairedApp").unwrap(), "ws-1");
-        // Ten seconds into a window of 300 that starts at 1,800,000,000.
-        let now = EpochMillis(1_800_000_010_000);
+        let now = clock.now_millis();
         assert_eq!(workstations.count_wrong_attempts(&locked, 2, 300, now).await.unwrap(), 2);
         assert_eq!(workstations.count_wrong_attempts(&locked, 1, 300, now).await.unwrap(), 3);
         let key = ItemKey::new("OFFLINEFAIL#pairedApp#ws-1#d1", "1800000000");
         // Until a minute past the window.
-        crate::assert_kept_for(backend.store.as_ref(), &clock, &key, 300 + 60).await;
+        crate::assert_kept_for(backend.store.as_ref(), &clock, &key, 290 + 60).await;
     }
 
     #[tokio::test]
