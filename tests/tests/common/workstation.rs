@@ -545,7 +545,7 @@ pub async fn pairing_queues_one_certificate_request(h: Harness) {
         == 65));
     assert_eq!(request.enc_counter.as_deref(), Some("1"));
     // The workstation's next enroll reads the device's counter where the pairing left it.
-    let enroll = json!({"rpAppId": app, "machineUserNameWS": "CORP\\alice"});
+    let enroll = enroll_body(&app, "CORP\\alice", None);
     let r = h.client.send("POST", "/rp/wsapi/client/enroll", Some(&access), Some(enroll)).await;
     assert_eq!(r.json()["response"]["device"]["encCounter"], "1", "{}", r.json());
 
