@@ -38,6 +38,7 @@ fn offline_secrets_never_reach_the_logs() {
     let _guard = tracing::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut stored = Vec::new();
     let secrets = runtime.block_on(async {
         let clock = rp_shared::ports::ManualClock::starting_now();
         let (backend, _data) = backend(clock.clone());
@@ -62,6 +63,9 @@ fn offline_secrets_never_reach_the_logs() {
         let failed = json!({"machineId": "m-logs", "deviceId": dev.device_id, "failedAttempts": 2});
         assert_eq!(h.client.send("PATCH", "/rp/api/client/reg", Some(&access), Some(failed)).await.status, 200);
         assert_eq!(h.client.send("DELETE", &path, Some(&access), None).await.status, 204);
+        let listed = h.admin("GET", &format!("/rp/api/events?appId={app}&limit=200"), None).await.json();
+        let fields = |e: &serde_json::Value| ["eventId", "name", "appId", "source"].map(|f| e[f].as_str().unwrap().to_owned());
+        stored = listed["events"].as_array().unwrap().iter().map(|e| (fields(e), e["attributes"].clone())).collect();
         vec!["73910428".to_owned(), "58203947".into(), "90817263".into(), auth.into(), access, dev.token, h.admin.clone()]
     });
     let logs = captured.text();
@@ -70,6 +74,24 @@ fn offline_secrets_never_reach_the_logs() {
     for secret in secrets {
         assert!(!logs.contains(&secret), "a secret reached the logs");
     }
+    // Each stored event, and only those, is one structured line with its id, name, app, source
+    // and attributes (DECISIONS §9).
+    let mut logged: Vec<_> = logs
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["fields"]["message"] == "event")
+        .map(|line| {
+            let f = &line["fields"];
+            let fields = ["event_id", "event", "app_id", "source"].map(|k| f[k].as_str().unwrap().to_owned());
+            (fields, serde_json::from_str(f["attributes"].as_str().unwrap()).unwrap())
+        })
+        .collect();
+    let mut names: Vec<_> = stored.iter().map(|(fields, _)| fields[1].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["OFFLINE_ACCESS_LOCKED", "WORKSTATION_ENROLL", "WORKSTATION_UNPAIRED"]);
+    stored.sort_by(|a, b| a.0.cmp(&b.0));
+    logged.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(logged, stored);
 }
 
 /// Every metric line written since the last call, as (name, value, `Outcome`): the sink is
