@@ -538,20 +538,44 @@ mod tests {
         assert_eq!(ids(&indexed(&records, "oob.start").await.unwrap())[..2], [5, 20]);
     }
 
-    /// A delete takes every earlier version: those beyond one transaction's room, and those of
-    /// a record with fewer, in its one transaction.
+    /// Each update drops the earlier version that falls out of the last `keep`, however many
+    /// updates came before.
+    #[tokio::test]
+    async fn only_the_last_kept_versions_stay() {
+        let (backend, tenant) = fixture();
+        let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(3);
+        records.create(|id| code(id, false)).await.unwrap();
+        for at in 0..10 {
+            records.update(1, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
+            let (kept, _) = records.versions(1, Order::OldestFirst, 200, None).await.unwrap();
+            let kept: Vec<u64> = kept.iter().map(|v| v.version).collect();
+            let current = at as u64 + 2;
+            assert_eq!(kept, (current.saturating_sub(3).max(1)..current).collect::<Vec<_>>(), "at {current}");
+        }
+    }
+
+    /// A delete takes every earlier version: those beyond one transaction's room after it, and
+    /// all of a record with as many as the room holds (98) in its one transaction.
     #[tokio::test]
     async fn a_delete_takes_every_version_however_many() {
         let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(500);
         let versions = |id| records.versions(id, Order::OldestFirst, 200, None);
-        for (id, updates) in [(1, 130), (2, 3)] {
+        let room = rp_ports::store::MAX_TRANSACTION_ITEMS - 2;
+        for (id, updates) in [(1, 130), (2, 3), (3, room as i64)] {
             records.create(|id| code(id, false)).await.unwrap();
             for at in 0..updates {
                 records.update(id, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
             }
             assert_eq!(versions(id).await.unwrap().0.len(), updates as usize);
         }
+        let (traced, trips) = rp_ports::trips::recorded(&backend, std::time::Duration::ZERO);
+        let traced = CodeRecords::new(traced.store.as_ref(), &tenant);
+        assert!(traced.delete(3).await.unwrap());
+        let tally = trips.take();
+        assert_eq!(tally.waves_of("store.transact (100 items)"), [2], "{tally}");
+        assert!(tally.waves_of("store.delete CODE").is_empty(), "nothing after it: {tally}");
+        assert!(versions(3).await.unwrap().0.is_empty());
         for id in [1, 2] {
             assert!(records.delete(id).await.unwrap());
             assert!(versions(id).await.unwrap().0.is_empty(), "record {id}'s versions are gone");
