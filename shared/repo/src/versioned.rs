@@ -132,6 +132,10 @@ pub struct Records<'a, R> {
 /// Earlier versions kept per record unless configured otherwise (`CONTENT_VERSIONS_KEPT`).
 pub const DEFAULT_VERSIONS_KEPT: u64 = 50;
 
+/// How many earlier versions a delete takes in the record's own transaction: all it holds but
+/// the record and `META`.
+const DELETE_ROOM: usize = rp_ports::store::MAX_TRANSACTION_ITEMS - 2;
+
 fn item_sk(id: i64) -> String {
     format!("ITEM#{id:019}")
 }
@@ -327,14 +331,13 @@ impl<'a, R: Versioned> Records<'a, R> {
     /// Deletes record `id` with its earlier versions, and counts it out of the total;
     /// `false` if there is no such record.
     pub async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let room = rp_ports::store::MAX_TRANSACTION_ITEMS - 2;
         // The record, `META` and the first versions are read at once; a lost race reads all three
         // again. Whether the transaction took every version comes back with the outcome.
         let (deleted, whole) = retry_on_conflict(|| async move {
             let (current, meta, versions) = tokio::join!(
                 self.get(id),
                 self.meta(),
-                self.store.query(self.versions_query(id).limit(room)),
+                self.store.query(self.versions_query(id).limit(DELETE_ROOM)),
             );
             let Some(current) = current? else {
                 return Ok((false, true));
@@ -543,14 +546,19 @@ mod tests {
     #[tokio::test]
     async fn only_the_last_kept_versions_stay() {
         let (backend, tenant) = fixture();
-        let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(3);
+        let keep = 3;
+        let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(keep);
         records.create(|id| code(id, false)).await.unwrap();
         for at in 0..10 {
             records.update(1, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
             let (kept, _) = records.versions(1, Order::OldestFirst, 200, None).await.unwrap();
             let kept: Vec<u64> = kept.iter().map(|v| v.version).collect();
             let current = at as u64 + 2;
-            assert_eq!(kept, (current.saturating_sub(3).max(1)..current).collect::<Vec<_>>(), "at {current}");
+            assert_eq!(
+                kept,
+                (current.saturating_sub(keep).max(1)..current).collect::<Vec<_>>(),
+                "at {current}"
+            );
         }
     }
 
@@ -561,8 +569,7 @@ mod tests {
         let (backend, tenant) = fixture();
         let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(500);
         let versions = |id| records.versions(id, Order::OldestFirst, 200, None);
-        let room = rp_ports::store::MAX_TRANSACTION_ITEMS - 2;
-        for (id, updates) in [(1, 130), (2, 3), (3, room as i64)] {
+        for (id, updates) in [(1, 130), (2, 3), (3, DELETE_ROOM as i64)] {
             records.create(|id| code(id, false)).await.unwrap();
             for at in 0..updates {
                 records.update(id, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
