@@ -75,7 +75,6 @@ mod tests {
     use rp_domain::time::EpochMillis;
     use rp_domain::tokens::{TokenKind, TokenRecord, TokenSecret};
     use rp_ports::{Clock, ManualClock};
-    use std::sync::Arc;
     use std::time::Duration;
 
     /// A control-center admin token that does not expire.
@@ -113,7 +112,7 @@ mod tests {
         let clock = ManualClock::at(
             time::OffsetDateTime::from_unix_timestamp_nanos(1_800_000_000_500_000_000).unwrap(),
         );
-        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let backend = crate::TestBackend::on_clock(&clock);
         let sessions = ConsoleSessions::new(backend.store.as_ref());
         let (id, session) = ConsoleSession::open(&admin_token(), clock.now_millis());
         sessions.create(&session).await.unwrap();
@@ -130,7 +129,7 @@ mod tests {
     #[tokio::test]
     async fn a_windows_failures_stay_a_minute_past_the_window() {
         let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap());
-        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let backend = crate::TestBackend::on_clock(&clock);
         let sessions = ConsoleSessions::new(backend.store.as_ref());
         let (start, end) = sign_in_window(1_800_000_000);
         assert_eq!(start, 1_800_000_000, "the case starts at a window's start");

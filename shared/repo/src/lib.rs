@@ -122,11 +122,16 @@ pub(crate) struct TestBackend {
 #[cfg(test)]
 impl TestBackend {
     pub(crate) fn new() -> Self {
-        Self::on_clock(std::sync::Arc::new(rp_ports::SystemClock))
+        Self::with_clock(std::sync::Arc::new(rp_ports::SystemClock))
+    }
+
+    /// The store on `clock`, which a case moves on to see what has expired.
+    pub(crate) fn on_clock(clock: &rp_ports::ManualClock) -> Self {
+        Self::with_clock(std::sync::Arc::new(clock.clone()))
     }
 
     /// The store on `clock`, which decides what has expired.
-    pub(crate) fn on_clock(clock: std::sync::Arc<dyn rp_ports::Clock>) -> Self {
+    fn with_clock(clock: std::sync::Arc<dyn rp_ports::Clock>) -> Self {
         use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
         let db = rp_adapters::embedded::EmbeddedDb::open(dir.path()).unwrap();

@@ -43,14 +43,13 @@ pub async fn hit(
 mod tests {
     use super::*;
     use rp_ports::{Clock, ManualClock};
-    use std::sync::Arc;
 
     /// A window's counter outlives the window by a minute (a request at its last second is
     /// still counted in it), and is then gone from the store.
     #[tokio::test]
     async fn a_windows_counter_expires_a_minute_after_the_window() {
         let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_030).unwrap());
-        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let backend = crate::TestBackend::on_clock(&clock);
         let store = backend.store.as_ref();
         let tenant = AppId::parse("appId", "limitedApp").unwrap();
         let rule = RateLimit { limit: 5, window_secs: 60 };

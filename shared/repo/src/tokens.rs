@@ -142,7 +142,6 @@ fn record_for(
 mod tests {
     use super::*;
     use rp_ports::{Clock, ManualClock};
-    use std::sync::Arc;
     use std::time::Duration;
 
     /// An expired token stays listed for a week (an admin sees what stopped working), and is
@@ -150,7 +149,7 @@ mod tests {
     #[tokio::test]
     async fn an_expired_token_is_listed_for_a_week_then_gone() {
         let clock = ManualClock::starting_now();
-        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let backend = crate::TestBackend::on_clock(&clock);
         let store = backend.store.as_ref();
         let now = clock.now_millis();
         let (_, expiring) = issue(store, now, TokenKind::Access, None, None, Some(3600)).await.unwrap();

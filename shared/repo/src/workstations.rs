@@ -309,7 +309,6 @@ mod tests {
     use super::*;
     use rp_domain::pairing::{NewPairing, PairedDevice};
     use rp_ports::{Clock, ManualClock};
-    use std::sync::Arc;
 
     /// A pairing of device `d1` of `app` on `machine`, and its certificate request.
     fn pairing(app: &AppId, machine: &str) -> (Pairing, CertRequest) {
@@ -374,7 +373,7 @@ mod tests {
     async fn a_windows_wrong_attempts_stay_a_minute_past_the_window() {
         // Ten seconds into a window of 300 that starts at 1,800,000,000.
         let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_010).unwrap());
-        let backend = crate::TestBackend::on_clock(Arc::new(clock.clone()));
+        let backend = crate::TestBackend::on_clock(&clock);
         let workstations = Workstations::new(backend.store.as_ref());
         let (locked, _) = pairing(&AppId::parse("appId", "pairedApp").unwrap(), "ws-1");
         let now = clock.now_millis();
