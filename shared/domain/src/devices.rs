@@ -172,11 +172,27 @@ pub struct UserRecord {
 }
 
 impl UserRecord {
-    /// Whether `name` is the user's own name or one of its aliases (case-insensitively).
+    /// Whether `name` is the user's own name or one of its aliases ([`same_name`]).
     pub fn is_known_as(&self, name: &str) -> bool {
-        name.eq_ignore_ascii_case(&self.named_user)
-            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+        same_name(name, &self.named_user) || self.has_alias(name)
     }
+
+    /// Whether `name` is one of the user's aliases ([`same_name`]).
+    pub fn has_alias(&self, name: &str) -> bool {
+        self.aliases.iter().any(|a| same_name(a, name))
+    }
+}
+
+/// The form a user name has whatever its case (`CORP\Zoë`, `corp\ZOË`): lowercase, in full
+/// Unicode, as Windows and directories take user names regardless of case. Aliases are filed
+/// under it, so two names are one alias exactly when they are the same name here.
+pub fn folded_name(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// Whether `a` and `b` name the same user name ([`folded_name`]).
+pub fn same_name(a: &str, b: &str) -> bool {
+    a == b || folded_name(a) == folded_name(b)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -634,6 +650,14 @@ mod tests {
         };
         assert!(user.is_known_as("Alice@Example.com") && user.is_known_as("corp\\ALICE"));
         assert!(!user.is_known_as("bob@example.com") && !user.is_known_as("CORP\\bob"));
+        // Beyond ASCII too: the alias index files a name lowercased in full Unicode.
+        let zoe =
+            UserRecord { named_user: "Zoë@example.com".into(), aliases: vec!["CORP\\Zoë".into()], ..user };
+        assert!(
+            zoe.is_known_as("ZOË@EXAMPLE.COM") && zoe.is_known_as("corp\\ZOË") && zoe.has_alias("Corp\\zoË")
+        );
+        assert!(!zoe.is_known_as("CORP\\Zoe") && !zoe.has_alias("zoë@example.com"));
+        assert_eq!(folded_name("CORP\\ZOË"), "corp\\zoë");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use rp_domain::apps::AppId;
 use rp_domain::devices::{
-    DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, TokenTrade, UserRecord,
+    folded_name, DeviceRecord, DeviceTokenRecord, LinkRecord, RegistrationError, TokenTrade, UserRecord,
 };
 use rp_domain::push::PushRegistration;
 use rp_domain::time::EpochMillis;
@@ -135,7 +135,7 @@ fn hold_ends(device: &DeviceRecord) -> Option<WriteOp> {
 }
 
 fn alias_key(app: &AppId, alias: &str) -> ItemKey {
-    ItemKey::new(format!("ALIAS#{app}#{}", alias.to_lowercase()), "ALIAS")
+    ItemKey::new(format!("ALIAS#{app}#{}", folded_name(alias)), "ALIAS")
 }
 
 const LINK_KEPT_AFTER_EXPIRY_SECS: i64 = 24 * 3600;
@@ -346,7 +346,7 @@ impl<'a> Devices<'a> {
                         });
                     }
                 }
-                if !user.aliases.iter().any(|a| a.eq_ignore_ascii_case(alias)) {
+                if !user.has_alias(alias) {
                     user.aliases.push(alias.clone());
                 }
             }

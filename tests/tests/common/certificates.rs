@@ -449,7 +449,8 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
 }
 
 /// The names the directory found for a user become that user's aliases, one user entity; a
-/// name another user holds stays theirs, and the refused claim is an event.
+/// name another user holds stays theirs, and the refused claim is an event. A name the directory
+/// gives twice in two cases (beyond ASCII too) is one alias, which either case finds.
 pub async fn directory_names_join_their_user_unless_taken(h: Harness) {
     let app = h.app().await;
     let access = h.access_token(&app).await;
@@ -462,7 +463,8 @@ pub async fn directory_names_join_their_user_unless_taken(h: Harness) {
         "issuerKeyAgreementPublicKey": "a2V5", "issuerKeyAgreementPublicKeyAuth": "YXV0aA==",
         "loginCert": "c2VhbGVk", "loginCertAuth": "YXV0aA==", "loginCertSerialNumber": "0e11",
         "loginCertExpiryDate": 1_900_000_000_000_i64, "ivLoginCert": "aXY=", "signingCert": "Y2E=",
-        "machineUserNameWS": "", "machineUserNames": ["erin@example.com", "CORP\\erin", "CORP\\alice"],
+        "machineUserNameWS": "", "machineUserNames":
+            ["erin@example.com", "CORP\\erin", "CORP\\alice", "CORP\\Érin", "corp\\érin"],
     });
     assert_eq!(h.post_issuance(result).await.status, 204);
     let enroll_as = |name: &'static str| {
@@ -473,6 +475,7 @@ pub async fn directory_names_join_their_user_unless_taken(h: Harness) {
         }
     };
     assert_eq!(enroll_as("CORP\\erin").await.status, 200, "the directory's name finds Erin");
+    assert_eq!(enroll_as("Corp\\ÉRIN").await.status, 200, "so does either case of a name beyond ASCII");
     let alice_device = enroll_as("CORP\\alice").await.json()["response"]["device"]["deviceId"].clone();
     assert_ne!(alice_device, json!(erin.device_id), "CORP\\alice still stands for Alice");
     let events =
