@@ -245,6 +245,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, registration_links_and_qr_page);
         $crate::router_case!($make, device_registration_validates_and_is_single_use);
         $crate::router_case!($make, a_registration_keeps_a_name_learnt_while_it_ran);
+        $crate::router_case!($make, a_free_alias_goes_to_the_first_registration);
         $crate::router_case!($make, enrollment_ties_enroll_to_complete);
         $crate::router_case!($make, pairing_queues_one_certificate_request);
         $crate::router_case!($make, events_are_reported_and_listed);

@@ -366,6 +366,30 @@ pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
     assert!(names.contains(&"CORP\\una".to_owned()) && names.contains(&learnt[0]), "{names:?}");
 }
 
+/// Two links may give one free alias; the first registration takes it, and the other user's is
+/// refused. The holder's own links keep giving it, in any case, and it stays one alias.
+pub async fn a_free_alias_goes_to_the_first_registration(h: Harness) {
+    use rp_shared::repo::devices::Devices;
+    let app = h.app().await;
+    let alias = Some(json!({"machineUserNameWS": "CORP\\Åsa"}));
+    let code = |created: Value| created["code"].as_str().unwrap().to_owned();
+    let asa = code(link(&h, &app, "asa@example.com", alias.clone()).await);
+    let bo = code(link(&h, &app, "bo@example.com", alias).await);
+    let register = |code: String, device: &'static str| {
+        let body = registration(&code, device);
+        h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body))
+    };
+    assert_eq!(register(asa, "asa-phone").await.status, 201);
+    register(bo, "bo-phone").await.problem(409, codes::ALIAS_TAKEN);
+    let again =
+        code(link(&h, &app, "asa@example.com", Some(json!({"machineUserNameWS": "corp\\åSA"}))).await);
+    let r = register(again, "asa-tablet").await;
+    assert_eq!(r.status, 201, "her own alias: {}", r.json());
+    let (devices, app_id) = (Devices::new(h.backend.store.as_ref()), AppId::parse("appId", &app).unwrap());
+    let user = devices.user(&app_id, "asa@example.com").await.unwrap().unwrap();
+    assert_eq!(user.aliases, ["CORP\\Åsa"]);
+}
+
 pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
     let app = h.app().await;
     let device_id = registered_user(&h, &app, "alice@example.com", Some("CORP\\alice")).await;
