@@ -218,6 +218,15 @@ pub async fn device_registration_validates_and_is_single_use(h: Harness) {
         .send("POST", "/rp/versioned/device/registrations", None, Some(registration(&third, "carols-phone")))
         .await;
     r.problem(410, codes::LINK_EXPIRED);
+    // An expired link is kept, and told expired, for a day; then it is gone.
+    let register = || {
+        let body = registration(&third, "carols-phone");
+        h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body))
+    };
+    h.clock.advance(Duration::from_secs(23 * 3600));
+    register().await.problem(410, codes::LINK_EXPIRED);
+    h.clock.advance(Duration::from_secs(2 * 3600));
+    register().await.problem(404, codes::LINK_NOT_FOUND);
 }
 
 /// A device whose reply to its registration was lost sends it again: while the link is live the
