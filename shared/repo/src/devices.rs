@@ -362,12 +362,8 @@ impl<'a> Devices<'a> {
                         _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
                             Err(RegistrationError::DeviceExists(device.device_id.clone()))
                         }
-                        // The alias was taken between the check and the write.
-                        _ if self.alias_held_by_another(app, link, &device.named_user).await? => {
-                            Err(RegistrationError::AliasTaken(
-                                link.machine_user_name_ws.clone().unwrap_or_default(),
-                            ))
-                        }
+                        // Read again and decide anew: an alias taken between the check and the
+                        // write is then found taken, a user's new version is written over.
                         _ => Err(StoreError::Conflict.into()),
                     }
                 }
@@ -529,20 +525,6 @@ impl<'a> Devices<'a> {
                 _ => Err(StoreError::Conflict),
             },
             Err(e) => Err(e),
-        }
-    }
-
-    /// Whether the link's alias now stands for a user other than `named_user`.
-    async fn alias_held_by_another(
-        &self,
-        app: &AppId,
-        link: &LinkRecord,
-        named_user: &str,
-    ) -> Result<bool, StoreError> {
-        let Some(alias) = &link.machine_user_name_ws else { return Ok(false) };
-        match self.store.get(&alias_key(app, alias)).await? {
-            Some(held) => Ok(held.data::<Pointer>()?.named_user != named_user),
-            None => Ok(false),
         }
     }
 

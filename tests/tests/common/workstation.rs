@@ -337,11 +337,34 @@ fn complete_body(session: &str, user: &str, error_code: i64) -> Value {
     })
 }
 
+/// The registration of `device_id` by the link `code`, held past its reads ([`Harness::held`]):
+/// the gate, and the registration's outcome (an error as text).
+async fn held_registration(
+    h: &Harness,
+    code: &str,
+    device_id: &str,
+) -> (rp_shared::ports::held::Gate, tokio::task::JoinHandle<Result<(), String>>) {
+    use rp_shared::domain::devices::{Registration, RegistrationCode};
+    let body = registration(code, device_id);
+    let text = |k: &str| body[k].as_str().unwrap().to_owned();
+    let registration = Registration {
+        code: RegistrationCode::parse("code", code).unwrap(),
+        device_id: text("deviceId"),
+        friendly_name: text("friendlyName"),
+        model_number: text("modelNumber"),
+        signing_public_key: text("signingPublicKey"),
+        key_agreement_public_key: text("keyAgreementPublicKey"),
+    };
+    h.held(move |held| async move {
+        rp_shared::app::devices::register(&held, registration).await.map(drop).map_err(|e| e.to_string())
+    })
+    .await
+}
+
 /// A registration and an issued certificate that each teach the server a name of one user at
 /// once: the user keeps both. The registration's write is held after its reads while the
 /// certificate's name lands.
 pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
-    use rp_shared::domain::devices::{Registration, RegistrationCode};
     use rp_shared::repo::devices::Devices;
     let app = h.app().await;
     let user = "una@example.com";
@@ -350,21 +373,7 @@ pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
         .as_str()
         .unwrap()
         .to_owned();
-    let body = registration(&code, &Harness::unique("dev"));
-    let text = |k: &str| body[k].as_str().unwrap().to_owned();
-    let registration = Registration {
-        code: RegistrationCode::parse("code", &code).unwrap(),
-        device_id: text("deviceId"),
-        friendly_name: text("friendlyName"),
-        model_number: text("modelNumber"),
-        signing_public_key: text("signingPublicKey"),
-        key_agreement_public_key: text("keyAgreementPublicKey"),
-    };
-    let (gate, registering) = h
-        .held(move |held| async move {
-            rp_shared::app::devices::register(&held, registration).await.map(drop).map_err(|e| e.to_string())
-        })
-        .await;
+    let (gate, registering) = held_registration(&h, &code, &Harness::unique("dev")).await;
     let app_id = AppId::parse("appId", &app).unwrap();
     let devices = Devices::new(h.backend.store.as_ref());
     let learnt = ["una@corp.example".to_owned()];
@@ -375,8 +384,9 @@ pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
     assert!(names.contains(&"CORP\\una".to_owned()) && names.contains(&learnt[0]), "{names:?}");
 }
 
-/// Two links may give one free alias; the first registration takes it, and the other user's is
-/// refused. The holder's own links keep giving it, in any case, and it stays one alias.
+/// Two links may give one free alias; the first registration to take it keeps it, and the other
+/// user's is refused, though it found the alias free before its write (held there). The
+/// holder's own links keep giving it, in any case, and it stays one alias.
 pub async fn a_free_alias_goes_to_the_first_registration(h: Harness) {
     use rp_shared::repo::devices::Devices;
     let app = h.app().await;
@@ -388,7 +398,11 @@ pub async fn a_free_alias_goes_to_the_first_registration(h: Harness) {
         let body = registration(&code, device);
         h.client.send("POST", "/rp/versioned/device/registrations", None, Some(body))
     };
+    let (gate, bo_registers) = held_registration(&h, &bo, "bo-phone").await;
     assert_eq!(register(asa, "asa-phone").await.status, 201);
+    gate.open(true);
+    let refused = bo_registers.await.unwrap().unwrap_err();
+    assert_eq!(refused, "machineUserNameWS: 'CORP\\Åsa' is a name of another user");
     register(bo, "bo-phone").await.problem(409, codes::ALIAS_TAKEN);
     let again =
         code(link(&h, &app, "asa@example.com", Some(json!({"machineUserNameWS": "corp\\åSA"}))).await);
