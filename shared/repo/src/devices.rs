@@ -6,7 +6,7 @@
 //! | `USER#<app>#<namedUser>` | `USER` | the user |
 //! | `USER#<app>#<namedUser>` | `DEVICE#<deviceId>` | one of the user's devices |
 //! | `DEVICEID#<app>#<deviceId>` | `DEVICE` | which user a device id belongs to (keeps ids unique per app) |
-//! | `ALIAS#<app>#<lowercased name>` | `ALIAS` | a workstation user name (`CORP\alice`) standing for a user |
+//! | `ALIAS#<app>#<folded name>` | `ALIAS` | a workstation user name (`CORP\alice`) standing for a user |
 //! | `DEVTOKEN` | `<tokenId>` | a device token (hash only) |
 //! | `PUSHEP#<endpoint ARN>` | `<app>#<deviceId>` | a device holding that push endpoint |
 //!
