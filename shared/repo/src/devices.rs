@@ -362,8 +362,8 @@ impl<'a> Devices<'a> {
                         _ if self.store.get(&device_guard(app, &device.device_id)).await?.is_some() => {
                             Err(RegistrationError::DeviceExists(device.device_id.clone()))
                         }
-                        // Read again and decide anew: an alias taken between the check and the
-                        // write is then found taken, a user's new version is written over.
+                        // Otherwise read again and decide anew: an alias taken since the check
+                        // is then found taken, a user changed since is read at its new version.
                         _ => Err(StoreError::Conflict.into()),
                     }
                 }

@@ -476,9 +476,7 @@ pub async fn directory_names_join_their_user_unless_taken(h: Harness) {
     };
     assert_eq!(enroll_as("CORP\\erin").await.status, 200, "the directory's name finds Erin");
     assert_eq!(enroll_as("Corp\\ÉRIN").await.status, 200, "so does either case of a name beyond ASCII");
-    let devices = rp_shared::repo::devices::Devices::new(h.backend.store.as_ref());
-    let erin_user = devices.user(&AppId::parse("appId", &app).unwrap(), "erin@example.com").await;
-    let aliases = erin_user.unwrap().unwrap().aliases;
+    let aliases = super::workstation::aliases_of(&h, &app, "erin@example.com").await;
     assert_eq!(aliases, ["CORP\\erin", "CORP\\Érin"], "not her own name, nor Alice's, nor a name twice");
     let alice_device = enroll_as("CORP\\alice").await.json()["response"]["device"]["deviceId"].clone();
     assert_ne!(alice_device, json!(erin.device_id), "CORP\\alice still stands for Alice");

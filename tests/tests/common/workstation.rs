@@ -361,6 +361,13 @@ async fn held_registration(
     .await
 }
 
+/// The aliases stored for `user` of `app`, in the order they were learnt.
+pub async fn aliases_of(h: &Harness, app: &str, user: &str) -> Vec<String> {
+    let devices = rp_shared::repo::devices::Devices::new(h.backend.store.as_ref());
+    let app = AppId::parse("appId", app).unwrap();
+    devices.user(&app, user).await.unwrap().expect("the user is stored").aliases
+}
+
 /// A registration and an issued certificate that each teach the server a name of one user at
 /// once: the user keeps both. The registration's write is held after its reads while the
 /// certificate's name lands.
@@ -380,7 +387,7 @@ pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
     assert_eq!(devices.add_aliases(&app_id, user, &learnt).await.unwrap(), Vec::new());
     gate.open(true);
     registering.await.unwrap().unwrap();
-    let names = devices.user(&app_id, user).await.unwrap().unwrap().aliases;
+    let names = aliases_of(&h, &app, user).await;
     assert!(names.contains(&"CORP\\una".to_owned()) && names.contains(&learnt[0]), "{names:?}");
 }
 
@@ -388,7 +395,6 @@ pub async fn a_registration_keeps_a_name_learnt_while_it_ran(h: Harness) {
 /// user's is refused, though it found the alias free before its write (held there). The
 /// holder's own links keep giving it, in any case, and it stays one alias.
 pub async fn a_free_alias_goes_to_the_first_registration(h: Harness) {
-    use rp_shared::repo::devices::Devices;
     let app = h.app().await;
     let alias = Some(json!({"machineUserNameWS": "CORP\\Åsa"}));
     let code = |created: Value| created["code"].as_str().unwrap().to_owned();
@@ -408,9 +414,7 @@ pub async fn a_free_alias_goes_to_the_first_registration(h: Harness) {
         code(link(&h, &app, "asa@example.com", Some(json!({"machineUserNameWS": "corp\\åSA"}))).await);
     let r = register(again, "asa-tablet").await;
     assert_eq!(r.status, 201, "her own alias: {}", r.json());
-    let (devices, app_id) = (Devices::new(h.backend.store.as_ref()), AppId::parse("appId", &app).unwrap());
-    let user = devices.user(&app_id, "asa@example.com").await.unwrap().unwrap();
-    assert_eq!(user.aliases, ["CORP\\Åsa"]);
+    assert_eq!(aliases_of(&h, &app, "asa@example.com").await, ["CORP\\Åsa"]);
 }
 
 pub async fn enrollment_ties_enroll_to_complete(h: Harness) {
