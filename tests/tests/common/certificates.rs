@@ -673,12 +673,20 @@ pub async fn leases_time_out_requeue_and_die(h: Harness) {
     assert!(first["loginCerts"].as_array().unwrap().iter().any(|r| r["requestId"] == id.as_str()));
     let lease_one = state_of(&h, &id).await;
     assert_eq!((lease_one.state, lease_one.attempts), (RequestState::Leased, 1));
+    // The queue's counts (what the console shows) follow it: leased, pending again, dead.
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    let counts = || async {
+        let counts = Certificates::new(h.backend.store.as_ref()).queue_counts(&app_id, 10).await.unwrap();
+        (counts.open, counts.pending_logins, counts.leased_logins(), counts.dead)
+    };
+    assert_eq!(counts().await, (1, 0, 1, 0), "open, pending, leased, dead");
     h.clock.advance(Duration::from_secs(2));
     until("the re-queue", Duration::from_secs(15), || async {
         state_of(&h, &id).await.state == RequestState::Pending
     })
     .await;
     assert_eq!(state_of(&h, &id).await.attempts, 1, "the attempt count stays with the request");
+    assert_eq!(counts().await, (1, 1, 0, 0), "open, pending, leased, dead");
     // A result for the ended lease is refused, and the request stays queued.
     let late = json!({"errorCode": 9, "errorMessage": "late", "requestId": id});
     h.admin("POST", "/rp/api/certificate", Some(late)).await.problem(409, codes::LEASE_ENDED);
@@ -696,10 +704,7 @@ pub async fn leases_time_out_requeue_and_die(h: Harness) {
     })
     .await;
     assert_death_reported(&h, &app).await;
-    // The queue's counts (what the console shows) have it dead, not open.
-    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
-    let counts = Certificates::new(h.backend.store.as_ref()).queue_counts(&app_id, 10).await.unwrap();
-    assert_eq!((counts.dead, counts.open, counts.pending_logins), (1, 0, 0), "{counts:?}");
+    assert_eq!(counts().await, (0, 0, 0, 1), "dead, not open");
     until("the dead letter", Duration::from_secs(10), || async {
         let dead = h.backend.queue.dead_letters(10).await.unwrap();
         dead.iter().any(|m| m.body.contains(&id))
