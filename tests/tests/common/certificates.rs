@@ -956,6 +956,32 @@ pub async fn a_small_batch_skips_apps_drained_within_the_grace_period(h: Harness
     assert_eq!(polled[0].request_id, request.request_id);
 }
 
+/// A poll's first round reads each ready app's part of twice the batch; when the others come up
+/// short, a second round fills the batch from the app that has more.
+pub async fn a_poll_fills_its_batch_from_an_app_with_more(h: Harness) {
+    let h = h.configured(HttpConfig { poll_batch: 4, ..HttpConfig::default() }).await;
+    // Three apps drained within the grace period: their markers stay, their shards are empty.
+    for i in 0..3 {
+        let app = AppId::parse("appId", &h.app().await).unwrap();
+        let request = CertRequest {
+            device_id: Some(format!("drained-{i}")),
+            ..CertRequest::new(RequestKind::LoginCert, app, 300, EpochMillis(1_000 + i))
+        };
+        queue(&h, &request).await;
+    }
+    assert_eq!(h.poll().await.login_certs.len(), 3);
+    let flooder = AppId::parse("appId", &h.app().await).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let request = CertRequest::new(RequestKind::LoginCert, flooder.clone(), 300, EpochMillis(2_000 + i));
+        ids.push(request.request_id.clone());
+        queue(&h, &request).await;
+    }
+    // Four markers, so two reads each: the flooder's two, then two more in a second round.
+    let polled: Vec<_> = h.poll().await.login_certs.into_iter().map(|r| r.request_id).collect();
+    assert_eq!(polled, ids[..4], "the flooder's oldest four: the batch is full");
+}
+
 /// The per-app cap: past `CERT_MAX_OPEN_PER_APP` open login-certificate requests a pairing is
 /// refused with 429 and nothing is written; a settled request frees its place, and another
 /// app is never affected.
