@@ -928,7 +928,12 @@ pub async fn a_flood_from_one_app_does_not_delay_another(h: Harness) {
         }
     };
     assert!(ready(&h).await.contains(&flooder.as_str().to_owned()), "kept within the grace period");
-    h.clock.advance(Duration::from_secs(READY_GRACE_SECS as u64 + 1));
+    h.clock.advance(Duration::from_secs(READY_GRACE_SECS as u64));
+    assert!(h.poll().await.login_certs.is_empty());
+    // B's marker stays to its grace period's last second; A's, a second older, is past it.
+    let kept = ready(&h).await;
+    assert!(kept.contains(&app_b) && !kept.contains(&flooder.as_str().to_owned()), "{kept:?}");
+    h.clock.advance(Duration::from_secs(1));
     assert!(h.poll().await.login_certs.is_empty());
     let left = ready(&h).await;
     assert!(!left.contains(&flooder.as_str().to_owned()) && !left.contains(&app_b), "{left:?}");
@@ -977,6 +982,14 @@ pub async fn a_poll_fills_its_batch_from_an_app_with_more(h: Harness) {
         ids.push(request.request_id.clone());
         queue(&h, &request).await;
     }
+    // The console's count of them stops at its cap, and says there are more.
+    let certs = rp_shared::repo::certificates::Certificates::new(h.backend.store.as_ref());
+    let app = &flooder;
+    let counted = |cap| async move {
+        let counts = certs.queue_counts(app, cap).await.unwrap();
+        (counts.pending_logins, counts.more)
+    };
+    assert_eq!((counted(4).await, counted(10).await), ((4, true), (10, false)));
     // Four markers, so two reads each: the flooder's two, then two more in a second round.
     let polled: Vec<_> = h.poll().await.login_certs.into_iter().map(|r| r.request_id).collect();
     assert_eq!(polled, ids[..4], "the flooder's oldest four: the batch is full");
