@@ -945,12 +945,7 @@ pub async fn a_small_batch_skips_apps_drained_within_the_grace_period(h: Harness
     let config = HttpConfig { poll_batch: 1, ..HttpConfig::default() };
     let h = h.configured(config).await;
     for i in 0..3 {
-        let app = AppId::parse("appId", &h.app().await).unwrap();
-        let request = CertRequest {
-            device_id: Some(format!("drained-{i}")),
-            ..CertRequest::new(RequestKind::LoginCert, app, 300, EpochMillis(1_000 + i))
-        };
-        queue(&h, &request).await;
+        queue_drained(&h, i).await;
         assert_eq!(h.poll().await.login_certs.len(), 1, "app {i} drained");
     }
     let waiting = AppId::parse("appId", &h.app().await).unwrap();
@@ -967,12 +962,7 @@ pub async fn a_poll_fills_its_batch_from_an_app_with_more(h: Harness) {
     let h = h.configured(HttpConfig { poll_batch: 4, ..HttpConfig::default() }).await;
     // Three apps drained within the grace period: their markers stay, their shards are empty.
     for i in 0..3 {
-        let app = AppId::parse("appId", &h.app().await).unwrap();
-        let request = CertRequest {
-            device_id: Some(format!("drained-{i}")),
-            ..CertRequest::new(RequestKind::LoginCert, app, 300, EpochMillis(1_000 + i))
-        };
-        queue(&h, &request).await;
+        queue_drained(&h, i).await;
     }
     assert_eq!(h.poll().await.login_certs.len(), 3);
     let flooder = AppId::parse("appId", &h.app().await).unwrap();
@@ -1137,6 +1127,16 @@ pub async fn an_agents_failure_events_are_filed_under_the_requests_app(h: Harnes
 
 /// Queues `request` as a pairing would (request, ready marker, open count), without the
 /// pairing: for floods too large to build through the API.
+/// Queues one request of a new app (the `i`th), for a poll to drain.
+async fn queue_drained(h: &Harness, i: i64) {
+    let app = AppId::parse("appId", &h.app().await).unwrap();
+    let request = CertRequest {
+        device_id: Some(format!("drained-{i}")),
+        ..CertRequest::new(RequestKind::LoginCert, app, 300, EpochMillis(1_000 + i))
+    };
+    queue(h, &request).await;
+}
+
 async fn queue(h: &Harness, request: &CertRequest) {
     let ops = enqueue_ops(request, u32::MAX, h.clock.now_millis()).unwrap();
     h.backend.store.transact(ops).await.unwrap();
