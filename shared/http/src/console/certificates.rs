@@ -4,6 +4,7 @@
 use super::auth::{Global, PageQuery, Posted};
 use super::operator::Operator;
 use super::view::{self, csrf, when, Page, Refusal};
+use crate::problem::Problem;
 use axum::extract::State;
 use futures_util::future::OptionFuture;
 use maud::{html, Markup};
@@ -13,7 +14,7 @@ use rp_app::HasClock;
 use rp_domain::apps::AppId;
 use rp_domain::certificates::MAX_SERIAL_NUMBER;
 use rp_domain::events::EventRecord;
-use rp_domain::pki::PublishedCrl;
+use rp_domain::pki::{self, PublishedCrl};
 use rp_domain::{validate, EpochMillis};
 use rp_repo::certificates::QueueCounts;
 use serde::Deserialize;
@@ -35,7 +36,7 @@ pub async fn show(
     PageQuery(query): PageQuery<CertQuery>,
 ) -> Result<Page, Refusal> {
     let selected = view::given(query.app).map(|a| AppId::parse("app", a.trim())).transpose()?;
-    let ca = view::given(query.ca).map(|ca| ca.trim().to_owned());
+    let ca = view::given(query.ca).map(|ca| ca_id(ca.trim())).transpose()?;
     let now = state.clock().now_millis();
     let (apps, more_apps) = rp_app::console::apps(&state, &op.session, 100, None).await?;
     let ids: Vec<AppId> = apps.iter().map(|app| app.app_id.clone()).collect();
@@ -50,7 +51,7 @@ pub async fn show(
     let recent = recent.transpose()?;
     let crl = match crl {
         Some(Ok(published)) => Some(Some(published)),
-        Some(Err(rp_domain::pki::PkiError::NotFound(_))) => Some(None),
+        Some(Err(pki::PkiError::NotFound(_))) => Some(None),
         Some(Err(e)) => return Err(e.into()),
         None => None,
     };
@@ -61,6 +62,15 @@ pub async fn show(
         (crl_section(ca.as_deref(), crl.as_ref(), now))
     };
     Ok(Page::new(Some(&op), "Certificates", body))
+}
+
+/// The `ca` asked for: a CA id as the agent publishes it (a path names it so, and nothing else
+/// can be published).
+fn ca_id(text: &str) -> Result<String, Problem> {
+    match pki::check_ca_id(text) {
+        Ok(id) => Ok(id.to_owned()),
+        Err(_) => Err(Problem::invalid("ca", "must be a CA id: 16 lowercase hex digits")),
+    }
 }
 
 /// Each app's queue, the first 100 apps (`more`: there are more).
