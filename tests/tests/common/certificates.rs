@@ -986,6 +986,35 @@ pub async fn a_poll_fills_its_batch_from_an_app_with_more(h: Harness) {
     assert_eq!(polled, ids[..4], "the flooder's oldest four: the batch is full");
 }
 
+/// Polls take the ready apps in turn: with more apps waiting than a batch has places, the next
+/// poll starts after the last app the previous one served, wrapping around, so no app waits
+/// behind the first ones' backlogs.
+pub async fn polls_take_the_ready_apps_in_turn(h: Harness) {
+    let h = h.configured(HttpConfig { poll_batch: 2, ..HttpConfig::default() }).await;
+    let mut apps = Vec::new();
+    for _ in 0..3 {
+        apps.push(AppId::parse("appId", &h.app().await).unwrap());
+    }
+    // The markers' order: by app id.
+    apps.sort();
+    let mut app_of = std::collections::HashMap::new();
+    for (a, app) in apps.iter().enumerate() {
+        for i in 0..3 {
+            let request = CertRequest::new(RequestKind::LoginCert, app.clone(), 300, EpochMillis(1_000 + i));
+            app_of.insert(request.request_id.clone(), a);
+            queue(&h, &request).await;
+        }
+    }
+    let mut served = Vec::new();
+    for _ in 0..3 {
+        let polled = h.poll().await.login_certs;
+        let mut of: Vec<usize> = polled.iter().map(|r| app_of[&r.request_id]).collect();
+        of.sort();
+        served.push(of);
+    }
+    assert_eq!(served, [[0, 1], [0, 2], [1, 2]], "the first two apps, then the third and the first, ...");
+}
+
 /// The per-app cap: past `CERT_MAX_OPEN_PER_APP` open login-certificate requests a pairing is
 /// refused with 429 and nothing is written; a settled request frees its place, and another
 /// app is never affected.

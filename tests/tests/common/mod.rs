@@ -273,6 +273,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_pairing_that_loses_the_last_place_is_told_the_queue_is_full);
         $crate::router_case!($make, a_small_batch_skips_apps_drained_within_the_grace_period);
         $crate::router_case!($make, a_poll_fills_its_batch_from_an_app_with_more);
+        $crate::router_case!($make, polls_take_the_ready_apps_in_turn);
         $crate::router_case!($make, version_1_envelopes_are_still_served);
         $crate::router_case!($make, the_poll_names_the_workstation_user_from_what_is_known);
         $crate::router_case!($make, an_agents_failure_events_are_filed_under_the_requests_app);
