@@ -1058,6 +1058,19 @@ pub async fn an_app_at_its_cap_cannot_queue_more(h: Harness) {
     enroll(&h, &access, &app, &fourth.user, "m-cap-3").await;
     let body =
         json!({"machineId": "m-cap-3", "deviceId": fourth.device_id, "machineUserNameWS": fourth.user});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
+    r.problem(429, codes::CERT_QUEUE_FULL);
+    // A settled revocation frees no place: revocations never take one.
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let revocation = CertRequest {
+        cert_serial_number: Some("5e01".into()),
+        ..CertRequest::new(RequestKind::Revocation, app_id, 300, h.clock.now_millis())
+    };
+    queue(&h, &revocation).await;
+    let polled = h.poll().await.revoked_certs;
+    assert!(polled.iter().any(|r| r.request_id == revocation.request_id), "{polled:?}");
+    let failed = json!({"errorCode": 1, "errorMessage": "CA offline", "requestId": revocation.request_id});
+    assert_eq!(h.post_revocation(failed).await.status, 204);
     let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
     r.problem(429, codes::CERT_QUEUE_FULL);
 }
