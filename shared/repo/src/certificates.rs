@@ -879,6 +879,22 @@ mod tests {
         assert_eq!(sweeps(f.store(), 4, 2).await, ["a0,b0,a1", "a0,c0,a1", "a0,d0,a1", "a0,b0,a1"]);
     }
 
+    /// A pointer that lists more unfinished apps than this sweep's share of them (left by a
+    /// sweep of more apps: another version, another setting) costs it no more reads: half its
+    /// apps at most are taken again, the rest in turn.
+    #[tokio::test]
+    async fn a_sweep_takes_at_most_half_its_apps_again() {
+        let f = Fixture::new();
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            f.app(id, 1, 0).await;
+        }
+        let unfinished = ["a", "c", "d", "e"].map(String::from).to_vec();
+        let start = RenewalStart { after: Some("a".into()), unfinished };
+        let certs = Certificates::new(f.store());
+        let (due, _) = certs.due_for_renewal(&start, 2, 10, EpochMillis(DAY_MS)).await.unwrap();
+        assert_eq!(serials(&due), ["a0", "b0"], "a again, then b in turn");
+    }
+
     /// A certificate indexed in the one partition of every app (before the index was kept per
     /// app) is still found, and its next write moves it to its app's partition.
     #[tokio::test]
