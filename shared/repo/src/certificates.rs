@@ -879,6 +879,18 @@ mod tests {
         assert_eq!(sweeps(f.store(), 4, 2).await, ["a0,b0,a1", "a0,c0,a1", "a0,d0,a1", "a0,b0,a1"]);
     }
 
+    /// An app whose due certificates the sweep's cut left behind is unfinished too, though its
+    /// page was not full: the next sweep reads it again first.
+    #[tokio::test]
+    async fn an_app_the_cut_left_is_looked_at_again() {
+        let f = Fixture::new();
+        for (id, count) in [("a", 2), ("b", 2), ("c", 1)] {
+            f.app(id, count, 0).await;
+        }
+        // Two apps, three certificates a sweep: b1 is cut, so b goes on before c's turn.
+        assert_eq!(sweeps(f.store(), 2, 2).await, ["a0,b0,a1", "b0,c0,b1"]);
+    }
+
     /// A pointer that lists more unfinished apps than this sweep's share of them (left by a
     /// sweep of more apps: another version, another setting) costs it no more reads: half its
     /// apps at most are taken again, the rest in turn.
