@@ -706,17 +706,6 @@ impl<'a> Certificates<'a> {
         self.store.transact(ops).await
     }
 
-    /// Stores a queued revocation: the certificate (read at `version`) pointing at it, and the
-    /// new request, in one transaction.
-    pub async fn queue_revocation(
-        &self,
-        marked: &IssuedCert,
-        version: u64,
-        request: &CertRequest,
-    ) -> Result<(), StoreError> {
-        self.store.transact(revocation_ops(marked, version, request)?).await
-    }
-
     /// Records the names the directory found for the user (machineUserNames) as aliases;
     /// returns those that are another user's, with that user.
     pub async fn remember_names(
