@@ -42,6 +42,10 @@ pub async fn store_create_is_conditional(store: Arc<dyn ItemStore>) {
     assert_eq!(numbered.version, 1);
     let next = store.put(item(&pk, "n", 2), Condition::Version(1)).await.unwrap();
     assert_eq!(store.get(&next.key).await.unwrap().unwrap().version, 2);
+    // So does one a write that may create or update makes (DynamoDB sends it as an update).
+    let any = store.put(item(&pk, "m", 1).numbered_from(1), Condition::Any).await.unwrap();
+    assert_eq!(any.version, 1);
+    assert_eq!(store.get(&any.key).await.unwrap().unwrap().version, 1);
 }
 
 pub async fn store_update_checks_version(store: Arc<dyn ItemStore>) {
