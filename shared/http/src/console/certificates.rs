@@ -64,13 +64,10 @@ pub async fn show(
     Ok(Page::new(Some(&op), "Certificates", body))
 }
 
-/// The `ca` asked for: a CA id as the agent publishes it (a path names it so, and nothing else
-/// can be published).
+/// The `ca` asked for, checked as the CRL's path checks a CA id (nothing else can be
+/// published), and named as the form names it.
 fn ca_id(text: &str) -> Result<String, Problem> {
-    match pki::check_ca_id(text) {
-        Ok(id) => Ok(id.to_owned()),
-        Err(_) => Err(Problem::invalid("ca", "must be a CA id: 16 lowercase hex digits")),
-    }
+    pki::check_ca_id(text).map(str::to_owned).map_err(|e| Problem::invalid("ca", e.message))
 }
 
 /// Each app's queue, the first 100 apps (`more`: there are more).
