@@ -1145,6 +1145,52 @@ mod tests {
         assert_eq!(calls.lock().unwrap().len(), 1);
     }
 
+    /// A put or an update whose reply was lost is sent again by the SDK, and then fails its
+    /// condition on the item it wrote itself. The item carries the write's token, so the write
+    /// is taken as done (an update answers the item as it left it); an item with another
+    /// write's token is a conflict.
+    #[tokio::test]
+    async fn a_resend_that_meets_its_own_write_is_taken_as_written() {
+        // The first call lands but its reply is lost (a 500, which the SDK sends again); the
+        // second fails its condition on the item as the first left it, or as `other` wrote it.
+        let store = |other: bool| {
+            let (config, calls) = crate::aws::standin::replying(move |n, body| {
+                if n == 0 {
+                    return (500, serde_json::json!({"__type": "InternalServerError"}).to_string());
+                }
+                let sent: Value = serde_json::from_str(body).unwrap();
+                let mut item = match sent.get("Item") {
+                    Some(put) => put.clone(),
+                    None => {
+                        let mut updated = sent["Key"].clone();
+                        updated["v"] = serde_json::json!({"N": "8"});
+                        updated[TOKEN_ATTR] = sent["ExpressionAttributeValues"][TOKEN_VALUE].clone();
+                        updated
+                    }
+                };
+                if other {
+                    item[TOKEN_ATTR] = serde_json::json!({"S": "another write"});
+                }
+                let failed = "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException";
+                (400, serde_json::json!({"__type": failed, "message": "failed", "Item": item}).to_string())
+            });
+            (DynamoStore::new(Client::new(&config), "t", Arc::new(rp_ports::SystemClock)), calls)
+        };
+        let item = || Item::new(ItemKey::new("P", "a"), &serde_json::json!({"x": 1})).unwrap();
+
+        let (dynamo, calls) = store(false);
+        let put = dynamo.put(item().numbered_from(5), Condition::Absent).await.unwrap();
+        assert_eq!((put.version, calls.lock().unwrap().len()), (5, 2), "the put stands, sent twice");
+        let (dynamo, _) = store(false);
+        assert_eq!(dynamo.put(item(), Condition::Any).await.unwrap().version, 8, "as the update left it");
+
+        for condition in [Condition::Absent, Condition::Any] {
+            let (dynamo, _) = store(true);
+            let refused = dynamo.put(item(), condition).await;
+            assert!(matches!(refused, Err(StoreError::Conflict)), "{condition:?}: {refused:?}");
+        }
+    }
+
     /// A delete with a condition goes as a transaction of one, under an idempotency token (a
     /// resend after a lost reply is answered as the first call was); its failed condition is a
     /// conflict. A delete without one is a plain `DeleteItem`.

@@ -12,6 +12,15 @@ use std::sync::{Arc, Mutex};
 /// configuration it gives reads nothing from the environment: region, dummy credentials and the
 /// loopback endpoint are set.
 pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<String>>>) {
+    replying(move |n, _| answers[n.min(answers.len() - 1)].clone())
+}
+
+/// A stand-in on 127.0.0.1 that answers its `n`-th call (from 0) with what `reply` makes of
+/// `n` and the call's body, and the bodies of the calls it took; configured as
+/// [`answering`]'s.
+pub fn replying(
+    reply: impl Fn(usize, &str) -> (u16, String) + Send + 'static,
+) -> (SdkConfig, Arc<Mutex<Vec<String>>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let calls = Arc::new(Mutex::new(Vec::new()));
@@ -34,12 +43,13 @@ pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<Strin
                 }
                 let mut body = vec![0; length];
                 reader.read_exact(&mut body).unwrap();
+                let body = String::from_utf8_lossy(&body).into_owned();
                 let n = {
                     let mut taken = taken.lock().unwrap();
-                    taken.push(String::from_utf8_lossy(&body).into_owned());
+                    taken.push(body.clone());
                     taken.len() - 1
                 };
-                let (status, body) = &answers[n.min(answers.len() - 1)];
+                let (status, body) = reply(n, &body);
                 // JSON for the services that speak it, XML for the query ones (SNS).
                 let kind = if body.starts_with('<') { "text/xml" } else { "application/x-amz-json-1.0" };
                 let head = format!(
