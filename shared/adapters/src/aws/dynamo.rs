@@ -1117,6 +1117,10 @@ mod tests {
         let (dynamo, calls) = store(vec![contended.clone(), contended.clone(), (200, "{}".into())]);
         dynamo.transact(two()).await.unwrap();
         assert_eq!(calls.lock().unwrap().len(), 3);
+        let both = cancellation(["TransactionConflict", "TransactionConflict"]);
+        let (dynamo, calls) = store(vec![both, (200, "{}".into())]);
+        dynamo.transact(two()).await.unwrap();
+        assert_eq!(calls.lock().unwrap().len(), 2, "every write contended");
 
         let (dynamo, calls) = store(vec![cancellation(["ConditionalCheckFailed", "TransactionConflict"])]);
         assert!(matches!(dynamo.transact(two()).await, Err(StoreError::Conflict)));
