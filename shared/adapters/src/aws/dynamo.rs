@@ -1300,6 +1300,10 @@ mod tests {
             cancelled(&reasons(&["None", "TransactionConflict"]), io()),
             StoreError::Throttled(_)
         ));
+        for throttled in ["ThrottlingError", "ProvisionedThroughputExceeded"] {
+            let reasons = reasons(&["None", throttled]);
+            assert!(matches!(cancelled(&reasons, io()), StoreError::Throttled(_)), "{throttled}");
+        }
         assert!(matches!(
             cancelled(&reasons(&["ValidationError"]), io()),
             StoreError::Invalid(Invalid::Rejected(_))
@@ -1308,5 +1312,30 @@ mod tests {
             cancelled(&reasons(&["ItemCollectionSizeLimitExceeded"]), io()),
             StoreError::Unavailable(_)
         ));
+    }
+
+    /// A single call's refusal, likewise: a failed condition is a conflict, a refusal for the
+    /// request rate throttling (after the SDK's own retries), a refused value invalid input, and
+    /// anything else (here a table that is not there) the store being unavailable.
+    #[tokio::test]
+    async fn refusals_are_classified_by_their_code() {
+        let get = |code: &str| {
+            let body = serde_json::json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": code});
+            let (client, _) = answering(vec![(400, body.to_string())]);
+            async move {
+                let dynamo = DynamoStore::new(client, "t", Arc::new(rp_ports::SystemClock));
+                dynamo.get(&ItemKey::new("P", "a")).await
+            }
+        };
+        let conflict = get("ConditionalCheckFailedException").await;
+        assert!(matches!(conflict, Err(StoreError::Conflict)), "{conflict:?}");
+        for code in THROTTLING {
+            let throttled = get(code).await;
+            assert!(matches!(throttled, Err(StoreError::Throttled(_))), "{code}: {throttled:?}");
+        }
+        let invalid = get("ValidationException").await;
+        assert!(matches!(invalid, Err(StoreError::Invalid(Invalid::Rejected(_)))), "{invalid:?}");
+        let missing = get("ResourceNotFoundException").await;
+        assert!(matches!(missing, Err(StoreError::Unavailable(_))), "{missing:?}");
     }
 }
