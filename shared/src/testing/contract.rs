@@ -116,6 +116,17 @@ pub async fn store_expired_items_count_as_absent(store: Arc<dyn ItemStore>, now_
     let recreated = store.put(item(&pk, "a", 3), Condition::Absent).await.unwrap();
     assert!(recreated.version >= 1 << 40, "a new item's version starts fresh: {}", recreated.version);
     assert_eq!(value(&store.get(&key).await.unwrap().unwrap()), 3);
+    // A page is filled past expired items (DynamoDB counts them against its limit, then
+    // filters them out), to its limit exactly.
+    let pk = ns();
+    for i in 0..6 {
+        let ttl = if i == 1 || i == 2 { now_secs - 10 } else { now_secs + 3600 };
+        store.put(item(&pk, &format!("k{i}"), i).with_ttl(Some(ttl)), Condition::Absent).await.unwrap();
+    }
+    let first = store.query(Query::table(&pk).limit(2)).await.unwrap();
+    assert_eq!(first.items.iter().map(value).collect::<Vec<_>>(), [0, 3]);
+    let rest = store.query(Query::table(&pk).limit(2).after(first.cursor)).await.unwrap();
+    assert_eq!(rest.items.iter().map(value).collect::<Vec<_>>(), [4, 5]);
 }
 
 pub async fn store_query_pages_in_order(store: Arc<dyn ItemStore>) {
