@@ -1314,6 +1314,21 @@ mod tests {
         ));
     }
 
+    /// Two puts of one item in one `put_each` never share a transaction (DynamoDB refuses one
+    /// that names an item twice): each goes alone.
+    #[tokio::test]
+    async fn puts_of_one_item_go_alone() {
+        let (client, calls) = answering(vec![(200, "{}".into())]);
+        let dynamo = DynamoStore::new(client, "t", Arc::new(rp_ports::SystemClock));
+        let put =
+            || (Item::new(ItemKey::new("P", "a"), &serde_json::json!({})).unwrap(), Condition::Version(3));
+        let outcomes = dynamo.put_each(vec![put(), put()]).await;
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        let calls = calls.lock().unwrap();
+        assert_eq!(calls.len(), 2);
+        assert!(calls.iter().all(|call| !call.contains("TransactItems")), "{calls:?}");
+    }
+
     /// A single call's refusal, likewise: a failed condition is a conflict, a refusal for the
     /// request rate throttling (after the SDK's own retries), a refused value invalid input, and
     /// anything else (here a table that is not there) the store being unavailable.
