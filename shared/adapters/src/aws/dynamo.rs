@@ -1330,13 +1330,17 @@ mod tests {
     }
 
     /// A single call's refusal, likewise: a failed condition is a conflict, a refusal for the
-    /// request rate throttling (after the SDK's own retries), a refused value invalid input, and
-    /// anything else (here a table that is not there) the store being unavailable.
+    /// request rate throttling, a refused value invalid input, and anything else (here a table
+    /// that is not there) the store being unavailable. The SDK's own retries (which come first
+    /// in the functions) are off here: they only wait.
     #[tokio::test]
     async fn refusals_are_classified_by_their_code() {
         let get = |code: &str| {
             let body = serde_json::json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": code});
-            let (client, _) = answering(vec![(400, body.to_string())]);
+            let (config, _) = crate::aws::standin::answering(vec![(400, body.to_string())]);
+            let once = aws_sdk_dynamodb::config::Builder::from(&config)
+                .retry_config(aws_config::retry::RetryConfig::disabled());
+            let client = Client::from_conf(once.build());
             async move {
                 let dynamo = DynamoStore::new(client, "t", Arc::new(rp_ports::SystemClock));
                 dynamo.get(&ItemKey::new("P", "a")).await

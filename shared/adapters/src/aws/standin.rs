@@ -19,45 +19,50 @@ pub fn answering(answers: Vec<(u16, String)>) -> (SdkConfig, Arc<Mutex<Vec<Strin
 /// `n` and the call's body, and the bodies of the calls it took; configured as
 /// [`answering`]'s.
 pub fn replying(
-    reply: impl Fn(usize, &str) -> (u16, String) + Send + 'static,
+    reply: impl Fn(usize, &str) -> (u16, String) + Send + Sync + 'static,
 ) -> (SdkConfig, Arc<Mutex<Vec<String>>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let taken = calls.clone();
+    let reply = Arc::new(reply);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            loop {
-                let mut length = 0;
-                let mut line = String::new();
-                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = value.trim().parse().unwrap();
+            // Each connection on its own thread: the SDK opens one for each call in flight.
+            let (reply, taken) = (reply.clone(), taken.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    let mut length = 0;
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap();
+                        }
+                        line.clear();
                     }
-                    line.clear();
+                    if line != "\r\n" {
+                        break;
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let body = String::from_utf8_lossy(&body).into_owned();
+                    let n = {
+                        let mut taken = taken.lock().unwrap();
+                        taken.push(body.clone());
+                        taken.len() - 1
+                    };
+                    let (status, body) = reply(n, &body);
+                    // JSON for the services that speak it, XML for the query ones (SNS).
+                    let kind = if body.starts_with('<') { "text/xml" } else { "application/x-amz-json-1.0" };
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
                 }
-                if line != "\r\n" {
-                    break;
-                }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                let body = String::from_utf8_lossy(&body).into_owned();
-                let n = {
-                    let mut taken = taken.lock().unwrap();
-                    taken.push(body.clone());
-                    taken.len() - 1
-                };
-                let (status, body) = reply(n, &body);
-                // JSON for the services that speak it, XML for the query ones (SNS).
-                let kind = if body.starts_with('<') { "text/xml" } else { "application/x-amz-json-1.0" };
-                let head = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
-                    body.len()
-                );
-                stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
-            }
+            });
         }
     });
     (config(port), calls)
