@@ -33,7 +33,8 @@ struct Cli {
 enum Command {
     /// Register with the code of a registration link (`/cc/api/apps/{appId}/users/{user}/registration-links`).
     Register {
-        #[arg(long)]
+        /// The link's code. A code may start with `-` (base64url): it is still the value.
+        #[arg(long, allow_hyphen_values = true)]
         code: String,
         /// The name the device shows as.
         #[arg(long, default_value = "Demo phone")]
