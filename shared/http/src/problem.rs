@@ -341,9 +341,14 @@ impl From<StoreError> for Problem {
             StoreError::Invalid(Invalid::ForeignCursor) => {
                 Problem::invalid("cursor", "is not a cursor returned by this list")
             }
-            StoreError::Invalid(Invalid::Rejected(ref why)) => {
-                Problem::about(&REJECTED_BY_STORE, "body", format!("body: {why}"))
-            }
+            // The store's own words name its attributes and may quote the value: the log
+            // gets them, the client a fixed text.
+            StoreError::Invalid(Invalid::Rejected(_)) => Problem::about(
+                &REJECTED_BY_STORE,
+                "body",
+                "body: a value the request carried is not one the store accepts (too long, or empty)",
+            )
+            .source(e),
             StoreError::Throttled(_) => Problem::unavailable(e).retry_after(1),
             StoreError::Unavailable(_) => Problem::unavailable(e),
             other => Problem::internal(other),
@@ -416,7 +421,8 @@ impl Problem {
             tracing::error!(%exception_id, error_code = code, status = status.as_u16(), cause, "request failed");
         } else {
             // Bad input is the caller's problem, not ours: recorded, not raised as an error.
-            tracing::info!(%exception_id, error_code = code, status = status.as_u16(), field = self.field.as_deref(), "request refused");
+            let cause = self.source.as_deref().map(|e| chain(e));
+            tracing::info!(%exception_id, error_code = code, status = status.as_u16(), field = self.field.as_deref(), cause, "request refused");
         }
         Told {
             status,
@@ -524,5 +530,22 @@ mod tests {
         let told = Problem::from(failure).tell();
         assert_eq!(told.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(!told.detail.contains("volume"), "{}", told.detail);
+    }
+
+    /// A value the store refuses is the caller's fault, a 400 naming the body; the store's own
+    /// message (which names its attributes and may quote the value) goes to the log only.
+    #[test]
+    fn a_refused_value_is_told_without_the_stores_words() {
+        let words = "One or more parameter values were invalid: Key: sk, value hunter2";
+        let problem = Problem::from(StoreError::from(Invalid::Rejected(words.into())));
+        let logged = problem.source.as_deref().map(|e| chain(e)).unwrap_or_default();
+        assert!(logged.contains(words), "{logged}");
+        let told = problem.tell();
+        assert_eq!(
+            (told.status, told.code, told.field.as_deref()),
+            (StatusCode::BAD_REQUEST, codes::REJECTED_BY_STORE, Some("body"))
+        );
+        assert!(told.detail.starts_with("body: a value the request carried"), "{}", told.detail);
+        assert!(!told.detail.contains("hunter2") && !told.detail.contains("sk"), "{}", told.detail);
     }
 }
