@@ -115,13 +115,23 @@ async fn renew(
         RenewalStep::Queue => {
             let store = state.store();
             let apps = Apps::new(store);
-            let (original, app) = tokio::join!(certs.request(&cert.request_id), apps.get(&cert.app_id));
+            let (original, app, open) = tokio::join!(
+                certs.request(&cert.request_id),
+                apps.get(&cert.app_id),
+                certs.open_requests(&cert.app_id)
+            );
             let (Some((original, _)), Some((app, _))) = (original?, app?) else {
                 tracing::warn!(serial = %cert.cert_serial_number, "cannot renew: its request or its app is gone");
                 let later = cert.check_again_at(now.plus_secs(CANNOT_RENEW_RECHECK_SECS));
                 certs.put_cert(&later, version).await?;
                 return Ok(false);
             };
+            let cap = state.settings().max_open_per_app;
+            if open? >= i64::from(cap) {
+                // The app's queue is full: the queuing transaction would refuse, after the
+                // device's counter had risen. The certificate stays due for a later sweep.
+                return Ok(false);
+            }
             let counter = Workstations::new(store).next_enc_counter(&cert.app_id, &cert.device_id).await?;
             let settings = &app.workstation;
             let (marked, request) = cert.queue_renewal(
@@ -132,7 +142,7 @@ async fn renew(
                 max_attempts,
                 now,
             );
-            certs.queue_renewal(&marked, version, &request, state.settings().max_open_per_app, now).await?;
+            certs.queue_renewal(&marked, version, &request, cap, now).await?;
             tracing::info!(app_id = %cert.app_id, serial = %cert.cert_serial_number, request_id = %request.request_id, "login certificate renewal queued");
             Ok(true)
         }

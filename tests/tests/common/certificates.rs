@@ -21,6 +21,7 @@ use rp_shared::http::{self, AppState, HttpConfig};
 use rp_shared::ports::Clock;
 use rp_shared::ports::{Query, QueueError, ReceivedMessage};
 use rp_shared::repo::certificates::{enqueue_ops, Certificates, READY_APPS, READY_GRACE_SECS};
+use rp_shared::repo::workstations::Workstations;
 use rp_shared::testing::http::serve;
 use rp_shared::testing::http::{TestClient, TestResponse};
 use rp_shared::worker::QueueWorker;
@@ -1692,6 +1693,20 @@ pub async fn a_full_queue_in_one_app_holds_back_no_other_apps_renewal(h: Harness
     let quiet_certs =
         certs.all_of_device(&AppId::parse("appId", &quiet.app).unwrap(), &quiet.device_id).await.unwrap();
     assert!(quiet_certs[0].renewal_request_id.is_some(), "{quiet_certs:?}");
+    // While the busy app's queue stays full, a sweep finds it so before it writes: no renewal,
+    // and no device's encryption counter raised for one.
+    let workstations = Workstations::new(h.backend.store.as_ref());
+    let counters = || async {
+        let mut counters = Vec::new();
+        for dev in &paired {
+            let app = AppId::parse("appId", &dev.app).unwrap();
+            counters.push(workstations.enc_counter(&app, &dev.device_id).await.unwrap());
+        }
+        counters
+    };
+    let before = counters().await;
+    assert_eq!(sweep(&state).await, 0);
+    assert_eq!(counters().await, before);
 }
 
 /// Workstations unpairing while the agent delivers their renewals: every unpairing answers 204,
