@@ -60,10 +60,12 @@ pub async fn register_token(
                 .register(EndpointRequest { application, token: &request.token, endpoint: current })
                 .await
                 .map_err(|e| match e {
-                    PushError::Refused(why) => AppError::from(FieldError::new(
-                        "token",
-                        format!("refused by the push platform: {why}"),
-                    )),
+                    // The platform's own words can name the account's resources (ARNs): the
+                    // log gets them, the device a fixed text.
+                    PushError::Refused(why) => {
+                        tracing::info!(app_id = %app, platform = ?request.platform, reason = %why, "the push platform refused a token");
+                        AppError::from(FieldError::new("token", "refused by the push platform"))
+                    }
                     PushError::NoApplication => AppError::from(FieldError::new(
                         "platform",
                         "the app's push application for this platform does not exist or is disabled",

@@ -23,11 +23,25 @@ pub struct RecordingPush {
     removed: Mutex<Vec<String>>,
     /// What the next sends answer instead of sending, in order.
     failures: Mutex<VecDeque<PushError>>,
+    /// What the next registrations answer instead of registering, in order.
+    refusals: Mutex<VecDeque<PushError>>,
 }
 
 impl RecordingPush {
     pub fn new(inner: Arc<dyn Push>) -> Self {
-        Self { inner, asked: Mutex::default(), removed: Mutex::default(), failures: Mutex::default() }
+        Self {
+            inner,
+            asked: Mutex::default(),
+            removed: Mutex::default(),
+            failures: Mutex::default(),
+            refusals: Mutex::default(),
+        }
+    }
+
+    /// The next registrations fail with `refusals`, in their order, without reaching the
+    /// platform.
+    pub fn refuse_next_registrations(&self, refusals: impl IntoIterator<Item = PushError>) {
+        self.refusals.lock().unwrap().extend(refusals);
     }
 
     /// The next sends fail with `failures`, in their order, without reaching the platform.
@@ -49,7 +63,11 @@ impl RecordingPush {
 #[async_trait]
 impl Push for RecordingPush {
     async fn register(&self, request: EndpointRequest<'_>) -> Result<String, PushError> {
-        self.inner.register(request).await
+        let refusal = self.refusals.lock().unwrap().pop_front();
+        match refusal {
+            Some(refusal) => Err(refusal),
+            None => self.inner.register(request).await,
+        }
     }
 
     async fn send(&self, endpoint: &str, platform: Platform, wake: &WakeUp) -> Result<(), PushError> {

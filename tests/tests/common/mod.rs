@@ -313,6 +313,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_push_endpoint_stays_while_another_device_holds_it);
         $crate::router_case!($make, a_gone_endpoint_is_disabled_unless_the_device_moved_on);
         $crate::router_case!($make, a_registration_that_loses_a_race_reads_the_device_again);
+        $crate::router_case!($make, a_token_the_platform_refuses_is_told_without_its_words);
         $crate::router_case!($make, a_device_fetch_waits_for_a_request_to_arrive);
         $crate::router_case!($make, an_enroll_named_by_its_session_needs_no_workstation_name);
         $crate::router_case!($make, a_machine_stays_with_the_workstation_that_enrolled_it);

@@ -327,6 +327,31 @@ pub async fn a_gone_endpoint_is_disabled_unless_the_device_moved_on(h: Harness) 
     assert_eq!(endpoint_of(&h, &dev).await, (endpoint.clone(), true), "registering again enables it");
 }
 
+/// A token the platform refuses is a 400 naming `token`, told in fixed words: the platform's own
+/// (which can name the account's resources) go to the log only. A platform application the
+/// platform finds missing or disabled is a 400 naming `platform`. Neither keeps an endpoint.
+pub async fn a_token_the_platform_refuses_is_told_without_its_words(h: Harness) {
+    use rp_shared::http::problem::codes::INVALID_FIELD;
+    use rp_shared::ports::PushError;
+    let app = app_with_push(&h).await;
+    let dev = device(&h, &app, "nia@example.com", None).await;
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    let words = "InvalidParameter: arn:aws:sns:us-east-1:123456789012:app/APNS/secret-app";
+    h.pushes.refuse_next_registrations([PushError::Refused(words.into()), PushError::NoApplication]);
+    let r = register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await;
+    let problem = r.problem(400, INVALID_FIELD);
+    assert_eq!(problem["field"], "token");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("token: refused by the push platform") && !detail.contains("arn:"),
+        "{detail}"
+    );
+    let r = register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await;
+    assert_eq!(r.problem(400, INVALID_FIELD)["field"], "platform");
+    assert!(record_of(&h, &dev).await.push.is_none());
+    assert_eq!(register_push(&h, &dev, json!({"platform": "APNS", "token": token})).await.status, 200);
+}
+
 /// A registration that loses its race to another change of the device (another registration,
 /// between its read and its write) reads the device again and stores its own: only the device's
 /// removal refuses it. The endpoint its first attempt made for the token is deleted: no second
