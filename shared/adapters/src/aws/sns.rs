@@ -279,6 +279,29 @@ mod tests {
         assert!(matches!(registered, Err(PushError::Refused(_))), "{registered:?}");
     }
 
+    /// A platform application SNS finds disabled, or does not find when asked to create an
+    /// endpoint in it, is the app's missing application (a 400 naming `platform`), not SNS being
+    /// unavailable; a disabled endpoint met by a wake-up is gone.
+    #[tokio::test]
+    async fn a_missing_or_disabled_application_is_told_apart() {
+        let disabled = || refusal("PlatformApplicationDisabled", "Platform application is disabled");
+        let (registered, _) = register(vec![disabled()]).await;
+        assert!(matches!(registered, Err(PushError::NoApplication)), "{registered:?}");
+        let (registered, _) = register(vec![refusal("NotFound", "PlatformApplication does not exist")]).await;
+        assert!(matches!(registered, Err(PushError::NoApplication)), "{registered:?}");
+
+        let wake = WakeUp { kind: WakeKind::Oob, id: "r-1".into() };
+        let send = |answer: (u16, String)| {
+            let (config, _) = crate::aws::standin::answering(vec![answer]);
+            let wake = wake.clone();
+            async move { SnsPush::new(Client::new(&config)).send(HELD, Platform::Apns, &wake).await }
+        };
+        let sent = send(disabled()).await;
+        assert!(matches!(sent, Err(PushError::NoApplication)), "{sent:?}");
+        let sent = send(refusal("EndpointDisabled", "Endpoint is disabled")).await;
+        assert!(matches!(sent, Err(PushError::Gone)), "{sent:?}");
+    }
+
     #[test]
     fn the_endpoint_a_refused_create_names_is_read_from_its_message() {
         let refused = |arn: &str| {
