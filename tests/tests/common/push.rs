@@ -1,7 +1,7 @@
 //! Waking devices: a device registers its push token, and an OOB start, a workstation's offline
 //! PINs and an issued certificate each wake it with only a kind and an id; a device without a
 //! registration is not woken, and a failed wake-up never fails the call. On the AWS backend the
-//! wake-ups go through SNS on the emulator (moto), whose own record is checked too.
+//! wake-ups go through SNS on the emulator (LocalStack or moto), whose own record is checked too.
 
 use super::certificates::{agent_for, device, TestDevice};
 use super::oob::{start, start_body};
@@ -139,9 +139,31 @@ pub async fn devices_are_woken_when_there_is_something_to_fetch(h: Harness) {
     }
 }
 
-/// On the emulator: SNS holds the published wake-up (moto's record of the endpoint's messages),
-/// with nothing but the kind and id; an endpoint disabled at SNS fails the wake-up, not the
-/// start, and is marked disabled until the device registers its token again.
+/// The APNs payloads SNS on the emulator holds for `endpoint`, as it records what it published:
+/// moto keeps each whole message (`/moto-api/data.json`), LocalStack the platform's part of it
+/// (`/_aws/sns/platform-endpoint-messages`). `None` from an emulator that keeps neither.
+async fn apns_payloads_at_sns(endpoint: &str) -> Option<Vec<Value>> {
+    let base = rp_shared::testing::aws::endpoint("SNS").expect("an SNS endpoint");
+    let read = |url: String| async move {
+        let r = reqwest::get(url).await.ok().filter(|r| r.status().is_success())?;
+        r.json::<Value>().await.ok()
+    };
+    let text = |v: &Value| serde_json::from_str::<Value>(v.as_str().expect("a JSON text")).unwrap();
+    if let Some(data) = read(format!("{base}/moto-api/data.json")).await {
+        let endpoints = data["sns"]["PlatformEndpoint"].as_array().cloned().unwrap_or_default();
+        let mine = endpoints.iter().find(|e| e["arn"] == endpoint).expect("moto holds the endpoint");
+        let messages = mine["messages"].as_object().unwrap().values();
+        return Some(messages.map(|m| text(&text(m)["APNS"])).collect());
+    }
+    let url = format!("{base}/_aws/sns/platform-endpoint-messages?endpointArn={endpoint}");
+    let data = read(url).await?;
+    let messages = data["platform_endpoint_messages"][endpoint].as_array().cloned().unwrap_or_default();
+    Some(messages.iter().map(|m| text(&text(&m["Message"]))).collect())
+}
+
+/// On the emulator: SNS holds the published wake-up, with nothing but the kind and id; an
+/// endpoint disabled at SNS fails the wake-up, not the start, and is marked disabled until the
+/// device registers its token again.
 async fn sns_received_and_gone_endpoints_are_handled(
     h: &Harness,
     app: &str,
@@ -151,23 +173,16 @@ async fn sns_received_and_gone_endpoints_are_handled(
     request_id: &str,
     token: &str,
 ) {
-    let base = rp_shared::testing::aws::endpoint("SNS").expect("an SNS endpoint");
-    let data: Value = match reqwest::get(format!("{base}/moto-api/data.json")).await {
-        Ok(r) if r.status().is_success() => r.json().await.unwrap(),
-        _ => {
-            eprintln!("the SNS emulator has no moto-api: its record of the wake-up is not checked");
-            return;
-        }
+    let Some(payloads) = apns_payloads_at_sns(endpoint).await else {
+        eprintln!("the SNS emulator keeps no record of what it published: the wake-up is not checked there");
+        return;
     };
-    let endpoints = data["sns"]["PlatformEndpoint"].as_array().cloned().unwrap_or_default();
-    let mine = endpoints.iter().find(|e| e["arn"] == endpoint).expect("moto holds the endpoint");
-    let messages: Vec<String> =
-        mine["messages"].as_object().unwrap().values().map(|m| m.as_str().unwrap().to_owned()).collect();
-    let oob = messages.iter().find(|m| m.contains(request_id)).expect("the OOB wake-up reached SNS");
-    let apns: Value =
-        serde_json::from_str(serde_json::from_str::<Value>(oob).unwrap()["APNS"].as_str().unwrap()).unwrap();
-    assert_eq!(apns, json!({"aps": {"content-available": 1}, "kind": "oob", "id": request_id}));
-    assert!(messages.iter().all(|m| !m.contains("Sign in to")), "no transaction text leaves: {messages:?}");
+    let oob = payloads.iter().find(|p| p["id"] == request_id).expect("the OOB wake-up reached SNS");
+    assert_eq!(oob, &json!({"aps": {"content-available": 1}, "kind": "oob", "id": request_id}));
+    assert!(
+        payloads.iter().all(|p| !p.to_string().contains("Sign in to")),
+        "no transaction text leaves: {payloads:?}"
+    );
 
     let clients = rp_shared::testing::aws::clients().await.unwrap();
     clients
