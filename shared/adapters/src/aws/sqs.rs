@@ -219,4 +219,25 @@ mod tests {
         assert!(matches!(sqs.send_batch(&messages).await, Err(QueueError::Unavailable(_))));
         assert_eq!(calls.lock().unwrap().len(), SEND_ATTEMPTS);
     }
+
+    /// An acknowledgement SQS refuses because the receipt is no longer valid (the message was
+    /// delivered again, or the receipt expired) changed nothing that matters: the message is
+    /// another delivery's now. Any other refusal is the queue being unavailable. No emulator
+    /// here refuses a receipt so (LocalStack takes a stale one): a stand-in answers for SQS.
+    #[tokio::test]
+    async fn an_invalid_receipt_is_acknowledged_and_a_refusal_is_not() {
+        let refusal = |kind: &str| {
+            (
+                400,
+                serde_json::json!({"__type": format!("com.amazonaws.sqs#{kind}"), "message": "no"})
+                    .to_string(),
+            )
+        };
+        let (sqs, calls) = queue(vec![refusal("ReceiptHandleIsInvalid")]);
+        assert!(sqs.ack("stale-receipt").await.is_ok());
+        assert!(calls.lock().unwrap()[0].contains("stale-receipt"));
+        let (sqs, _) = queue(vec![refusal("QueueDoesNotExist")]);
+        let refused = sqs.ack("receipt").await;
+        assert!(matches!(refused, Err(QueueError::Unavailable(_))), "{refused:?}");
+    }
 }
