@@ -28,44 +28,49 @@ pub fn replying(
     let reply = Arc::new(reply);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
+            let Ok(stream) = stream else { return };
             // Each connection on its own thread: the SDK opens one for each call in flight.
             let (reply, taken) = (reply.clone(), taken.clone());
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                loop {
-                    let mut length = 0;
-                    let mut line = String::new();
-                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = value.trim().parse().unwrap();
-                        }
-                        line.clear();
-                    }
-                    if line != "\r\n" {
-                        break;
-                    }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
-                    let body = String::from_utf8_lossy(&body).into_owned();
-                    let n = {
-                        let mut taken = taken.lock().unwrap();
-                        taken.push(body.clone());
-                        taken.len() - 1
-                    };
-                    let (status, body) = reply(n, &body);
-                    // JSON for the services that speak it, XML for the query ones (SNS).
-                    let kind = if body.starts_with('<') { "text/xml" } else { "application/x-amz-json-1.0" };
-                    let head = format!(
-                        "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
-                }
-            });
+            std::thread::spawn(move || serve(stream, reply.as_ref(), &taken));
         }
     });
     (config(port), calls)
+}
+
+/// What a stand-in answers its `n`-th call with, given the call's body.
+type Reply = dyn Fn(usize, &str) -> (u16, String) + Send + Sync;
+
+/// Answers the calls of one connection, in turn, until the client closes it: each call's body
+/// is recorded in `taken`, and answered as `reply` says.
+fn serve(mut stream: std::net::TcpStream, reply: &Reply, taken: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    loop {
+        let mut length = 0;
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+            if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap();
+            }
+            line.clear();
+        }
+        if line != "\r\n" {
+            return;
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let n = {
+            let mut taken = taken.lock().unwrap();
+            taken.push(body.clone());
+            taken.len() - 1
+        };
+        let (status, body) = reply(n, &body);
+        // JSON for the services that speak it, XML for the query ones (SNS).
+        let kind = if body.starts_with('<') { "text/xml" } else { "application/x-amz-json-1.0" };
+        let head =
+            format!("HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n", body.len());
+        stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
+    }
 }
 
 /// A stand-in on 127.0.0.1 that takes every call and never answers it, and how many
