@@ -68,7 +68,47 @@ fn csrf_of(page: &str) -> String {
     page[at..at + page[at..].find('"').unwrap()].to_owned()
 }
 
+/// The form `id` on `page`, as a browser reads it: its action (it must post), its hidden
+/// fields with their values, and the names of all its fields.
+fn form_on(page: &str, id: &str) -> (String, Vec<(String, String)>, Vec<String>) {
+    let marker = format!("id=\"{id}\"");
+    let at = page.find(&marker).unwrap_or_else(|| panic!("the page has no form {id}: {page}"));
+    let start = page[..at].rfind("<form").expect("a form");
+    let end = start + page[start..].find("</form>").expect("the form's end");
+    let (tag, body) = page[start..end].split_once('>').unwrap();
+    assert!(tag.contains(&marker) && tag.contains("method=\"post\""), "{id} is not a posted form: {tag}");
+    let attribute = |tag: &str, name: &str| {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_owned())
+    };
+    let action = attribute(tag, "action").expect("the form's action");
+    let (mut hidden, mut names) = (Vec::new(), Vec::new());
+    for field in
+        body.split('<').filter(|t| ["input ", "textarea ", "select "].iter().any(|k| t.starts_with(k)))
+    {
+        let Some(name) = attribute(field, "name") else { continue };
+        if field.contains("type=\"hidden\"") {
+            hidden.push((name.clone(), attribute(field, "value").unwrap_or_default()));
+        }
+        names.push(name);
+    }
+    (action, hidden, names)
+}
+
 impl<'h> Console<'h> {
+    /// Fills in the form `id` of `page` and sends it, as a browser would: to its own action,
+    /// with its hidden fields (the CSRF token among them) and `fields`, each of which it must
+    /// have.
+    pub async fn submit(&self, page: &str, id: &str, fields: &[(&str, &str)]) -> TestResponse {
+        let (action, hidden, names) = form_on(page, id);
+        for (name, _) in fields {
+            assert!(names.iter().any(|n| n == name), "the form {id} has no field {name}: {names:?}");
+        }
+        let mut all: Vec<(&str, &str)> = hidden.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        all.extend_from_slice(fields);
+        self.post_raw(&action, &form(&all)).await
+    }
+
     /// Signs in with `token` and reads the CSRF token off the apps page.
     pub async fn sign_in(h: &'h Harness, token: &str) -> Console<'h> {
         let r = post_sign_in(h, token).await;
@@ -375,6 +415,25 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     assert!(page.contains("WORKSTATION_ENROLL"), "{page}");
     let r = console.get("/console/events?from=yesterday").await;
     assert_eq!(r.status, 400);
+    // The filter's fields show the window asked for; an event name is checked before any read
+    // (up to 64 letters, digits, `_`, `.` and `-`).
+    let page = html(&console.get("/console/events?from=2026-11-27T08:00&to=2026-11-28T09:30").await);
+    let shown = ["name=\"from\" value=\"2026-11-27T08:00\"", "name=\"to\" value=\"2026-11-28T09:30\""];
+    assert!(shown.iter().all(|field| page.contains(field)), "{page}");
+    let longest = format!("x_y.z-{}", "a".repeat(58));
+    for (name, taken) in
+        [(longest.as_str(), true), (&"a".repeat(65), false), ("two words", false), ("a<b", false)]
+    {
+        let query: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+        let r = console.get(&format!("/console/events?name={query}")).await;
+        match taken {
+            true => assert_eq!(r.status, 200, "{name}: {}", html(&r)),
+            false => {
+                assert_eq!(r.status, 400, "{name}");
+                assert!(html(&r).contains("name: is not an event name"), "{}", html(&r));
+            }
+        }
+    }
 
     // A code customization: created, test-run with its logs, result and error.
     let source =
@@ -550,7 +609,7 @@ pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
     let serial = super::certificates::first_serial(&h, &phone).await;
     assert!(page.contains(&serial), "the issuance names its serial");
 
-    let r = console.post("/console/certificates/revoke", &[("certSerialNumber", &serial)]).await;
+    let r = console.submit(&page, "revoke-form", &[("certSerialNumber", &serial)]).await;
     assert_eq!(r.status, 200, "{}", html(&r));
     assert!(html(&r).contains("Revocation queued"));
     let page = html(&console.get("/console/certificates").await);
