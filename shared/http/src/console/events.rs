@@ -167,17 +167,22 @@ mod tests {
         assert_eq!(time("from", Some(" ".into())).unwrap(), None);
     }
 
+    /// Each event is counted once, in the hour of the window it falls in (the window's end in
+    /// the last); a window that does not start at the epoch is measured from its start.
     #[test]
     fn the_timeline_counts_each_event_once() {
-        let from = EpochMillis(0);
-        let to = EpochMillis(24 * 3600 * 1000);
-        let event = |at: i64| {
-            EventRecord::new("OOB_REQUEST_STARTED", None, "server", EpochMillis(at), Default::default())
-        };
-        let events = [event(0), event(3600 * 1000 - 1), event(3600 * 1000), event(24 * 3600 * 1000)];
+        const HOUR: i64 = 3600 * 1000;
+        let from = EpochMillis::parse_iso8601("2026-11-27T08:00:00Z").unwrap();
+        let to = from.plus_secs(24 * 3600);
+        let at = |ms: i64| EpochMillis(from.as_millis() + ms);
+        let event =
+            |ms: i64| EventRecord::new("OOB_REQUEST_STARTED", None, "server", at(ms), Default::default());
+        let events = [event(0), event(HOUR - 1), event(HOUR), event(24 * HOUR)];
         let svg = timeline(&events, from, to).into_string();
         assert_eq!(svg.matches("<rect").count(), BUCKETS);
-        assert!(svg.contains("<title>2 from"), "{svg}");
+        let bar = |count: usize, hour: i64| format!("<title>{count} from {}</title>", when(at(hour * HOUR)));
+        assert!(svg.contains(&bar(2, 0)) && svg.contains(&bar(1, 1)) && svg.contains(&bar(1, 23)), "{svg}");
+        assert_eq!(svg.matches("<title>0 from").count(), BUCKETS - 3, "{svg}");
         assert!(svg.contains("4 events from"), "{svg}");
     }
 }
