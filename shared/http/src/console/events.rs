@@ -184,5 +184,17 @@ mod tests {
         assert!(svg.contains(&bar(2, 0)) && svg.contains(&bar(1, 1)) && svg.contains(&bar(1, 23)), "{svg}");
         assert_eq!(svg.matches("<title>0 from").count(), BUCKETS - 3, "{svg}");
         assert!(svg.contains("4 events from"), "{svg}");
+        // The bars stand side by side inside the drawing (40 to 740), the tallest 120 high.
+        let number = |rect: &str, name: &str| -> f64 {
+            let at = rect.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            rect[at..at + rect[at..].find('"').unwrap()].parse().unwrap()
+        };
+        let rects: Vec<&str> = svg.split("<rect").skip(1).collect();
+        let spans: Vec<(f64, f64)> =
+            rects.iter().map(|r| (number(r, "x"), number(r, "x") + number(r, "width"))).collect();
+        assert!(spans[0].0 >= 40.0 && spans[BUCKETS - 1].1 <= 740.0, "{spans:?}");
+        assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0 && w[0].0 < w[0].1), "{spans:?}");
+        let heights: Vec<f64> = rects.iter().take(2).map(|r| number(r, "height")).collect();
+        assert_eq!(heights, [120.0, 60.0]);
     }
 }
