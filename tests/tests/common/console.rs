@@ -68,15 +68,15 @@ fn csrf_of(page: &str) -> String {
     page[at..at + page[at..].find('"').unwrap()].to_owned()
 }
 
-/// The form `id` on `page`, as a browser reads it: its action (it must post), its hidden
-/// fields with their values, and the names of all its fields.
-fn form_on(page: &str, id: &str) -> (String, Vec<(String, String)>, Vec<String>) {
-    let marker = format!("id=\"{id}\"");
-    let at = page.find(&marker).unwrap_or_else(|| panic!("the page has no form {id}: {page}"));
+/// The first form on `page` whose opening tag holds `which` (`id="…"`, `action="…"`), as a
+/// browser reads it: its action (it must post), its hidden fields with their values, and the
+/// names of all its fields.
+fn form_on(page: &str, which: &str) -> (String, Vec<(String, String)>, Vec<String>) {
+    let at = page.find(which).unwrap_or_else(|| panic!("the page has no form with {which}: {page}"));
     let start = page[..at].rfind("<form").expect("a form");
     let end = start + page[start..].find("</form>").expect("the form's end");
     let (tag, body) = page[start..end].split_once('>').unwrap();
-    assert!(tag.contains(&marker) && tag.contains("method=\"post\""), "{id} is not a posted form: {tag}");
+    assert!(tag.contains(which) && tag.contains("method=\"post\""), "not a posted form: {tag}");
     let attribute = |tag: &str, name: &str| {
         let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
         Some(tag[at..at + tag[at..].find('"')?].to_owned())
@@ -96,13 +96,13 @@ fn form_on(page: &str, id: &str) -> (String, Vec<(String, String)>, Vec<String>)
 }
 
 impl<'h> Console<'h> {
-    /// Fills in the form `id` of `page` and sends it, as a browser would: to its own action,
-    /// with its hidden fields (the CSRF token among them) and `fields`, each of which it must
-    /// have.
-    pub async fn submit(&self, page: &str, id: &str, fields: &[(&str, &str)]) -> TestResponse {
-        let (action, hidden, names) = form_on(page, id);
+    /// Fills in the form of `page` that [`form_on`] finds by `which` and sends it, as a browser
+    /// would: to its own action, with its hidden fields (the CSRF token among them) and
+    /// `fields`, each of which it must have.
+    pub async fn submit(&self, page: &str, which: &str, fields: &[(&str, &str)]) -> TestResponse {
+        let (action, hidden, names) = form_on(page, which);
         for (name, _) in fields {
-            assert!(names.iter().any(|n| n == name), "the form {id} has no field {name}: {names:?}");
+            assert!(names.iter().any(|n| n == name), "the form has no field {name}: {names:?}");
         }
         let mut all: Vec<(&str, &str)> = hidden.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         all.extend_from_slice(fields);
@@ -383,12 +383,18 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let phone = device(&h, &app, "alice", None).await;
     let users = html(&console.get(&format!("/console/apps/{app}/users?user=alice")).await);
     assert!(users.contains(&phone.device_id) && users.contains("until "), "{users}");
-    let device_form = [("deviceId", phone.device_id.as_str()), ("namedUser", "alice")];
-    let r = console.post(&format!("/console/apps/{app}/devices/end-token"), &device_form).await;
-    assert!(html(&console.follow(&r).await).contains("ended"));
+    // Each device's buttons are forms that carry the device and its user.
+    let end_token = format!("action=\"/console/apps/{app}/devices/end-token\"");
+    let r = console.submit(&users, &end_token, &[]).await;
+    let users = html(&console.follow(&r).await);
+    assert!(
+        users.contains("token has ended.") && users.contains(&phone.device_id),
+        "back at alice's devices: {users}"
+    );
     let r = h.client.send("POST", "/rp/versioned/device/token", Some(&phone.token), None).await;
     assert_eq!(r.status, 401, "the ended token no longer works");
-    let r = console.post(&format!("/console/apps/{app}/devices/remove"), &device_form).await;
+    let remove = format!("action=\"/console/apps/{app}/devices/remove\"");
+    let r = console.submit(&users, &remove, &[]).await;
     assert!(html(&console.follow(&r).await).contains("No device registered."));
 
     // A paired workstation is listed with its offline status, and unpaired.
@@ -397,12 +403,9 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     pair(&h, &access, &phone, "ws-1").await;
     let page = html(&console.get(&format!("/console/apps/{app}/workstations")).await);
     assert!(page.contains("ws-1") && page.contains(&phone.device_id), "{page}");
-    let r = console
-        .post(
-            &format!("/console/apps/{app}/workstations/unpair"),
-            &[("machineId", "ws-1"), ("deviceId", &phone.device_id)],
-        )
-        .await;
+    assert!(page.contains("no PINs"), "offline access is off: {page}");
+    let unpair = format!("action=\"/console/apps/{app}/workstations/unpair\"");
+    let r = console.submit(&page, &unpair, &[]).await;
     assert!(html(&console.follow(&r).await).contains("No workstation is paired."));
 
     // The queue, the events and a revocation by an unknown serial.
@@ -609,7 +612,7 @@ pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
     let serial = super::certificates::first_serial(&h, &phone).await;
     assert!(page.contains(&serial), "the issuance names its serial");
 
-    let r = console.submit(&page, "revoke-form", &[("certSerialNumber", &serial)]).await;
+    let r = console.submit(&page, "id=\"revoke-form\"", &[("certSerialNumber", &serial)]).await;
     assert_eq!(r.status, 200, "{}", html(&r));
     assert!(html(&r).contains("Revocation queued"));
     let page = html(&console.get("/console/certificates").await);
