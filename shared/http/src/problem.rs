@@ -416,12 +416,12 @@ impl Problem {
         if status == StatusCode::TOO_MANY_REQUESTS {
             rp_ports::metrics::count(rp_ports::metrics::Metric::TooManyRequests, 1, None);
         }
+        let cause = self.source.as_deref().map(|e| chain(e));
         if status.is_server_error() {
-            let cause = self.source.as_deref().map(|e| chain(e)).unwrap_or_default();
+            let cause = cause.unwrap_or_default();
             tracing::error!(%exception_id, error_code = code, status = status.as_u16(), cause, "request failed");
         } else {
             // Bad input is the caller's problem, not ours: recorded, not raised as an error.
-            let cause = self.source.as_deref().map(|e| chain(e));
             tracing::info!(%exception_id, error_code = code, status = status.as_u16(), field = self.field.as_deref(), cause, "request refused");
         }
         Told {
