@@ -186,6 +186,14 @@ pub async fn console_sessions_are_strict_cookies_that_stand_for_the_token(h: Har
     let apps = console.get("/console/apps").await;
     assert!(!html(&apps).contains(&h.admin), "the token never reaches a page");
     assert!(html(&apps).contains("(global)"));
+    // The style sheet and the script are served here, and nothing else under their path.
+    for (name, kind) in [("console.css", "text/css"), ("console.js", "text/javascript")] {
+        let r = h.client.send("GET", &format!("/console/assets/{name}"), None, None).await;
+        assert_eq!(r.status, 200, "{name}");
+        assert!(r.header("content-type").unwrap().starts_with(kind) && r.body.len() > 100, "{name}");
+    }
+    let r = h.client.send("GET", "/console/assets/other.js", None, None).await;
+    assert_eq!(r.status, 404);
 
     // A sign-in posted from another site's page is refused. One posted from this console's own
     // page (a browser names its origin on every POST) is taken, whatever the case of the host;
@@ -416,6 +424,11 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let page = html(&console.get(&format!("/console/events?app={app}")).await);
     assert!(page.contains("<svg") && page.contains("id=\"timeline\""), "{page}");
     assert!(page.contains("WORKSTATION_ENROLL"), "{page}");
+    // What the console did is on record as the signed-in admin's doing.
+    let apps = html(&console.get("/console/apps").await);
+    let at = apps.find("admin token ").expect("who is signed in") + 12;
+    let token_id = &apps[at..at + apps[at..].find(' ').unwrap()];
+    assert!(page.contains(&format!("<code>admin:{token_id}</code>")), "{page}");
     let r = console.get("/console/events?from=yesterday").await;
     assert_eq!(r.status, 400);
     // The filter's fields show the window asked for; an event name is checked before any read
