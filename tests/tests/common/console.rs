@@ -365,7 +365,10 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let r = console
         .post(&format!("/console/apps/{app}/rate-limit"), &[("limit", "30"), ("windowSecs", "60")])
         .await;
-    assert_eq!(r.status, 303);
+    let page = html(&console.follow(&r).await);
+    assert!(
+        page.contains("name=\"limit\" value=\"30\"") && page.contains("name=\"windowSecs\" value=\"60\"")
+    );
     assert_eq!(
         h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json()["limit"],
         json!(30)
@@ -374,10 +377,7 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     // An access token, shown once, that works against the API.
     let r =
         console.post("/console/tokens", &[("kind", "access"), ("appId", &app), ("description", "ws")]).await;
-    let page = html(&r);
-    let at = page.find("id=\"new-token\">").unwrap() + 15;
-    let access = page[at..at + page[at..].find('<').unwrap()].to_owned();
-    assert!(access.starts_with("rpt_"));
+    let (_, access) = new_token(&r);
     assert_eq!(r.header("cache-control"), Some("no-store"));
     assert!(!html(&console.get("/console/tokens").await).contains(&access), "listed without its secret");
 
@@ -462,10 +462,12 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
                 ("trigger", "oob.start"),
                 ("source", source),
                 ("timeoutMs", "1000"),
+                ("enabled", "on"),
             ],
         )
         .await;
     let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
+    let greeter = location.clone();
     let r = console.post(&format!("{location}/test"), &[("event", "{\"user\": \"alice\"}")]).await;
     let page = html(&r);
     assert!(
@@ -487,6 +489,35 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
     let page = html(&console.post(&format!("{location}/test"), &[("event", "")]).await);
     assert!(page.contains("failed") && page.contains("boom"), "{page}");
+    // The list shows which of them run on their trigger.
+    let list = html(&console.get(&format!("/console/apps/{app}/code")).await);
+    let row = |name: &str| {
+        let at = list.find(&format!(">{name}</a>")).unwrap_or_else(|| panic!("{name} listed: {list}"));
+        list[at..at + list[at..].find("</tr>").unwrap()].to_owned()
+    };
+    assert!(row("Greeter").contains(">on<") && row("Thrower").contains(">off<"), "{list}");
+    // The tenant's environment variables by name; their values never reach a page.
+    let put = h
+        .as_tenant(&app, "PUT", "/code-customization/env/API_KEY", Some(json!({"value": "s3cr3t-v4lue"})))
+        .await;
+    assert_eq!(put.status, 200, "{}", put.json());
+    let list = html(&console.get(&format!("/console/apps/{app}/code")).await);
+    let env = &list[list.find("id=\"env\"").expect("the variables' table")..];
+    assert!(env.contains("<code>API_KEY</code>") && !list.contains("s3cr3t-v4lue"), "{list}");
+    // Edited through its form (renamed, turned off), then its first version restored.
+    let page = html(&console.get(&greeter).await);
+    let edited =
+        [("displayName", "Greeter 2"), ("trigger", "oob.start"), ("source", source), ("timeoutMs", "900")];
+    let r = console.submit(&page, "id=\"code-form\"", &edited).await;
+    assert!(html(&console.follow(&r).await).contains("Saved."));
+    let api = format!("/code-customization/{}", greeter.rsplit('/').next().unwrap());
+    let code = h.as_tenant(&app, "GET", &api, None).await.json();
+    let shown = |code: &serde_json::Value| json!([code["displayName"], code["enabled"], code["timeoutMs"]]);
+    assert_eq!(shown(&code), json!(["Greeter 2", false, 900]), "{code}");
+    let r = console.post(&format!("{greeter}/restore"), &[("version", "1")]).await;
+    assert!(html(&console.follow(&r).await).contains("Restored"));
+    let code = h.as_tenant(&app, "GET", &api, None).await.json();
+    assert_eq!(shown(&code), json!(["Greeter", true, 1000]), "{code}");
 
     // A content customization: created, edited (a key left out is removed), restored.
     let r = console
@@ -494,6 +525,7 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
             &format!("/console/apps/{app}/content"),
             &[
                 ("displayName", "Login"),
+                ("description", " The welcome screen "),
                 (
                     "contentMap",
                     "{\"consentScreen\": {\"cardHeader\": {\"title\": \"Hi\", \"description\": \"Scan\"}}}",
@@ -503,6 +535,8 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
         .await;
     let location = r.header("location").unwrap().split('?').next().unwrap().to_owned();
     let id = location.rsplit('/').next().unwrap().to_owned();
+    let stored = h.as_tenant(&app, "GET", &format!("/content-customization/{id}"), None).await.json();
+    assert_eq!(stored["description"], "The welcome screen", "trimmed: {stored}");
     let r = console
         .post(
             &location,
@@ -515,6 +549,7 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     assert_eq!(r.status, 303, "{}", html(&r));
     let stored = h.as_tenant(&app, "GET", &format!("/content-customization/{id}"), None).await.json();
     assert_eq!(stored["contentMap"], json!({"consentScreen": {"cardHeader": {"title": "Hello"}}}));
+    assert_eq!(stored["description"], "", "a description left empty is cleared: {stored}");
     let r = console.post(&format!("{location}/restore"), &[("version", "1")]).await;
     assert!(html(&console.follow(&r).await).contains("Restored"));
     let stored = h.as_tenant(&app, "GET", &format!("/content-customization/{id}"), None).await.json();
@@ -522,6 +557,84 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
         stored["contentMap"],
         json!({"consentScreen": {"cardHeader": {"title": "Hi", "description": "Scan"}}})
     );
+}
+
+/// The id and the secret of the token a `POST /console/tokens` created, off the page it answered.
+fn new_token(r: &TestResponse) -> (String, String) {
+    assert_eq!(r.status, 200, "{}", html(r));
+    let page = html(r);
+    let at = page.find("Token <code>").expect("the new token's id") + 12;
+    let id = page[at..at + page[at..].find('<').unwrap()].to_owned();
+    let at = page.find("id=\"new-token\">").expect("the new token") + 15;
+    let secret = page[at..at + page[at..].find('<').unwrap()].to_owned();
+    assert!(secret.starts_with("rpt_"), "{secret}");
+    (id, secret)
+}
+
+/// The row of token `id` on the console's tokens pages, paged through as an operator would.
+async fn token_row(console: &Console<'_>, id: &str) -> String {
+    let mut path = "/console/tokens".to_owned();
+    loop {
+        let r = console.get(&path).await;
+        assert_eq!(r.status, 200, "{}", html(&r));
+        let page = html(&r);
+        if let Some(at) = page.find(&format!("<code>{id}</code>")) {
+            let start = page[..at].rfind("<tr>").expect("a table row");
+            return page[start..at + page[at..].find("</tr>").unwrap()].to_owned();
+        }
+        let next =
+            page.find("href=\"/console/tokens?cursor=").unwrap_or_else(|| panic!("{id} is on no page"));
+        path = page[next + 6..next + 6 + page[next + 6..].find('"').unwrap()].to_owned();
+    }
+}
+
+/// The tokens page: each token with its kind, app, description and state (live, expired,
+/// revoked), and a revoke button while it is not revoked. The button revokes the token for good
+/// (the API refuses it from then on); a second press changes nothing, and a token id that is not
+/// one is refused by name before any read.
+pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Harness) {
+    const NEW: &str = "id=\"new-token-form\"";
+    let console = Console::sign_in(&h, &h.admin).await;
+    let app = h.app().await;
+    let form = html(&console.get("/console/tokens").await);
+    let access_fields = [("kind", "access"), ("appId", app.as_str()), ("description", "front desk")];
+    let (access_id, access) = new_token(&console.submit(&form, NEW, &access_fields).await);
+    let admin_fields = [
+        ("kind", "controlCenterAdmin"),
+        ("appId", &app),
+        ("description", "helpdesk"),
+        ("expiresInSecs", "60"),
+    ];
+    let (admin_id, _) = new_token(&console.submit(&form, NEW, &admin_fields).await);
+    h.clock.advance(Duration::from_secs(61));
+
+    let revoke_button = |id: &str| format!("name=\"tokenId\" value=\"{id}\"");
+    let row = token_row(&console, &access_id).await;
+    let shown =
+        ["<td>access</td>", &format!("<td>{app}</td>"), "<td>front desk</td>", "<td>never</td>", ">live<"];
+    assert!(shown.iter().all(|s| row.contains(s)) && row.contains(&revoke_button(&access_id)), "{row}");
+    let row = token_row(&console, &admin_id).await;
+    let shown = ["<td>controlCenterAdmin</td>", "<td>helpdesk</td>", ">expired<"];
+    assert!(shown.iter().all(|s| row.contains(s)) && row.contains(&revoke_button(&admin_id)), "{row}");
+
+    let apps = format!("/rp/api/oob/client/authentication/{app}/nobody/devices");
+    assert_ne!(h.client.send("GET", &apps, Some(&access), None).await.status, 401, "live");
+    let r = console.post("/console/tokens/revoke", &[("tokenId", &access_id)]).await;
+    assert!(html(&console.follow(&r).await).contains("Revoked."));
+    assert_eq!(h.client.send("GET", &apps, Some(&access), None).await.status, 401, "revoked");
+    let row = token_row(&console, &access_id).await;
+    assert!(row.contains(">revoked<") && !row.contains(&revoke_button(&access_id)), "{row}");
+    let again = console.post("/console/tokens/revoke", &[("tokenId", &access_id)]).await;
+    assert_eq!(again.status, 303, "revoked already: {}", html(&again));
+    assert!(token_row(&console, &access_id).await.contains(">revoked<"));
+
+    let unknown = console.post("/console/tokens/revoke", &[("tokenId", "0123456789abcdef")]).await;
+    assert_eq!(unknown.status, 404, "{}", html(&unknown));
+    for bad in ["abc", "0123456789abcdef0", "zzzzzzzzzzzzzzzz", ""] {
+        let r = console.post("/console/tokens/revoke", &[("tokenId", bad)]).await;
+        assert_eq!(r.status, 400, "{bad:?}: {}", html(&r));
+        assert!(html(&r).contains("tokenId: must be 16 hexadecimal digits"), "{}", html(&r));
+    }
 }
 
 pub async fn console_scoped_admins_see_only_their_app(h: Harness) {
