@@ -1,5 +1,5 @@
 //! The held store ([`rp_shared::ports::held`]) over a real one: reads go through, writes wait for
-//! the go-ahead, and a refused or dropped go-ahead writes nothing.
+//! the go-ahead (the gate knows when one does), and a refused or dropped go-ahead writes nothing.
 
 use rp_shared::backend;
 use rp_shared::ports::held::{Gate, HeldStore};
@@ -18,9 +18,11 @@ async fn reads_go_through_and_writes_wait_for_the_go_ahead() {
     let held = HeldStore::new(inner.clone(), pass);
     // A read answers while the gate is shut.
     assert!(held.get(&ItemKey::new("T", "a")).await.unwrap().is_some());
+    assert!(!gate.is_reached(), "a read does not come to the gate");
     let write = held.put(item("b"), Condition::Absent);
     let opened = async {
         tokio::task::yield_now().await;
+        assert!(gate.is_reached(), "the write waits at the gate");
         assert!(inner.get(&ItemKey::new("T", "b")).await.unwrap().is_none(), "written before the go-ahead");
         gate.open(true);
     };

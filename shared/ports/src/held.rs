@@ -6,21 +6,29 @@ use super::keys::DataKey;
 use super::store::{Increment, Page, Query, WriteOp};
 use super::{Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError};
 use async_trait::async_trait;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
 
 /// The go-ahead's sending side: [`Gate::open`] lets the held calls through or refuses them.
 /// Dropped unopened, it refuses them.
-pub struct Gate(watch::Sender<Option<bool>>);
+pub struct Gate(watch::Sender<Option<bool>>, Arc<AtomicBool>);
 
 /// The go-ahead's receiving side, one per held port.
 #[derive(Clone)]
-pub struct Pass(watch::Receiver<Option<bool>>);
+pub struct Pass(watch::Receiver<Option<bool>>, Arc<AtomicBool>);
 
 impl Gate {
     pub fn new() -> (Gate, Pass) {
         let (tx, rx) = watch::channel(None);
-        (Gate(tx), Pass(rx))
+        let reached = Arc::new(AtomicBool::new(false));
+        (Gate(tx, reached.clone()), Pass(rx, reached))
+    }
+
+    /// Whether a held call has come to the gate: what the caller did before its first write or
+    /// key call is done.
+    pub fn is_reached(&self) -> bool {
+        self.1.load(Ordering::SeqCst)
     }
 
     /// Lets the held calls through (`allowed`), or fails each with an error.
@@ -33,6 +41,7 @@ impl Gate {
 impl Pass {
     /// Waits for the go-ahead: `Ok` once the held calls may go, the refusal's error if not.
     pub async fn go_ahead(&self) -> Result<(), StoreError> {
+        self.1.store(true, Ordering::SeqCst);
         let mut rx = self.0.clone();
         let seen = rx.wait_for(Option::is_some).await.map(|open| *open);
         match seen {

@@ -108,8 +108,11 @@ impl Harness {
         tempfile::tempdir_in(self.scratch.path()).expect("a temp dir").keep()
     }
 
-    /// Runs `call` on this harness's backend with its writes and key calls held, past its reads
-    /// (300 ms): a race held open at its narrowest. The gate lets the rest go (or refuses it).
+    /// Runs `call` on this harness's backend with its writes and key calls held, past its reads:
+    /// a race held open at its narrowest. It answers once the call waits at the gate (or has
+    /// ended without a write), and 100 ms more for reads running beside that first write; the
+    /// gate lets the rest go (or refuses it). Waiting for the gate, not a fixed time, keeps a
+    /// loaded machine from letting a removal run before the call's reads.
     pub async fn held<T, F>(
         &self,
         call: impl FnOnce(AppState) -> F,
@@ -121,7 +124,13 @@ impl Harness {
         let (gate, pass) = rp_shared::ports::held::Gate::new();
         let state = AppState::new(self.backend.clone(), HttpConfig::default()).held(&pass);
         let task = tokio::spawn(call(state));
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while !gate.is_reached() && !task.is_finished() {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        });
+        waited.await.expect("the held call came to its first write");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         (gate, task)
     }
 
