@@ -590,8 +590,8 @@ async fn token_row(console: &Console<'_>, id: &str) -> String {
 
 /// The tokens page: each token with its kind, app, description and state (live, expired,
 /// revoked), and a revoke button while it is not revoked. The button revokes the token for good
-/// (the API refuses it from then on); a second press changes nothing, and a token id that is not
-/// one is refused by name before any read.
+/// (the API refuses it from then on); a second press changes nothing, an unknown id is 404, and
+/// an id that is not 16 hexadecimal digits is refused by name.
 pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Harness) {
     const NEW: &str = "id=\"new-token-form\"";
     let console = Console::sign_in(&h, &h.admin).await;
