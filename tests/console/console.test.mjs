@@ -2,7 +2,8 @@
 // (playwright-core, which downloads no browser). Against the server at RP_BASE_URL, signed in
 // with the admin token RP_ADMIN_TOKEN, it does an operator's tasks from the pages alone: sign in,
 // create an app and a token, turn offline access on, send a registration link and read its QR
-// code off a screenshot, see the device registered through it appear and remove it, test-run a
+// code off a screenshot, see the device registered through it appear and remove it (once the
+// page's question is answered yes; declined, nothing is sent), test-run a
 // code customization, look at the events and the certificate queue; then it checks that a
 // tenant-scoped admin sees nothing of another app, that hostile text renders as text, and that
 // no page loads anything from elsewhere. Screenshots go to SCREENSHOT_DIR (docs/console with
@@ -156,6 +157,14 @@ test("a registration link's QR code, read off a screenshot, registers a device t
   await page.goto(`${base}/console/apps/${app}/users?user=alice`);
   assert.ok(await page.isVisible(`#devices >> text=${deviceId}`));
   await page.screenshot({ path: join(shots, "devices.png") });
+  // Removing cannot be undone, so the page asks first: declined, nothing is sent.
+  let asked;
+  page.once("dialog", (dialog) => { asked = dialog.message(); dialog.dismiss(); });
+  await page.click("button:has-text('Remove device')");
+  await page.waitForTimeout(500);
+  assert.match(asked, /^Remove this device\?/);
+  assert.ok(page.url().endsWith("?user=alice") && await page.isVisible(`#devices >> text=${deviceId}`), "still there");
+  page.once("dialog", (dialog) => dialog.accept());
   await Promise.all([page.waitForURL(/notice=removed$/), page.click("button:has-text('Remove device')")]);
   assert.ok(await page.isVisible("#no-devices"));
 });

@@ -68,15 +68,30 @@ fn csrf_of(page: &str) -> String {
     page[at..at + page[at..].find('"').unwrap()].to_owned()
 }
 
-/// The first form on `page` whose opening tag holds `which` (`id="…"`, `action="…"`), as a
-/// browser reads it: its action (it must post), its hidden fields with their values, and the
-/// names of all its fields.
-fn form_on(page: &str, which: &str) -> (String, Vec<(String, String)>, Vec<String>) {
+/// The opening tag and the body of the first form on `page` whose opening tag holds `which`; it
+/// must post.
+fn posted_form<'p>(page: &'p str, which: &str) -> (&'p str, &'p str) {
     let at = page.find(which).unwrap_or_else(|| panic!("the page has no form with {which}: {page}"));
     let start = page[..at].rfind("<form").expect("a form");
     let end = start + page[start..].find("</form>").expect("the form's end");
     let (tag, body) = page[start..end].split_once('>').unwrap();
     assert!(tag.contains(which) && tag.contains("method=\"post\""), "not a posted form: {tag}");
+    (tag, body)
+}
+
+/// The question the form [`posted_form`] finds asks before it is sent (`data-confirm`), if any:
+/// the console's script puts it to the operator, and a "no" sends nothing.
+fn question_of(page: &str, which: &str) -> Option<String> {
+    let (tag, _) = posted_form(page, which);
+    let at = tag.find(" data-confirm=\"")? + 15;
+    Some(tag[at..at + tag[at..].find('"')?].to_owned())
+}
+
+/// The first form on `page` whose opening tag holds `which` (`id="…"`, `action="…"`), as a
+/// browser reads it: its action (it must post), its hidden fields with their values, and the
+/// names of all its fields.
+fn form_on(page: &str, which: &str) -> (String, Vec<(String, String)>, Vec<String>) {
+    let (tag, body) = posted_form(page, which);
     let attribute = |tag: &str, name: &str| {
         let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
         Some(tag[at..at + tag[at..].find('"')?].to_owned())
@@ -391,8 +406,12 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let phone = device(&h, &app, "alice", None).await;
     let users = html(&console.get(&format!("/console/apps/{app}/users?user=alice")).await);
     assert!(users.contains(&phone.device_id) && users.contains("until "), "{users}");
-    // Each device's buttons are forms that carry the device and its user.
+    // Each device's buttons are forms that carry the device and its user; the removal, which
+    // cannot be undone, asks first.
     let end_token = format!("action=\"/console/apps/{app}/devices/end-token\"");
+    let remove = format!("action=\"/console/apps/{app}/devices/remove\"");
+    assert_eq!(question_of(&users, &end_token), None);
+    assert!(question_of(&users, &remove).is_some_and(|q| q.starts_with("Remove this device?")));
     let r = console.submit(&users, &end_token, &[]).await;
     let users = html(&console.follow(&r).await);
     assert!(
@@ -401,7 +420,6 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     );
     let r = h.client.send("POST", "/rp/versioned/device/token", Some(&phone.token), None).await;
     assert_eq!(r.status, 401, "the ended token no longer works");
-    let remove = format!("action=\"/console/apps/{app}/devices/remove\"");
     let r = console.submit(&users, &remove, &[]).await;
     assert!(html(&console.follow(&r).await).contains("No device registered."));
 
@@ -413,6 +431,7 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     assert!(page.contains("ws-1") && page.contains(&phone.device_id), "{page}");
     assert!(page.contains("no PINs"), "offline access is off: {page}");
     let unpair = format!("action=\"/console/apps/{app}/workstations/unpair\"");
+    assert!(question_of(&page, &unpair).is_some_and(|q| q.starts_with("Unpair this workstation?")));
     let r = console.submit(&page, &unpair, &[]).await;
     assert!(html(&console.follow(&r).await).contains("No workstation is paired."));
 
@@ -608,14 +627,18 @@ pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Ha
     let (admin_id, _) = new_token(&console.submit(&form, NEW, &admin_fields).await);
     h.clock.advance(Duration::from_secs(61));
 
-    let revoke_button = |id: &str| format!("name=\"tokenId\" value=\"{id}\"");
+    // A token's revoke button carries its id and asks first, naming it.
+    let revoke_button = |row: &str, id: &str| {
+        let question = format!("Revoke token {id}? Whatever uses it is refused from now on;");
+        row.contains(&format!("name=\"tokenId\" value=\"{id}\"")) && row.contains(&question)
+    };
     let row = token_row(&console, &access_id).await;
     let shown =
         ["<td>access</td>", &format!("<td>{app}</td>"), "<td>front desk</td>", "<td>never</td>", ">live<"];
-    assert!(shown.iter().all(|s| row.contains(s)) && row.contains(&revoke_button(&access_id)), "{row}");
+    assert!(shown.iter().all(|s| row.contains(s)) && revoke_button(&row, &access_id), "{row}");
     let row = token_row(&console, &admin_id).await;
     let shown = ["<td>controlCenterAdmin</td>", "<td>helpdesk</td>", ">expired<"];
-    assert!(shown.iter().all(|s| row.contains(s)) && row.contains(&revoke_button(&admin_id)), "{row}");
+    assert!(shown.iter().all(|s| row.contains(s)) && revoke_button(&row, &admin_id), "{row}");
 
     let apps = format!("/rp/api/oob/client/authentication/{app}/nobody/devices");
     assert_ne!(h.client.send("GET", &apps, Some(&access), None).await.status, 401, "live");
@@ -623,7 +646,7 @@ pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Ha
     assert!(html(&console.follow(&r).await).contains("Revoked."));
     assert_eq!(h.client.send("GET", &apps, Some(&access), None).await.status, 401, "revoked");
     let row = token_row(&console, &access_id).await;
-    assert!(row.contains(">revoked<") && !row.contains(&revoke_button(&access_id)), "{row}");
+    assert!(row.contains(">revoked<") && !row.contains("name=\"tokenId\""), "{row}");
     let again = console.post("/console/tokens/revoke", &[("tokenId", &access_id)]).await;
     assert_eq!(again.status, 303, "revoked already: {}", html(&again));
     assert!(token_row(&console, &access_id).await.contains(">revoked<"));
@@ -738,6 +761,7 @@ pub async fn console_watches_the_queue_and_revokes_a_certificate(h: Harness) {
     let serial = super::certificates::first_serial(&h, &phone).await;
     assert!(page.contains(&serial), "the issuance names its serial");
 
+    assert!(question_of(&page, "id=\"revoke-form\"").is_some_and(|q| q.starts_with("Revoke the certificate")));
     let r = console.submit(&page, "id=\"revoke-form\"", &[("certSerialNumber", &serial)]).await;
     assert_eq!(r.status, 200, "{}", html(&r));
     assert!(html(&r).contains("Revocation queued"));

@@ -256,7 +256,7 @@ fn token_table(tokens: &[TokenRecord], op: &Operator, now: EpochMillis) -> Marku
                         td { (token_state(token, now)) }
                         td {
                             @if token.revoked_at.is_none() {
-                                form.inline method="post" action="/console/tokens/revoke" {
+                                form.inline method="post" action="/console/tokens/revoke" data-confirm={ "Revoke token " (token.token_id) "? Whatever uses it is refused from now on; this cannot be undone." } {
                                     (csrf(op))
                                     input type="hidden" name="tokenId" value=(token.token_id);
                                     button.danger type="submit" { "Revoke" }

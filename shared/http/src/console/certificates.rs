@@ -109,7 +109,7 @@ fn recent_section(selected: Option<&AppId>, recent: Option<&[EventRecord]>) -> M
 fn revoke_form(op: &Operator) -> Markup {
     html! {
         h2 { "Revoke a certificate" }
-        form.card.row #revoke-form method="post" action="/console/certificates/revoke" {
+        form.card.row #revoke-form method="post" action="/console/certificates/revoke" data-confirm="Revoke the certificate with this serial number? This cannot be undone." {
             (csrf(op))
             div { label for="certSerialNumber" { "Serial number" } input #certSerialNumber type="text" name="certSerialNumber" required; }
             button.danger type="submit" { "Revoke" }

@@ -72,8 +72,8 @@ fn device_table(
                             td { (when(device.registered_at)) }
                             td { @if let Some(token) = token { "until " (when(token.expiry())) } @else { span.tag.off { "ended" } } }
                             td {
-                                @if token.is_some() { (device_action(op, base, "end-token", &device.device_id, user, "End token", false)) }
-                                (device_action(op, base, "remove", &device.device_id, user, "Remove device", true))
+                                @if token.is_some() { (device_action(op, base, "end-token", &device.device_id, user, "End token", None)) }
+                                (device_action(op, base, "remove", &device.device_id, user, "Remove device", Some(REMOVE_QUESTION)))
                             }
                         }
                     }
@@ -99,6 +99,12 @@ fn link_form(op: &Operator, base: &str, user: Option<&str>) -> Markup {
     }
 }
 
+/// What removing a device asks first: it cannot be undone.
+const REMOVE_QUESTION: &str =
+    "Remove this device? Its pairings end and their certificates are revoked; this cannot be undone.";
+
+/// A device's button. One that cannot be undone (`confirm`, its question) is shown as a danger
+/// and asks first.
 fn device_action(
     op: &Operator,
     base: &str,
@@ -106,14 +112,14 @@ fn device_action(
     device: &str,
     user: &str,
     label: &str,
-    danger: bool,
+    confirm: Option<&str>,
 ) -> Markup {
     html! {
-        form.inline method="post" action={ (base) "/devices/" (action) } {
+        form.inline method="post" action={ (base) "/devices/" (action) } data-confirm=[confirm] {
             (csrf(op))
             input type="hidden" name="deviceId" value=(device);
             input type="hidden" name="namedUser" value=(user);
-            @if danger { button.danger type="submit" { (label) } } @else { button.quiet type="submit" { (label) } }
+            @if confirm.is_some() { button.danger type="submit" { (label) } } @else { button.quiet type="submit" { (label) } }
         }
     }
 }
@@ -229,7 +235,7 @@ pub async fn workstations(
                             td { (when(pairing.created_at)) }
                             td { (offline_status(pairing, now)) }
                             td {
-                                form.inline method="post" action={ (base) "/workstations/unpair" } {
+                                form.inline method="post" action={ (base) "/workstations/unpair" } data-confirm="Unpair this workstation? Its certificate is revoked; pairing again takes the phone." {
                                     (csrf(&op))
                                     input type="hidden" name="machineId" value=(pairing.machine_id);
                                     input type="hidden" name="deviceId" value=(pairing.device_id);

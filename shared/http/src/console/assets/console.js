@@ -1,6 +1,11 @@
-// The console's one script: copy buttons. It never sees a sign-in token (the console keeps
-// none in the page) and reaches nothing but the clipboard.
+// The console's one script: copy buttons, and a question before a form that cannot be undone
+// (`data-confirm`) is sent. It never sees a sign-in token (the console keeps none in the page)
+// and reaches nothing but the clipboard.
 "use strict";
+document.addEventListener("submit", (event) => {
+  const question = event.target.dataset && event.target.dataset.confirm;
+  if (question && !window.confirm(question)) event.preventDefault();
+});
 document.addEventListener("click", (event) => {
   const button = event.target.closest("button[data-copy]");
   if (!button) return;
