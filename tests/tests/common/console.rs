@@ -6,6 +6,7 @@ use super::certificates::{agent_for, device, enroll, pair};
 use super::Harness;
 use axum::body::Body;
 use axum::http::{header, Request};
+use rp_shared::ports::Clock as _;
 use rp_shared::testing::http::TestResponse;
 use serde_json::json;
 use std::time::Duration;
@@ -347,7 +348,8 @@ pub async fn console_forms_carry_the_largest_source_and_no_more(h: Harness) {
 pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let console = Console::sign_in(&h, &h.admin).await;
     let app = Harness::unique("app");
-    console.post("/console/apps", &[("appId", &app), ("displayName", "Acme")]).await;
+    let r = console.post("/console/apps", &[("appId", &app), ("displayName", "Acme")]).await;
+    assert!(html(&console.follow(&r).await).contains("Created."));
 
     // Offline access on, through the settings form.
     let page = html(&console.get(&format!("/console/apps/{app}")).await);
@@ -421,7 +423,8 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let r = h.client.send("POST", "/rp/versioned/device/token", Some(&phone.token), None).await;
     assert_eq!(r.status, 401, "the ended token no longer works");
     let r = console.submit(&users, &remove, &[]).await;
-    assert!(html(&console.follow(&r).await).contains("No device registered."));
+    let users = html(&console.follow(&r).await);
+    assert!(users.contains("Removed: its pairings are gone") && users.contains("No device registered."));
 
     // A paired workstation is listed with its offline status, and unpaired.
     let phone = device(&h, &app, "bob", None).await;
@@ -433,7 +436,8 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let unpair = format!("action=\"/console/apps/{app}/workstations/unpair\"");
     assert!(question_of(&page, &unpair).is_some_and(|q| q.starts_with("Unpair this workstation?")));
     let r = console.submit(&page, &unpair, &[]).await;
-    assert!(html(&console.follow(&r).await).contains("No workstation is paired."));
+    let page = html(&console.follow(&r).await);
+    assert!(page.contains("Unpaired: the pairing") && page.contains("No workstation is paired."), "{page}");
 
     // The queue, the events and a revocation by an unknown serial.
     let page = html(&console.get(&format!("/console/certificates?app={app}")).await);
@@ -590,21 +594,36 @@ fn new_token(r: &TestResponse) -> (String, String) {
     (id, secret)
 }
 
-/// The row of token `id` on the console's tokens pages, paged through as an operator would.
-async fn token_row(console: &Console<'_>, id: &str) -> String {
-    let mut path = "/console/tokens".to_owned();
+/// The console's tokens pages from `first` on, each "Next page" link followed as an operator
+/// would, to the last page (one with no such link). A link back to a page already shown fails.
+async fn token_pages(console: &Console<'_>, first: &str) -> Vec<String> {
+    let (mut pages, mut paths) = (Vec::new(), vec![first.to_owned()]);
     loop {
-        let r = console.get(&path).await;
-        assert_eq!(r.status, 200, "{}", html(&r));
+        let path = paths.last().unwrap();
+        let r = console.get(path).await;
+        assert_eq!(r.status, 200, "{path}: {}", html(&r));
         let page = html(&r);
-        if let Some(at) = page.find(&format!("<code>{id}</code>")) {
-            let start = page[..at].rfind("<tr>").expect("a table row");
-            return page[start..at + page[at..].find("</tr>").unwrap()].to_owned();
+        let next = page.find("href=\"/console/tokens?cursor=").map(|at| {
+            let at = at + 6;
+            page[at..at + page[at..].find('"').unwrap()].to_owned()
+        });
+        pages.push(page);
+        match next {
+            Some(next) if paths.contains(&next) => panic!("the pages run in a circle: {paths:?}"),
+            Some(next) => paths.push(next),
+            None => return pages,
         }
-        let next =
-            page.find("href=\"/console/tokens?cursor=").unwrap_or_else(|| panic!("{id} is on no page"));
-        path = page[next + 6..next + 6 + page[next + 6..].find('"').unwrap()].to_owned();
     }
+}
+
+/// The row of token `id` on the console's tokens pages.
+async fn token_row(console: &Console<'_>, id: &str) -> String {
+    let pages = token_pages(console, "/console/tokens").await;
+    let code = format!("<code>{id}</code>");
+    let page = pages.iter().find(|page| page.contains(&code)).unwrap_or_else(|| panic!("{id} is on no page"));
+    let at = page.find(&code).unwrap();
+    let start = page[..at].rfind("<tr>").expect("a table row");
+    page[start..at + page[at..].find("</tr>").unwrap()].to_owned()
 }
 
 /// The tokens page: each token with its kind, app, description and state (live, expired,
@@ -624,8 +643,14 @@ pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Ha
         ("description", "helpdesk"),
         ("expiresInSecs", "60"),
     ];
+    let created = h.clock.now_millis();
     let (admin_id, _) = new_token(&console.submit(&form, NEW, &admin_fields).await);
     h.clock.advance(Duration::from_secs(61));
+    // Times show to the second, in UTC.
+    let shown_at = |at: rp_shared::domain::EpochMillis| {
+        let iso = at.iso8601();
+        format!("<td>{} {} UTC</td>", &iso[..10], &iso[11..19])
+    };
 
     // A token's revoke button carries its id and asks first, naming it.
     let revoke_button = |row: &str, id: &str| {
@@ -639,6 +664,8 @@ pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Ha
     let row = token_row(&console, &admin_id).await;
     let shown = ["<td>controlCenterAdmin</td>", "<td>helpdesk</td>", ">expired<"];
     assert!(shown.iter().all(|s| row.contains(s)) && revoke_button(&row, &admin_id), "{row}");
+    let expires = rp_shared::domain::EpochMillis(created.as_millis() + 60_000);
+    assert!(row.contains(&shown_at(created)) && row.contains(&shown_at(expires)), "{row}");
 
     let apps = format!("/rp/api/oob/client/authentication/{app}/nobody/devices");
     assert_ne!(h.client.send("GET", &apps, Some(&access), None).await.status, 401, "live");
@@ -657,6 +684,38 @@ pub async fn console_tokens_show_their_state_and_their_revoke_button_works(h: Ha
         let r = console.post("/console/tokens/revoke", &[("tokenId", bad)]).await;
         assert_eq!(r.status, 400, "{bad:?}: {}", html(&r));
         assert!(html(&r).contains("tokenId: must be 16 hexadecimal digits"), "{}", html(&r));
+    }
+}
+
+/// The console's lists page 50 at a time: each "Next page" link carries the cursor of the list it
+/// pages, and following them shows every item once. A cursor left empty is the first page; one
+/// that is not a cursor, or is another list's, is refused by name.
+pub async fn console_lists_page_with_their_own_cursors(h: Harness) {
+    let app = h.app().await;
+    h.app().await;
+    let mut made = Vec::new();
+    for _ in 0..55 {
+        let r = h.admin("POST", "/cc/api/tokens", Some(json!({"kind": "access", "appId": app}))).await;
+        made.push(r.json()["tokenId"].as_str().expect("a token id").to_owned());
+    }
+    let console = Console::sign_in(&h, &h.admin).await;
+    let pages = token_pages(&console, "/console/tokens?cursor=").await;
+    assert!(pages.len() >= 2, "55 tokens and more take two pages of 50");
+    let seen: Vec<&str> = pages
+        .iter()
+        .flat_map(|page| page.split("<td><code>").skip(1).map(|cell| &cell[..cell.find('<').unwrap()]))
+        .collect();
+    for id in &made {
+        assert_eq!(seen.iter().filter(|s| *s == id).count(), 1, "{id} once in {seen:?}");
+    }
+    let apps = h.admin("GET", "/cc/api/apps?limit=1", None).await.json();
+    let foreign: String =
+        form_urlencoded::byte_serialize(apps["nextCursor"].as_str().expect("a second page").as_bytes())
+            .collect();
+    for cursor in ["abc", foreign.as_str()] {
+        let r = console.get(&format!("/console/tokens?cursor={cursor}")).await;
+        assert_eq!(r.status, 400, "{cursor}");
+        assert!(html(&r).contains("cursor: is not a cursor of this list"), "{}", html(&r));
     }
 }
 
@@ -814,7 +873,7 @@ pub async fn console_shows_the_newest_certificate_events_of_the_week(h: Harness)
 pub async fn console_events_table_shows_the_newest_past_the_timelines_count(h: Harness) {
     use rp_shared::app::console::{EVENTS_COUNTED, EVENTS_SHOWN};
     use rp_shared::domain::{apps::AppId, events::EventRecord};
-    use rp_shared::ports::{Clock, Condition, WriteOp};
+    use rp_shared::ports::{Condition, WriteOp};
     use rp_shared::repo::events::Events;
     let app = h.app().await;
     let app_id = AppId::parse("appId", &app).unwrap();

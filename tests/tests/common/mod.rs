@@ -222,6 +222,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, console_forms_carry_the_largest_source_and_no_more);
         $crate::router_case!($make, console_operator_tasks_reach_the_api);
         $crate::router_case!($make, console_tokens_show_their_state_and_their_revoke_button_works);
+        $crate::router_case!($make, console_lists_page_with_their_own_cursors);
         $crate::router_case!($make, console_scoped_admins_see_only_their_app);
         $crate::router_case!($make, console_renders_hostile_values_as_text);
         $crate::router_case!($make, console_watches_the_queue_and_revokes_a_certificate);
