@@ -83,8 +83,12 @@ fn posted_form<'p>(page: &'p str, which: &str) -> (&'p str, &'p str) {
 /// The question the form [`posted_form`] finds asks before it is sent (`data-confirm`), if any:
 /// the console's script puts it to the operator, and a "no" sends nothing.
 fn question_of(page: &str, which: &str) -> Option<String> {
-    let (tag, _) = posted_form(page, which);
-    let at = tag.find(" data-confirm=\"")? + 15;
+    attribute(posted_form(page, which).0, "data-confirm")
+}
+
+/// The value of attribute `name` in an element's opening `tag`, as the templates write it.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
     Some(tag[at..at + tag[at..].find('"')?].to_owned())
 }
 
@@ -93,10 +97,6 @@ fn question_of(page: &str, which: &str) -> Option<String> {
 /// names of all its fields.
 fn form_on(page: &str, which: &str) -> (String, Vec<(String, String)>, Vec<String>) {
     let (tag, body) = posted_form(page, which);
-    let attribute = |tag: &str, name: &str| {
-        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
-        Some(tag[at..at + tag[at..].find('"')?].to_owned())
-    };
     let action = attribute(tag, "action").expect("the form's action");
     let (mut hidden, mut names) = (Vec::new(), Vec::new());
     for field in
