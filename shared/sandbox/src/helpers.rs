@@ -141,6 +141,8 @@ pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, Help
     let mut validation = Validation::new(header.alg);
     validation.algorithms = vec![header.alg];
     validation.leeway = options.clock_tolerance_secs.unwrap_or(0);
+    // `jsonwebtoken` checks `nbf` only when asked: a token is not valid before its time.
+    validation.validate_nbf = true;
     validation.validate_aud = options.audience.is_some();
     if let Some(issuer) = &options.issuer {
         validation.set_issuer(&issuer.list());
@@ -378,5 +380,36 @@ mod tests {
         let both = VerifyOptions { jwks: Some(rfc7515_jwks()), ..with("k") };
         assert!(decode_verify(RFC7515_A3, &both).unwrap_err().0.contains("exactly one key"));
         assert!(algorithm("none").is_err());
+    }
+
+    #[test]
+    fn a_token_is_refused_before_its_nbf_unless_the_tolerance_reaches_it() {
+        let now = jsonwebtoken::get_current_timestamp();
+        let sign = |claims: Value| {
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(Algorithm::HS256),
+                &claims,
+                &jsonwebtoken::EncodingKey::from_secret(b"s3cret"),
+            )
+            .unwrap()
+        };
+        let options = |tolerance| VerifyOptions {
+            secret: Some("s3cret".into()),
+            clock_tolerance_secs: tolerance,
+            ..Default::default()
+        };
+        let early = sign(json!({"nbf": now + 600, "exp": now + 1200}));
+        let err = decode_verify(&early, &options(None)).unwrap_err();
+        assert!(err.0.contains("ImmatureSignature"), "{err}");
+        assert!(
+            decode_verify(&early, &options(Some(60))).is_err(),
+            "a minute's tolerance does not reach ten"
+        );
+        assert!(
+            decode_verify(&early, &options(Some(900))).is_ok(),
+            "the tolerance covers nbf as it covers exp"
+        );
+        let due = sign(json!({"nbf": now - 1, "exp": now + 1200}));
+        assert!(decode_verify(&due, &options(None)).is_ok());
     }
 }
