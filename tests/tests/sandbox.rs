@@ -171,6 +171,11 @@ async fn hostile_scripts_are_contained() {
         ("syntax error", "function handler( {", "SyntaxError"),
         ("a result that is not JSON", "function handler() { const a = {}; a.self = a; return a; }", "TypeError"),
         ("a huge JWT", "function handler() { return jwtDecodeJwt('a'.repeat(500000)); }", "not a JWT"),
+        // What a helper does runs in Rust, past the interrupt's reach: its inputs are bounded.
+        ("a JWT past the helpers' bound", "function handler() { return jwtVerify('a'.repeat(2 << 20), {secret: 'k'}); }", "jwtVerify: at most 1048576 bytes"),
+        ("a token to decode past the bound", "function handler() { return jwtDecodeVerify('a'.repeat(2 << 20), {secret: 'k'}); }", "jwtDecodeVerify: at most 1048576 bytes"),
+        ("options past the bound", "function handler() { return jwtVerify('a.b.c', {secret: 'k'.repeat(2 << 20)}); }", "jwtVerify options: at most 1048576 bytes"),
+        ("a payload past the bound", "function handler() { return jwtCreateSignedJwt({x: 'k'.repeat(2 << 20)}); }", "jwtCreateSignedJwt payload: at most 1048576 bytes"),
         ("a helper fed garbage", "function handler() { return sha256({length: 1e12}); }", "must be a string or an array of bytes"),
     ];
     let keys = keys();

@@ -494,14 +494,19 @@ fn throw(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
     Exception::throw_message(ctx, message)
 }
 
+/// A helper's text, at most [`MAX_HELPER_INPUT`] bytes: what a helper does with it runs in Rust,
+/// where the run's interrupt does not reach.
+fn bounded(ctx: &Ctx<'_>, text: String, what: &str) -> rquickjs::Result<String> {
+    match text.len() > MAX_HELPER_INPUT {
+        true => Err(throw(ctx, &format!("{what}: at most {MAX_HELPER_INPUT} bytes"))),
+        false => Ok(text),
+    }
+}
+
 /// A helper's input: a string (UTF-8), a `Uint8Array`, or an array of byte values.
 fn bytes_of<'js>(ctx: &Ctx<'js>, value: &Value<'js>, what: &str) -> rquickjs::Result<Vec<u8>> {
     if let Some(s) = value.as_string() {
-        let text = s.to_string()?;
-        if text.len() > MAX_HELPER_INPUT {
-            return Err(throw(ctx, &format!("{what}: at most {MAX_HELPER_INPUT} bytes")));
-        }
-        return Ok(text.into_bytes());
+        return Ok(bounded(ctx, s.to_string()?, what)?.into_bytes());
     }
     if let Some(object) = value.as_object() {
         let length: f64 = object.get("length").unwrap_or(-1.0);
@@ -520,13 +525,14 @@ fn bytes_of<'js>(ctx: &Ctx<'js>, value: &Value<'js>, what: &str) -> rquickjs::Re
     Err(throw(ctx, &format!("{what}: must be a string or an array of bytes")))
 }
 
-/// A JS value as JSON, for options and payloads.
-fn json_of<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> rquickjs::Result<Json> {
+/// A JS value as JSON, for options and payloads (`what`), at most [`MAX_HELPER_INPUT`] bytes of it.
+fn json_of<'js>(ctx: &Ctx<'js>, value: Value<'js>, what: &str) -> rquickjs::Result<Json> {
     if value.is_undefined() || value.is_null() {
         return Ok(Json::Null);
     }
     let text = ctx.json_stringify(value)?.map(|s| s.to_string()).transpose()?.unwrap_or_default();
-    serde_json::from_str(&text).map_err(|e| throw(ctx, &format!("not JSON: {e}")))
+    let text = bounded(ctx, text, what)?;
+    serde_json::from_str(&text).map_err(|e| throw(ctx, &format!("{what}: not JSON: {e}")))
 }
 
 fn to_js<'js>(ctx: &Ctx<'js>, value: &Json) -> rquickjs::Result<Value<'js>> {
@@ -540,7 +546,7 @@ fn options<'js, T: serde::de::DeserializeOwned + Default>(
 ) -> rquickjs::Result<T> {
     match value.0 {
         None => Ok(T::default()),
-        Some(v) => match json_of(ctx, v)? {
+        Some(v) => match json_of(ctx, v, what)? {
             Json::Null => Ok(T::default()),
             json => serde_json::from_value(json).map_err(|e| throw(ctx, &format!("{what}: {e}"))),
         },
@@ -599,6 +605,7 @@ fn install<'js>(
     globals.set(
         "jwtDecodeJwt",
         Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String| {
+            let token = bounded(&ctx, token, "jwtDecodeJwt")?;
             let decoded = helpers::decode_jwt(&token).map_err(|e| throw(&ctx, &e.0))?;
             to_js(&ctx, &decoded)
         })?,
@@ -606,6 +613,7 @@ fn install<'js>(
     globals.set(
         "jwtDecodeVerify",
         Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String, opts: Opt<Value<'js>>| {
+            let token = bounded(&ctx, token, "jwtDecodeVerify")?;
             let opts: helpers::VerifyOptions = options(&ctx, opts, "jwtDecodeVerify options")?;
             let decoded = helpers::decode_verify(&token, &opts).map_err(|e| throw(&ctx, &e.0))?;
             to_js(&ctx, &decoded)
@@ -614,6 +622,7 @@ fn install<'js>(
     globals.set(
         "jwtVerify",
         Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String, opts: Opt<Value<'js>>| {
+            let token = bounded(&ctx, token, "jwtVerify")?;
             let opts: helpers::VerifyOptions = options(&ctx, opts, "jwtVerify options")?;
             Ok::<_, rquickjs::Error>(helpers::decode_verify(&token, &opts).is_ok())
         })?,
@@ -628,7 +637,7 @@ fn install<'js>(
                 return Err(throw(&ctx, &limit));
             }
             signed.set(signed.get() + 1);
-            let payload = json_of(&ctx, payload)?;
+            let payload = json_of(&ctx, payload, "jwtCreateSignedJwt payload")?;
             let opts: helpers::SignOptions = options(&ctx, opts, "jwtCreateSignedJwt options")?;
             let now = jsonwebtoken::get_current_timestamp();
             let key =
