@@ -181,13 +181,13 @@ async fn hostile_scripts_are_contained() {
     let keys = keys();
     let mut faults = Vec::new();
     for (name, source, expected) in hostile {
+        // A script meant to run out of time gets 200 ms; the others 5 s, so that a busy machine
+        // does not turn the error they are meant to meet into a time-out.
+        let limit = Duration::from_millis(if expected.contains("timed out") { 200 } else { 5_000 });
         let started = Instant::now();
-        let r = sandbox::run(keys.clone(), job(source, 200)).await;
+        let r = sandbox::run(keys.clone(), job(source, limit.as_millis() as u64)).await;
         let took = started.elapsed();
-        assert!(
-            took < Duration::from_millis(200) + sandbox::BACKSTOP + Duration::from_millis(300),
-            "{name}: took {took:?}"
-        );
+        assert!(took < limit + sandbox::BACKSTOP + Duration::from_millis(300), "{name}: took {took:?}");
         let text = format!("{:?} {}", r.error, r.logs.join("\n"));
         println!(
             "{name}: {:?} {:?} logs={} {took:?}",
@@ -295,8 +295,10 @@ async fn a_loop_catching_its_own_out_of_memory_errors_stops_at_its_deadline() {
         let r = sandbox::run(keys(), tenant_job("oom", source, timeout_ms)).await;
         let took = started.elapsed();
         assert_eq!(r.error.as_deref(), Some(format!("timed out after {timeout_ms} ms").as_str()));
+        // The watchdog answers no earlier than the deadline plus its backstop: an answer before
+        // that is the run's own, however busy the machine is.
         assert!(
-            took < Duration::from_millis(timeout_ms) + sandbox::BACKSTOP / 2,
+            took < Duration::from_millis(timeout_ms) + sandbox::BACKSTOP,
             "{timeout_ms} ms: the run itself stopped, not the watchdog: {took:?}"
         );
     }
