@@ -408,11 +408,11 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     let phone = device(&h, &app, "alice", None).await;
     let users = html(&console.get(&format!("/console/apps/{app}/users?user=alice")).await);
     assert!(users.contains(&phone.device_id) && users.contains("until "), "{users}");
-    // Each device's buttons are forms that carry the device and its user; the removal, which
-    // cannot be undone, asks first.
+    // Each device's buttons are forms that carry the device and its user; both cannot be undone,
+    // and each asks first.
     let end_token = format!("action=\"/console/apps/{app}/devices/end-token\"");
     let remove = format!("action=\"/console/apps/{app}/devices/remove\"");
-    assert_eq!(question_of(&users, &end_token), None);
+    assert!(question_of(&users, &end_token).is_some_and(|q| q.starts_with("End this device's token?")));
     assert!(question_of(&users, &remove).is_some_and(|q| q.starts_with("Remove this device?")));
     let r = console.submit(&users, &end_token, &[]).await;
     let users = html(&console.follow(&r).await);

@@ -72,7 +72,7 @@ fn device_table(
                             td { (when(device.registered_at)) }
                             td { @if let Some(token) = token { "until " (when(token.expiry())) } @else { span.tag.off { "ended" } } }
                             td {
-                                @if token.is_some() { (device_action(op, base, "end-token", &device.device_id, user, "End token", None)) }
+                                @if token.is_some() { (device_action(op, base, "end-token", &device.device_id, user, "End token", Some(END_TOKEN_QUESTION))) }
                                 (device_action(op, base, "remove", &device.device_id, user, "Remove device", Some(REMOVE_QUESTION)))
                             }
                         }
@@ -102,6 +102,10 @@ fn link_form(op: &Operator, base: &str, user: Option<&str>) -> Markup {
 /// What removing a device asks first: it cannot be undone.
 const REMOVE_QUESTION: &str =
     "Remove this device? Its pairings end and their certificates are revoked; this cannot be undone.";
+
+/// What ending a device's token asks first: the device must register again.
+const END_TOKEN_QUESTION: &str =
+    "End this device's token? It answers no request until it registers again; this cannot be undone.";
 
 /// A device's button. One that cannot be undone (`confirm`, its question) is shown as a danger
 /// and asks first.
