@@ -151,7 +151,14 @@ pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, Help
         validation.set_audience(&audience.list());
     }
     // An `exp` is checked when present; tokens without one are accepted, as most libraries do.
+    // An issuer or audience asked for must be there: `jsonwebtoken` checks each only when the
+    // token has it, so a token without `iss` would pass any issuer.
     validation.required_spec_claims = HashSet::new();
+    for (asked, claim) in [(options.issuer.is_some(), "iss"), (options.audience.is_some(), "aud")] {
+        if asked {
+            validation.required_spec_claims.insert(claim.to_owned());
+        }
+    }
     let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
         .map_err(|e| fail(format!("the token does not verify: {e}")))?;
     header_and_payload(data)
@@ -380,6 +387,28 @@ mod tests {
         let both = VerifyOptions { jwks: Some(rfc7515_jwks()), ..with("k") };
         assert!(decode_verify(RFC7515_A3, &both).unwrap_err().0.contains("exactly one key"));
         assert!(algorithm("none").is_err());
+    }
+
+    #[test]
+    fn an_issuer_or_audience_asked_for_must_be_in_the_token() {
+        let exp = jsonwebtoken::get_current_timestamp() + 600;
+        let sign = |claims: Value| {
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(Algorithm::HS256),
+                &claims,
+                &jsonwebtoken::EncodingKey::from_secret(b"s3cret"),
+            )
+            .unwrap()
+        };
+        let secret = || VerifyOptions { secret: Some("s3cret".into()), ..Default::default() };
+        let issuer = VerifyOptions { issuer: Some(OneOrMany::One("risk-engine".into())), ..secret() };
+        let audience = VerifyOptions { audience: Some(OneOrMany::One("rp".into())), ..secret() };
+        let bare = sign(json!({"exp": exp}));
+        assert!(decode_verify(&bare, &issuer).unwrap_err().0.contains("iss"), "no iss");
+        assert!(decode_verify(&bare, &audience).unwrap_err().0.contains("aud"), "no aud");
+        assert!(decode_verify(&bare, &secret()).is_ok(), "neither asked for");
+        let full = sign(json!({"exp": exp, "iss": "risk-engine", "aud": "rp"}));
+        assert!(decode_verify(&full, &issuer).is_ok() && decode_verify(&full, &audience).is_ok());
     }
 
     #[test]
