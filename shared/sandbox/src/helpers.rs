@@ -108,6 +108,10 @@ pub fn decode_verify(token: &str, options: &VerifyOptions) -> Result<Value, Help
     if keys.iter().filter(|k| ***k).count() != 1 {
         return Err(fail("give exactly one key: publicKeyPem, jwks or secret"));
     }
+    // An empty secret (an unset variable, say) would verify what anyone signs with it.
+    if options.secret.as_deref() == Some("") {
+        return Err(fail("secret: must not be empty"));
+    }
     let allowed: Vec<Algorithm> = match (&options.secret, &options.algorithms) {
         (Some(_), None) => vec![Algorithm::HS256],
         (None, None) => ASYMMETRIC.to_vec(),
@@ -377,6 +381,13 @@ mod tests {
         };
         assert_eq!(decode_verify(&token, &with("s3cret")).unwrap()["payload"]["score"], 12);
         assert!(decode_verify(&token, &with("wrong")).is_err());
+        let forged = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(b""),
+        )
+        .unwrap();
+        assert_eq!(decode_verify(&forged, &with("")).unwrap_err().0, "secret: must not be empty");
         let wrong_aud = VerifyOptions { audience: Some(OneOrMany::One("other".into())), ..with("s3cret") };
         assert!(decode_verify(&token, &wrong_aud).is_err());
         // An HS256 token against a public key (algorithm confusion) and `none` are refused.
