@@ -63,6 +63,19 @@ async fn a_handler_sees_event_env_and_helpers() {
     assert_eq!(r.logs, ["user alice@example.com {\"n\":1}"]);
 }
 
+/// Log lines past the bound are dropped, and the logs say how many.
+#[tokio::test]
+async fn logs_past_their_bound_are_counted() {
+    let r =
+        run("function handler() { for (let i = 0; i < 105; i++) console.log('line', i); return 1; }").await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.logs.len(), sandbox::MAX_LOG_LINES + 1);
+    assert_eq!((r.logs[0].as_str(), r.logs[99].as_str()), ("line 0", "line 99"));
+    assert_eq!(r.logs.last().map(String::as_str), Some("[5 more log lines dropped]"));
+    let r = run("function handler() { console.log('one'); return 1; }").await;
+    assert_eq!(r.logs, ["one"], "nothing dropped, nothing said");
+}
+
 /// No env value leaves the sandbox through what a hook asks for: a deny reason and a transaction
 /// text (which reach a 403, an event, a log line and the phone) are scrubbed as logs are.
 #[tokio::test]
@@ -148,6 +161,7 @@ async fn hostile_scripts_are_contained() {
         ),
         ("deep recursion", "function f(n) { return f(n + 1) + 1; } function handler() { return f(0); }", "stack"),
         ("huge string", "function handler() { let s = 'x'; while (true) s += s; }", "string too long"),
+        ("allocating 200 MiB", "function handler() { const a = []; for (let i = 0; i < 200; i++) a.push('x'.repeat(1 << 20) + i); return a.length; }", "memory limit"),
         ("huge array", "function handler() { const a = []; for (;;) a.push({k: a.length}); }", "timed out|memory"),
         ("prototype pollution of a helper", "function handler() { sha256 = () => 'owned'; return sha256('abc'); }", "read-only"),
         ("redefining a helper", "function handler() { Object.defineProperty(globalThis, 'jwtVerify', {value: () => true}); }", "TypeError"),

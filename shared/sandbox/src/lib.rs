@@ -737,6 +737,13 @@ mod tests {
     }
 
     #[test]
+    fn one_tenants_runs_never_take_every_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(runs_per_tenant() >= 1, "a tenant can run at all");
+        assert!(runs_per_tenant() <= (cores / 2).max(1), "{} slots on {cores} cores", runs_per_tenant());
+    }
+
+    #[test]
     fn logs_are_bounded() {
         let mut c = Captured::default();
         for i in 0..(MAX_LOG_LINES + 5) {
@@ -746,5 +753,14 @@ mod tests {
         let mut c = Captured::default();
         c.log("x".repeat(MAX_LOG_LINE * 3));
         assert_eq!(c.logs[0].len(), MAX_LOG_LINE);
+        // All lines together: up to MAX_LOG_TOTAL characters exactly, then nothing more.
+        let mut c = Captured::default();
+        let full_lines = MAX_LOG_TOTAL / MAX_LOG_LINE;
+        for _ in 0..full_lines {
+            c.log("x".repeat(MAX_LOG_LINE));
+        }
+        c.log("y".repeat(MAX_LOG_TOTAL - full_lines * MAX_LOG_LINE));
+        c.log("z".into());
+        assert_eq!((c.logs.len(), c.log_chars, c.dropped), (full_lines + 1, MAX_LOG_TOTAL, 1));
     }
 }
