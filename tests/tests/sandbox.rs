@@ -63,6 +63,39 @@ async fn a_handler_sees_event_env_and_helpers() {
     assert_eq!(r.logs, ["user alice@example.com {\"n\":1}"]);
 }
 
+/// The helpers check what a script hands them: the 1 MiB bound is inclusive, and what is not a
+/// string or bytes throws, saying so; options left `undefined` are no options.
+#[tokio::test]
+async fn helpers_check_their_inputs() {
+    let r = run(r#"
+        function handler() {
+            const t = (f) => { try { return String(f()); } catch (e) { return 'threw: ' + e.message; } };
+            return [
+                t(() => sha256('x'.repeat(1 << 20)).length),
+                t(() => sha256('x'.repeat((1 << 20) + 1))),
+                t(() => sha256({})),
+                t(() => sha256([256])),
+                t(() => getHmacSHA256Signature('k', [1.5])),
+                t(() => base64EncodeToString([-1])),
+                t(() => jwtCreateSignedJwt({sub: 'x'}, undefined).split('.').length),
+            ];
+        }"#)
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(
+        r.result,
+        json!([
+            "64",
+            "threw: sha256: at most 1048576 bytes",
+            "threw: sha256: must be a string or an array of bytes",
+            "threw: sha256: byte 0 is not 0 to 255",
+            "threw: getHmacSHA256Signature: byte 0 is not 0 to 255",
+            "threw: base64EncodeToString: byte 0 is not 0 to 255",
+            "3",
+        ])
+    );
+}
+
 /// Log lines past the bound are dropped, and the logs say how many.
 #[tokio::test]
 async fn logs_past_their_bound_are_counted() {

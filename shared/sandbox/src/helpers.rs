@@ -353,7 +353,10 @@ mod tests {
             ..Default::default()
         };
         assert!(decode_verify(RFC7515_A3, &as_secret).unwrap_err().0.contains("not allowed"));
-        // A tolerance past the bound is refused, saying so, rather than overflowing the check.
+        // A tolerance up to the bound is taken; past it, refused, saying so, rather than
+        // overflowing the check.
+        let bound = VerifyOptions { clock_tolerance_secs: Some(MAX_CLOCK_TOLERANCE_SECS), ..tolerant };
+        assert!(decode_verify(RFC7515_A3, &bound).is_ok());
         let boundless = VerifyOptions {
             jwks: Some(rfc7515_jwks()),
             clock_tolerance_secs: Some(2_000_000_000),
@@ -398,6 +401,59 @@ mod tests {
         let both = VerifyOptions { jwks: Some(rfc7515_jwks()), ..with("k") };
         assert!(decode_verify(RFC7515_A3, &both).unwrap_err().0.contains("exactly one key"));
         assert!(algorithm("none").is_err());
+    }
+
+    /// An ES256 token signed as `jwtCreateSignedJwt` signs, with `header` as its header.
+    fn es256_token(key: &p256::ecdsa::SigningKey, header: Value) -> String {
+        use p256::ecdsa::signature::Signer as _;
+        let exp = jsonwebtoken::get_current_timestamp() + 600;
+        let encode = |v: &Value| URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap());
+        let input = format!("{}.{}", encode(&header), encode(&json!({"sub": "alice", "exp": exp})));
+        let signature: p256::ecdsa::Signature = key.sign(input.as_bytes());
+        signed_token(&input, &signature.to_bytes())
+    }
+
+    #[test]
+    fn es256_keys_as_pem_or_jwks_and_the_algorithms_they_allow() {
+        use p256::pkcs8::{EncodePublicKey, LineEnding};
+        let key = p256::ecdsa::SigningKey::from_bytes(&[7u8; 32].into()).unwrap();
+        let other = p256::ecdsa::SigningKey::from_bytes(&[9u8; 32].into()).unwrap();
+        let public = p256::PublicKey::from(key.verifying_key());
+        let token = es256_token(&key, json!({"alg": "ES256", "kid": "k1"}));
+        let pem = public.to_public_key_pem(LineEnding::LF).unwrap();
+        let with_pem = VerifyOptions { public_key_pem: Some(pem), ..Default::default() };
+        assert_eq!(decode_verify(&token, &with_pem).unwrap()["payload"]["sub"], "alice");
+        // `algorithms` narrows what the key may verify.
+        let rs_only = VerifyOptions { algorithms: Some(vec!["RS256".into()]), ..with_pem };
+        assert!(decode_verify(&token, &rs_only).unwrap_err().0.contains("not allowed"));
+        // A JWK set: the key is picked by the token's kid; without one, only a set of one key.
+        let set = json!({"keys": [jwk(&other.verifying_key().into(), "k0"), jwk(&public, "k1")]});
+        let with_set = || VerifyOptions { jwks: Some(set.clone()), ..Default::default() };
+        assert_eq!(decode_verify(&token, &with_set()).unwrap()["payload"]["sub"], "alice");
+        let unknown = es256_token(&key, json!({"alg": "ES256", "kid": "k9"}));
+        assert_eq!(decode_verify(&unknown, &with_set()).unwrap_err().0, "jwks: no key with kid 'k9'");
+        let no_kid = es256_token(&key, json!({"alg": "ES256"}));
+        let err = decode_verify(&no_kid, &with_set()).unwrap_err();
+        assert_eq!(err.0, "jwks: the token has no kid and the set has several keys");
+        let one = VerifyOptions { jwks: Some(json!({"keys": [jwk(&public, "k1")]})), ..Default::default() };
+        assert!(decode_verify(&no_kid, &one).is_ok());
+    }
+
+    #[test]
+    fn a_minted_tokens_lifetime_is_one_second_to_a_day() {
+        let sign = |secs| {
+            let options = SignOptions { expires_in_secs: Some(secs), ..Default::default() };
+            signing_input(&json!({}), &options, "iss", "kid", 1_000)
+        };
+        for refused in [0, MAX_JWT_LIFETIME_SECS + 1] {
+            assert!(sign(refused).unwrap_err().0.starts_with("expiresInSecs:"), "{refused}");
+        }
+        for taken in [1, MAX_JWT_LIFETIME_SECS] {
+            let input = sign(taken).unwrap();
+            let payload = URL_SAFE_NO_PAD.decode(input.split('.').nth(1).unwrap()).unwrap();
+            let claims: Value = serde_json::from_slice(&payload).unwrap();
+            assert_eq!((claims["iat"].as_u64(), claims["exp"].as_u64()), (Some(1_000), Some(1_000 + taken)));
+        }
     }
 
     #[test]
