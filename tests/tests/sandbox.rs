@@ -96,6 +96,25 @@ async fn helpers_check_their_inputs() {
     );
 }
 
+/// What a hook asks for is at most 1000 characters: a longer transaction text throws, a longer
+/// deny reason is cut.
+#[tokio::test]
+async fn a_hooks_texts_are_bounded() {
+    let r = run(r#"
+        function handler(e, api) {
+            api.setTransactionText('é'.repeat(1000));
+            let thrown = null;
+            try { api.setTransactionText('x'.repeat(1001)); } catch (err) { thrown = err.message; }
+            api.deny('n'.repeat(1500));
+            return thrown;
+        }"#)
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.result, "setTransactionText: at most 1000 characters");
+    assert_eq!(r.actions.transaction_text, Some("é".repeat(1000)), "the text of 1000 stays");
+    assert_eq!(r.actions.denied, Some("n".repeat(1000)));
+}
+
 /// Log lines past the bound are dropped, and the logs say how many.
 #[tokio::test]
 async fn logs_past_their_bound_are_counted() {
