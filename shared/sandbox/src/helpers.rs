@@ -366,16 +366,17 @@ mod tests {
         assert!(err.0.contains("clockToleranceSecs: at most 1000000000"), "{err}");
     }
 
+    /// `claims` signed HS256 under `secret`, by `jsonwebtoken` itself.
+    fn hs256(claims: &Value, secret: &[u8]) -> String {
+        let key = jsonwebtoken::EncodingKey::from_secret(secret);
+        jsonwebtoken::encode(&jsonwebtoken::Header::new(Algorithm::HS256), claims, &key).unwrap()
+    }
+
     #[test]
     fn hs256_and_algorithm_rules() {
         let exp = jsonwebtoken::get_current_timestamp() + 600;
         let claims = json!({"iss": "risk-engine", "aud": "rp", "exp": exp, "score": 12});
-        let token = jsonwebtoken::encode(
-            &jsonwebtoken::Header::new(Algorithm::HS256),
-            &claims,
-            &jsonwebtoken::EncodingKey::from_secret(b"s3cret"),
-        )
-        .unwrap();
+        let token = hs256(&claims, b"s3cret");
         let with = |secret: &str| VerifyOptions {
             secret: Some(secret.into()),
             issuer: Some(OneOrMany::One("risk-engine".into())),
@@ -384,12 +385,7 @@ mod tests {
         };
         assert_eq!(decode_verify(&token, &with("s3cret")).unwrap()["payload"]["score"], 12);
         assert!(decode_verify(&token, &with("wrong")).is_err());
-        let forged = jsonwebtoken::encode(
-            &jsonwebtoken::Header::new(Algorithm::HS256),
-            &claims,
-            &jsonwebtoken::EncodingKey::from_secret(b""),
-        )
-        .unwrap();
+        let forged = hs256(&claims, b"");
         assert_eq!(decode_verify(&forged, &with("")).unwrap_err().0, "secret: must not be empty");
         let wrong_aud = VerifyOptions { audience: Some(OneOrMany::One("other".into())), ..with("s3cret") };
         assert!(decode_verify(&token, &wrong_aud).is_err());
@@ -459,14 +455,7 @@ mod tests {
     #[test]
     fn an_issuer_or_audience_asked_for_must_be_in_the_token() {
         let exp = jsonwebtoken::get_current_timestamp() + 600;
-        let sign = |claims: Value| {
-            jsonwebtoken::encode(
-                &jsonwebtoken::Header::new(Algorithm::HS256),
-                &claims,
-                &jsonwebtoken::EncodingKey::from_secret(b"s3cret"),
-            )
-            .unwrap()
-        };
+        let sign = |claims: Value| hs256(&claims, b"s3cret");
         let secret = || VerifyOptions { secret: Some("s3cret".into()), ..Default::default() };
         let issuer = VerifyOptions { issuer: Some(OneOrMany::One("risk-engine".into())), ..secret() };
         let audience = VerifyOptions { audience: Some(OneOrMany::One("rp".into())), ..secret() };
@@ -481,14 +470,7 @@ mod tests {
     #[test]
     fn a_token_is_refused_before_its_nbf_unless_the_tolerance_reaches_it() {
         let now = jsonwebtoken::get_current_timestamp();
-        let sign = |claims: Value| {
-            jsonwebtoken::encode(
-                &jsonwebtoken::Header::new(Algorithm::HS256),
-                &claims,
-                &jsonwebtoken::EncodingKey::from_secret(b"s3cret"),
-            )
-            .unwrap()
-        };
+        let sign = |claims: Value| hs256(&claims, b"s3cret");
         let options = |tolerance| VerifyOptions {
             secret: Some("s3cret".into()),
             clock_tolerance_secs: tolerance,
