@@ -106,3 +106,40 @@ pub async fn open(
         .decrypt(Nonce::from_slice(&sealed.nonce), Payload { msg: &sealed.ciphertext, aad: &aad })
         .map_err(|_| KeyError::Decrypt)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key service that hands out one data key whatever the context: what a wrapping that
+    /// forgot its context would do. The sealed bytes must still be bound to it.
+    struct OneDataKey;
+
+    #[async_trait]
+    impl KeyService for OneDataKey {
+        async fn generate_data_key(&self, _: &EncryptionContext) -> Result<DataKey, KeyError> {
+            Ok(DataKey { plaintext: [7; 32], wrapped: b"wrapped".to_vec() })
+        }
+
+        async fn decrypt_data_key(&self, _: &[u8], _: &EncryptionContext) -> Result<[u8; 32], KeyError> {
+            Ok([7; 32])
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sealed_secret_is_bound_to_its_context_by_the_cipher_too() {
+        let alice = EncryptionContext::new("app-a", "offline-tokens").with("device", "d-1");
+        let sealed = seal(&OneDataKey, &alice, b"pins").await.unwrap();
+        assert_eq!(open(&OneDataKey, &alice, &sealed).await.unwrap(), b"pins");
+        for other in [
+            EncryptionContext::new("app-b", "offline-tokens").with("device", "d-1"),
+            EncryptionContext::new("app-a", "signing-key").with("device", "d-1"),
+            EncryptionContext::new("app-a", "offline-tokens").with("device", "d-2"),
+            EncryptionContext::new("app-a", "offline-tokens"),
+        ] {
+            assert!(matches!(open(&OneDataKey, &other, &sealed).await, Err(KeyError::Decrypt)), "{other:?}");
+        }
+        let short_nonce = Sealed { nonce: vec![0; 11], ..sealed.clone() };
+        assert!(matches!(open(&OneDataKey, &alice, &short_nonce).await, Err(KeyError::Decrypt)));
+    }
+}
