@@ -78,6 +78,7 @@ async fn helpers_check_their_inputs() {
                 t(() => getHmacSHA256Signature('k', [1.5])),
                 t(() => base64EncodeToString([-1])),
                 t(() => jwtCreateSignedJwt({sub: 'x'}, undefined).split('.').length),
+                t(() => jwtVerify('a.b.c', {secrett: 'k'})).startsWith('threw: jwtVerify options: unknown field `secrett`'),
             ];
         }"#)
     .await;
@@ -92,6 +93,7 @@ async fn helpers_check_their_inputs() {
             "threw: getHmacSHA256Signature: byte 0 is not 0 to 255",
             "threw: base64EncodeToString: byte 0 is not 0 to 255",
             "3",
+            true,
         ])
     );
 }
