@@ -575,6 +575,20 @@ mod tests {
         assert_eq!(tries.get(), CONFLICT_ATTEMPTS);
     }
 
+    /// The pause before a retry is random up to 2 ms doubled per retry, at most 250 ms, and it
+    /// spreads over that range. Draws that all stay in the lower half of their range would come
+    /// 1 time in 2^200.
+    #[test]
+    fn a_retrys_pause_grows_to_its_cap_and_spreads_below_it() {
+        for retry in 1..=CONFLICT_ATTEMPTS {
+            let ceiling = std::time::Duration::from_millis((2u64 << (retry - 1).min(7)).min(250));
+            let draws: Vec<_> = (0..200).map(|_| backoff(retry)).collect();
+            assert!(draws.iter().all(|d| *d <= ceiling), "retry {retry}: over {ceiling:?}");
+            let longest = draws.iter().max().unwrap();
+            assert!(*longest > ceiling / 2, "retry {retry}: the longest of 200 is {longest:?}");
+        }
+    }
+
     #[test]
     fn a_cursor_whose_keys_no_store_holds_belongs_to_no_query() {
         let query = Query::index(Index::Gsi1, "P");
