@@ -494,12 +494,17 @@ fn throw(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
     Exception::throw_message(ctx, message)
 }
 
-/// A helper's text, at most [`MAX_HELPER_INPUT`] bytes: what a helper does with it runs in Rust,
-/// where the run's interrupt does not reach.
+/// Whether a helper takes `text`: at most [`MAX_HELPER_INPUT`] bytes, since what a helper does
+/// with it runs in Rust, where the run's interrupt does not reach.
+fn fits(text: &str) -> bool {
+    text.len() <= MAX_HELPER_INPUT
+}
+
+/// `text` if a helper takes it ([`fits`]); otherwise an error naming the helper (`what`).
 fn bounded(ctx: &Ctx<'_>, text: String, what: &str) -> rquickjs::Result<String> {
-    match text.len() > MAX_HELPER_INPUT {
-        true => Err(throw(ctx, &format!("{what}: at most {MAX_HELPER_INPUT} bytes"))),
-        false => Ok(text),
+    match fits(&text) {
+        true => Ok(text),
+        false => Err(throw(ctx, &format!("{what}: at most {MAX_HELPER_INPUT} bytes"))),
     }
 }
 
@@ -624,8 +629,7 @@ fn install<'js>(
         Function::new(ctx.clone(), |ctx: Ctx<'js>, token: String, opts: Opt<Value<'js>>| {
             let opts: helpers::VerifyOptions = options(&ctx, opts, "jwtVerify options")?;
             // A token past the bound is one that does not verify: `false`, unread.
-            let fits = token.len() <= MAX_HELPER_INPUT;
-            Ok::<_, rquickjs::Error>(fits && helpers::decode_verify(&token, &opts).is_ok())
+            Ok::<_, rquickjs::Error>(fits(&token) && helpers::decode_verify(&token, &opts).is_ok())
         })?,
     )?;
     let (issuer, signer) = (job.issuer.clone(), signer.clone());
