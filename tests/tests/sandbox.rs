@@ -63,24 +63,29 @@ async fn a_handler_sees_event_env_and_helpers() {
     assert_eq!(r.logs, ["user alice@example.com {\"n\":1}"]);
 }
 
+/// `t(f)`, for a script: what `f` returns, as text, or `threw: ` and the message it throws.
+const TRY: &str =
+    "const t = (f) => { try { return String(f()); } catch (e) { return 'threw: ' + e.message; } };";
+
 /// The helpers check what a script hands them: the 1 MiB bound is inclusive, and what is not a
 /// string or bytes throws, saying so; options left `undefined` are no options.
 #[tokio::test]
 async fn helpers_check_their_inputs() {
-    let r = run(r#"
-        function handler() {
-            const t = (f) => { try { return String(f()); } catch (e) { return 'threw: ' + e.message; } };
+    let r = run(&format!(
+        r#"{TRY}
+        function handler() {{
             return [
                 t(() => sha256('x'.repeat(1 << 20)).length),
                 t(() => sha256('x'.repeat((1 << 20) + 1))),
-                t(() => sha256({})),
+                t(() => sha256({{}})),
                 t(() => sha256([256])),
                 t(() => getHmacSHA256Signature('k', [1.5])),
                 t(() => base64EncodeToString([-1])),
-                t(() => jwtCreateSignedJwt({sub: 'x'}, undefined).split('.').length),
-                t(() => jwtVerify('a.b.c', {secrett: 'k'})).startsWith('threw: jwtVerify options: unknown field `secrett`'),
+                t(() => jwtCreateSignedJwt({{sub: 'x'}}, undefined).split('.').length),
+                t(() => jwtVerify('a.b.c', {{secrett: 'k'}})).startsWith('threw: jwtVerify options: unknown field `secrett`'),
             ];
-        }"#)
+        }}"#
+    ))
     .await;
     assert_eq!(r.error, None, "{r:?}");
     assert_eq!(
@@ -108,16 +113,20 @@ async fn a_token_past_the_bound_does_not_verify() {
         let key = jsonwebtoken::EncodingKey::from_secret(b"k");
         jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).unwrap()
     };
-    let mut verify = job(
-        "function handler(e) { const t = (f) => { try { return String(f()); } catch (err) { return err.message; } };          return [e.small, e.large].flatMap((token) => [t(() => jwtVerify(token, {secret: 'k'})),          t(() => jwtDecodeVerify(token, {secret: 'k'}).payload.exp)]); }",
-        5_000,
+    let source = format!(
+        "{TRY} function handler(e) {{ return [e.small, e.large].flatMap((token) => \
+         [t(() => jwtVerify(token, {{secret: 'k'}})), t(() => jwtDecodeVerify(token, {{secret: 'k'}}).payload.exp)]); }}"
     );
+    let mut verify = job(&source, 5_000);
     let (small, large) = (sign(1_000), sign(800 * 1024));
     assert!(large.len() > sandbox::MAX_HELPER_INPUT, "{}", large.len());
     verify.event = json!({"small": small, "large": large});
     let r = sandbox::run(keys(), verify).await;
     assert_eq!(r.error, None, "{r:?}");
-    assert_eq!(r.result, json!(["true", exp.to_string(), "false", "jwtDecodeVerify: at most 1048576 bytes"]));
+    assert_eq!(
+        r.result,
+        json!(["true", exp.to_string(), "false", "threw: jwtDecodeVerify: at most 1048576 bytes"])
+    );
 }
 
 /// What a hook asks for is at most 1000 characters: a longer transaction text throws, a longer
