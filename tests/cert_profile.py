@@ -2,7 +2,7 @@
 independent parser (Python's `cryptography`), field by field.
 
     pip install 'cryptography>=42'
-    python3 tests/cert_profile.py CERT.pem CA.pem UPN CRL_URL CA_ISSUERS_URL VALIDITY_DAYS
+    python3 tests/cert_profile.py CERT.pem CA.pem UPN CRL_URL CA_ISSUERS_URL VALIDITY_DAYS [SID]
 
 `shared/tests/agent_profile.rs` issues a certificate with the reference agent's CA and runs this
 on it (it skips, saying so, where `cryptography` is not installed; `.ci/run` installs it). Exit
@@ -17,8 +17,10 @@ from cryptography.x509.oid import AuthorityInformationAccessOID, ExtendedKeyUsag
 
 SMART_CARD_LOGON = x509.ObjectIdentifier("1.3.6.1.4.1.311.20.2.2")
 UPN = x509.ObjectIdentifier("1.3.6.1.4.1.311.20.2.3")
+SID_EXTENSION = x509.ObjectIdentifier("1.3.6.1.4.1.311.25.2")  # szOID_NTDS_CA_SECURITY_EXT
 
 cert_path, ca_path, upn, crl_url, ca_issuers_url, validity_days = sys.argv[1:7]
+sid = sys.argv[7] if len(sys.argv) > 7 else ""
 cert = x509.load_pem_x509_certificate(open(cert_path, "rb").read())
 ca = x509.load_pem_x509_certificate(open(ca_path, "rb").read())
 problems = []
@@ -62,6 +64,24 @@ lived = cert.not_valid_after_utc - cert.not_valid_before_utc
 want = datetime.timedelta(days=int(validity_days), minutes=5)
 check(f"validity {validity_days} days (from 5 minutes back)", abs(lived - want) < datetime.timedelta(seconds=5), lived)
 
+
+
+def der(tag, content):
+    """One DER element (short or long form length)."""
+    size = len(content)
+    length = bytes([size]) if size < 128 else bytes([0x80 | ((size.bit_length() + 7) // 8)]) + size.to_bytes((size.bit_length() + 7) // 8, "big")
+    return bytes([tag]) + length + content
+
+
+sids = [e for e in cert.extensions if e.oid == SID_EXTENSION]
+if sid:
+    # KB5014754's strong mapping: GeneralNames { otherName { 1.3.6.1.4.1.311.25.2.1, [0] OCTET STRING "S-1-…" } }.
+    object_sid = bytes.fromhex("060a2b060104018237190201")
+    want = der(0x30, der(0xA0, object_sid + der(0xA0, der(0x04, sid.encode()))))
+    seen = [(e.critical, e.value.value) for e in sids]
+    check("SID extension (1.3.6.1.4.1.311.25.2) naming the user's SID, not critical", seen == [(False, want)], seen)
+else:
+    check("no SID extension without a SID", sids == [], sids)
 check("subject CN is the UPN", cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == upn, cert.subject)
 check("issued by the CA", cert.issuer == ca.subject, cert.issuer)
 try:

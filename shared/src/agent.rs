@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod sids;
+pub use sids::{Sid, SidMap, SID_EXTENSION};
+
 /// How long issued login certificates are valid when the poll does not say (the app's
 /// `certificateValidityDays` does).
 const DEFAULT_VALIDITY_DAYS: i64 = crate::domain::apps::DEFAULT_CERTIFICATE_VALIDITY_DAYS;
@@ -42,6 +45,8 @@ pub struct LoginProfile<'a> {
     pub validity_days: i64,
     /// The public base URL its CRL distribution point and CA issuers URL point under.
     pub public_base_url: &'a str,
+    /// The user's SID, for the SID extension (strong mapping, [`sids`]).
+    pub sid: Option<&'a Sid>,
 }
 /// The agent's own error codes in posted error payloads.
 pub const ERROR_ISSUANCE: i64 = 2001;
@@ -176,7 +181,8 @@ impl LocalCa {
     /// Issues a login certificate for `profile`: Client Authentication and Smart Card Logon
     /// usages, the UPN as an otherName (and as an rfc822Name where it is an e-mail address),
     /// digitalSignature only (a P-256 key needs no keyEncipherment), a CRL distribution point
-    /// and a CA issuers URL under the public base URL. Returns (PEM bundle of certificate and
+    /// and a CA issuers URL under the public base URL, and the SID extension when the profile
+    /// has the user's SID. Returns (PEM bundle of certificate and
     /// private key, lowercase hex serial, expiry in epoch ms).
     pub fn issue(&self, profile: &LoginProfile) -> anyhow::Result<(String, String, i64)> {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
@@ -208,6 +214,9 @@ impl LocalCa {
         let (crl, ca_cert) = self.urls(profile.public_base_url);
         params.crl_distribution_points = vec![rcgen::CrlDistributionPoint { uris: vec![crl] }];
         params.custom_extensions = vec![ca_issuers(&ca_cert)?];
+        if let Some(sid) = profile.sid {
+            params.custom_extensions.push(sid.extension()?);
+        }
         params.use_authority_key_identifier_extension = true;
         let issuer = Issuer::new(ca_params(), &self.key);
         let cert = params.signed_by(&key, &issuer)?;
@@ -360,6 +369,8 @@ pub struct Agent {
     crl_refresh: Duration,
     /// When the last CRL was published (none yet: the first pass publishes one).
     crl_published: Mutex<Option<Instant>>,
+    /// The users' SIDs, read again at every pass that has certificates to issue.
+    sid_map: Option<PathBuf>,
 }
 
 impl Agent {
@@ -377,6 +388,7 @@ impl Agent {
             ca,
             crl_refresh: DEFAULT_CRL_REFRESH,
             crl_published: Mutex::new(None),
+            sid_map: None,
         })
     }
 
@@ -420,6 +432,16 @@ impl Agent {
         self
     }
 
+    /// The agent, writing each user's SID from the map at `path` in their certificate
+    /// ([`SidMap::load`]); a user the map does not name gets no certificate (the issuance fails,
+    /// and says so). The map is read now, to refuse one that does not parse, and again at every
+    /// pass, so an export written while the agent runs is used from its next pass.
+    pub fn with_sid_map(mut self, path: &Path) -> anyhow::Result<Self> {
+        SidMap::load(path)?;
+        self.sid_map = Some(path.to_owned());
+        Ok(self)
+    }
+
     async fn post(&self, path: &str, body: &impl Serialize) -> anyhow::Result<reqwest::StatusCode> {
         let response = self
             .http
@@ -443,12 +465,18 @@ impl Agent {
         anyhow::ensure!(response.status().is_success(), "poll answered {}", response.status());
         let list: CertificateRequestList = response.json().await?;
         let mut report = PassReport::default();
+        // No certificate without its user's SID: a map that no longer parses fails the pass,
+        // before anything is issued (the leases end and the requests are queued again).
+        let sids = match &self.sid_map {
+            Some(path) if !list.login_certs.is_empty() => Some(SidMap::load(path)?),
+            _ => None,
+        };
         for request in list.login_certs {
             if polled_at.elapsed() >= Duration::from_secs(request.request_timeout_in_secs.max(0) as u64) {
                 report.dropped.push(request.request_id);
                 continue;
             }
-            match self.issue(&request) {
+            match self.issue(&request, sids.as_ref()) {
                 Ok(result) => match self.post("/rp/api/certificate", &result).await? {
                     s if s.is_success() => report.issued.push(request.request_id),
                     reqwest::StatusCode::CONFLICT | reqwest::StatusCode::GONE => {
@@ -529,8 +557,12 @@ impl Agent {
         Ok(report)
     }
 
-    fn issue(&self, request: &LoginCertRequest) -> anyhow::Result<IssuanceResult> {
+    fn issue(&self, request: &LoginCertRequest, sids: Option<&SidMap>) -> anyhow::Result<IssuanceResult> {
         let user = request.machine_user_name.as_deref().context("the request names no user")?;
+        let sid = match sids {
+            Some(map) => Some(map.get(user).with_context(|| format!("the SID map names no user {user}"))?),
+            None => None,
+        };
         let device_key =
             request.device_key_agreement_public_key.as_deref().context("the request has no device key")?;
         let counter = request.enc_counter.as_deref().unwrap_or("0");
@@ -538,6 +570,7 @@ impl Agent {
             upn: user,
             validity_days: request.certificate_validity_days.unwrap_or(DEFAULT_VALIDITY_DAYS),
             public_base_url: &self.public_base_url,
+            sid,
         };
         let (bundle, serial, expiry) = self.ca.issue(&profile)?;
         let binding = envelope::Binding {
@@ -644,18 +677,19 @@ mod tests {
         ca.revoke("1a03", Some(millis(time::Duration::seconds(-30)))).unwrap();
         ca.revoke("1a04", None).unwrap();
         ca.revoke("1a05", None).unwrap();
-        // Revoked by an earlier agent, with no expiry known, longer ago than any validity.
-        ca.state
-            .lock()
-            .unwrap()
-            .revoked
-            .insert("1a05".into(), (now - time::Duration::days(400)).unix_timestamp());
+        ca.revoke("1a06", None).unwrap();
+        // Revoked by an earlier agent, with no expiry known: longer ago than any validity, and
+        // within the longest (365 days).
+        let mut state = ca.state.lock().unwrap();
+        state.revoked.insert("1a05".into(), (now - time::Duration::days(400)).unix_timestamp());
+        state.revoked.insert("1a06".into(), (now - time::Duration::days(300)).unix_timestamp());
+        drop(state);
         let (der, _) = ca.crl_at(now, std::time::Duration::from_secs(60)).unwrap();
         let listed = crate::testing::fixtures::crl_serials(&der);
         assert_eq!(
             listed,
-            ["1a02", "1a03", "1a04"],
-            "valid, expired within one CRL's validity, unknown and recent"
+            ["1a02", "1a03", "1a04", "1a06"],
+            "valid, expired within one CRL's validity, unknown and within the longest validity"
         );
         let reopened = super::LocalCa::open_or_create(dir.path()).unwrap();
         assert!(!reopened.is_revoked("1a01") && !reopened.is_revoked("1a05"), "pruned from revoked.json too");
@@ -671,6 +705,23 @@ mod tests {
         assert!(second > first);
         let reopened = super::LocalCa::open_or_create(dir.path()).unwrap();
         assert!(reopened.crl(std::time::Duration::from_secs(60)).unwrap().1 > second, "kept across restarts");
+    }
+
+    /// The UPN is also the rfc822Name only where it is an ASCII `local@domain.tld` (an
+    /// rfc822Name is an IA5String: one beyond ASCII would fail the issuance).
+    #[test]
+    fn only_an_ascii_e_mail_address_is_an_rfc822_name() {
+        assert!(super::is_email("alice@corp.example.com"));
+        for not in [
+            "CORP-bob",
+            "bob@corp",
+            "@corp.example.com",
+            "a@b@corp.example.com",
+            "a b@corp.example.com",
+            "jürgen@corp.example.com",
+        ] {
+            assert!(!super::is_email(not), "{not}");
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `rp-agent` refuses to start without a token, before it polls anything.
+//! `rp-agent` refuses to start without a token, or with a SID map it cannot use, before it
+//! polls anything.
 
 use std::process::Command;
 
@@ -40,4 +41,30 @@ fn rp_agent_names_a_token_file_it_cannot_read() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains(&format!("reading the token file {}", missing.display())), "{stderr}");
+}
+
+#[test]
+fn rp_agent_refuses_a_sid_map_it_cannot_use_before_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let unreadable = dir.path().join("no-such-map.csv");
+    let wrong = dir.path().join("sids.csv");
+    std::fs::write(&wrong, "Name,SID\nsam,S-1-5-21-1-2-3-1104\n").unwrap();
+    for (map, says) in [
+        (&unreadable, format!("reading the SID map {}", unreadable.display())),
+        (&wrong, "it has no UserPrincipalName column (its columns: Name, SID)".to_owned()),
+    ] {
+        // Port 9 on loopback: were a poll sent, it would fail with a connection error instead.
+        let out = Command::new(env!("CARGO_BIN_EXE_rp-agent"))
+            .env_clear()
+            .env("RP_ADMIN_TOKEN", "rpt_any-admin-token")
+            .args(["--once", "--base-url", "http://127.0.0.1:9", "--sid-map"])
+            .arg(map)
+            .arg("--ca-dir")
+            .arg(dir.path().join("ca"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains(&says), "{stderr}");
+    }
 }

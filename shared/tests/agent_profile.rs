@@ -20,8 +20,9 @@ fn a_login_certificate_has_the_windows_logon_profile() {
     let dir = tempfile::tempdir().unwrap();
     let ca = LocalCa::open_or_create(&dir.path().join("ca")).unwrap();
     let base = "https://rp.example.com";
-    for (upn, days) in [("alice@corp.example.com", 30), ("CORP-bob", 365)] {
-        let profile = LoginProfile { upn, validity_days: days, public_base_url: base };
+    let sid: rp_shared::agent::Sid = "S-1-5-21-3623811015-3361044348-30300820-1013".parse().unwrap();
+    for (upn, days, sid) in [("alice@corp.example.com", 30, Some(&sid)), ("CORP-bob", 365, None)] {
+        let profile = LoginProfile { upn, validity_days: days, public_base_url: base, sid };
         let (bundle, _serial, _expiry) = ca.issue(&profile).unwrap();
         let cert_pem =
             &bundle[..bundle.find("-----END CERTIFICATE-----").unwrap() + "-----END CERTIFICATE-----".len()];
@@ -45,6 +46,7 @@ fn a_login_certificate_has_the_windows_logon_profile() {
                 &crl,
                 &ca_cert,
                 &days.to_string(),
+                sid.map_or("", |s| s.as_str()),
             ])
             .output()
             .unwrap();

@@ -36,6 +36,11 @@ struct Cli {
     /// once); each CRL's nextUpdate is twice this.
     #[arg(long, env = "RP_AGENT_CRL_REFRESH_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(60..=604_800))]
     crl_refresh_secs: u64,
+    /// A CSV of user principal names and SIDs exported from Active Directory (columns
+    /// UserPrincipalName and SID): each certificate then carries its user's SID, which domain
+    /// controllers enforcing strong certificate mapping require; read again at every pass.
+    #[arg(long, env = "RP_AGENT_SID_MAP")]
+    sid_map: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -59,6 +64,9 @@ async fn main() -> anyhow::Result<()> {
         .with_crl_refresh(Duration::from_secs(cli.crl_refresh_secs));
     if let Some(url) = &cli.public_base_url {
         agent = agent.with_public_base_url(url);
+    }
+    if let Some(path) = &cli.sid_map {
+        agent = agent.with_sid_map(path)?;
     }
     if cli.once {
         let report = agent.run_once().await?;

@@ -449,6 +449,51 @@ pub async fn agent_issues_and_the_device_decrypts(h: Harness) {
     assert_eq!(events["events"][0]["attributes"]["isSuccessful"], true);
 }
 
+/// With a SID map, the agent writes each user's SID in their certificate (the strong mapping
+/// Windows domain controllers enforce), matching the user name without case; a user the map does
+/// not name gets no certificate, and the agent posts the failure.
+pub async fn the_agent_writes_each_users_sid_from_its_map(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let mapped = device(&h, &app, "sam@example.com", None).await;
+    let unmapped = device(&h, &app, "tess@example.com", None).await;
+    let id = pair(&h, &access, &mapped, "m-sid").await;
+    let missing = pair(&h, &access, &unmapped, "m-sid-2").await;
+    let map = h.scratch_dir().join("sids.csv");
+    std::fs::write(&map, "\"SID\",\"UserPrincipalName\"\r\n\"S-1-5-21-7-8-9-1104\",\"SAM@Example.com\"\r\n")
+        .unwrap();
+    let (agent, _ca, _server) = agent_for(&h).await;
+    let agent = agent.with_sid_map(&map).unwrap();
+    let report = agent.run_once().await.unwrap();
+    assert_eq!((report.issued, report.failed), (vec![id.clone()], vec![missing.clone()]));
+    let failed = state_of(&h, &missing).await;
+    assert_eq!(
+        (failed.state, failed.error_code),
+        (RequestState::Failed, Some(rp_shared::agent::ERROR_ISSUANCE))
+    );
+
+    let r = h.client.send("GET", "/rp/versioned/device/certificates", Some(&mapped.token), None).await;
+    let c = r.json()["certificates"][0].clone();
+    let issuer = issuer_key(&STANDARD.decode(c["signingCert"].as_str().unwrap()).unwrap());
+    let bundle = envelope::open(&mapped.agreement, &envelope_of(&c), &binding_of(&c), &issuer).unwrap();
+    let cert = x509_cert::Certificate::from_der(&pem_der(&String::from_utf8(bundle).unwrap(), "CERTIFICATE"))
+        .unwrap();
+    let sid_oid = x509_cert::der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.4.1.311.25.2");
+    let ext =
+        cert.tbs_certificate.extensions.unwrap().into_iter().find(|e| e.extn_id == sid_oid).expect("a SID");
+    let names = x509_cert::ext::pkix::name::GeneralNames::from_der(ext.extn_value.as_bytes()).unwrap();
+    let x509_cert::ext::pkix::name::GeneralName::OtherName(name) = &names[0] else { panic!("{names:?}") };
+    let sid = name.value.decode_as::<x509_cert::der::asn1::OctetString>().unwrap();
+    assert_eq!(sid.as_bytes(), b"S-1-5-21-7-8-9-1104");
+
+    // A map that no longer parses fails the next pass before it issues anything.
+    let again = pair(&h, &access, &mapped, "m-sid-3").await;
+    std::fs::write(&map, "UserPrincipalName,SID\nsam@example.com,1104\n").unwrap();
+    let err = format!("{:#}", agent.run_once().await.unwrap_err());
+    assert!(err.contains("line 2: '1104' is not a SID"), "{err}");
+    assert_eq!(state_of(&h, &again).await.state, RequestState::Leased, "nothing posted");
+}
+
 /// The names the directory found for a user become that user's aliases, one user entity; a
 /// name another user holds stays theirs, and the refused claim is an event. A name the directory
 /// gives twice in two cases (beyond ASCII too) is one alias, which either case finds.

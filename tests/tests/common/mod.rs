@@ -264,6 +264,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, link_to_queued_certificate_request_end_to_end);
         $crate::router_case!($make, certificate_poll_and_results_contract);
         $crate::router_case!($make, agent_issues_and_the_device_decrypts);
+        $crate::router_case!($make, the_agent_writes_each_users_sid_from_its_map);
         $crate::router_case!($make, revocation_round_trip);
         $crate::router_case!($make, a_revoked_certificate_fails_against_the_published_crl);
         $crate::router_case!($make, a_crl_larger_than_one_item_is_published_whole);
