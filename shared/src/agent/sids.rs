@@ -70,6 +70,10 @@ impl SidMap {
     }
 
     fn parse(bytes: &[u8]) -> anyhow::Result<Self> {
+        // Windows PowerShell writes UTF-16 when asked for `-Encoding Unicode`.
+        if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+            anyhow::bail!("it is UTF-16: export it with -Encoding UTF8 (or ASCII)");
+        }
         let mut reader =
             csv::ReaderBuilder::new().comment(Some(b'#')).trim(csv::Trim::All).from_reader(bytes);
         let headers = reader.headers()?.clone();
@@ -211,5 +215,12 @@ mod tests {
             "line 3: A@X.example is mapped to two SIDs, S-1-5-21-1 and S-1-5-21-2"
         );
         assert!(refused("UserPrincipalName,SID\na@x.example,S-1-5-21-1,extra\n").contains("fields"));
+        let utf16: Vec<u8> = [0xFEFF_u16]
+            .into_iter()
+            .chain("UserPrincipalName,SID\n".encode_utf16())
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let err = SidMap::parse(&utf16).unwrap_err().to_string();
+        assert_eq!(err, "it is UTF-16: export it with -Encoding UTF8 (or ASCII)");
     }
 }
