@@ -707,6 +707,34 @@ mod tests {
         assert!(reopened.crl(std::time::Duration::from_secs(60)).unwrap().1 > second, "kept across restarts");
     }
 
+    /// Serials are positive 16-byte integers (RFC 5280 §4.1.2.2: positive, at most 20 octets),
+    /// random, and written as the certificate carries them.
+    #[test]
+    fn serials_are_random_positive_sixteen_byte_integers() {
+        use x509_cert::der::DecodePem as _;
+        let dir = tempfile::tempdir().unwrap();
+        let ca = super::LocalCa::open_or_create(dir.path()).unwrap();
+        let profile = super::LoginProfile {
+            upn: "ann@example.com",
+            validity_days: 1,
+            public_base_url: "https://rp",
+            sid: None,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..32 {
+            let (bundle, serial, _) = ca.issue(&profile).unwrap();
+            let bytes = hex::decode(&serial).unwrap();
+            assert_eq!(bytes.len(), 16, "{serial}");
+            assert!((0x01..0x80).contains(&bytes[0]), "positive, with no leading zero: {serial}");
+            let cert =
+                x509_cert::Certificate::from_pem(&bundle[..bundle.find("-----BEGIN PRIVATE KEY").unwrap()])
+                    .unwrap();
+            assert_eq!(cert.tbs_certificate.serial_number.as_bytes(), bytes);
+            seen.insert(serial);
+        }
+        assert_eq!(seen.len(), 32);
+    }
+
     /// The UPN is also the rfc822Name only where it is an ASCII `local@domain.tld` (an
     /// rfc822Name is an IA5String: one beyond ASCII would fail the issuance).
     #[test]
