@@ -114,14 +114,6 @@ impl SidMap {
     pub fn get(&self, upn: &str) -> Option<&Sid> {
         self.0.get(&upn.to_lowercase())
     }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -182,7 +174,7 @@ mod tests {
                    \"S-1-5-21-1-2-3-1003\",\"bob@corp.example.com\",\"Bob\"\r\n\
                    \"S-1-5-21-1-2-3-1003\",\"BOB@corp.example.com\",\"Bob\"\r\n";
         let map = SidMap::parse(csv.as_bytes()).unwrap();
-        assert_eq!(map.len(), 2, "the account without a UPN is passed over: {map:?}");
+        assert_eq!(map.0.len(), 2, "the account without a UPN is passed over: {map:?}");
         assert_eq!(map.get("alice@corp.example.com").unwrap().as_str(), "S-1-5-21-1-2-3-1001");
         assert_eq!(map.get("ALICE@CORP.EXAMPLE.COM").unwrap().as_str(), "S-1-5-21-1-2-3-1001");
         assert_eq!(map.get("Bob@Corp.Example.Com").unwrap().as_str(), "S-1-5-21-1-2-3-1003");
@@ -220,7 +212,10 @@ mod tests {
             .chain("UserPrincipalName,SID\n".encode_utf16())
             .flat_map(u16::to_le_bytes)
             .collect();
-        let err = SidMap::parse(&utf16).unwrap_err().to_string();
-        assert_eq!(err, "it is UTF-16: export it with -Encoding UTF8 (or ASCII)");
+        let big_endian: Vec<u8> = utf16.chunks(2).flat_map(|pair| [pair[1], pair[0]]).collect();
+        for text in [utf16, big_endian] {
+            let err = SidMap::parse(&text).unwrap_err().to_string();
+            assert_eq!(err, "it is UTF-16: export it with -Encoding UTF8 (or ASCII)");
+        }
     }
 }
