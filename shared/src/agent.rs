@@ -58,9 +58,13 @@ pub const ERROR_REVOCATION: i64 = 2002;
 pub const DEFAULT_CRL_REFRESH: Duration = Duration::from_secs(3600);
 
 /// The agent's certificate authority: a P-256 key and self-signed certificate in a directory,
-/// created on first use (the key with mode 0600), and the serials it revoked with when.
+/// created on first use (the key with mode 0600), and the serials it revoked with when. One
+/// `LocalCa` holds its directory at a time: each keeps the revocations in memory and writes them
+/// whole, so a second beside it would write over the first one's.
 pub struct LocalCa {
     dir: PathBuf,
+    /// `agent.lock`, locked for as long as this CA is open.
+    _lock: std::fs::File,
     key: KeyPair,
     /// The same key, for signing version-2 envelopes.
     signer: p256::ecdsa::SigningKey,
@@ -135,9 +139,19 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 impl LocalCa {
-    /// Opens the CA in `dir`, creating it on first use.
+    /// Opens the CA in `dir`, creating it on first use; refused while another process (or
+    /// another `LocalCa` of this one) has it open.
     pub fn open_or_create(dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let lock =
+            std::fs::File::options().create(true).truncate(false).write(true).open(dir.join("agent.lock"))?;
+        lock.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => anyhow::anyhow!(
+                "another agent has the CA in {} open: run one agent per CA directory",
+                dir.display()
+            ),
+            std::fs::TryLockError::Error(e) => anyhow::Error::from(e).context("cannot lock the CA directory"),
+        })?;
         let key_path = dir.join("ca-key.pem");
         let cert_path = dir.join("ca-cert.der");
         if !key_path.exists() {
@@ -158,7 +172,7 @@ impl LocalCa {
             Ok(bytes) => Revocations::parse(&bytes)?,
             Err(_) => Revocations::default(),
         };
-        Ok(Self { dir: dir.to_owned(), key, signer, cert_der, state: Mutex::new(state) })
+        Ok(Self { dir: dir.to_owned(), _lock: lock, key, signer, cert_der, state: Mutex::new(state) })
     }
 
     /// The CA certificate, DER.
@@ -691,6 +705,7 @@ mod tests {
             ["1a02", "1a03", "1a04", "1a06"],
             "valid, expired within one CRL's validity, unknown and within the longest validity"
         );
+        drop(ca);
         let reopened = super::LocalCa::open_or_create(dir.path()).unwrap();
         assert!(!reopened.is_revoked("1a01") && !reopened.is_revoked("1a05"), "pruned from revoked.json too");
         assert!(reopened.is_revoked("1a02"));
@@ -703,8 +718,28 @@ mod tests {
         let (_, first) = ca.crl(std::time::Duration::from_secs(60)).unwrap();
         let (_, second) = ca.crl(std::time::Duration::from_secs(60)).unwrap();
         assert!(second > first);
+        drop(ca);
         let reopened = super::LocalCa::open_or_create(dir.path()).unwrap();
         assert!(reopened.crl(std::time::Duration::from_secs(60)).unwrap().1 > second, "kept across restarts");
+    }
+
+    /// One `LocalCa` has a directory at a time, in this process or another; once it is closed
+    /// (or its process ends), the next opens it.
+    #[test]
+    fn a_ca_directory_is_open_in_one_agent_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = super::LocalCa::open_or_create(dir.path()).unwrap();
+        let err = super::LocalCa::open_or_create(dir.path()).err().expect("refused").to_string();
+        assert_eq!(
+            err,
+            format!(
+                "another agent has the CA in {} open: run one agent per CA directory",
+                dir.path().display()
+            )
+        );
+        let id = ca.id();
+        drop(ca);
+        assert_eq!(super::LocalCa::open_or_create(dir.path()).unwrap().id(), id, "the same CA");
     }
 
     /// Serials are positive 16-byte integers (RFC 5280 §4.1.2.2: positive, at most 20 octets),

@@ -1,5 +1,5 @@
-//! `rp-agent` refuses to start without a token, or with a SID map it cannot use, before it
-//! polls anything.
+//! `rp-agent` refuses to start without a token, with a SID map it cannot use, or on a CA
+//! directory another agent has open, before it polls anything.
 
 use std::process::Command;
 
@@ -67,4 +67,33 @@ fn rp_agent_refuses_a_sid_map_it_cannot_use_before_polling() {
         assert!(!out.status.success());
         assert!(stderr.contains(&says), "{stderr}");
     }
+}
+
+#[test]
+fn a_second_rp_agent_on_one_ca_directory_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca");
+    let agent = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rp-agent"));
+        // Port 9 on loopback: the first agent's passes fail and it keeps polling.
+        command.env_clear().env("RP_ADMIN_TOKEN", "rpt_any-admin-token");
+        command.args(["--base-url", "http://127.0.0.1:9", "--interval-secs", "1", "--ca-dir"]).arg(&ca);
+        command
+    };
+    let mut first = agent().stderr(std::process::Stdio::null()).spawn().unwrap();
+    // The first holds the directory once it has made the CA in it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ca.join("ca-cert.der").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = agent().arg("--once").output().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("another agent has the CA in"), "{stderr}");
+    // Once the first has ended, the directory opens again.
+    let out = agent().arg("--once").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("another agent"), "{stderr}");
 }

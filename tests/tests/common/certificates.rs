@@ -1502,8 +1502,9 @@ pub async fn a_crl_larger_than_one_item_is_published_whole(h: Harness) {
     let dir = tempfile::tempdir().unwrap();
     let (ca, large) = ca_with_revocations(dir.path(), 13_000);
     assert!(large.len() > 420_000, "{} bytes", large.len());
-    let path = format!("/rp/pki/{}/crl", ca.id());
-    let upload = |crl: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(ca.certificate_der())});
+    let (path, ca_der) = (format!("/rp/pki/{}/crl", ca.id()), ca.certificate_der().to_vec());
+    drop(ca);
+    let upload = |crl: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(&ca_der)});
     let smaller = ca_with_revocations(dir.path(), 10).1;
     let largest = ca_with_revocations(dir.path(), 79_000).1;
     let max = rp_shared::domain::pki::MAX_CRL_BYTES;
