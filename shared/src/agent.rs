@@ -479,13 +479,18 @@ impl Agent {
         anyhow::ensure!(response.status().is_success(), "poll answered {}", response.status());
         let list: CertificateRequestList = response.json().await?;
         let mut report = PassReport::default();
-        // No certificate without its user's SID: a map that no longer parses fails the pass,
-        // before anything is issued (the leases end and the requests are queued again).
-        let sids = match &self.sid_map {
-            Some(path) if !list.login_certs.is_empty() => Some(SidMap::load(path)?),
-            _ => None,
+        // No certificate without its user's SID: while the map does not parse, the pass issues
+        // nothing (the leases end and the requests are queued again), revokes all the same, and
+        // then fails.
+        let (sids, unread) = match &self.sid_map {
+            Some(path) if !list.login_certs.is_empty() => match SidMap::load(path) {
+                Ok(map) => (Some(map), None),
+                Err(e) => (None, Some(e)),
+            },
+            _ => (None, None),
         };
-        for request in list.login_certs {
+        let login_certs = if unread.is_some() { Vec::new() } else { list.login_certs };
+        for request in login_certs {
             if polled_at.elapsed() >= Duration::from_secs(request.request_timeout_in_secs.max(0) as u64) {
                 report.dropped.push(request.request_id);
                 continue;
@@ -568,7 +573,10 @@ impl Agent {
                 }
             }
         }
-        Ok(report)
+        match unread {
+            Some(e) => Err(e.context("the pass issued nothing (its revocations are posted)")),
+            None => Ok(report),
+        }
     }
 
     fn issue(&self, request: &LoginCertRequest, sids: Option<&SidMap>) -> anyhow::Result<IssuanceResult> {

@@ -462,7 +462,7 @@ pub async fn the_agent_writes_each_users_sid_from_its_map(h: Harness) {
     let map = h.scratch_dir().join("sids.csv");
     std::fs::write(&map, "\"SID\",\"UserPrincipalName\"\r\n\"S-1-5-21-7-8-9-1104\",\"SAM@Example.com\"\r\n")
         .unwrap();
-    let (agent, _ca, _server) = agent_for(&h).await;
+    let (agent, ca, _server) = agent_for(&h).await;
     let agent = agent.with_sid_map(&map).unwrap();
     let report = agent.run_once().await.unwrap();
     assert_eq!((report.issued, report.failed), (vec![id.clone()], vec![missing.clone()]));
@@ -486,12 +486,18 @@ pub async fn the_agent_writes_each_users_sid_from_its_map(h: Harness) {
     let sid = name.value.decode_as::<x509_cert::der::asn1::OctetString>().unwrap();
     assert_eq!(sid.as_bytes(), b"S-1-5-21-7-8-9-1104");
 
-    // A map that no longer parses fails the next pass before it issues anything.
+    // A map that no longer parses fails the next pass, which issues nothing and still revokes.
     let again = pair(&h, &access, &mapped, "m-sid-3").await;
+    let serial = c["certSerialNumber"].as_str().unwrap();
+    let revoke = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
+    let revocation = revoke.json()["requestId"].as_str().unwrap().to_owned();
     std::fs::write(&map, "UserPrincipalName,SID\nsam@example.com,1104\n").unwrap();
     let err = format!("{:#}", agent.run_once().await.unwrap_err());
+    assert!(err.contains("the pass issued nothing (its revocations are posted)"), "{err}");
     assert!(err.contains("line 2: '1104' is not a SID"), "{err}");
     assert_eq!(state_of(&h, &again).await.state, RequestState::Leased, "nothing posted");
+    assert_eq!(state_of(&h, &revocation).await.state, RequestState::Done, "revoked all the same");
+    assert!(ca.is_revoked(serial));
 }
 
 /// The names the directory found for a user become that user's aliases, one user entity; a
