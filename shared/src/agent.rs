@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod sids;
-pub use sids::{Sid, SidMap, SID_EXTENSION};
+pub use sids::{Sid, SidMap};
 
 /// How long issued login certificates are valid when the poll does not say (the app's
 /// `certificateValidityDays` does).
