@@ -281,10 +281,22 @@ mod tests {
         );
     }
 
+    /// Every variable the routers take reaches them, each under its own name.
     #[test]
     fn the_http_settings_come_from_the_same_reading() {
         let c = Config::from_lookup(lookup(&[("CERT_MAX_ATTEMPTS", "2")]), BackendKind::Embedded).unwrap();
         let http = c.http("http://127.0.0.1:1");
         assert_eq!((http.max_attempts, http.public_base_url.as_str()), (2, "http://127.0.0.1:1"));
+        const SET: &[(&str, &str)] = &[
+            ("CERT_POLL_BATCH", "3"),
+            ("CERT_MAX_ATTEMPTS", "4"),
+            ("CERT_MAX_OPEN_PER_APP", "5"),
+            ("CONTENT_VERSIONS_KEPT", "6"),
+            ("PUBLIC_BASE_URL", "https://rp.example.com"),
+        ];
+        let http =
+            Config::from_lookup(lookup(SET), BackendKind::Embedded).unwrap().http("http://127.0.0.1:1");
+        let read = (http.poll_batch, http.max_attempts, http.max_open_per_app, http.content_versions_kept);
+        assert_eq!((read, http.public_base_url.as_str()), ((3, 4, 5, 6), "https://rp.example.com"));
     }
 }
