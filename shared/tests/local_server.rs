@@ -208,3 +208,27 @@ fn what_the_parser_refuses_is_answered_as_a_problem() {
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     stop(server);
 }
+
+/// The local server is plain HTTP on loopback: its console cookie is not `Secure` (a client that
+/// honours the attribute strictly would never send it back), and the session it names works.
+#[tokio::test]
+async fn the_console_signs_in_over_plain_loopback_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), None);
+    let admin = server.admin_token.clone().unwrap();
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let signed_in = client
+        .post(format!("{}/console/sign-in", server.base))
+        .form(&[("token", admin.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && !cookie.contains("Secure"), "{cookie}");
+    let session = cookie.split(';').next().unwrap();
+    let apps =
+        client.get(format!("{}/console/apps", server.base)).header("cookie", session).send().await.unwrap();
+    assert_eq!(apps.status(), 200);
+    stop(server);
+}
