@@ -84,6 +84,29 @@ async fn an_issued_certificate_names_the_user_and_the_workstation_user() {
     assert_eq!(names, [json!(["ann@example.com", "CORP\\ann"]), json!(["bo@example.com"])], "no empty name");
 }
 
+/// A certificate whose result the server refuses (it kept another agent's, or the request is
+/// dead) would be valid at the CA and unknown to the server: the agent revokes it in its CA, and
+/// the CRL the pass publishes lists it.
+#[tokio::test]
+async fn the_agent_revokes_a_refused_certificate() {
+    let poll = json!({"loginCerts": [login_cert("r-1", "vera@example.com", "")], "revokedCerts": []});
+    for refusal in [StatusCode::CONFLICT, StatusCode::GONE] {
+        let (agent, stub, dir, _server) =
+            agent_against(poll.clone(), &[("/rp/api/certificate", refusal)]).await;
+        let report = agent.run_once().await.unwrap();
+        assert_eq!(report.refused, ["r-1"], "{refusal}: {report:?}");
+        let state: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("revoked.json")).unwrap()).unwrap();
+        let revoked: Vec<&String> = state["revoked"].as_object().unwrap().keys().collect();
+        assert_eq!(revoked.len(), 1, "the orphaned certificate is revoked at the CA");
+        let posted = &stub.posted("/rp/api/certificate")[0]["loginCertSerialNumber"];
+        assert_eq!(posted, revoked[0].as_str());
+        let crl =
+            STANDARD.decode(stub.posted(CRL).last().expect("a CRL was published")["crl"].as_str().unwrap());
+        assert_eq!(rp_shared::testing::fixtures::crl_serials(&crl.unwrap()), [revoked[0].clone()]);
+    }
+}
+
 #[tokio::test]
 async fn a_refused_revocation_is_reported_and_an_error_fails_the_pass() {
     let poll = json!({"loginCerts": [], "revokedCerts": [revocation("v-1", "1a01")]});

@@ -1386,45 +1386,6 @@ pub async fn the_first_valid_result_wins_whichever_lease(h: Harness) {
     assert_eq!(h.request(&id).await.cert_serial_number.as_deref(), Some("0a01"));
 }
 
-/// The reference agent revokes, in its own CA, a certificate whose result the server refused.
-pub async fn the_agent_revokes_a_refused_certificate(_h: Harness) {
-    use axum::routing::{get, post};
-    let agreement = p256::SecretKey::random(&mut rand::rngs::OsRng);
-    let key = STANDARD.encode(agreement.public_key().to_encoded_point(false).as_bytes());
-    let list = json!({"loginCerts": [{"requestId": "r-1", "requestTimeoutInSecs": 300, "machineUserNameWS": null,
-        "machineUserName": "vera@example.com", "deviceId": "d-1", "deviceKeyAgreementPublicKey": key, "encCounter": "1"}],
-        "revokedCerts": []});
-    // A server that hands out one request and keeps another agent's result for it; the CRLs the
-    // agent publishes are kept.
-    let published = Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
-    let kept = published.clone();
-    let refusing = axum::Router::new()
-        .route("/rp/api/certificate/requests", get(move || async move { axum::Json(list.clone()) }))
-        .route("/rp/api/certificate", post(|| async { axum::http::StatusCode::CONFLICT }))
-        .route(
-            "/rp/pki/{ca_id}/crl",
-            axum::routing::put(move |axum::Json(body): axum::Json<serde_json::Value>| async move {
-                kept.lock().unwrap().push(STANDARD.decode(body["crl"].as_str().unwrap()).unwrap());
-                axum::http::StatusCode::OK
-            }),
-        );
-    let (base, _server) = serve(refusing).await;
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Arc::new(LocalCa::open_or_create(dir.path()).unwrap());
-    let agent = Agent::new(&base, "rpt_any-admin-token-the-stub-ignores", ca.clone()).unwrap();
-    let report = agent.run_once().await.unwrap();
-    assert_eq!(report.refused, vec!["r-1".to_owned()], "{report:?}");
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("revoked.json")).unwrap()).unwrap();
-    let revoked: Vec<&String> = state["revoked"].as_object().unwrap().keys().collect();
-    assert_eq!(revoked.len(), 1, "the orphaned certificate is revoked at the CA");
-    assert!(ca.is_revoked(revoked[0]));
-    // ...and the CRL the pass published lists it.
-    let crls = published.lock().unwrap().clone();
-    let listed = rp_shared::testing::fixtures::crl_serials(crls.last().expect("a CRL was published"));
-    assert_eq!(listed, vec![revoked[0].clone()]);
-}
-
 /// The workstation sees its pairing's login certificate: pending, then issued (serial, expiry,
 /// the issuing CA's certificate), then revoked; another workstation of the app sees none of it.
 pub async fn the_workstation_sees_its_pairings_certificate(h: Harness) {

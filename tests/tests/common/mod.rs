@@ -305,7 +305,6 @@ macro_rules! router_tests {
         $crate::router_case!($make, racing_results_with_one_serial_store_it_once);
         $crate::router_case!($make, identical_results_racing_are_each_answered_204);
         $crate::router_case!($make, the_first_valid_result_wins_whichever_lease);
-        $crate::router_case!($make, the_agent_revokes_a_refused_certificate);
         $crate::router_case!($make, directory_names_join_their_user_unless_taken);
         $crate::router_case!($make, pairing_is_bound_to_enrollment_and_names);
         $crate::router_case!($make, oob_login_completes_with_a_signed_approval);
