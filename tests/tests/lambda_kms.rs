@@ -64,7 +64,9 @@ async fn a_customization_signs_through_kms_on_the_functions_runtime() {
     }
     let events = vec![("mint".to_owned(), event.to_string())];
     let (address, mut answers) = runtime_api::start("code-customization-test", events).await;
-    runtime_api::serve_function(address, http::code::test_router, rp_shared::lambda::ClientSet::KEYS);
+    runtime_api::run_front_door(address, || {
+        rp_shared::lambda::serve(http::code::test_router, rp_shared::lambda::ClientSet::KEYS)
+    });
 
     let (id, answer) = tokio::time::timeout(std::time::Duration::from_secs(30), answers.recv())
         .await

@@ -1,5 +1,5 @@
-//! A sample event replayed through a function's real Lambda front door (`lambda::serve`, the
-//! `lambda_http` runtime loop), against a Lambda Runtime API of our own on loopback: the log
+//! A sample event replayed through a function's real Lambda front door (`lambda::serve_stateless`,
+//! the `lambda_http` runtime loop, as `/health` runs), against a Lambda Runtime API of our own on loopback: the log
 //! lines carry Lambda's request id and X-Ray trace id, the function name and the cold-start flag,
 //! and the answer's `x-request-id` is API Gateway's `requestContext.requestId`.
 //!
@@ -31,11 +31,10 @@ async fn a_replayed_event_logs_lambdas_request_id() {
     let events =
         vec![("second-invocation".into(), event.clone()), ("first-invocation".into(), event.clone())];
     let (address, mut answers) = runtime_api::start("health", events).await;
-    runtime_api::serve_function(
-        address,
-        rp_shared::http::health::router,
-        rp_shared::lambda::ClientSet::STORE,
-    );
+    // The health function's own front door, which builds no AWS client.
+    runtime_api::run_front_door(address, || {
+        rp_shared::lambda::serve_stateless(rp_shared::http::health::router)
+    });
 
     let mut seen = Vec::new();
     for _ in 0..2 {

@@ -61,11 +61,9 @@ async fn a_stalled_store_costs_a_request_a_503_problem_inside_the_function_time_
         ("stalled".to_owned(), sample, runtime_api::INVOCATION_TIME),
     ];
     let (address, mut answers) = runtime_api::start_timed("rp-app-jwks", events).await;
-    runtime_api::serve_function(
-        address,
-        rp_shared::http::code::jwks_router,
-        rp_shared::lambda::ClientSet::STORE,
-    );
+    runtime_api::run_front_door(address, || {
+        rp_shared::lambda::serve(rp_shared::http::code::jwks_router, rp_shared::lambda::ClientSet::STORE)
+    });
 
     let function_time_out = globals_time_out();
     assert!(rp_shared::adapters::aws::CALL_TIMEOUT < function_time_out);
@@ -104,7 +102,7 @@ async fn a_stalled_store_costs_the_queue_consumer_its_batch_not_its_invocation()
     let (address, mut answers) =
         runtime_api::start_timed("cert-timeout-consumer", vec![("batch".into(), event.to_string(), time)])
             .await;
-    runtime_api::serve_consumer(address);
+    runtime_api::run_front_door(address, rp_shared::lambda::serve_queue_consumer);
 
     let started = std::time::Instant::now();
     // The deadline runs from when the event is handed out, after the cold start; the wait

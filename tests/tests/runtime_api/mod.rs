@@ -7,9 +7,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use rp_shared::http::AppState;
-use rp_shared::lambda::ClientSet;
 use serde_json::Value;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -102,25 +101,18 @@ pub async fn start_timed(
     (address, answers)
 }
 
-/// Runs a function's real front door (`lambda::serve`) against the Runtime API at `address`, as
-/// its `main` does: on a current-thread runtime, here on a thread of its own (the front door's
-/// future is not `Send`). It ends when the test does and the Runtime API goes away.
+/// Runs a function's real front door (`lambda::serve`, `serve_stateless` or
+/// `serve_queue_consumer`, as `front_door` calls it) against the Runtime API at `address`, as its
+/// `main` does: on a current-thread runtime, here on a thread of its own (the front door's future
+/// is not `Send`). It ends when the test does and the Runtime API goes away.
 #[allow(dead_code)] // `release_panic` starts its function as a process of its own instead.
-pub fn serve_function(address: SocketAddr, router: fn(&AppState) -> Router<AppState>, clients: ClientSet) {
+pub fn run_front_door<F: Future + 'static>(
+    address: SocketAddr,
+    front_door: impl FnOnce() -> F + Send + 'static,
+) {
     std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let _ = runtime.block_on(rp_shared::lambda::serve(router, clients));
-    });
-}
-
-/// Runs the queue consumer's real front door (`lambda::serve_queue_consumer`) against the
-/// Runtime API at `address`, as [`serve_function`] runs an endpoint's.
-#[allow(dead_code)] // Only `lambda_stalled` runs the consumer.
-pub fn serve_consumer(address: SocketAddr) {
-    std::env::set_var("AWS_LAMBDA_RUNTIME_API", address.to_string());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let _ = runtime.block_on(rp_shared::lambda::serve_queue_consumer());
+        runtime.block_on(front_door());
     });
 }
