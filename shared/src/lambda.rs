@@ -47,9 +47,14 @@ pub async fn serve(
     clients: ClientSet,
 ) -> Result<(), lambda_http::Error> {
     let (config, backend) = cold_start(clients).await?;
-    // Without PUBLIC_BASE_URL, links point at the host the request came to.
-    let http = HttpConfig { max_wait_secs: LAMBDA_MAX_WAIT_SECS, ..config.http("") };
-    lambda_http::run(http::single(router, AppState::new(backend, http))).await
+    lambda_http::run(http::single(router, AppState::new(backend, function_settings(&config)))).await
+}
+
+/// What a function's router runs with: the configuration's settings, links to the host a request
+/// came to where `PUBLIC_BASE_URL` is unset, and the shorter long-poll of a function, whose
+/// seconds are paid.
+fn function_settings(config: &Config) -> HttpConfig {
+    HttpConfig { max_wait_secs: LAMBDA_MAX_WAIT_SECS, ..config.http("") }
 }
 
 /// Serves a router that needs no backing service (`/health`): the cold start reads no AWS
@@ -76,4 +81,17 @@ pub async fn serve_queue_consumer() -> Result<(), lambda_runtime::Error> {
         }
     }))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_long_polls_for_five_seconds_at_most_and_links_to_the_requests_host() {
+        let config = Config::from_lookup(|_| None, BackendKind::Embedded).unwrap();
+        let settings = function_settings(&config);
+        assert_eq!((settings.max_wait_secs, settings.public_base_url.as_str()), (LAMBDA_MAX_WAIT_SECS, ""));
+        assert_eq!(LAMBDA_MAX_WAIT_SECS, 5, "as docs/api/oob.md states");
+    }
 }
