@@ -1201,16 +1201,18 @@ pub async fn an_agents_failure_events_are_filed_under_the_requests_app(h: Harnes
     for (name, named) in
         [("WORKSTATION_CERTIFICATE_ISSUED", false), ("WORKSTATION_CERTIFICATE_REVOKED", true)]
     {
-        let mut event =
-            json!({"name": name, "attributes": {"isSuccessful": false, "errorCode": 17, "requestId": id}});
+        // `reportedBy` tells this event from the one the server filed with the failed result.
+        let mut event = json!({"name": name, "attributes":
+            {"isSuccessful": false, "errorCode": 17, "requestId": id, "reportedBy": "the agent"}});
         if named {
             event["appId"] = json!(app);
         }
         let r = h.admin("POST", "/rp/api/events", Some(event)).await;
         assert_eq!(r.status, 201, "{}", r.json());
         let listed = h.admin("GET", &format!("/rp/api/events?appId={app}&name={name}"), None).await.json();
-        let found =
-            listed["events"].as_array().unwrap().iter().any(|e| e["attributes"]["requestId"] == id.as_str());
+        let found = listed["events"].as_array().unwrap().iter().any(|e| {
+            e["attributes"]["requestId"] == id.as_str() && e["attributes"]["reportedBy"] == "the agent"
+        });
         assert!(found, "{name} is filed under the app: {listed}");
     }
     // An event naming no request, or an unknown one, stays without an app.
