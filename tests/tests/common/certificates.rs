@@ -472,12 +472,8 @@ pub async fn the_agent_writes_each_users_sid_from_its_map(h: Harness) {
         (RequestState::Failed, Some(rp_shared::agent::ERROR_ISSUANCE))
     );
 
-    let r = h.client.send("GET", "/rp/versioned/device/certificates", Some(&mapped.token), None).await;
-    let c = r.json()["certificates"][0].clone();
-    let issuer = issuer_key(&STANDARD.decode(c["signingCert"].as_str().unwrap()).unwrap());
-    let bundle = envelope::open(&mapped.agreement, &envelope_of(&c), &binding_of(&c), &issuer).unwrap();
-    let cert = x509_cert::Certificate::from_der(&pem_der(&String::from_utf8(bundle).unwrap(), "CERTIFICATE"))
-        .unwrap();
+    let (pem, serial) = issued_pem(&h, &mapped).await;
+    let cert = x509_cert::Certificate::from_der(&pem_der(&pem, "CERTIFICATE")).unwrap();
     let sid_oid = x509_cert::der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.4.1.311.25.2");
     let ext =
         cert.tbs_certificate.extensions.unwrap().into_iter().find(|e| e.extn_id == sid_oid).expect("a SID");
@@ -488,7 +484,6 @@ pub async fn the_agent_writes_each_users_sid_from_its_map(h: Harness) {
 
     // A map that no longer parses fails the next pass, which issues nothing and still revokes.
     let again = pair(&h, &access, &mapped, "m-sid-3").await;
-    let serial = c["certSerialNumber"].as_str().unwrap();
     let revoke = h.admin("POST", &format!("/cc/api/certificates/{serial}/revoke"), None).await;
     let revocation = revoke.json()["requestId"].as_str().unwrap().to_owned();
     std::fs::write(&map, "UserPrincipalName,SID\nsam@example.com,1104\n").unwrap();
@@ -497,7 +492,7 @@ pub async fn the_agent_writes_each_users_sid_from_its_map(h: Harness) {
     assert!(err.contains("line 2: '1104' is not a SID"), "{err}");
     assert_eq!(state_of(&h, &again).await.state, RequestState::Leased, "nothing posted");
     assert_eq!(state_of(&h, &revocation).await.state, RequestState::Done, "revoked all the same");
-    assert!(ca.is_revoked(serial));
+    assert!(ca.is_revoked(&serial));
 }
 
 /// The names the directory found for a user become that user's aliases, one user entity; a
