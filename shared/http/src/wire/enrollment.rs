@@ -115,3 +115,52 @@ impl TryFrom<CompleteRequest> for Complete {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+
+    fn complete(recovery_keys: Option<String>) -> Result<Complete, FieldError> {
+        Complete::try_from(CompleteRequest {
+            error_code: 0,
+            session_id: "s-1".into(),
+            signing_cert: "MIIB".into(),
+            machine_name: "WS-1".into(),
+            machine_id: "m-1".into(),
+            machine_user_name: "ann@example.com".into(),
+            machine_version: "1.0".into(),
+            recovery_keys,
+        })
+    }
+
+    /// Recovery keys are 1 to 8 KiB once decoded, both bounds taken.
+    #[test]
+    fn recovery_keys_are_one_byte_to_eight_kib() {
+        let b64 = |n: usize| Some(base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]));
+        for taken in [1, MAX_RECOVERY_KEYS] {
+            assert!(complete(b64(taken)).is_ok(), "{taken} bytes");
+        }
+        assert!(complete(None).is_ok());
+        for refused in [b64(0), b64(MAX_RECOVERY_KEYS + 1), Some("not base64!".into())] {
+            assert_eq!(complete(refused).unwrap_err().field, "recoveryKeys");
+        }
+    }
+
+    /// An enroll names its user, or the session that does.
+    #[test]
+    fn an_enroll_names_its_user_or_its_session() {
+        let enroll = |name: Option<&str>, session: Option<&str>| {
+            Enroll::try_from(EnrollRequest {
+                rp_app_id: "workstationDemo".into(),
+                machine_user_name_ws: name.map(Into::into),
+                session_id: session.map(Into::into),
+                machine_id: None,
+                machine_version: None,
+            })
+        };
+        assert!(enroll(Some("ann@example.com"), None).is_ok());
+        assert!(enroll(None, Some("s-1")).is_ok());
+        assert_eq!(enroll(None, None).unwrap_err(), unnamed_user());
+    }
+}
