@@ -201,5 +201,12 @@ mod tests {
             "transactionText"
         );
         assert_eq!(body(&|v| v["extras"] = json!({"amount": ""})).unwrap_err().field, "extras.amount");
+        // Up to MAX_ADDITIONAL_DETAILS entries, that bound taken.
+        let details = |n: usize| {
+            let entries: serde_json::Map<_, _> = (0..n).map(|i| (format!("k{i}"), json!("v"))).collect();
+            body(&|v| v["additionalDetails"] = json!(entries))
+        };
+        assert_eq!(details(MAX_ADDITIONAL_DETAILS).unwrap().additional_details.len(), MAX_ADDITIONAL_DETAILS);
+        assert_eq!(details(MAX_ADDITIONAL_DETAILS + 1).unwrap_err().field, "additionalDetails");
     }
 }
