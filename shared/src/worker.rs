@@ -63,52 +63,20 @@ impl QueueWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::{QueueError, ReceivedMessage};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A queue that is always empty and counts how often it is asked.
-    #[derive(Default)]
-    struct Empty(AtomicUsize);
-
-    #[async_trait]
-    impl Queue for Empty {
-        async fn send(&self, _: &str, _: Duration) -> Result<String, QueueError> {
-            unreachable!("the worker only receives")
-        }
-        async fn receive(&self, _: usize, _: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(Vec::new())
-        }
-        async fn ack(&self, _: &str) -> Result<(), QueueError> {
-            unreachable!("nothing was received")
-        }
-        async fn dead_letter(&self, _: &str) -> Result<(), QueueError> {
-            unreachable!("the worker never dead-letters")
-        }
-        async fn dead_letters(&self, _: usize) -> Result<Vec<ReceivedMessage>, QueueError> {
-            unreachable!("the worker never reads dead letters")
-        }
-    }
-
-    struct Never;
-
-    #[async_trait]
-    impl MessageHandler for Never {
-        async fn handle(&self, _: &str) -> anyhow::Result<()> {
-            unreachable!("nothing was received")
-        }
-    }
 
     /// An empty poll waits `idle` before the next: the local server does not spin on an empty
     /// queue. At 100 ms a pause, that is one poll per 100 ms the worker ran, and one more (counted
-    /// from the time it ran, so a slow machine does not fail it).
+    /// from the time it ran, so a slow machine does not fail it). The polls are counted by the
+    /// round-trip recorder, over the embedded backend the local server runs on.
     /// (Two threads: a worker that spun without pausing would never let a one-thread test go on.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_empty_queue_is_polled_once_per_idle_pause() {
-        let queue = Arc::new(Empty::default());
+        let dir = tempfile::tempdir().unwrap();
+        let embedded = crate::backend::embedded(dir.path()).unwrap();
+        let (backend, trips) = crate::ports::trips::recorded(&embedded, Duration::ZERO);
         let worker = QueueWorker {
-            queue: queue.clone(),
-            handler: Arc::new(Never),
+            queue: backend.queue.clone(),
+            handler: Arc::new(crate::consumer::Dispatcher::new(backend)),
             visibility: Duration::from_secs(30),
             idle: Duration::from_millis(100),
         };
@@ -118,7 +86,8 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(300)).await;
         stop.send(true).unwrap();
         running.await.unwrap();
-        let (polls, ran) = (queue.0.load(Ordering::SeqCst), started.elapsed());
+        let ran = started.elapsed();
+        let polls = trips.take().calls.iter().filter(|(_, call)| call == "queue.receive").count();
         assert!(polls >= 1 && polls as u128 <= ran.as_millis() / 100 + 1, "{polls} polls in {ran:?}");
     }
 }
