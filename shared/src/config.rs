@@ -2,6 +2,7 @@
 //! and `rp-admin`. Every missing or malformed variable is reported at once.
 
 use crate::adapters::aws::AwsConfig;
+use crate::app::keybudget::{DEFAULT_KEY_CALLS_PER_APP, MAX_KEY_CALLS_PER_APP};
 use crate::domain::certificates::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_OPEN_PER_APP};
 use crate::domain::tokens::{TokenSecret, MIN_CHOSEN_TOKEN_LEN};
 use crate::http::HttpConfig;
@@ -33,6 +34,8 @@ pub struct Config {
     /// `CERT_MAX_ATTEMPTS`: leases a certificate request gets before it is DEAD.
     pub max_attempts: u32,
     pub max_open_per_app: u32,
+    /// `KMS_CALLS_PER_APP`: key-service calls an app may make a second; 0: no budget.
+    pub key_calls_per_app: u32,
     /// `CONTENT_VERSIONS_KEPT`: earlier versions kept per content customization.
     pub content_versions_kept: u64,
     /// `TABLE_NAME`, `QUEUE_URL`, `KMS_*`, `DEAD_LETTER_QUEUE_URL`: required on AWS.
@@ -102,6 +105,25 @@ pub fn emulator_endpoints(get: impl Fn(&str) -> Option<String>) -> Result<(), Co
     }
 }
 
+/// A number from 0 to `max`, or `default` when unset.
+fn at_most(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    (default, max): (u32, u32),
+    problems: &mut Vec<String>,
+) -> u32 {
+    match get(name) {
+        None => default,
+        Some(text) => match text.parse::<u32>() {
+            Ok(n) if n <= max => n,
+            _ => {
+                problems.push(format!("{name} must be a number from 0 to {max}, not '{text}'"));
+                default
+            }
+        },
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid configuration: {}", .0.join("; "))]
 pub struct ConfigError(pub Vec<String>);
@@ -154,6 +176,8 @@ impl Config {
             positive(&get, "CERT_MAX_OPEN_PER_APP", DEFAULT_MAX_OPEN_PER_APP, &mut problems);
         let content_versions_kept =
             positive(&get, "CONTENT_VERSIONS_KEPT", DEFAULT_VERSIONS_KEPT, &mut problems);
+        let budget = (DEFAULT_KEY_CALLS_PER_APP, MAX_KEY_CALLS_PER_APP);
+        let key_calls_per_app = at_most(&get, "KMS_CALLS_PER_APP", budget, &mut problems);
         let aws = match backend {
             BackendKind::Embedded => None,
             BackendKind::Aws => match AwsConfig::from_lookup(&get) {
@@ -175,6 +199,7 @@ impl Config {
             poll_batch,
             max_attempts,
             max_open_per_app,
+            key_calls_per_app,
             content_versions_kept,
             aws,
         })
@@ -187,6 +212,7 @@ impl Config {
             poll_batch: self.poll_batch,
             max_attempts: self.max_attempts,
             max_open_per_app: self.max_open_per_app,
+            key_calls_per_app: self.key_calls_per_app,
             content_versions_kept: self.content_versions_kept,
             ..HttpConfig::default()
         }
@@ -205,6 +231,7 @@ mod tests {
     fn defaults_hold_without_variables() {
         let c = Config::from_lookup(lookup(&[]), BackendKind::Embedded).unwrap();
         assert_eq!((c.port, c.poll_batch, c.max_attempts), (8080, DEFAULT_BATCH, DEFAULT_MAX_ATTEMPTS));
+        assert_eq!(c.key_calls_per_app, DEFAULT_KEY_CALLS_PER_APP);
         assert_eq!(c.data_dir, PathBuf::from(".data"));
         assert_eq!(c.aws, None);
     }
@@ -216,6 +243,7 @@ mod tests {
                 ("PORT", "eighty"),
                 ("CERT_POLL_BATCH", "0"),
                 ("CERT_MAX_ATTEMPTS", "x"),
+                ("KMS_CALLS_PER_APP", "1001"),
                 ("QUEUE_URL", "q"),
             ]),
             BackendKind::Aws,
@@ -227,6 +255,7 @@ mod tests {
                 "PORT must be a port number, not 'eighty'",
                 "CERT_POLL_BATCH must be a positive number, not '0'",
                 "CERT_MAX_ATTEMPTS must be a positive number, not 'x'",
+                "KMS_CALLS_PER_APP must be a number from 0 to 1000, not '1001'",
                 "TABLE_NAME is not set",
                 "KMS_ENVELOPE_KEY_ID is not set",
             ]
@@ -292,11 +321,15 @@ mod tests {
             ("CERT_MAX_ATTEMPTS", "4"),
             ("CERT_MAX_OPEN_PER_APP", "5"),
             ("CONTENT_VERSIONS_KEPT", "6"),
+            ("KMS_CALLS_PER_APP", "7"),
             ("PUBLIC_BASE_URL", "https://rp.example.com"),
         ];
         let http =
             Config::from_lookup(lookup(SET), BackendKind::Embedded).unwrap().http("http://127.0.0.1:1");
         let read = (http.poll_batch, http.max_attempts, http.max_open_per_app, http.content_versions_kept);
         assert_eq!((read, http.public_base_url.as_str()), ((3, 4, 5, 6), "https://rp.example.com"));
+        assert_eq!(http.key_calls_per_app, 7);
+        let off = Config::from_lookup(lookup(&[("KMS_CALLS_PER_APP", "0")]), BackendKind::Embedded);
+        assert_eq!(off.unwrap().http("http://127.0.0.1:1").key_calls_per_app, 0, "0 turns the budget off");
     }
 }

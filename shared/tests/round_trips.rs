@@ -86,13 +86,18 @@ async fn a_changed_environment_waits_for_the_key_service_once() {
         let (status, tally) = first_call(stem).await;
         assert!(status == 200 || status == 204, "{stem}: {status}");
         // The read goes beside the count; the key service is asked nothing before the count
-        // allows it, and then for both keys at once (a fresh one, the old one opened); then the
-        // write.
-        assert_eq!(tally.waves_of("store.get CODEENV"), tally.waves_of("store.increment RL"), "{tally}");
+        // allows it, and then, once the app's key budget has counted both calls, for both keys
+        // at once (a fresh one, the old one opened); then the write.
+        assert_eq!(tally.waves_of("store.get CODEENV"), [2], "{tally}");
+        assert_eq!(
+            tally.waves_of("store.increment RL"),
+            [2, 3, 3],
+            "the request, then each key call: {tally}"
+        );
         let fresh = tally.waves_of("keys.generate_data_key");
         assert_eq!(fresh, tally.waves_of("keys.decrypt_data_key"), "{tally}");
-        assert_eq!(fresh, [3], "{tally}");
-        assert_eq!(tally.waves, 4, "{stem}: {tally}");
+        assert_eq!(fresh, [4], "{tally}");
+        assert_eq!(tally.waves, 5, "{stem}: {tally}");
     }
 }
 
@@ -214,13 +219,13 @@ async fn an_oob_start_reads_its_customization_and_variables_beside_the_count() {
     let (status, tally) = calls_on(&backend, sample("rp-oob-requests"), 1).await.remove(0);
     assert_eq!(status, 200, "{tally}");
     // Beside the token, which customizations are enabled (`META`); beside the count, the one
-    // enabled and the tenant's variables, sealed; then the variables opened for the run, and
-    // the request stored.
+    // enabled and the tenant's variables, sealed; then the variables opened for the run (the
+    // app's key budget counted first), and the request stored.
     assert_eq!(tally.waves_of("store.get CODE"), [1, 2], "{tally}");
     assert_eq!(tally.waves_of("store.get CODEENV"), [2], "{tally}");
-    assert_eq!(tally.waves_of("store.increment RL"), [2], "{tally}");
-    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
-    assert_eq!(tally.waves, 4, "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [2, 3], "the request, then the key call: {tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4], "{tally}");
+    assert_eq!(tally.waves, 5, "{tally}");
 }
 
 #[tokio::test]
@@ -263,11 +268,13 @@ async fn a_pairing_and_its_app_are_read_at_once() {
         assert_eq!(tally.waves_of("store.get APP"), [2], "{stem}: {tally}");
         assert_eq!(tally.waves_of("store.get PAIR"), [2], "{stem}: {tally}");
     }
-    // Its own workstation's read: the certificate request beside the opening of the PINs.
+    // Its own workstation's read: the certificate request beside the opening of the PINs (the
+    // key budget's count, then the key).
     let (_, tally) = first_call("rp-client-reg.get").await;
     assert_eq!(tally.waves_of("store.get CERTREQ"), [3], "{tally}");
-    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
-    assert_eq!(tally.waves, 3, "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [3], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4], "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
     let (status, tally) = first_call("rp-device-workstations").await;
     assert_eq!(status, 200);
     assert_eq!(tally.waves_of("store.query DEVPAIR"), tally.waves_of("store.get APP"), "{tally}");
@@ -298,16 +305,18 @@ async fn a_new_pairing_reads_what_it_is_judged_on_beside_the_pairing() {
     for read in ["store.get APP", "store.get PAIR"].into_iter().chain(beside) {
         assert_eq!(tally.waves_of(read), [2], "{read}: {tally}");
     }
-    // Then the device's record and the alias's user, the PIN set's key, the counter, the write.
-    assert_eq!(tally.waves_of("keys.generate_data_key"), [4], "{tally}");
-    assert_eq!(tally.waves, 6, "{tally}");
+    // Then the device's record and the alias's user, the key budget's count, the PIN set's key,
+    // the counter, the write.
+    assert_eq!(tally.waves_of("store.increment RL"), [4], "{tally}");
+    assert_eq!(tally.waves_of("keys.generate_data_key"), [5], "{tally}");
+    assert_eq!(tally.waves, 7, "{tally}");
     // Sent again: the pairing is answered (its PINs opened) without reading the device's record
     // or the alias's user.
     let (status, tally) = &outcomes[1];
     assert_eq!(*status, 200, "{tally}");
     assert_eq!(tally.waves_of("store.get USER"), [2], "{tally}");
-    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
-    assert_eq!(tally.waves, 3, "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4], "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
     // With neither: the device's record, the counter, the write.
     enroll(&backend, "machine-901", json!({})).await;
     let mut pair = sample("rp-client-reg");
@@ -366,9 +375,11 @@ async fn a_test_run_reads_its_environment_beside_the_customization() {
     let (status, tally) = first_call("code-customization-test").await;
     assert_eq!(status, 200);
     assert_eq!(tally.waves_of("store.get CODEENV"), tally.waves_of("store.get CODE"), "{tally}");
-    assert_eq!(tally.waves_of("store.get CODE"), tally.waves_of("store.increment RL"), "{tally}");
-    // The token and the app, the count beside the reads, the environment opened.
-    assert_eq!(tally.waves, 3, "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [2, 3], "the request, then the key call: {tally}");
+    assert_eq!(tally.waves_of("store.get CODE"), [2], "{tally}");
+    // The token and the app, the count beside the reads, the key budget's count, the
+    // environment opened.
+    assert_eq!(tally.waves, 4, "{tally}");
 }
 
 #[tokio::test]
@@ -396,15 +407,17 @@ async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
 
 #[tokio::test]
 async fn a_pairing_update_writes_once_and_reads_nothing_back() {
-    // A new name and a used PIN: one write, after the key service (open and reseal, at once);
-    // the answer shows what is left of the PINs as they were resealed, not opened again.
+    // A new name and a used PIN: one write, after the key service (its budget counted, then
+    // open and reseal, at once); the answer shows what is left of the PINs as they were
+    // resealed, not opened again.
     let body = serde_json::json!({"machineId": "machine-42", "deviceId": "alice-pixel-9",
         "machineName": "WS-0042-renamed", "usedTokenIds": ["pin-02"]});
     let (status, tally) = first_call_with("rp-client-reg.patch", body).await;
     assert_eq!(status, 200, "{tally}");
     assert_eq!(tally.waves_of("store.get PAIR"), [2], "read once, beside the app: {tally}");
-    assert_eq!(tally.waves_of("store.put PAIR"), [4], "{tally}");
-    assert_eq!(tally.waves, 4, "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [3, 3], "{tally}");
+    assert_eq!(tally.waves_of("store.put PAIR"), [5], "{tally}");
+    assert_eq!(tally.waves, 5, "{tally}");
     // A wrong attempt: counted against the pairing read beside the app, nothing read back.
     let body =
         serde_json::json!({"machineId": "machine-42", "deviceId": "alice-pixel-9", "failedAttempts": 1});
@@ -412,13 +425,14 @@ async fn a_pairing_update_writes_once_and_reads_nothing_back() {
     assert_eq!(status, 200, "{tally}");
     assert_eq!(tally.waves_of("store.get PAIR"), [2], "{tally}");
     // The token; the app and the pairing; the count, and beside it the PINs opened for the
-    // owner's view.
+    // owner's view (the key budget's count, then the key).
     assert_eq!(
-        tally.waves_of("keys.decrypt_data_key"),
+        tally.waves_of("store.increment RL"),
         tally.waves_of("store.increment OFFLINEFAIL"),
         "{tally}"
     );
-    assert_eq!(tally.waves, 3, "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4], "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
 }
 
 #[tokio::test]
@@ -426,10 +440,11 @@ async fn a_renamed_pairings_pins_are_opened_beside_the_write() {
     let (status, tally) = first_call("rp-client-reg.patch").await;
     assert_eq!(status, 200, "{tally}");
     // The token; the app and the pairing; the new name written and, beside it, the PINs (which
-    // the name does not change) opened for the answer.
-    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [3], "{tally}");
+    // the name does not change) opened for the answer, after the key budget's count.
+    assert_eq!(tally.waves_of("store.increment RL"), [3], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4], "{tally}");
     assert_eq!(tally.waves_of("store.put PAIR"), [3], "{tally}");
-    assert_eq!(tally.waves, 3, "{tally}");
+    assert_eq!(tally.waves, 4, "{tally}");
 }
 
 /// A renamed pairing whose PINs the answer would not show (its app turned offline access off)
@@ -942,7 +957,8 @@ async fn a_devices_pending_requests_are_marked_and_opened_at_once() {
     assert_eq!(opened, 3, "{tally}");
     assert_eq!(tally.waves_of("store.put OOB"), [3; 3], "{tally}");
     assert_eq!(tally.waves_of("store.get ENROLL"), [3; 3], "{tally}");
-    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [4; 3], "{tally}");
-    // The token; the requests; the marks and the enrollments; the keys.
-    assert_eq!(tally.waves, 4, "{tally}");
+    assert_eq!(tally.waves_of("store.increment RL"), [4; 3], "{tally}");
+    assert_eq!(tally.waves_of("keys.decrypt_data_key"), [5; 3], "{tally}");
+    // The token; the requests; the marks and the enrollments; the key budget's counts; the keys.
+    assert_eq!(tally.waves, 5, "{tally}");
 }

@@ -18,6 +18,7 @@ pub mod devices;
 pub mod enrollment;
 mod error;
 pub mod events;
+pub mod keybudget;
 pub mod offline;
 pub mod oob;
 pub mod pairing;

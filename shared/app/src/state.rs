@@ -1,5 +1,6 @@
 //! What the use cases run with: the ports and the settings.
 
+use crate::keybudget::{KeyBudget, DEFAULT_KEY_CALLS_PER_APP};
 use rp_ports::held::{HeldKeys, HeldStore, Pass};
 use rp_ports::{Backend, Services};
 use std::sync::Arc;
@@ -12,7 +13,13 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(backend: Backend, config: HttpConfig) -> Self {
+    /// The state over `backend`, its key service behind each tenant's budget
+    /// ([`HttpConfig::key_calls_per_app`]) unless that is 0.
+    pub fn new(mut backend: Backend, config: HttpConfig) -> Self {
+        if config.key_calls_per_app > 0 {
+            let (keys, store, clock) = (backend.keys.clone(), backend.store.clone(), backend.clock.clone());
+            backend.keys = Arc::new(KeyBudget::new(keys, store, clock, config.key_calls_per_app));
+        }
         Self { backend, config: Arc::new(config) }
     }
 
@@ -59,6 +66,9 @@ pub struct HttpConfig {
     /// may run alone (20 s), so that the start answers within its function's time-out (25 s)
     /// however many a tenant enables.
     pub hook_budget: std::time::Duration,
+    /// Key-service calls each app may make a second (`KMS_CALLS_PER_APP`), counted in the store;
+    /// 0: no budget ([`crate::keybudget`]).
+    pub key_calls_per_app: u32,
 }
 
 /// The longest long-poll of a device's OOB fetch on the local server, and on Lambda.
@@ -77,6 +87,7 @@ impl Default for HttpConfig {
             max_wait_secs: LOCAL_MAX_WAIT_SECS,
             secure_cookies: true,
             hook_budget: std::time::Duration::from_millis(u64::from(rp_domain::code::MAX_TIMEOUT_MS)),
+            key_calls_per_app: DEFAULT_KEY_CALLS_PER_APP,
         }
     }
 }

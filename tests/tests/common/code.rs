@@ -161,6 +161,25 @@ async fn put_env(h: &Harness, app: &str, name: &str, value: &str) -> rp_shared::
     h.as_tenant(app, "PUT", &format!("/code-customization/env/{name}"), Some(json!({"value": value}))).await
 }
 
+/// Each app's share of the key service (`KMS_CALLS_PER_APP`): a request whose key call would
+/// pass it answers 503 with `Retry-After`, as a throttled KMS does, and changes nothing; another
+/// app's calls go on; the next second brings a fresh share.
+pub async fn an_app_past_its_key_budget_is_refused_and_no_other_is(h: Harness) {
+    let h = h.configured(HttpConfig { key_calls_per_app: 3, ..HttpConfig::default() }).await;
+    let (app, other) = (h.app().await, h.app().await);
+    // The first variable asks for a fresh data key; the second also opens the first's.
+    assert_eq!(put_env(&h, &app, "FIRST", "v").await.status, 200);
+    assert_eq!(put_env(&h, &app, "SECOND", "v").await.status, 200);
+    let refused = put_env(&h, &app, "THIRD", "v").await;
+    refused.problem(503, codes::UNAVAILABLE);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(env_names(&h, &app).await, ["FIRST", "SECOND"], "nothing written");
+    assert_eq!(put_env(&h, &other, "FIRST", "v").await.status, 200, "another app's share is its own");
+    h.clock.advance(Duration::from_secs(1));
+    assert_eq!(put_env(&h, &app, "THIRD", "v").await.status, 200, "a new second, a new share");
+    assert_eq!(env_names(&h, &app).await, ["FIRST", "SECOND", "THIRD"]);
+}
+
 /// A tenant's variables stay within their caps: 50 of them, a name of 64 characters, a value of
 /// 4 KiB, 64 KiB of values in all. What passes one is refused naming its field, and nothing of
 /// it is stored.

@@ -293,6 +293,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, recovery_keys_reach_the_enrolled_device_in_authentication);
         $crate::router_case!($make, code_customizations_keep_versions_and_env_values_stay_secret);
         $crate::router_case!($make, environment_variables_stay_within_their_caps);
+        $crate::router_case!($make, an_app_past_its_key_budget_is_refused_and_no_other_is);
         $crate::router_case!($make, the_oob_start_hook_allows_denies_and_rewrites);
         $crate::router_case!($make, the_oob_start_hook_follows_enable_restore_and_delete);
         $crate::router_case!($make, a_replayed_oob_start_is_refused_before_the_hook_runs);

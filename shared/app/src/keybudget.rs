@@ -1,0 +1,219 @@
+//! Each tenant's share of the key service. KMS's request quota belongs to the account and region,
+//! so one tenant's flood of key calls would throttle every tenant's. Every call is counted
+//! against its tenant's budget (`KMS_CALLS_PER_APP` calls a second, in a fixed window held in the
+//! store, so it holds across Lambda instances) before it is sent; a call past the budget is
+//! refused as the key service refuses one past its quota, without reaching it.
+
+use async_trait::async_trait;
+use rp_domain::apps::{AppId, RateLimit};
+use rp_ports::keys::DataKey;
+use rp_ports::{Clock, EncryptionContext, ItemStore, KeyError, KeyService, StoreError};
+use std::sync::Arc;
+
+/// Key-service calls an app may make a second unless configured otherwise.
+pub const DEFAULT_KEY_CALLS_PER_APP: u32 = 500;
+/// The most a budget may be: the store takes at most 1,000 writes a second to one counter (a
+/// DynamoDB partition), so a larger budget would be refused by the counter, not by the rule.
+pub const MAX_KEY_CALLS_PER_APP: u32 = 1_000;
+
+/// The counter's scope (`RL#<app>#kms`), beside the customization APIs' and the OOB start's.
+const SCOPE: &str = "kms";
+
+/// `inner` with each call counted against its tenant's budget first.
+pub struct KeyBudget {
+    inner: Arc<dyn KeyService>,
+    store: Arc<dyn ItemStore>,
+    clock: Arc<dyn Clock>,
+    rule: RateLimit,
+}
+
+/// Why a call was refused unsent: its tenant spent its share of the key service this second.
+#[derive(Debug, thiserror::Error)]
+#[error("app '{app}' made its {limit} key-service calls of this second (KMS_CALLS_PER_APP)")]
+pub struct OverBudget {
+    pub app: String,
+    pub limit: i64,
+}
+
+/// The tenant an encryption context names ([`EncryptionContext::new`] names one always).
+#[derive(Debug, thiserror::Error)]
+#[error("the encryption context names no tenant")]
+struct NoTenant;
+
+impl KeyBudget {
+    /// `inner` behind a budget of `calls_per_sec` calls a second per tenant, counted in `store`.
+    pub fn new(
+        inner: Arc<dyn KeyService>,
+        store: Arc<dyn ItemStore>,
+        clock: Arc<dyn Clock>,
+        calls_per_sec: u32,
+    ) -> Self {
+        let rule = RateLimit { limit: i64::from(calls_per_sec), window_secs: 1 };
+        Self { inner, store, clock, rule }
+    }
+
+    /// Counts one call of the context's tenant: `Ok` when it may go to the key service.
+    async fn spend(&self, context: &EncryptionContext) -> Result<(), KeyError> {
+        let tenant = context.0.get("tenant").ok_or_else(|| KeyError::unavailable(NoTenant))?;
+        // A context's tenant is an app id; one that is not counts as its own, never as another's.
+        let app = AppId::parse("tenant", tenant).map_err(|_| KeyError::unavailable(NoTenant))?;
+        let now = self.clock.epoch_secs();
+        match rp_repo::ratelimit::hit(self.store.as_ref(), &app, SCOPE, &self.rule, now).await {
+            Ok(decision) if decision.allowed => Ok(()),
+            Ok(_) => Err(KeyError::Throttled(Box::new(OverBudget {
+                app: app.to_string(),
+                limit: self.rule.limit,
+            }))),
+            Err(StoreError::Throttled(e)) => Err(KeyError::Throttled(e)),
+            Err(e) => Err(KeyError::unavailable(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl KeyService for KeyBudget {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        self.spend(context).await?;
+        self.inner.generate_data_key(context).await
+    }
+
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        self.spend(context).await?;
+        self.inner.decrypt_data_key(wrapped, context).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rp_ports::held::{Gate, HeldStore};
+    use rp_ports::ManualClock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// A key service that counts the calls that reach it.
+    #[derive(Default)]
+    struct Reached(AtomicUsize);
+
+    #[async_trait]
+    impl KeyService for Reached {
+        async fn generate_data_key(&self, _: &EncryptionContext) -> Result<DataKey, KeyError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(DataKey { plaintext: [7; 32], wrapped: b"wrapped".to_vec() })
+        }
+
+        async fn decrypt_data_key(&self, _: &[u8], _: &EncryptionContext) -> Result<[u8; 32], KeyError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok([7; 32])
+        }
+    }
+
+    struct Budgeted {
+        keys: KeyBudget,
+        reached: Arc<Reached>,
+        clock: ManualClock,
+        _dir: tempfile::TempDir,
+    }
+
+    fn budgeted(
+        calls_per_sec: u32,
+        store: impl FnOnce(Arc<dyn ItemStore>) -> Arc<dyn ItemStore>,
+    ) -> Budgeted {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap());
+        let db = rp_adapters::embedded::EmbeddedDb::open(dir.path()).unwrap();
+        let embedded = Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, Arc::new(clock.clone())));
+        let reached = Arc::new(Reached::default());
+        let keys = KeyBudget::new(reached.clone(), store(embedded), Arc::new(clock.clone()), calls_per_sec);
+        Budgeted { keys, reached, clock, _dir: dir }
+    }
+
+    fn of(app: &str) -> EncryptionContext {
+        EncryptionContext::new(app, "offline-tokens").with("device", "d-1")
+    }
+
+    fn over_budget(result: Result<[u8; 32], KeyError>) -> OverBudget {
+        let Err(KeyError::Throttled(source)) = result else { panic!("refused as throttled: {result:?}") };
+        *source.downcast::<OverBudget>().expect("the budget's refusal")
+    }
+
+    /// Both calls count; the one past the budget is refused as a throttled key service is, without
+    /// reaching it, another tenant's calls go on, and the next second has a fresh budget.
+    #[tokio::test]
+    async fn a_tenant_past_its_budget_is_refused_unsent_and_no_other_is() {
+        let b = budgeted(3, |store| store);
+        b.keys.generate_data_key(&of("loud")).await.unwrap();
+        b.keys.decrypt_data_key(b"w", &of("loud")).await.unwrap();
+        b.keys.decrypt_data_key(b"w", &of("loud")).await.unwrap();
+        let refused = over_budget(b.keys.decrypt_data_key(b"w", &of("loud")).await);
+        assert_eq!((refused.app.as_str(), refused.limit), ("loud", 3));
+        let generated = b.keys.generate_data_key(&of("loud")).await;
+        assert!(matches!(generated, Err(KeyError::Throttled(_))), "every kind of call counts");
+        assert_eq!(b.reached.0.load(Ordering::SeqCst), 3, "refused calls never reach the key service");
+
+        b.keys.decrypt_data_key(b"w", &of("quiet")).await.expect("another tenant's budget is its own");
+        b.clock.advance(Duration::from_secs(1));
+        b.keys.decrypt_data_key(b"w", &of("loud")).await.expect("a new second, a new budget");
+        assert_eq!(b.reached.0.load(Ordering::SeqCst), 5);
+    }
+
+    /// Callers racing for the last of a budget never get past it together.
+    #[tokio::test]
+    async fn racing_calls_spend_the_budget_once() {
+        let b = Arc::new(budgeted(5, |store| store));
+        let racers = (0..20).map(|_| {
+            let b = b.clone();
+            tokio::spawn(async move { b.keys.decrypt_data_key(b"w", &of("racing")).await.is_ok() })
+        });
+        let mut allowed = 0;
+        for racer in racers.collect::<Vec<_>>() {
+            allowed += usize::from(racer.await.unwrap());
+        }
+        assert_eq!((allowed, b.reached.0.load(Ordering::SeqCst)), (5, 5));
+    }
+
+    /// A budget of 0 is none: the state's key service is the backend's own, uncounted.
+    #[tokio::test]
+    async fn a_budget_of_0_leaves_the_key_service_uncounted() {
+        let b = budgeted(1, |store| store);
+        let absent = Arc::new(rp_ports::absent::Absent);
+        let backend = rp_ports::Backend {
+            store: b.keys.store.clone(),
+            queue: absent.clone(),
+            keys: b.reached.clone(),
+            push: absent,
+            clock: Arc::new(b.clock.clone()),
+        };
+        let with = |calls| {
+            crate::AppState::new(
+                backend.clone(),
+                crate::HttpConfig { key_calls_per_app: calls, ..Default::default() },
+            )
+        };
+        assert!(Arc::ptr_eq(&with(0).backend.keys, &backend.keys));
+        let counted = with(1).backend.keys;
+        assert!(!Arc::ptr_eq(&counted, &backend.keys));
+        counted.decrypt_data_key(b"w", &of("app")).await.unwrap();
+        assert!(counted.decrypt_data_key(b"w", &of("app")).await.is_err(), "the budget of the config");
+    }
+
+    /// A counter the store cannot keep refuses the call as unavailable (503), unsent: a budget
+    /// that cannot be read is not a budget that allows everything.
+    #[tokio::test]
+    async fn a_call_whose_count_fails_is_not_sent() {
+        let (gate, pass) = Gate::new();
+        drop(gate);
+        let b = budgeted(3, |store| Arc::new(HeldStore::new(store, pass)));
+        let failed = b.keys.decrypt_data_key(b"w", &of("app")).await;
+        assert!(matches!(failed, Err(KeyError::Unavailable(_))), "{failed:?}");
+        let failed = b.keys.generate_data_key(&of("app")).await.map(|_| ());
+        assert!(matches!(failed, Err(KeyError::Unavailable(_))), "{failed:?}");
+        let nameless = EncryptionContext(Default::default());
+        assert!(matches!(b.keys.decrypt_data_key(b"w", &nameless).await, Err(KeyError::Unavailable(_))));
+        assert_eq!(b.reached.0.load(Ordering::SeqCst), 0);
+    }
+}
