@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use rp_domain::apps::{AppId, RateLimit};
-use rp_ports::keys::DataKey;
+use rp_ports::keys::{Checked, KeyCall, KeyCheck};
 use rp_ports::{Clock, EncryptionContext, ItemStore, KeyError, KeyService, StoreError};
 use std::sync::Arc;
 
@@ -19,9 +19,8 @@ pub const MAX_KEY_CALLS_PER_APP: u32 = 1_000;
 /// The counter's scope (`RL#<app>#kms`), beside the customization APIs' and the OOB start's.
 const SCOPE: &str = "kms";
 
-/// `inner` with each call counted against its tenant's budget first.
+/// Each tenant's budget, as the check of a key service that [`budgeted`] wraps.
 pub struct KeyBudget {
-    inner: Arc<dyn KeyService>,
     store: Arc<dyn ItemStore>,
     clock: Arc<dyn Clock>,
     rule: RateLimit,
@@ -40,20 +39,22 @@ pub struct OverBudget {
 #[error("the encryption context names no tenant")]
 struct NoTenant;
 
-impl KeyBudget {
-    /// `inner` behind a budget of `calls_per_sec` calls a second per tenant, counted in `store`.
-    pub fn new(
-        inner: Arc<dyn KeyService>,
-        store: Arc<dyn ItemStore>,
-        clock: Arc<dyn Clock>,
-        calls_per_sec: u32,
-    ) -> Self {
-        let rule = RateLimit { limit: i64::from(calls_per_sec), window_secs: 1 };
-        Self { inner, store, clock, rule }
-    }
+/// `inner` with each call counted against its tenant's budget of `calls_per_sec` calls a
+/// second, in `store`, before it is sent.
+pub fn budgeted(
+    inner: Arc<dyn KeyService>,
+    store: Arc<dyn ItemStore>,
+    clock: Arc<dyn Clock>,
+    calls_per_sec: u32,
+) -> Checked<KeyBudget> {
+    let rule = RateLimit { limit: i64::from(calls_per_sec), window_secs: 1 };
+    Checked::new(inner, KeyBudget { store, clock, rule })
+}
 
+#[async_trait]
+impl KeyCheck for KeyBudget {
     /// Counts one call of the context's tenant: `Ok` when it may go to the key service.
-    async fn spend(&self, context: &EncryptionContext) -> Result<(), KeyError> {
+    async fn check(&self, _: KeyCall, context: &EncryptionContext) -> Result<(), KeyError> {
         let tenant = context.0.get("tenant").ok_or_else(|| KeyError::unavailable(NoTenant))?;
         // A context's tenant is an app id; one that is not counts as its own, never as another's.
         let app = AppId::parse("tenant", tenant).map_err(|_| KeyError::unavailable(NoTenant))?;
@@ -70,27 +71,11 @@ impl KeyBudget {
     }
 }
 
-#[async_trait]
-impl KeyService for KeyBudget {
-    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
-        self.spend(context).await?;
-        self.inner.generate_data_key(context).await
-    }
-
-    async fn decrypt_data_key(
-        &self,
-        wrapped: &[u8],
-        context: &EncryptionContext,
-    ) -> Result<[u8; 32], KeyError> {
-        self.spend(context).await?;
-        self.inner.decrypt_data_key(wrapped, context).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rp_ports::held::{Gate, HeldStore};
+    use rp_ports::keys::DataKey;
     use rp_ports::ManualClock;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
@@ -113,22 +98,19 @@ mod tests {
     }
 
     struct Budgeted {
-        keys: KeyBudget,
+        keys: Checked<KeyBudget>,
         reached: Arc<Reached>,
         clock: ManualClock,
         _dir: tempfile::TempDir,
     }
 
-    fn budgeted(
-        calls_per_sec: u32,
-        store: impl FnOnce(Arc<dyn ItemStore>) -> Arc<dyn ItemStore>,
-    ) -> Budgeted {
+    fn on(calls_per_sec: u32, store: impl FnOnce(Arc<dyn ItemStore>) -> Arc<dyn ItemStore>) -> Budgeted {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::at(time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap());
         let db = rp_adapters::embedded::EmbeddedDb::open(dir.path()).unwrap();
         let embedded = Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, Arc::new(clock.clone())));
         let reached = Arc::new(Reached::default());
-        let keys = KeyBudget::new(reached.clone(), store(embedded), Arc::new(clock.clone()), calls_per_sec);
+        let keys = budgeted(reached.clone(), store(embedded), Arc::new(clock.clone()), calls_per_sec);
         Budgeted { keys, reached, clock, _dir: dir }
     }
 
@@ -145,7 +127,7 @@ mod tests {
     /// reaching it, another tenant's calls go on, and the next second has a fresh budget.
     #[tokio::test]
     async fn a_tenant_past_its_budget_is_refused_unsent_and_no_other_is() {
-        let b = budgeted(3, |store| store);
+        let b = on(3, |store| store);
         b.keys.generate_data_key(&of("loud")).await.unwrap();
         b.keys.decrypt_data_key(b"w", &of("loud")).await.unwrap();
         b.keys.decrypt_data_key(b"w", &of("loud")).await.unwrap();
@@ -164,7 +146,7 @@ mod tests {
     /// Callers racing for the last of a budget never get past it together.
     #[tokio::test]
     async fn racing_calls_spend_the_budget_once() {
-        let b = Arc::new(budgeted(5, |store| store));
+        let b = Arc::new(on(5, |store| store));
         let racers = (0..20).map(|_| {
             let b = b.clone();
             tokio::spawn(async move { b.keys.decrypt_data_key(b"w", &of("racing")).await.is_ok() })
@@ -179,10 +161,10 @@ mod tests {
     /// A budget of 0 is none: the state's key service is the backend's own, uncounted.
     #[tokio::test]
     async fn a_budget_of_0_leaves_the_key_service_uncounted() {
-        let b = budgeted(1, |store| store);
+        let b = on(1, |store| store);
         let absent = Arc::new(rp_ports::absent::Absent);
         let backend = rp_ports::Backend {
-            store: b.keys.store.clone(),
+            store: b.keys.check().store.clone(),
             queue: absent.clone(),
             keys: b.reached.clone(),
             push: absent,
@@ -201,13 +183,57 @@ mod tests {
         assert!(counted.decrypt_data_key(b"w", &of("app")).await.is_err(), "the budget of the config");
     }
 
+    /// A store that refuses every call for its request rate, as DynamoDB does past a partition's.
+    struct Throttling;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("ProvisionedThroughputExceededException")]
+    struct Busy;
+
+    #[async_trait]
+    impl ItemStore for Throttling {
+        fn kind(&self) -> &'static str {
+            "throttling"
+        }
+        async fn get(&self, _: &rp_ports::ItemKey) -> Result<Option<rp_ports::Item>, StoreError> {
+            Err(StoreError::Throttled(Box::new(Busy)))
+        }
+        async fn put(&self, _: rp_ports::Item, _: rp_ports::Condition) -> Result<rp_ports::Item, StoreError> {
+            Err(StoreError::Throttled(Box::new(Busy)))
+        }
+        async fn delete(&self, _: &rp_ports::ItemKey, _: rp_ports::Condition) -> Result<(), StoreError> {
+            Err(StoreError::Throttled(Box::new(Busy)))
+        }
+        async fn transact(&self, _: Vec<rp_ports::WriteOp>) -> Result<(), StoreError> {
+            Err(StoreError::Throttled(Box::new(Busy)))
+        }
+        async fn query(&self, _: rp_ports::Query) -> Result<rp_ports::Page, StoreError> {
+            Err(StoreError::Throttled(Box::new(Busy)))
+        }
+        async fn increment(&self, _: rp_ports::Increment) -> Result<i64, StoreError> {
+            Err(StoreError::Throttled(Box::new(Busy)))
+        }
+    }
+
+    /// A counter the store throttles refuses the call as throttled (503 with `Retry-After`),
+    /// unsent.
+    #[tokio::test]
+    async fn a_call_whose_count_is_throttled_is_throttled_unsent() {
+        let b = on(3, |_| Arc::new(Throttling));
+        let Err(KeyError::Throttled(source)) = b.keys.decrypt_data_key(b"w", &of("app")).await else {
+            panic!("refused as throttled")
+        };
+        assert!(source.downcast_ref::<Busy>().is_some(), "the store's own refusal: {source}");
+        assert_eq!(b.reached.0.load(Ordering::SeqCst), 0);
+    }
+
     /// A counter the store cannot keep refuses the call as unavailable (503), unsent: a budget
     /// that cannot be read is not a budget that allows everything.
     #[tokio::test]
     async fn a_call_whose_count_fails_is_not_sent() {
         let (gate, pass) = Gate::new();
         drop(gate);
-        let b = budgeted(3, |store| Arc::new(HeldStore::new(store, pass)));
+        let b = on(3, |store| Arc::new(HeldStore::new(store, pass)));
         let failed = b.keys.decrypt_data_key(b"w", &of("app")).await;
         assert!(matches!(failed, Err(KeyError::Unavailable(_))), "{failed:?}");
         let failed = b.keys.generate_data_key(&of("app")).await.map(|_| ());

@@ -1,6 +1,6 @@
 //! What the use cases run with: the ports and the settings.
 
-use crate::keybudget::{KeyBudget, DEFAULT_KEY_CALLS_PER_APP};
+use crate::keybudget::{budgeted, DEFAULT_KEY_CALLS_PER_APP};
 use rp_ports::held::{HeldKeys, HeldStore, Pass};
 use rp_ports::{Backend, Services};
 use std::sync::Arc;
@@ -18,7 +18,7 @@ impl AppState {
     pub fn new(mut backend: Backend, config: HttpConfig) -> Self {
         if config.key_calls_per_app > 0 {
             let (keys, store, clock) = (backend.keys.clone(), backend.store.clone(), backend.clock.clone());
-            backend.keys = Arc::new(KeyBudget::new(keys, store, clock, config.key_calls_per_app));
+            backend.keys = Arc::new(budgeted(keys, store, clock, config.key_calls_per_app));
         }
         Self { backend, config: Arc::new(config) }
     }

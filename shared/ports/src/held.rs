@@ -2,9 +2,9 @@
 //! until a go-ahead: a rate-limited request reads beside its count, and changes nothing (nor
 //! spends a key operation) before the count has allowed it. Reads go through at once.
 
-use super::keys::DataKey;
+use super::keys::{Checked, KeyCall, KeyCheck};
 use super::store::{Increment, Page, Query, WriteOp};
-use super::{Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, KeyService, StoreError};
+use super::{Condition, EncryptionContext, Item, ItemKey, ItemStore, KeyError, StoreError};
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -114,35 +114,12 @@ impl ItemStore for HeldStore {
     }
 }
 
-/// `inner` with every call held by `pass`.
-pub struct HeldKeys {
-    inner: Arc<dyn KeyService>,
-    pass: Pass,
-}
-
-impl HeldKeys {
-    pub fn new(inner: Arc<dyn KeyService>, pass: Pass) -> Self {
-        Self { inner, pass }
-    }
-
-    async fn through(&self) -> Result<(), KeyError> {
-        self.pass.go_ahead().await.map_err(|_| KeyError::unavailable(Refused))
-    }
-}
+/// A key service with every call held by a [`Pass`]: `Checked::new(inner, pass)`.
+pub type HeldKeys = Checked<Pass>;
 
 #[async_trait]
-impl KeyService for HeldKeys {
-    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
-        self.through().await?;
-        self.inner.generate_data_key(context).await
-    }
-
-    async fn decrypt_data_key(
-        &self,
-        wrapped: &[u8],
-        context: &EncryptionContext,
-    ) -> Result<[u8; 32], KeyError> {
-        self.through().await?;
-        self.inner.decrypt_data_key(wrapped, context).await
+impl KeyCheck for Pass {
+    async fn check(&self, _: KeyCall, _: &EncryptionContext) -> Result<(), KeyError> {
+        self.go_ahead().await.map_err(|_| KeyError::unavailable(Refused))
     }
 }

@@ -60,6 +60,55 @@ pub trait KeyService: Send + Sync {
     ) -> Result<[u8; 32], KeyError>;
 }
 
+/// Which call a key service is asked to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyCall {
+    GenerateDataKey,
+    Decrypt,
+}
+
+/// What a [`Checked`] key service runs before each call: `Ok` lets the call go, an error fails
+/// it unsent.
+#[async_trait]
+pub trait KeyCheck: Send + Sync {
+    async fn check(&self, call: KeyCall, context: &EncryptionContext) -> Result<(), KeyError>;
+}
+
+/// `inner` with `check` run before each call: how a request's calls are held for its rate
+/// limit ([`crate::held`]), counted against its tenant's share, or noted for IAM in tests.
+pub struct Checked<C> {
+    inner: std::sync::Arc<dyn KeyService>,
+    check: C,
+}
+
+impl<C> Checked<C> {
+    pub fn new(inner: std::sync::Arc<dyn KeyService>, check: C) -> Self {
+        Self { inner, check }
+    }
+
+    /// What runs before each call.
+    pub fn check(&self) -> &C {
+        &self.check
+    }
+}
+
+#[async_trait]
+impl<C: KeyCheck> KeyService for Checked<C> {
+    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
+        self.check.check(KeyCall::GenerateDataKey, context).await?;
+        self.inner.generate_data_key(context).await
+    }
+
+    async fn decrypt_data_key(
+        &self,
+        wrapped: &[u8],
+        context: &EncryptionContext,
+    ) -> Result<[u8; 32], KeyError> {
+        self.check.check(KeyCall::Decrypt, context).await?;
+        self.inner.decrypt_data_key(wrapped, context).await
+    }
+}
+
 /// Encrypts `plaintext` under a fresh data key bound to `context`.
 pub async fn seal(
     keys: &dyn KeyService,

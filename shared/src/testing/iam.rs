@@ -13,7 +13,7 @@
 use crate::adapters::aws;
 use crate::http::{Endpoint, ENDPOINTS};
 use crate::ports::iam::{dynamodb, kms, sns, sqs};
-use crate::ports::keys::DataKey;
+use crate::ports::keys::{Checked, KeyCall, KeyCheck};
 use crate::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use crate::ports::queue::ReceivedMessage;
 use crate::ports::*;
@@ -114,7 +114,7 @@ fn allows(endpoint: &Endpoint, action: &str) -> bool {
 pub fn noting(backend: &Backend, needed: &Arc<Needed>) -> Backend {
     Backend {
         store: Arc::new(Noting { inner: backend.store.clone(), needed: needed.clone() }),
-        keys: Arc::new(Noting { inner: backend.keys.clone(), needed: needed.clone() }),
+        keys: Arc::new(Checked::new(backend.keys.clone(), NotingKeys(needed.clone()))),
         queue: Arc::new(Noting { inner: backend.queue.clone(), needed: needed.clone() }),
         push: Arc::new(Noting { inner: backend.push.clone(), needed: needed.clone() }),
         clock: backend.clock.clone(),
@@ -164,19 +164,18 @@ impl ItemStore for Noting<dyn ItemStore> {
     }
 }
 
+/// The KMS action each key call needs, noted before it is made.
+struct NotingKeys(Arc<Needed>);
+
 #[async_trait]
-impl KeyService for Noting<dyn KeyService> {
-    async fn generate_data_key(&self, context: &EncryptionContext) -> Result<DataKey, KeyError> {
-        self.needed.note(Some(kms::GENERATE_DATA_KEY));
-        self.inner.generate_data_key(context).await
-    }
-    async fn decrypt_data_key(
-        &self,
-        wrapped: &[u8],
-        context: &EncryptionContext,
-    ) -> Result<[u8; 32], KeyError> {
-        self.needed.note(Some(kms::DECRYPT));
-        self.inner.decrypt_data_key(wrapped, context).await
+impl KeyCheck for NotingKeys {
+    async fn check(&self, call: KeyCall, _: &EncryptionContext) -> Result<(), KeyError> {
+        let action = match call {
+            KeyCall::GenerateDataKey => kms::GENERATE_DATA_KEY,
+            KeyCall::Decrypt => kms::DECRYPT,
+        };
+        self.0.note(Some(action));
+        Ok(())
     }
 }
 
