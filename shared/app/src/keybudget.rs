@@ -56,7 +56,8 @@ impl KeyCheck for KeyBudget {
     /// Counts one call of the context's tenant: `Ok` when it may go to the key service.
     async fn check(&self, _: KeyCall, context: &EncryptionContext) -> Result<(), KeyError> {
         let tenant = context.0.get("tenant").ok_or_else(|| KeyError::unavailable(NoTenant))?;
-        // A context's tenant is an app id; one that is not counts as its own, never as another's.
+        // A context's tenant is an app id: a context that names none, or something else, is
+        // refused, never counted as some app's.
         let app = AppId::parse("tenant", tenant).map_err(|_| KeyError::unavailable(NoTenant))?;
         let now = self.clock.epoch_secs();
         match rp_repo::ratelimit::hit(self.store.as_ref(), &app, SCOPE, &self.rule, now).await {
@@ -123,8 +124,8 @@ mod tests {
         *source.downcast::<OverBudget>().expect("the budget's refusal")
     }
 
-    /// Both calls count; the one past the budget is refused as a throttled key service is, without
-    /// reaching it, another tenant's calls go on, and the next second has a fresh budget.
+    /// Both kinds of call count; the one past the budget is refused as a throttled key service
+    /// is, without reaching it; another tenant's calls go on; the next second has a fresh budget.
     #[tokio::test]
     async fn a_tenant_past_its_budget_is_refused_unsent_and_no_other_is() {
         let b = on(3, |store| store);
