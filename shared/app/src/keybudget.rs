@@ -100,6 +100,7 @@ mod tests {
 
     struct Budgeted {
         keys: Checked<KeyBudget>,
+        store: Arc<dyn ItemStore>,
         reached: Arc<Reached>,
         clock: ManualClock,
         _dir: tempfile::TempDir,
@@ -111,8 +112,9 @@ mod tests {
         let db = rp_adapters::embedded::EmbeddedDb::open(dir.path()).unwrap();
         let embedded = Arc::new(rp_adapters::embedded::EmbeddedStore::new(db, Arc::new(clock.clone())));
         let reached = Arc::new(Reached::default());
-        let keys = budgeted(reached.clone(), store(embedded), Arc::new(clock.clone()), calls_per_sec);
-        Budgeted { keys, reached, clock, _dir: dir }
+        let store = store(embedded);
+        let keys = budgeted(reached.clone(), store.clone(), Arc::new(clock.clone()), calls_per_sec);
+        Budgeted { keys, store, reached, clock, _dir: dir }
     }
 
     fn of(app: &str) -> EncryptionContext {
@@ -165,7 +167,7 @@ mod tests {
         let b = on(1, |store| store);
         let absent = Arc::new(rp_ports::absent::Absent);
         let backend = rp_ports::Backend {
-            store: b.keys.check().store.clone(),
+            store: b.store.clone(),
             queue: absent.clone(),
             keys: b.reached.clone(),
             push: absent,

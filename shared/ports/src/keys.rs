@@ -85,11 +85,6 @@ impl<C> Checked<C> {
     pub fn new(inner: std::sync::Arc<dyn KeyService>, check: C) -> Self {
         Self { inner, check }
     }
-
-    /// What runs before each call.
-    pub fn check(&self) -> &C {
-        &self.check
-    }
 }
 
 #[async_trait]
