@@ -615,9 +615,91 @@ mod tests {
         let read: Item = serde_json::from_slice(&stored).unwrap();
         assert!(read.attrs.raw.is_some() && read.attrs.map.get().is_none(), "nothing parsed on read");
         assert_eq!(read.data::<serde_json::Value>().unwrap(), json!({"a": 1, "b": {"c": "d"}}));
+        assert_eq!(serde_json::to_vec(&read).unwrap(), stored, "re-encoded as read");
+        assert!(read.attrs.map.get().is_none(), "decoded and re-encoded from the text, not the map");
         assert_eq!(read.attrs["a"], 1, "the map is there on demand");
         assert_eq!(read, item);
-        assert_eq!(serde_json::to_vec(&read).unwrap(), stored, "re-encoded as read");
+    }
+
+    /// A fresh version is from 2^40 to below 2^52, and drawn anew each time. (Without the floor,
+    /// one draw in 4,096 would fall below it: 20,000 draws miss that 1 time in 130.)
+    #[test]
+    fn fresh_versions_stay_in_their_range_and_differ() {
+        let drawn: std::collections::BTreeSet<u64> = (0..20_000).map(|_| fresh_version()).collect();
+        assert!(drawn.iter().all(|v| (1 << 40..1 << 52).contains(v)), "out of range");
+        assert!(drawn.len() > 19_990, "{} of 20,000 differ", drawn.len());
+        assert!(drawn.last().unwrap() - drawn.first().unwrap() > 1 << 50, "they spread over the range");
+    }
+
+    /// Items are equal when their attributes are, whether read back as text or built as a map.
+    #[test]
+    fn items_with_other_attributes_are_not_equal() {
+        let item = |data| Item::new(ItemKey::new("P", "S"), &data).unwrap();
+        let read = |item: &Item| serde_json::from_slice::<Item>(&serde_json::to_vec(item).unwrap()).unwrap();
+        let (one, two) = (item(json!({"n": 1})), item(json!({"n": 2})));
+        assert_ne!(one, two);
+        assert_ne!(read(&one), two);
+        assert_eq!(read(&one), one);
+    }
+
+    /// A store that only puts, each `s<i>` after a pause that shortens as `i` grows (so that
+    /// later puts finish first); an absent-only put of the key `taken` loses its race. It counts
+    /// the most puts in flight at once.
+    #[derive(Default)]
+    struct PutOnly {
+        in_flight: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl ItemStore for PutOnly {
+        fn kind(&self) -> &'static str {
+            "put-only"
+        }
+        async fn get(&self, _: &ItemKey) -> Result<Option<Item>, StoreError> {
+            unreachable!("put_each only puts")
+        }
+        async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let i: u64 = item.key.sk.trim_start_matches('s').parse().unwrap_or(0);
+            self.most.fetch_max(self.in_flight.fetch_add(1, SeqCst) + 1, SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(40u64.saturating_sub(i))).await;
+            self.in_flight.fetch_sub(1, SeqCst);
+            match (item.key.sk.as_str(), condition) {
+                ("taken", Condition::Absent) => Err(StoreError::Conflict),
+                _ => Ok(item),
+            }
+        }
+        async fn delete(&self, _: &ItemKey, _: Condition) -> Result<(), StoreError> {
+            unreachable!("put_each only puts")
+        }
+        async fn transact(&self, _: Vec<WriteOp>) -> Result<(), StoreError> {
+            unreachable!("put_each only puts")
+        }
+        async fn query(&self, _: Query) -> Result<Page, StoreError> {
+            unreachable!("put_each only puts")
+        }
+        async fn increment(&self, _: Increment) -> Result<i64, StoreError> {
+            unreachable!("put_each only puts")
+        }
+    }
+
+    /// The default `put_each`: one outcome a put, in the puts' order, each on its own condition,
+    /// [`PUT_EACH_CONCURRENCY`] at a time.
+    #[tokio::test]
+    async fn each_put_gets_its_own_outcome_in_order() {
+        let sks = (0..40).map(|i| if i % 7 == 3 { "taken".to_owned() } else { format!("s{i}") });
+        let puts = sks.map(|sk| (Item::new(ItemKey::new("P", sk), &json!({})).unwrap(), Condition::Absent));
+        let store = PutOnly::default();
+        let outcomes = store.put_each(puts.collect()).await;
+        assert_eq!(store.most.into_inner(), PUT_EACH_CONCURRENCY);
+        assert_eq!(outcomes.len(), 40);
+        for (i, outcome) in outcomes.iter().enumerate() {
+            match outcome {
+                Ok(item) => assert_eq!(item.key.sk, format!("s{i}")),
+                Err(e) => assert!(i % 7 == 3 && matches!(e, StoreError::Conflict), "{i}: {e:?}"),
+            }
+        }
     }
 
     #[test]
