@@ -640,6 +640,10 @@ mod tests {
         assert_ne!(one, two);
         assert_ne!(read(&one), two);
         assert_eq!(read(&one), one);
+        // A clone keeps them, as text or as a map (the DynamoDB adapter writes clones).
+        for item in [read(&two), two.clone()] {
+            assert_eq!(item.clone().attrs["n"], 2);
+        }
     }
 
     /// A store that only puts, each `s<i>` after a pause that shortens as `i` grows (so that
