@@ -631,16 +631,17 @@ mod tests {
         assert!(drawn.last().unwrap() - drawn.first().unwrap() > 1 << 50, "they spread over the range");
     }
 
-    /// Items are equal when their attributes are, whether read back as text or built as a map.
+    /// Items are equal when their attributes are, whether read back as text or built as a map,
+    /// and a clone keeps them.
     #[test]
-    fn items_with_other_attributes_are_not_equal() {
+    fn items_compare_and_clone_by_their_attributes() {
         let item = |data| Item::new(ItemKey::new("P", "S"), &data).unwrap();
         let read = |item: &Item| serde_json::from_slice::<Item>(&serde_json::to_vec(item).unwrap()).unwrap();
         let (one, two) = (item(json!({"n": 1})), item(json!({"n": 2})));
         assert_ne!(one, two);
         assert_ne!(read(&one), two);
         assert_eq!(read(&one), one);
-        // A clone keeps them, as text or as a map (the DynamoDB adapter writes clones).
+        // As text or as a map (the DynamoDB adapter writes clones).
         for item in [read(&two), two.clone()] {
             assert_eq!(item.clone().attrs["n"], 2);
         }
