@@ -9,10 +9,12 @@ on it (it skips, saying so, where `cryptography` is not installed; `.ci/run` ins
 status 0 when every field is as the profile says."""
 
 import datetime
+import hashlib
 import sys
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtendedKeyUsageOID, ExtensionOID
 
 SMART_CARD_LOGON = x509.ObjectIdentifier("1.3.6.1.4.1.311.20.2.2")
@@ -89,8 +91,27 @@ try:
     check("signed by the CA's key", True, "")
 except Exception as e:  # noqa: BLE001
     check("signed by the CA's key", False, e)
-check("not a CA", not ext(ExtensionOID.BASIC_CONSTRAINTS).ca if any(
-    e.oid == ExtensionOID.BASIC_CONSTRAINTS for e in cert.extensions) else True, "CA")
+
+def extension(certificate, oid):
+    """The certificate's extension `oid`, or None."""
+    found = [e for e in certificate.extensions if e.oid == oid]
+    return found[0] if found else None
+
+
+basic = extension(cert, ExtensionOID.BASIC_CONSTRAINTS)
+check("basic constraints cA FALSE, critical, no path length",
+      basic is not None and basic.critical and not basic.value.ca and basic.value.path_length is None, basic)
+# The leftmost 160 bits of the SHA-256 of the key's DER SubjectPublicKeyInfo (RFC 5280 4.2.1.2
+# takes any method that names the key uniquely; RFC 7093 lists this one's kin).
+spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+ski = extension(cert, ExtensionOID.SUBJECT_KEY_IDENTIFIER)
+check("subject key identifier of the certificate's key (SHA-256, 160 bits), not critical",
+      ski is not None and not ski.critical and ski.value.digest == hashlib.sha256(spki).digest()[:20], ski)
+aki = extension(cert, ExtensionOID.AUTHORITY_KEY_IDENTIFIER)
+ca_ski = extension(ca, ExtensionOID.SUBJECT_KEY_IDENTIFIER)
+check("authority key identifier is the CA's subject key identifier, not critical",
+      aki is not None and ca_ski is not None and not aki.critical
+      and aki.value.key_identifier == ca_ski.value.digest, (aki, ca_ski))
 
 if problems:
     print("FAIL " + "\nFAIL ".join(problems))

@@ -196,7 +196,8 @@ impl LocalCa {
     /// usages, the UPN as an otherName (and as an rfc822Name where it is an e-mail address),
     /// digitalSignature only (a P-256 key needs no keyEncipherment), a CRL distribution point
     /// and a CA issuers URL under the public base URL, and the SID extension when the profile
-    /// has the user's SID. Returns (PEM bundle of certificate and
+    /// has the user's SID; basic constraints `cA: FALSE`, and key identifiers for its own key and
+    /// the CA's. Returns (PEM bundle of certificate and
     /// private key, lowercase hex serial, expiry in epoch ms).
     pub fn issue(&self, profile: &LoginProfile) -> anyhow::Result<(String, String, i64)> {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
@@ -232,6 +233,9 @@ impl LocalCa {
             params.custom_extensions.push(sid.extension()?);
         }
         params.use_authority_key_identifier_extension = true;
+        // Basic constraints `cA: FALSE` (critical) and the subject key identifier: a verifier
+        // never takes the certificate for a CA, and a client picks it by its key.
+        params.is_ca = IsCa::ExplicitNoCa;
         let issuer = Issuer::new(ca_params(), &self.key);
         let cert = params.signed_by(&key, &issuer)?;
         let bundle = format!("{}{}", cert.pem(), key.serialize_pem());
