@@ -136,17 +136,39 @@ pub async fn replace_workstation(
     Ok(settings)
 }
 
-/// Replaces the app's customization-API rate limit, checked first.
-pub async fn replace_rate_limit(
+/// An app's limits as the control API and the console replace them, whole: the customization APIs' request
+/// budget, and the app's own key-service budget (`None`: the deployment's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub rule: RateLimit,
+    pub key_calls_per_sec: Option<u32>,
+}
+
+impl Limits {
+    /// The limits `app` has.
+    pub fn of(app: &AppRecord) -> Self {
+        Self { rule: app.rate_limit.clone(), key_calls_per_sec: app.key_calls_per_sec }
+    }
+}
+
+/// Replaces the app's limits, both checked first. A new key-service budget reaches every
+/// instance within [`crate::keybudget::FIGURE_KEPT_SECS`].
+pub async fn replace_limits(
     state: &(impl HasClock + HasStore),
     app_id: &str,
     read: Result<(AppRecord, u64), ControlError>,
-    rule: RateLimit,
-) -> Result<RateLimit, ControlError> {
-    rule.validate()?;
-    update_app(state, app_id, read, |app| app.rate_limit = rule.clone()).await?;
-    tracing::info!(%app_id, limit = rule.limit, window_secs = rule.window_secs, "rate limit replaced");
-    Ok(rule)
+    limits: Limits,
+) -> Result<Limits, ControlError> {
+    limits.rule.validate()?;
+    rp_domain::apps::check_key_calls_per_sec(limits.key_calls_per_sec)?;
+    update_app(state, app_id, read, |app| {
+        app.rate_limit = limits.rule.clone();
+        app.key_calls_per_sec = limits.key_calls_per_sec;
+    })
+    .await?;
+    let (limit, window_secs) = (limits.rule.limit, limits.rule.window_secs);
+    tracing::info!(%app_id, limit, window_secs, key_calls_per_sec = ?limits.key_calls_per_sec, "limits replaced");
+    Ok(limits)
 }
 
 /// Changes one part of an app's record, retrying on a concurrent change so that the other parts

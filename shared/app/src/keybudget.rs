@@ -1,20 +1,27 @@
 //! Each tenant's share of the key service. KMS's request quota belongs to the account and region,
 //! so one tenant's flood of key calls would throttle every tenant's. Every call is counted
-//! against its tenant's budget (`KMS_CALLS_PER_APP` calls a second, in a fixed window held in the
-//! store, so it holds across Lambda instances) before it is sent; a call past the budget is
-//! refused as the key service refuses one past its quota, without reaching it.
+//! against its tenant's budget before it is sent: the app's own figure (`keyCallsPerSec`, set
+//! with the control API's rate limit), or else the deployment's (`KMS_CALLS_PER_APP`) calls a
+//! second, in a fixed window held in the store, so it holds across Lambda instances. A call past
+//! the budget is refused as the key service refuses one past its quota, without reaching it.
 
 use async_trait::async_trait;
 use rp_domain::apps::{AppId, RateLimit};
 use rp_ports::keys::{Checked, KeyCall, KeyCheck};
 use rp_ports::{Clock, EncryptionContext, ItemStore, KeyError, KeyService, StoreError};
-use std::sync::Arc;
+use rp_repo::apps::Apps;
+use rp_repo::ratelimit::Decision;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-/// Key-service calls an app may make a second unless configured otherwise.
-pub const DEFAULT_KEY_CALLS_PER_APP: u32 = 500;
-/// The most a budget may be: the store takes at most 1,000 writes a second to one counter (a
-/// DynamoDB partition), so a larger budget would be refused by the counter, not by the rule.
-pub const MAX_KEY_CALLS_PER_APP: u32 = 1_000;
+pub use rp_domain::apps::{DEFAULT_KEY_CALLS_PER_APP, MAX_KEY_CALLS_PER_APP};
+
+/// How long an instance keeps an app's figure before it reads the app again: a new figure
+/// reaches every instance within this.
+pub const FIGURE_KEPT_SECS: i64 = 10;
+
+/// Apps whose figures an instance keeps at most; past it, it forgets them all and reads again.
+const FIGURES_KEPT: usize = 10_000;
 
 /// The counter's scope (`RL#<app>#kms`), beside the customization APIs' and the OOB start's.
 const SCOPE: &str = "kms";
@@ -23,12 +30,17 @@ const SCOPE: &str = "kms";
 pub struct KeyBudget {
     store: Arc<dyn ItemStore>,
     clock: Arc<dyn Clock>,
-    rule: RateLimit,
+    /// The deployment's figure, for an app that has none of its own.
+    calls_per_sec: u32,
+    /// Each app's figure as this instance last read it, and when (epoch seconds).
+    figures: Mutex<HashMap<AppId, (u32, i64)>>,
 }
 
 /// Why a call was refused unsent: its tenant spent its share of the key service this second.
 #[derive(Debug, thiserror::Error)]
-#[error("app '{app}' made its {limit} key-service calls of this second (KMS_CALLS_PER_APP)")]
+#[error(
+    "app '{app}' made its {limit} key-service calls of this second (keyCallsPerSec or KMS_CALLS_PER_APP)"
+)]
 pub struct OverBudget {
     pub app: String,
     pub limit: i64,
@@ -39,16 +51,62 @@ pub struct OverBudget {
 #[error("the encryption context names no tenant")]
 struct NoTenant;
 
-/// `inner` with each call counted against its tenant's budget of `calls_per_sec` calls a
-/// second, in `store`, before it is sent.
+/// `inner` with each call counted against its tenant's budget, in `store`, before it is sent:
+/// the app's own figure, or else `calls_per_sec` calls a second.
 pub fn budgeted(
     inner: Arc<dyn KeyService>,
     store: Arc<dyn ItemStore>,
     clock: Arc<dyn Clock>,
     calls_per_sec: u32,
 ) -> Checked<KeyBudget> {
-    let rule = RateLimit { limit: i64::from(calls_per_sec), window_secs: 1 };
-    Checked::new(inner, KeyBudget { store, clock, rule })
+    Checked::new(inner, KeyBudget { store, clock, calls_per_sec, figures: Mutex::default() })
+}
+
+fn per_second(calls: u32) -> RateLimit {
+    RateLimit { limit: i64::from(calls), window_secs: 1 }
+}
+
+/// A store's failure as the key call's: throttled stays throttled (503 with `Retry-After`).
+fn refusal(e: StoreError) -> KeyError {
+    match e {
+        StoreError::Throttled(e) => KeyError::Throttled(e),
+        e => KeyError::unavailable(e),
+    }
+}
+
+impl KeyBudget {
+    /// `app`'s figure as this instance kept it, if it is recent.
+    fn kept(&self, app: &AppId, now: i64) -> Option<u32> {
+        let figures = self.figures.lock().expect("the figures' lock is never poisoned");
+        figures.get(app).filter(|(_, read_at)| now - read_at < FIGURE_KEPT_SECS).map(|(calls, _)| *calls)
+    }
+
+    fn keep(&self, app: AppId, calls: u32, now: i64) {
+        let mut figures = self.figures.lock().expect("the figures' lock is never poisoned");
+        if figures.len() >= FIGURES_KEPT {
+            figures.clear();
+        }
+        figures.insert(app, (calls, now));
+    }
+
+    /// Counts one call of `app` at `now`: its figure, and the count's decision. With the figure
+    /// kept, the count is conditional on it. Without, the app is read beside a count conditional
+    /// on the most any figure may be, and the call is allowed if its count is within the figure
+    /// read: one round trip either way, and never more calls allowed than the figure.
+    async fn count(&self, app: &AppId, now: i64) -> Result<(u32, bool), StoreError> {
+        let store = self.store.as_ref();
+        let hit =
+            |calls| async move { rp_repo::ratelimit::hit(store, app, SCOPE, &per_second(calls), now).await };
+        if let Some(calls) = self.kept(app, now) {
+            return Ok((calls, hit(calls).await?.allowed));
+        }
+        let apps = Apps::new(store);
+        let (read, counted) = tokio::join!(apps.get(app), hit(MAX_KEY_CALLS_PER_APP));
+        let calls = read?.and_then(|(record, _)| record.key_calls_per_sec).unwrap_or(self.calls_per_sec);
+        self.keep(app.clone(), calls, now);
+        let Decision { allowed, limit, remaining, .. } = counted?;
+        Ok((calls, allowed && limit - remaining <= i64::from(calls)))
+    }
 }
 
 #[async_trait]
@@ -59,15 +117,12 @@ impl KeyCheck for KeyBudget {
         // A context's tenant is an app id: a context that names none, or something else, is
         // refused, never counted as some app's.
         let app = AppId::parse("tenant", tenant).map_err(|_| KeyError::unavailable(NoTenant))?;
-        let now = self.clock.epoch_secs();
-        match rp_repo::ratelimit::hit(self.store.as_ref(), &app, SCOPE, &self.rule, now).await {
-            Ok(decision) if decision.allowed => Ok(()),
-            Ok(_) => Err(KeyError::Throttled(Box::new(OverBudget {
+        match self.count(&app, self.clock.epoch_secs()).await.map_err(refusal)? {
+            (_, true) => Ok(()),
+            (calls, false) => Err(KeyError::Throttled(Box::new(OverBudget {
                 app: app.to_string(),
-                limit: self.rule.limit,
+                limit: i64::from(calls),
             }))),
-            Err(StoreError::Throttled(e)) => Err(KeyError::Throttled(e)),
-            Err(e) => Err(KeyError::unavailable(e)),
         }
     }
 }
@@ -146,19 +201,79 @@ mod tests {
         assert_eq!(b.reached.0.load(Ordering::SeqCst), 5);
     }
 
-    /// Callers racing for the last of a budget never get past it together.
+    /// Stores app `id` with its own figure (`None`: the deployment's), or replaces its figure.
+    async fn set_figure(store: &dyn ItemStore, id: &str, calls: Option<u32>) {
+        let apps = Apps::new(store);
+        let id = AppId::parse("appId", id).unwrap();
+        match apps.get(&id).await.unwrap() {
+            Some((mut app, version)) => {
+                app.key_calls_per_sec = calls;
+                apps.replace(&app, version).await.unwrap();
+            }
+            None => {
+                let mut app =
+                    rp_repo::apps::AppRecord::new(id, "app".into(), rp_domain::time::EpochMillis(0));
+                app.key_calls_per_sec = calls;
+                apps.create(&app).await.unwrap();
+            }
+        }
+    }
+
+    /// An app's own figure is its budget, smaller or larger than the deployment's; an app
+    /// without one has the deployment's. A new figure is read again once the one kept is
+    /// [`FIGURE_KEPT_SECS`] old, not before.
+    #[tokio::test]
+    async fn an_apps_own_figure_is_its_budget_and_a_new_one_is_read_within_the_kept_time() {
+        let b = on(3, |store| store);
+        set_figure(b.store.as_ref(), "small", Some(2)).await;
+        set_figure(b.store.as_ref(), "large", Some(5)).await;
+        set_figure(b.store.as_ref(), "plain", None).await;
+        for (app, figure) in [("small", 2), ("large", 5), ("plain", 3), ("unknown", 3)] {
+            for _ in 0..figure {
+                b.keys.decrypt_data_key(b"w", &of(app)).await.unwrap_or_else(|e| panic!("{app}: {e}"));
+            }
+            let refused = over_budget(b.keys.decrypt_data_key(b"w", &of(app)).await);
+            assert_eq!((refused.app.as_str(), refused.limit), (app, figure));
+        }
+        assert_eq!(b.reached.0.load(Ordering::SeqCst), 13);
+
+        set_figure(b.store.as_ref(), "small", Some(4)).await;
+        let spend = |calls: usize| {
+            let keys = &b.keys;
+            async move {
+                let mut allowed = 0;
+                for _ in 0..calls {
+                    allowed += usize::from(keys.decrypt_data_key(b"w", &of("small")).await.is_ok());
+                }
+                allowed
+            }
+        };
+        b.clock.advance(Duration::from_secs(FIGURE_KEPT_SECS as u64 - 1));
+        assert_eq!(spend(5).await, 2, "the figure kept still holds");
+        b.clock.advance(Duration::from_secs(1));
+        assert_eq!(spend(5).await, 4, "then the new one");
+        set_figure(b.store.as_ref(), "small", None).await;
+        b.clock.advance(Duration::from_secs(FIGURE_KEPT_SECS as u64));
+        assert_eq!(spend(5).await, 3, "back on the deployment's");
+    }
+
+    /// Callers racing for the last of a budget never get past it together, the deployment's or
+    /// an app's own, each of them read by every racer (none has a figure kept yet).
     #[tokio::test]
     async fn racing_calls_spend_the_budget_once() {
         let b = Arc::new(on(5, |store| store));
-        let racers = (0..20).map(|_| {
-            let b = b.clone();
-            tokio::spawn(async move { b.keys.decrypt_data_key(b"w", &of("racing")).await.is_ok() })
-        });
-        let mut allowed = 0;
-        for racer in racers.collect::<Vec<_>>() {
-            allowed += usize::from(racer.await.unwrap());
+        set_figure(b.store.as_ref(), "own", Some(2)).await;
+        for (app, figure, reached) in [("racing", 5, 5), ("own", 2, 7)] {
+            let racers = (0..20).map(|_| {
+                let b = b.clone();
+                tokio::spawn(async move { b.keys.decrypt_data_key(b"w", &of(app)).await.is_ok() })
+            });
+            let mut allowed = 0;
+            for racer in racers.collect::<Vec<_>>() {
+                allowed += usize::from(racer.await.unwrap());
+            }
+            assert_eq!((allowed, b.reached.0.load(Ordering::SeqCst)), (figure, reached), "{app}");
         }
-        assert_eq!((allowed, b.reached.0.load(Ordering::SeqCst)), (5, 5));
     }
 
     /// A budget of 0 is none: the state's key service is the backend's own, uncounted.

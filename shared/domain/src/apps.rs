@@ -194,6 +194,25 @@ impl RateLimit {
     }
 }
 
+/// Key-service calls an app may make a second unless the deployment (`KMS_CALLS_PER_APP`) or the
+/// app itself says otherwise.
+pub const DEFAULT_KEY_CALLS_PER_APP: u32 = 500;
+/// The most a key-service budget may be: the store takes at most 1,000 writes a second to one
+/// counter (a DynamoDB partition), so a larger budget would be refused by the counter, not by
+/// the rule.
+pub const MAX_KEY_CALLS_PER_APP: u32 = 1_000;
+
+/// An app's own key-service budget (`keyCallsPerSec`): 1 to [`MAX_KEY_CALLS_PER_APP`] calls a
+/// second. `None` leaves the app on the deployment's.
+pub fn check_key_calls_per_sec(value: Option<u32>) -> Result<(), FieldError> {
+    match value {
+        Some(calls) => {
+            validate::range("keyCallsPerSec", i64::from(calls), 1, i64::from(MAX_KEY_CALLS_PER_APP))
+        }
+        None => Ok(()),
+    }
+}
+
 /// A display name: 1 to 255 characters.
 pub fn display_name(field: &str, value: &str) -> Result<(), FieldError> {
     validate::text(field, value, 1, 255)
@@ -285,6 +304,12 @@ mod tests {
         assert_eq!(rl.window(180), (180, 240));
         assert_eq!(RateLimit { limit: 0, window_secs: 60 }.validate().unwrap_err().field, "limit");
         assert_eq!(RateLimit { limit: 1, window_secs: 0 }.validate().unwrap_err().field, "windowSecs");
+        for fine in [None, Some(1), Some(MAX_KEY_CALLS_PER_APP)] {
+            assert!(check_key_calls_per_sec(fine).is_ok(), "{fine:?}");
+        }
+        for bad in [Some(0), Some(MAX_KEY_CALLS_PER_APP + 1)] {
+            assert_eq!(check_key_calls_per_sec(bad).unwrap_err().field, "keyCallsPerSec", "{bad:?}");
+        }
     }
 
     #[test]

@@ -43,13 +43,14 @@ pub struct AppView {
 
 impl From<AppRecord> for AppView {
     fn from(app: AppRecord) -> Self {
+        let limits = rp_app::apps::Limits::of(&app);
         Self {
             app_id: app.app_id,
             display_name: app.display_name,
             created_at: app.created_at.iso8601(),
             updated_at: app.updated_at.iso8601(),
             workstation: app.workstation.into(),
-            rate_limit: app.rate_limit.into(),
+            rate_limit: limits.into(),
         }
     }
 }
@@ -147,10 +148,10 @@ async fn put_workstation(
 }
 
 #[utoipa::path(get, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
-    responses((status = 200, description = "The app's customization-API rate limit", body = RateLimit)))]
+    responses((status = 200, description = "The app's customization-API rate limit and key-service budget", body = RateLimit)))]
 async fn get_rate_limit(admin: AdminOfApp) -> Result<Json<RateLimit>, Problem> {
     let (app, _) = admin.app?;
-    Ok(Json(app.rate_limit.into()))
+    Ok(Json(rp_app::apps::Limits::of(&app).into()))
 }
 
 #[utoipa::path(put, path = "/cc/api/apps/{appId}/rate-limit", tag = "control", security(("admin" = [])), params(AppIdPath),
@@ -159,10 +160,10 @@ async fn put_rate_limit(
     State(state): State<AppState>,
     admin: AdminOfApp,
     ApiPath(AppIdPath { app_id }): ApiPath<AppIdPath>,
-    ApiJson(rule): ApiJson<RateLimit>,
+    ApiJson(limits): ApiJson<RateLimit>,
 ) -> Result<Json<RateLimit>, Problem> {
-    let rule = rp_app::apps::replace_rate_limit(&state, &app_id, admin.app, rule.into()).await?;
-    Ok(Json(rule.into()))
+    let limits = rp_app::apps::replace_limits(&state, &app_id, admin.app, limits.into()).await?;
+    Ok(Json(limits.into()))
 }
 
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]

@@ -15,6 +15,10 @@ pub struct AppRecord {
     pub workstation: WorkstationSettings,
     #[serde(default)]
     pub rate_limit: RateLimit,
+    /// The app's own key-service budget, calls a second; `None`: the deployment's
+    /// (`KMS_CALLS_PER_APP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_calls_per_sec: Option<u32>,
 }
 
 impl AppRecord {
@@ -27,6 +31,7 @@ impl AppRecord {
             updated_at: now,
             workstation: WorkstationSettings::default(),
             rate_limit: RateLimit::default(),
+            key_calls_per_sec: None,
         }
     }
 }

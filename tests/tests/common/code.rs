@@ -178,6 +178,22 @@ pub async fn an_app_past_its_key_budget_is_refused_and_no_other_is(h: Harness) {
     h.clock.advance(Duration::from_secs(1));
     assert_eq!(put_env(&h, &app, "THIRD", "v").await.status, 200, "a new second, a new share");
     assert_eq!(env_names(&h, &app).await, ["FIRST", "SECOND", "THIRD"]);
+
+    // An app's own figure replaces the deployment's, smaller or larger, once the figure an
+    // instance keeps is as old as it may be.
+    for (tenant, calls) in [(&other, 1), (&app, 5)] {
+        let limits = json!({"limit": 120, "windowSecs": 60, "keyCallsPerSec": calls});
+        let r = h.admin("PUT", &format!("/cc/api/apps/{tenant}/rate-limit"), Some(limits.clone())).await;
+        assert_eq!(r.json(), limits);
+    }
+    h.clock.advance(Duration::from_secs(rp_shared::app::keybudget::FIGURE_KEPT_SECS as u64));
+    // Adding a variable opens the set's data key and seals it under a fresh one: two calls.
+    put_env(&h, &other, "SECOND", "v").await.problem(503, codes::UNAVAILABLE);
+    assert_eq!(env_names(&h, &other).await, ["FIRST"], "nothing written");
+    for name in ["FOURTH", "FIFTH"] {
+        assert_eq!(put_env(&h, &app, name, "v").await.status, 200, "four calls of five in one second");
+    }
+    put_env(&h, &app, "SIXTH", "v").await.problem(503, codes::UNAVAILABLE);
 }
 
 /// A tenant's variables stay within their caps: 50 of them, a name of 64 characters, a value of

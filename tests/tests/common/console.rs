@@ -379,17 +379,27 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     assert!(html(&console.follow(&r).await).contains("Saved."));
     let stored = h.admin("GET", &format!("/cc/api/apps/{app}/workstation"), None).await.json();
     assert_eq!(stored["offlineAccess"]["enabled"], json!(true));
-    let r = console
-        .post(&format!("/console/apps/{app}/rate-limit"), &[("limit", "30"), ("windowSecs", "60")])
-        .await;
+    let limits = [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", "40")];
+    let r = console.post(&format!("/console/apps/{app}/rate-limit"), &limits).await;
     let page = html(&console.follow(&r).await);
-    assert!(
-        page.contains("name=\"limit\" value=\"30\"") && page.contains("name=\"windowSecs\" value=\"60\"")
-    );
+    for (name, value) in limits {
+        assert!(page.contains(&format!("name=\"{name}\" value=\"{value}\"")), "{name}");
+    }
     assert_eq!(
-        h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json()["limit"],
-        json!(30)
+        h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json(),
+        json!({"limit": 30, "windowSecs": 60, "keyCallsPerSec": 40})
     );
+    // Left empty, the key-service budget is the deployment's; out of range, it is refused.
+    let on_deployments = [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", "")];
+    console.post(&format!("/console/apps/{app}/rate-limit"), &on_deployments).await;
+    let stored = h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json();
+    assert_eq!(stored["keyCallsPerSec"], json!(null));
+    for bad in ["0", "1001", "-1", "4294967296"] {
+        let sent = [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", bad)];
+        let r = console.post(&format!("/console/apps/{app}/rate-limit"), &sent).await;
+        assert_eq!(r.status, 400, "{bad}");
+    }
+    assert_eq!(h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json(), stored);
 
     // An access token, shown once, that works against the API.
     let r =

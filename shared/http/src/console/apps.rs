@@ -164,12 +164,17 @@ fn workstation_form(op: &Operator, app: &AppRecord) -> Markup {
 
 fn rate_limit_form(op: &Operator, app: &AppRecord) -> Markup {
     html! {
-        h2 { "Customization API rate limit" }
+        h2 { "Limits" }
         form.card.row #rate-limit method="post" action={ "/console/apps/" (app.app_id) "/rate-limit" } {
             (csrf(op))
-            div { label for="limit" { "Requests" } input #limit type="number" name="limit" value=(app.rate_limit.limit); }
+            div { label for="limit" { "Customization API requests" } input #limit type="number" name="limit" value=(app.rate_limit.limit); }
             div { label for="windowSecs" { "per seconds" } input #windowSecs type="number" name="windowSecs" value=(app.rate_limit.window_secs); }
-            button type="submit" { "Save limit" }
+            div {
+                label for="keyCallsPerSec" { "Key-service calls a second" }
+                input #keyCallsPerSec type="number" min="1" max="1000" name="keyCallsPerSec"
+                    value=[app.key_calls_per_sec] placeholder="deployment's";
+            }
+            button type="submit" { "Save limits" }
         }
     }
 }
@@ -206,8 +211,16 @@ pub async fn put_rate_limit(
 ) -> Result<Response, Refusal> {
     let value = |name: &str| view::required_number(name, form.get(name).map(String::as_str));
     let rule = RateLimit { limit: value("limit")?, window_secs: value("windowSecs")? };
+    // Left empty: the deployment's figure.
+    let key_calls = view::number("keyCallsPerSec", form.get("keyCallsPerSec").map(String::as_str))?;
+    let key_calls_per_sec = key_calls
+        .map(|calls| {
+            u32::try_from(calls).map_err(|_| Problem::invalid("keyCallsPerSec", "must be 1 to 1000"))
+        })
+        .transpose()?;
     let app_id = app.app_id.to_string();
-    rp_app::apps::replace_rate_limit(&state, &app_id, Ok((app, version)), rule).await?;
+    let limits = rp_app::apps::Limits { rule, key_calls_per_sec };
+    rp_app::apps::replace_limits(&state, &app_id, Ok((app, version)), limits).await?;
     Ok(Redirect::to(&format!("/console/apps/{app_id}?notice=saved")).into_response())
 }
 

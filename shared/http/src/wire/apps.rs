@@ -2,6 +2,7 @@
 //! rate limit, token kinds and push platforms.
 
 use super::{mirror_enum, mirror_fields};
+use rp_app::apps::Limits;
 use rp_domain::apps::{self as domain, DEFAULT_CERTIFICATE_VALIDITY_DAYS};
 use rp_domain::push::{Platform as DomainPlatform, PushApplications as DomainPush};
 use rp_domain::tokens::TokenKind as DomainTokenKind;
@@ -155,8 +156,9 @@ mirror_fields!(
     }
 );
 
-/// A tenant's request budget on the customization APIs: `limit` requests per fixed window of
-/// `windowSecs`, counted in the backend so it holds across Lambda instances.
+/// A tenant's limits: its request budget on the customization APIs, `limit` requests per fixed
+/// window of `windowSecs`, and its own budget of key-service calls a second, each counted in the
+/// backend so it holds across Lambda instances.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RateLimit {
@@ -164,12 +166,26 @@ pub struct RateLimit {
     pub limit: i64,
     #[schema(minimum = 1, maximum = 86400)]
     pub window_secs: i64,
+    /// Key-service calls the app may make a second; `null` or left out: the deployment's
+    /// (`KMS_CALLS_PER_APP`). A change reaches every instance within 10 seconds.
+    #[schema(minimum = 1, maximum = 1000)]
+    pub key_calls_per_sec: Option<u32>,
 }
 
 impl Default for RateLimit {
     fn default() -> Self {
-        domain::RateLimit::default().into()
+        Limits { rule: domain::RateLimit::default(), key_calls_per_sec: None }.into()
     }
 }
 
-mirror_fields!(RateLimit, domain::RateLimit { limit, window_secs });
+impl From<Limits> for RateLimit {
+    fn from(Limits { rule, key_calls_per_sec }: Limits) -> Self {
+        Self { limit: rule.limit, window_secs: rule.window_secs, key_calls_per_sec }
+    }
+}
+
+impl From<RateLimit> for Limits {
+    fn from(RateLimit { limit, window_secs, key_calls_per_sec }: RateLimit) -> Self {
+        Limits { rule: domain::RateLimit { limit, window_secs }, key_calls_per_sec }
+    }
+}
