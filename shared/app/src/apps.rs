@@ -136,8 +136,8 @@ pub async fn replace_workstation(
     Ok(settings)
 }
 
-/// An app's limits as the control API and the console replace them, whole: the customization APIs' request
-/// budget, and the app's own key-service budget (`None`: the deployment's).
+/// An app's limits as the control API and the console replace them, whole: the customization
+/// APIs' request budget, and the app's own key-service budget (`None`: the deployment's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     pub rule: RateLimit,
@@ -166,8 +166,9 @@ pub async fn replace_limits(
         app.key_calls_per_sec = limits.key_calls_per_sec;
     })
     .await?;
-    let (limit, window_secs) = (limits.rule.limit, limits.rule.window_secs);
-    tracing::info!(%app_id, limit, window_secs, key_calls_per_sec = ?limits.key_calls_per_sec, "limits replaced");
+    let (limit, window_secs, key_calls) =
+        (limits.rule.limit, limits.rule.window_secs, limits.key_calls_per_sec);
+    tracing::info!(%app_id, limit, window_secs, key_calls_per_sec = ?key_calls, "limits replaced");
     Ok(limits)
 }
 
