@@ -137,21 +137,24 @@ pub async fn replace_workstation(
 }
 
 /// An app's limits as the control API and the console replace them, whole: the customization
-/// APIs' request budget, and the app's own key-service budget (`None`: the deployment's).
+/// APIs' request budget, and the app's own key-service budget and cap on open login-certificate
+/// requests (`None`: the deployment's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     pub rule: RateLimit,
     pub key_calls_per_sec: Option<u32>,
+    pub max_open_requests: Option<u32>,
 }
 
 impl Limits {
     /// The limits `app` has.
     pub fn of(app: &AppRecord) -> Self {
-        Self { rule: app.rate_limit.clone(), key_calls_per_sec: app.key_calls_per_sec }
+        let (key_calls_per_sec, max_open_requests) = (app.key_calls_per_sec, app.max_open_requests);
+        Self { rule: app.rate_limit.clone(), key_calls_per_sec, max_open_requests }
     }
 }
 
-/// Replaces the app's limits, both checked first. A new key-service budget reaches every
+/// Replaces the app's limits, each checked first. A new key-service budget reaches every
 /// instance within [`crate::keybudget::FIGURE_KEPT_SECS`].
 pub async fn replace_limits(
     state: &(impl HasClock + HasStore),
@@ -161,14 +164,15 @@ pub async fn replace_limits(
 ) -> Result<Limits, ControlError> {
     limits.rule.validate()?;
     rp_domain::apps::check_key_calls_per_sec(limits.key_calls_per_sec)?;
+    rp_domain::apps::check_max_open_requests(limits.max_open_requests)?;
     update_app(state, app_id, read, |app| {
         app.rate_limit = limits.rule.clone();
         app.key_calls_per_sec = limits.key_calls_per_sec;
+        app.max_open_requests = limits.max_open_requests;
     })
     .await?;
-    let (limit, window_secs, key_calls) =
-        (limits.rule.limit, limits.rule.window_secs, limits.key_calls_per_sec);
-    tracing::info!(%app_id, limit, window_secs, key_calls_per_sec = ?key_calls, "limits replaced");
+    let Limits { rule: RateLimit { limit, window_secs }, key_calls_per_sec, max_open_requests } = &limits;
+    tracing::info!(%app_id, limit, window_secs, ?key_calls_per_sec, ?max_open_requests, "limits replaced");
     Ok(limits)
 }
 

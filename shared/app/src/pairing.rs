@@ -117,7 +117,7 @@ pub async fn pair(
         None => None,
     }
     .unzip();
-    let cap = state.settings().max_open_per_app;
+    let cap = settings.open_requests_cap(state.settings().max_open_per_app);
     if open? >= i64::from(cap) {
         return Err(CertError::QueueFull { cap }.into());
     }
@@ -248,7 +248,8 @@ async fn create(
         Some(name) => Some(name),
         None => known_workstation_name(None, "", &user?.map(|u| u.aliases).unwrap_or_default()),
     };
-    match workstations.pair(&pairing, &cert_request, state.settings().max_open_per_app, now).await {
+    let cap = settings.open_requests_cap(state.settings().max_open_per_app);
+    match workstations.pair(&pairing, &cert_request, cap, now).await {
         Ok(()) => {
             tracing::info!(app_id = %app, machine_id = %pairing.machine_id, device_id = %pairing.device_id, request_id = %cert_request.request_id, offline = pairing.offline_set.is_some(), "paired; login certificate requested");
             Ok(Some(pairing))

@@ -126,7 +126,7 @@ async fn renew(
                 certs.put_cert(&later, version).await?;
                 return Ok(false);
             };
-            let cap = state.settings().max_open_per_app;
+            let cap = app.open_requests_cap(state.settings().max_open_per_app);
             if open? >= i64::from(cap) {
                 // The app's queue is full: the queuing transaction would refuse, after the
                 // device's counter had risen. The certificate stays due for a later sweep.

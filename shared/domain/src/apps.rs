@@ -213,6 +213,21 @@ pub fn check_key_calls_per_sec(value: Option<u32>) -> Result<(), FieldError> {
     }
 }
 
+/// The most open login-certificate requests an app's own cap may allow.
+pub const MAX_OPEN_REQUESTS_CAP: u32 = 100_000;
+
+/// An app's own cap on open login-certificate requests (`maxOpenCertificateRequests`): 1 to
+/// [`MAX_OPEN_REQUESTS_CAP`]. `None` leaves the app on the deployment's
+/// (`CERT_MAX_OPEN_PER_APP`).
+pub fn check_max_open_requests(value: Option<u32>) -> Result<(), FieldError> {
+    match value {
+        Some(cap) => {
+            validate::range("maxOpenCertificateRequests", i64::from(cap), 1, i64::from(MAX_OPEN_REQUESTS_CAP))
+        }
+        None => Ok(()),
+    }
+}
+
 /// A display name: 1 to 255 characters.
 pub fn display_name(field: &str, value: &str) -> Result<(), FieldError> {
     validate::text(field, value, 1, 255)
@@ -309,6 +324,13 @@ mod tests {
         }
         for bad in [Some(0), Some(MAX_KEY_CALLS_PER_APP + 1)] {
             assert_eq!(check_key_calls_per_sec(bad).unwrap_err().field, "keyCallsPerSec", "{bad:?}");
+        }
+        for fine in [None, Some(1), Some(MAX_OPEN_REQUESTS_CAP)] {
+            assert!(check_max_open_requests(fine).is_ok(), "{fine:?}");
+        }
+        for bad in [Some(0), Some(MAX_OPEN_REQUESTS_CAP + 1)] {
+            let field = check_max_open_requests(bad).unwrap_err().field;
+            assert_eq!(field, "maxOpenCertificateRequests", "{bad:?}");
         }
     }
 

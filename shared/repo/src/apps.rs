@@ -19,9 +19,18 @@ pub struct AppRecord {
     /// (`KMS_CALLS_PER_APP`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_calls_per_sec: Option<u32>,
+    /// The app's own cap on open login-certificate requests; `None`: the deployment's
+    /// (`CERT_MAX_OPEN_PER_APP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_open_requests: Option<u32>,
 }
 
 impl AppRecord {
+    /// The open login-certificate requests the app may have: its own cap, or else `deployment`'s.
+    pub fn open_requests_cap(&self, deployment: u32) -> u32 {
+        self.max_open_requests.unwrap_or(deployment)
+    }
+
     /// A new app with default settings.
     pub fn new(app_id: AppId, display_name: String, now: EpochMillis) -> Self {
         Self {
@@ -32,6 +41,7 @@ impl AppRecord {
             workstation: WorkstationSettings::default(),
             rate_limit: RateLimit::default(),
             key_calls_per_sec: None,
+            max_open_requests: None,
         }
     }
 }

@@ -1118,7 +1118,26 @@ pub async fn an_app_at_its_cap_cannot_queue_more(h: Harness) {
     assert!(polled.iter().any(|r| r.request_id == revocation.request_id), "{polled:?}");
     let failed = json!({"errorCode": 1, "errorMessage": "CA offline", "requestId": revocation.request_id});
     assert_eq!(h.post_revocation(failed).await.status, 204);
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body.clone())).await;
+    r.problem(429, codes::CERT_QUEUE_FULL);
+
+    // An app's own cap replaces the deployment's, larger or smaller.
+    let set_cap = |app: String, cap: u32| {
+        let h = &h;
+        async move {
+            let limits = json!({"limit": 120, "windowSecs": 60, "maxOpenCertificateRequests": cap});
+            let r = h.admin("PUT", &format!("/cc/api/apps/{app}/rate-limit"), Some(limits)).await;
+            assert_eq!(r.json()["maxOpenCertificateRequests"], cap);
+        }
+    };
+    set_cap(app.clone(), 3).await;
     let r = h.client.send("POST", "/rp/api/client/reg", Some(&access), Some(body)).await;
+    assert_eq!(r.status, 201, "a place under the app's own cap: {}", r.json());
+    set_cap(other.clone(), 1).await;
+    let dev = device(&h, &other, "second@example.com", None).await;
+    enroll(&h, &other_access, &other, &dev.user, "m-second").await;
+    let body = json!({"machineId": "m-second", "deviceId": dev.device_id, "machineUserNameWS": dev.user});
+    let r = h.client.send("POST", "/rp/api/client/reg", Some(&other_access), Some(body)).await;
     r.problem(429, codes::CERT_QUEUE_FULL);
 }
 
@@ -1717,6 +1736,11 @@ pub async fn a_full_queue_in_one_app_holds_back_no_other_apps_renewal(h: Harness
     let before = counters().await;
     assert_eq!(sweep(&state).await, 0);
     assert_eq!(counters().await, before);
+    // The busy app's own cap, one place larger than the deployment's, lets one more renewal in.
+    let busy = &paired[0].app;
+    let limits = json!({"limit": 120, "windowSecs": 60, "maxOpenCertificateRequests": 3});
+    assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{busy}/rate-limit"), Some(limits)).await.status, 200);
+    assert_eq!(sweep(&state).await, 1);
 }
 
 /// Workstations unpairing while the agent delivers their renewals: every unpairing answers 204,

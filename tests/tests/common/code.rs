@@ -183,8 +183,8 @@ pub async fn an_app_past_its_key_budget_is_refused_and_no_other_is(h: Harness) {
     // instance keeps is as old as it may be.
     for (tenant, calls) in [(&other, 1), (&app, 5)] {
         let limits = json!({"limit": 120, "windowSecs": 60, "keyCallsPerSec": calls});
-        let r = h.admin("PUT", &format!("/cc/api/apps/{tenant}/rate-limit"), Some(limits.clone())).await;
-        assert_eq!(r.json(), limits);
+        let r = h.admin("PUT", &format!("/cc/api/apps/{tenant}/rate-limit"), Some(limits)).await;
+        assert_eq!(r.json()["keyCallsPerSec"], calls);
     }
     h.clock.advance(Duration::from_secs(rp_shared::app::keybudget::FIGURE_KEPT_SECS as u64));
     // Adding a variable opens the set's data key and seals it under a fresh one: two calls.

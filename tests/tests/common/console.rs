@@ -379,7 +379,12 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     assert!(html(&console.follow(&r).await).contains("Saved."));
     let stored = h.admin("GET", &format!("/cc/api/apps/{app}/workstation"), None).await.json();
     assert_eq!(stored["offlineAccess"]["enabled"], json!(true));
-    let limits = [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", "40")];
+    let limits = [
+        ("limit", "30"),
+        ("windowSecs", "60"),
+        ("keyCallsPerSec", "40"),
+        ("maxOpenCertificateRequests", "50"),
+    ];
     let r = console.post(&format!("/console/apps/{app}/rate-limit"), &limits).await;
     let page = html(&console.follow(&r).await);
     for (name, value) in limits {
@@ -387,17 +392,22 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
     }
     assert_eq!(
         h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json(),
-        json!({"limit": 30, "windowSecs": 60, "keyCallsPerSec": 40})
+        json!({"limit": 30, "windowSecs": 60, "keyCallsPerSec": 40, "maxOpenCertificateRequests": 50})
     );
-    // Left empty, the key-service budget is the deployment's; out of range, it is refused.
-    let on_deployments = [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", "")];
+    // Left empty, each is the deployment's; out of range, it is refused.
+    let on_deployments = [("limit", "30"), ("windowSecs", "60")];
     console.post(&format!("/console/apps/{app}/rate-limit"), &on_deployments).await;
     let stored = h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json();
-    assert_eq!(stored["keyCallsPerSec"], json!(null));
-    for bad in ["0", "1001", "-1", "4294967296"] {
-        let sent = [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", bad)];
-        let r = console.post(&format!("/console/apps/{app}/rate-limit"), &sent).await;
-        assert_eq!(r.status, 400, "{bad}");
+    assert_eq!(
+        (&stored["keyCallsPerSec"], &stored["maxOpenCertificateRequests"]),
+        (&json!(null), &json!(null))
+    );
+    for (field, most) in [("keyCallsPerSec", "1001"), ("maxOpenCertificateRequests", "100001")] {
+        for bad in ["0", most, "-1", "4294967296"] {
+            let sent = [("limit", "30"), ("windowSecs", "60"), (field, bad)];
+            let r = console.post(&format!("/console/apps/{app}/rate-limit"), &sent).await;
+            assert_eq!(r.status, 400, "{field}: {bad}");
+        }
     }
     assert_eq!(h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json(), stored);
 

@@ -286,19 +286,23 @@ pub async fn content_rate_limit_headers_and_429(h: Harness) {
     let r = h
         .admin("PUT", &format!("/cc/api/apps/{t}/rate-limit"), Some(json!({"limit": 3, "windowSecs": 60})))
         .await;
-    // Left out, the key-service budget is the deployment's (`null`).
-    let limits = json!({"limit": 3, "windowSecs": 60, "keyCallsPerSec": null});
+    // Left out, the key-service budget and the certificate-request cap are the deployment's.
+    let limits =
+        json!({"limit": 3, "windowSecs": 60, "keyCallsPerSec": null, "maxOpenCertificateRequests": null});
     assert_eq!(r.json(), limits);
     assert_eq!(h.admin("GET", &format!("/cc/api/apps/{t}/rate-limit"), None).await.json(), limits);
     assert_eq!(h.admin("GET", &format!("/cc/api/apps/{t}"), None).await.json()["rateLimit"], limits);
     let bad = h.admin("PUT", &format!("/cc/api/apps/{t}/rate-limit"), Some(json!({"limit": 0}))).await;
     assert_eq!(bad.problem(400, codes::INVALID_FIELD)["field"], "limit");
-    for calls in [json!(0), json!(1001), json!(-1), json!("5"), json!(2.5)] {
-        let sent = json!({"limit": 3, "windowSecs": 60, "keyCallsPerSec": calls});
-        let bad = h.admin("PUT", &format!("/cc/api/apps/{t}/rate-limit"), Some(sent)).await;
-        assert_eq!(bad.problem(400, codes::INVALID_FIELD)["field"], "keyCallsPerSec", "{calls}");
+    for (field, most) in [("keyCallsPerSec", 1000), ("maxOpenCertificateRequests", 100_000)] {
+        for value in [json!(0), json!(most + 1), json!(-1), json!("5"), json!(2.5)] {
+            let sent = json!({"limit": 3, "windowSecs": 60, field: value});
+            let bad = h.admin("PUT", &format!("/cc/api/apps/{t}/rate-limit"), Some(sent)).await;
+            assert_eq!(bad.problem(400, codes::INVALID_FIELD)["field"], field, "{value}");
+        }
     }
-    let own = json!({"limit": 3, "windowSecs": 60, "keyCallsPerSec": 1000});
+    let own =
+        json!({"limit": 3, "windowSecs": 60, "keyCallsPerSec": 1000, "maxOpenCertificateRequests": 100_000});
     assert_eq!(h.admin("PUT", &format!("/cc/api/apps/{t}/rate-limit"), Some(own.clone())).await.json(), own);
     assert_eq!(h.admin("GET", &format!("/cc/api/apps/{t}/rate-limit"), None).await.json(), own);
 

@@ -174,6 +174,11 @@ fn rate_limit_form(op: &Operator, app: &AppRecord) -> Markup {
                 input #keyCallsPerSec type="number" min="1" max="1000" name="keyCallsPerSec"
                     value=[app.key_calls_per_sec] placeholder="deployment's";
             }
+            div {
+                label for="maxOpenCertificateRequests" { "Open certificate requests" }
+                input #maxOpenCertificateRequests type="number" min="1" max="100000" name="maxOpenCertificateRequests"
+                    value=[app.max_open_requests] placeholder="deployment's";
+            }
             button type="submit" { "Save limits" }
         }
     }
@@ -212,14 +217,15 @@ pub async fn put_rate_limit(
     let value = |name: &str| view::required_number(name, form.get(name).map(String::as_str));
     let rule = RateLimit { limit: value("limit")?, window_secs: value("windowSecs")? };
     // Left empty: the deployment's figure.
-    let key_calls = view::number("keyCallsPerSec", form.get("keyCallsPerSec").map(String::as_str))?;
-    let key_calls_per_sec = key_calls
-        .map(|calls| {
-            u32::try_from(calls).map_err(|_| Problem::invalid("keyCallsPerSec", "must be 1 to 1000"))
-        })
-        .transpose()?;
+    let own = |name: &str, most: u32| {
+        let number = view::number(name, form.get(name).map(String::as_str))?;
+        let refused = || Problem::invalid(name, format!("must be 1 to {most}"));
+        number.map(|n| u32::try_from(n).map_err(|_| refused())).transpose()
+    };
+    let key_calls_per_sec = own("keyCallsPerSec", apps::MAX_KEY_CALLS_PER_APP)?;
+    let max_open_requests = own("maxOpenCertificateRequests", apps::MAX_OPEN_REQUESTS_CAP)?;
     let app_id = app.app_id.to_string();
-    let limits = rp_app::apps::Limits { rule, key_calls_per_sec };
+    let limits = rp_app::apps::Limits { rule, key_calls_per_sec, max_open_requests };
     rp_app::apps::replace_limits(&state, &app_id, Ok((app, version)), limits).await?;
     Ok(Redirect::to(&format!("/console/apps/{app_id}?notice=saved")).into_response())
 }

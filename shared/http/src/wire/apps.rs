@@ -157,8 +157,9 @@ mirror_fields!(
 );
 
 /// A tenant's limits: its request budget on the customization APIs, `limit` requests per fixed
-/// window of `windowSecs`, and its own budget of key-service calls a second, each counted in the
-/// backend so it holds across Lambda instances.
+/// window of `windowSecs`; its own budget of key-service calls a second; its own cap on open
+/// login-certificate requests. Each is counted in the backend, so it holds across Lambda
+/// instances.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RateLimit {
@@ -170,22 +171,29 @@ pub struct RateLimit {
     /// (`KMS_CALLS_PER_APP`). A change reaches every instance within 10 seconds.
     #[schema(minimum = 1, maximum = 1000)]
     pub key_calls_per_sec: Option<u32>,
+    /// Login-certificate requests the app may have open (pending or leased); `null` or left out:
+    /// the deployment's (`CERT_MAX_OPEN_PER_APP`). A pairing past it answers 429.
+    #[schema(minimum = 1, maximum = 100000)]
+    pub max_open_certificate_requests: Option<u32>,
 }
 
 impl Default for RateLimit {
     fn default() -> Self {
-        Limits { rule: domain::RateLimit::default(), key_calls_per_sec: None }.into()
+        Limits { rule: domain::RateLimit::default(), key_calls_per_sec: None, max_open_requests: None }.into()
     }
 }
 
 impl From<Limits> for RateLimit {
-    fn from(Limits { rule, key_calls_per_sec }: Limits) -> Self {
-        Self { limit: rule.limit, window_secs: rule.window_secs, key_calls_per_sec }
+    fn from(Limits { rule, key_calls_per_sec, max_open_requests }: Limits) -> Self {
+        let (limit, window_secs) = (rule.limit, rule.window_secs);
+        Self { limit, window_secs, key_calls_per_sec, max_open_certificate_requests: max_open_requests }
     }
 }
 
 impl From<RateLimit> for Limits {
-    fn from(RateLimit { limit, window_secs, key_calls_per_sec }: RateLimit) -> Self {
-        Limits { rule: domain::RateLimit { limit, window_secs }, key_calls_per_sec }
+    fn from(wire: RateLimit) -> Self {
+        let RateLimit { limit, window_secs, key_calls_per_sec, max_open_certificate_requests } = wire;
+        let rule = domain::RateLimit { limit, window_secs };
+        Limits { rule, key_calls_per_sec, max_open_requests: max_open_certificate_requests }
     }
 }
