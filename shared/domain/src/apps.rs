@@ -205,12 +205,7 @@ pub const MAX_KEY_CALLS_PER_APP: u32 = 1_000;
 /// An app's own key-service budget (`keyCallsPerSec`): 1 to [`MAX_KEY_CALLS_PER_APP`] calls a
 /// second. `None` leaves the app on the deployment's.
 pub fn check_key_calls_per_sec(value: Option<u32>) -> Result<(), FieldError> {
-    match value {
-        Some(calls) => {
-            validate::range("keyCallsPerSec", i64::from(calls), 1, i64::from(MAX_KEY_CALLS_PER_APP))
-        }
-        None => Ok(()),
-    }
+    own_figure("keyCallsPerSec", value, MAX_KEY_CALLS_PER_APP)
 }
 
 /// The most open login-certificate requests an app's own cap may allow.
@@ -220,12 +215,12 @@ pub const MAX_OPEN_REQUESTS_CAP: u32 = 100_000;
 /// [`MAX_OPEN_REQUESTS_CAP`]. `None` leaves the app on the deployment's
 /// (`CERT_MAX_OPEN_PER_APP`).
 pub fn check_max_open_requests(value: Option<u32>) -> Result<(), FieldError> {
-    match value {
-        Some(cap) => {
-            validate::range("maxOpenCertificateRequests", i64::from(cap), 1, i64::from(MAX_OPEN_REQUESTS_CAP))
-        }
-        None => Ok(()),
-    }
+    own_figure("maxOpenCertificateRequests", value, MAX_OPEN_REQUESTS_CAP)
+}
+
+/// An app's own figure in place of the deployment's, if it has one: 1 to `most`.
+fn own_figure(field: &str, value: Option<u32>, most: u32) -> Result<(), FieldError> {
+    value.map_or(Ok(()), |figure| validate::range(field, i64::from(figure), 1, i64::from(most)))
 }
 
 /// A display name: 1 to 255 characters.

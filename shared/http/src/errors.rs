@@ -235,7 +235,10 @@ pub const CERT_QUEUE_FULL: ProblemType = row(
     codes::CERT_QUEUE_FULL,
     "certificate-queue-full",
     "Too many open certificate requests",
-    "The app has `CERT_MAX_OPEN_PER_APP` (or its own `maxOpenCertificateRequests`) login-certificate requests pending or leased; nothing is written",
+    concat!(
+        "The app has `CERT_MAX_OPEN_PER_APP` (or its own `maxOpenCertificateRequests`) ",
+        "login-certificate requests pending or leased; nothing is written"
+    ),
 );
 pub const CA_NOT_PUBLISHED: ProblemType = row(
     StatusCode::NOT_FOUND,
