@@ -394,8 +394,10 @@ pub async fn console_operator_tasks_reach_the_api(h: Harness) {
         h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json(),
         json!({"limit": 30, "windowSecs": 60, "keyCallsPerSec": 40, "maxOpenCertificateRequests": 50})
     );
-    // Left empty, each is the deployment's; out of range, it is refused.
-    let on_deployments = [("limit", "30"), ("windowSecs", "60")];
+    // Left empty (as a browser sends the form), each is the deployment's; out of range, it is
+    // refused.
+    let on_deployments =
+        [("limit", "30"), ("windowSecs", "60"), ("keyCallsPerSec", ""), ("maxOpenCertificateRequests", "")];
     console.post(&format!("/console/apps/{app}/rate-limit"), &on_deployments).await;
     let stored = h.admin("GET", &format!("/cc/api/apps/{app}/rate-limit"), None).await.json();
     assert_eq!(
