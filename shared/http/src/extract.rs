@@ -57,6 +57,7 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<(bool, Byt
         .and_then(|v| v.split(';').next())
         .map(|v| v.trim().to_ascii_lowercase())
         .is_some_and(|v| v == "application/json" || (v.starts_with("application/") && v.ends_with("+json")));
+    let encoded = req.headers().get_all(header::CONTENT_ENCODING).iter().any(|v| !is_identity(v.as_bytes()));
     let limit = req.extensions().get::<BodyLimit>().map_or(usize::MAX, |l| l.0);
     let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -65,7 +66,20 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<(bool, Byt
             Problem::malformed_body("could not be read")
         }
     })?;
+    // A compressed body would be read as the bytes it was sent as, and refused as malformed
+    // JSON; a content coding is refused by name instead (RFC 9110, 15.5.16).
+    if encoded && !bytes.is_empty() {
+        return Err(Problem::unsupported_encoding());
+    }
     Ok((json, bytes))
+}
+
+/// A `Content-Encoding` value that leaves the body as it is: `identity`, or nothing.
+fn is_identity(value: &[u8]) -> bool {
+    value.split(|b| *b == b',').all(|coding| {
+        let coding = coding.trim_ascii();
+        coding.is_empty() || coding.eq_ignore_ascii_case(b"identity")
+    })
 }
 
 /// The configured body limit, put in request extensions so rejections can name it.
@@ -194,9 +208,18 @@ where
 
 /// The token of an `Authorization: Bearer <token>` header; 401 naming the header otherwise.
 pub fn bearer(parts: &Parts) -> Result<TokenSecret, Problem> {
-    let header = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
+    let mut given = parts.headers.get_all(header::AUTHORIZATION).iter();
+    let header = given.next().ok_or_else(|| {
         Problem::unauthorized(&errors::MISSING_CREDENTIALS, "Authorization: a Bearer token is required")
     })?;
+    // Two credentials are one too many: neither is taken. API Gateway joins repeated headers
+    // with a comma, which the token's check refuses, so this holds on both sides.
+    if given.next().is_some() {
+        return Err(Problem::unauthorized(
+            &errors::MISSING_CREDENTIALS,
+            "Authorization: is given more than once",
+        ));
+    }
     let malformed =
         || Problem::unauthorized(&errors::MISSING_CREDENTIALS, "Authorization: must be 'Bearer <token>'");
     let value = header.to_str().map_err(|_| malformed())?;

@@ -143,7 +143,7 @@ pub const UNSUPPORTED_MEDIA_TYPE: ProblemType = row(
     codes::UNSUPPORTED_MEDIA_TYPE,
     "unsupported-media-type",
     "Unsupported media type",
-    "The body is not `application/json`",
+    "The body is not `application/json`, or is compressed",
 );
 pub const ROUTE_NOT_FOUND: ProblemType = row(
     StatusCode::NOT_FOUND,
@@ -291,6 +291,14 @@ impl Problem {
             &UNSUPPORTED_MEDIA_TYPE,
             "Content-Type",
             "Content-Type: the request body must be sent as application/json",
+        )
+    }
+
+    pub fn unsupported_encoding() -> Self {
+        Self::about(
+            &UNSUPPORTED_MEDIA_TYPE,
+            "Content-Encoding",
+            "Content-Encoding: the request body must be sent uncompressed",
         )
     }
 

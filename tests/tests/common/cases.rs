@@ -55,6 +55,23 @@ pub async fn missing_or_malformed_authorization_is_401(h: Harness) {
         .body(axum::body::Body::empty())
         .unwrap();
     h.client.request(request).await.problem(401, codes::MISSING_CREDENTIALS);
+    // A valid token given twice is refused, as two headers and as API Gateway joins them.
+    let valid = format!("Bearer {}", h.admin);
+    let request = axum::http::Request::get("/cc/api/apps")
+        .header("authorization", &valid)
+        .header("authorization", &valid)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let body = h.client.request(request).await.problem(401, codes::MISSING_CREDENTIALS);
+    assert_eq!(
+        body["detail"].as_str().unwrap().split(" (").next(),
+        Some("Authorization: is given more than once")
+    );
+    let request = axum::http::Request::get("/cc/api/apps")
+        .header("authorization", format!("{valid}, {valid}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    h.client.request(request).await.problem(401, codes::MISSING_CREDENTIALS);
 }
 
 pub async fn unknown_expired_and_revoked_tokens_are_401(h: Harness) {
@@ -232,6 +249,14 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
         .send_raw("POST", "/cc/api/apps", admin, form, "{}")
         .await
         .problem(415, codes::UNSUPPORTED_MEDIA_TYPE);
+    // A compressed body is refused by its coding, before it could be misread as malformed JSON;
+    // `identity` is no coding.
+    let gzip = [("content-encoding", "gzip")];
+    let r = h.client.send_raw_with("POST", "/cc/api/apps", admin, &gzip, json, vec![0x1f, 0x8b, 8, 0]).await;
+    assert_eq!(r.problem(415, codes::UNSUPPORTED_MEDIA_TYPE)["field"], "Content-Encoding");
+    let identity = [("content-encoding", "Identity")];
+    let r = h.client.send_raw_with("POST", "/cc/api/apps", admin, &identity, json, "{}").await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId", "read as JSON");
     let plus_json = Some("Application/Vnd.Example+JSON; charset=utf-8");
     let r = h.client.send_raw("POST", "/cc/api/apps", admin, plus_json, "{}").await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "appId", "read as JSON");
