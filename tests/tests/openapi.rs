@@ -506,6 +506,12 @@ fn bounded_values(
         Bounded { pointer, field, kind, min, max, name: false }
     };
     if let (Some(Value::Array(_)) | None, true, Some(max)) = (value, is("array"), bound("maxItems")) {
+        // The variants' items are strings: a bounded array of anything else needs its own.
+        let items = concrete(doc, &schema["items"]);
+        assert_eq!(
+            items["type"], "string",
+            "{pointer}: a bounded array of {items}: say how to build its items"
+        );
         into.push(at(Kind::Items, Some(bound("minItems").unwrap_or(0)), Some(max)));
     }
     match value {
