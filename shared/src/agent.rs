@@ -377,6 +377,9 @@ pub struct PassReport {
     pub refused: Vec<String>,
 }
 
+/// How many times the agent sends an event whose answer is lost.
+const EVENT_SENDS: u32 = 3;
+
 pub struct Agent {
     http: reqwest::Client,
     base_url: String,
@@ -651,9 +654,29 @@ impl Agent {
         if let Some(app_id) = app_id {
             event["appId"] = json!(app_id);
         }
-        let status = self.post("/rp/api/events", &event).await?;
+        let status = self.report_event(event).await?;
         anyhow::ensure!(status.is_success(), "posting the failure event answered {status}");
         Ok(())
+    }
+
+    /// Posts `event` with an id of its own (`eventId`), and sends it again while its answer is
+    /// lost (none came, or a 5xx or 429), [`EVENT_SENDS`] times at most: the server stores a
+    /// report sent again with its id once.
+    async fn report_event(&self, mut event: serde_json::Value) -> anyhow::Result<reqwest::StatusCode> {
+        event["eventId"] = json!(uuid::Uuid::new_v4().to_string());
+        let mut sent = 1;
+        loop {
+            let answer = self.post("/rp/api/events", &event).await;
+            let lost = match &answer {
+                Ok(status) => status.is_server_error() || *status == reqwest::StatusCode::TOO_MANY_REQUESTS,
+                Err(_) => true,
+            };
+            if !lost || sent == EVENT_SENDS {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(500 * u64::from(sent))).await;
+            sent += 1;
+        }
     }
 
     /// Polls every `interval` until `stop` resolves.
@@ -682,6 +705,40 @@ impl Agent {
 
 #[cfg(test)]
 mod tests {
+    /// An event whose answer is lost is sent again with the same id; one that is answered is not.
+    #[tokio::test]
+    async fn an_event_whose_answer_is_lost_is_sent_again_with_its_id() {
+        use std::sync::{Arc, Mutex};
+        let received = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+        let seen = received.clone();
+        let events = axum::routing::post(move |axum::Json(body): axum::Json<serde_json::Value>| async move {
+            let mut seen = seen.lock().unwrap();
+            seen.push(body);
+            match seen.len() {
+                1 => axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                _ => axum::http::StatusCode::CREATED,
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = axum::Router::new().route("/rp/api/events", events);
+        tokio::spawn(async move { axum::serve(listener, server).await });
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Arc::new(super::LocalCa::open_or_create(dir.path()).unwrap());
+        let agent = super::Agent::new(&base, "rpt_agent-token-for-the-test", ca).unwrap();
+        let event = serde_json::json!({"name": "WORKSTATION_CERTIFICATE_ISSUED", "attributes": {"isSuccessful": false}});
+        assert_eq!(agent.report_event(event.clone()).await.unwrap(), reqwest::StatusCode::CREATED);
+        let bodies = received.lock().unwrap().clone();
+        assert_eq!(bodies.len(), 2, "sent again once: {bodies:?}");
+        let id = bodies[0]["eventId"].as_str().expect("an id of its own");
+        assert_eq!(bodies[1]["eventId"], id, "the same id");
+        assert_eq!(bodies[1]["name"], event["name"]);
+        assert_eq!(agent.report_event(event).await.unwrap(), reqwest::StatusCode::CREATED);
+        let bodies = received.lock().unwrap().clone();
+        assert_eq!(bodies.len(), 3, "an answered event is sent once");
+        assert_ne!(bodies[2]["eventId"], id, "each event its own id");
+    }
+
     #[test]
     fn an_earlier_agents_list_of_serials_still_opens() {
         let state = super::Revocations::parse(br#"["0a1b", "0c2d"]"#).unwrap();

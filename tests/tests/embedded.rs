@@ -285,6 +285,7 @@ async fn every_race_case_fails_on_a_store_that_ignores_write_conditions() {
         racing_pin_reports_all_land,
         removal_wins_over_pairings_made_while_it_runs,
         removal_and_token_end_win_over_token_rotations,
+        a_report_held_while_its_repeat_lands_stores_one_event,
     ];
     const ATTEMPTS: usize = 4;
     let mut passed = Vec::new();

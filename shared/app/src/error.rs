@@ -9,6 +9,7 @@ use rp_domain::code::CodeError;
 use rp_domain::content::ContentError;
 use rp_domain::devices::RegistrationError;
 use rp_domain::enrollment::EnrollError;
+use rp_domain::events::EventError;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
@@ -35,6 +36,8 @@ pub enum AppError {
     Code(#[from] CodeError),
     #[error(transparent)]
     Content(#[from] ContentError),
+    #[error(transparent)]
+    Event(#[from] EventError),
     /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
     Failed(#[from] Failure),
@@ -59,7 +62,9 @@ impl MaybeConflict for AppError {
             AppError::Code(e) => e.is_conflict(),
             AppError::Content(e) => e.is_conflict(),
             AppError::Failed(e) => e.is_conflict(),
-            AppError::Offline(_) | AppError::Push(_) | AppError::RateLimited { .. } => false,
+            AppError::Offline(_) | AppError::Event(_) | AppError::Push(_) | AppError::RateLimited { .. } => {
+                false
+            }
         }
     }
 }

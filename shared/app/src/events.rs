@@ -3,7 +3,7 @@
 use crate::apps::NamedRead;
 use crate::{AppError, HasClock, HasStore};
 use rp_domain::apps::AppId;
-use rp_domain::events::EventRecord;
+use rp_domain::events::{EventError, EventRecord};
 use rp_domain::FieldError;
 use rp_ports::{Listed, StoreError};
 use rp_repo::apps::Apps;
@@ -21,18 +21,29 @@ pub async fn list(
     Events::new(state.store()).list(filter, limit, cursor).await
 }
 
-/// Stores the event `name` with `attributes`, reported by `source`, for `app` (which must
-/// exist; `field` is where the request named it): the event. `early` is `app`, if it was read
-/// ahead (beside the caller's token).
+/// An event as its reporter sends it.
+pub struct Report {
+    pub name: String,
+    /// The reporter's own id for it ([`rp_domain::events::reported_id`]): a report sent again
+    /// with the same id is stored once.
+    pub event_id: Option<String>,
+    pub attributes: Map<String, Value>,
+}
+
+/// Stores `report`, reported by `source`, for `app` (which must exist; `field` is where the
+/// request named it): the event. `early` is `app`, if it was read ahead (beside the caller's
+/// token). A report that names its id and was stored before is answered with the event stored
+/// then, and stores nothing; one that names the id of another report is refused.
 pub async fn report(
     state: &(impl HasClock + HasStore),
-    name: &str,
+    report: Report,
     app: Option<AppId>,
     early: NamedRead,
     field: &str,
     source: String,
-    attributes: Map<String, Value>,
 ) -> Result<EventRecord, AppError> {
+    let Report { name, event_id, attributes } = report;
+    let name = name.as_str();
     if let Some(app) = &app {
         let found = match early {
             Some(read) => read,
@@ -46,9 +57,18 @@ pub async fn report(
         Some(app) => Some(app),
         None => app_of_certificate_request(state, name, &attributes).await?,
     };
-    let event = EventRecord::new(name, app, source, state.clock().now_millis(), attributes);
-    Events::new(state.store()).record(&event).await?;
-    Ok(event)
+    let mut event = EventRecord::new(name, app, source, state.clock().now_millis(), attributes);
+    let events = Events::new(state.store());
+    let Some(id) = event_id else {
+        events.record(&event).await?;
+        return Ok(event);
+    };
+    event.event_id = id;
+    match events.record_once(&event).await? {
+        None => Ok(event),
+        Some(earlier) if earlier.same_report(&event) => Ok(earlier),
+        Some(_) => Err(EventError::IdTaken(event.event_id).into()),
+    }
 }
 
 /// The app of the certificate request an agent's event names (`attributes.requestId`), for an

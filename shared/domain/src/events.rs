@@ -2,6 +2,7 @@
 
 use super::apps::AppId;
 use super::time::EpochMillis;
+use super::FieldError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -66,6 +67,30 @@ impl EventRecord {
             attributes,
         }
     }
+}
+
+impl EventRecord {
+    /// Whether `other` reports what this event does: the same name, app, reporter and
+    /// attributes, whatever its id and time.
+    pub fn same_report(&self, other: &EventRecord) -> bool {
+        (&self.name, &self.app_id, &self.source, &self.attributes)
+            == (&other.name, &other.app_id, &other.source, &other.attributes)
+    }
+}
+
+/// A reporter's own id for its event (`eventId`): what makes a report sent again after a lost
+/// answer one event, not two. 1 to 128 letters, digits, `.`, `_`, `-` or `:` (a UUID fits).
+pub fn reported_id(field: &str, value: &str) -> Result<String, FieldError> {
+    crate::devices::identifier(field, value)
+}
+
+/// Why a report was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// The report's `eventId` names an event stored from another report (another name, app,
+    /// reporter or attributes).
+    #[error("eventId: '{0}' names an event reported before with other content")]
+    IdTaken(String),
 }
 
 /// Attributes from string pairs.

@@ -19,6 +19,7 @@ use rp_domain::code::CodeError;
 use rp_domain::content::ContentError;
 use rp_domain::devices::{RegistrationError, REPEAT_AFTER_SECS};
 use rp_domain::enrollment::EnrollError;
+use rp_domain::events::EventError;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
@@ -543,9 +544,19 @@ pub const CODE: &[&ProblemType] = &[
     &TOO_MANY_SIGNING_KEYS,
 ];
 
+// Events.
+pub const EVENT_ID_TAKEN: ProblemType = row(
+    StatusCode::CONFLICT,
+    codes::EVENT_ID_TAKEN,
+    "event-id-taken",
+    "Event id used by another report",
+    "The report's `eventId` names an event reported before with another name, app, reporter or attributes",
+);
+pub const EVENTS: &[&ProblemType] = &[&EVENT_ID_TAKEN];
+
 /// Every area's table.
 pub const TABLES: &[&[&ProblemType]] =
-    &[GENERAL, CONTROL, AUTH, OOB, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT, CODE];
+    &[GENERAL, CONTROL, AUTH, OOB, CERTIFICATES, REGISTRATION, ENROLLMENT, PAIRING, CONTENT, CODE, EVENTS];
 
 /// Codes that are not answers but attributes of events, listed with the rest.
 pub const EVENT_CODES: &[(i64, &str)] = &[(
@@ -581,6 +592,7 @@ impl From<AppError> for Problem {
             AppError::Registration(e) => e.into(),
             AppError::Code(e) => e.into(),
             AppError::Content(e) => e.into(),
+            AppError::Event(e) => e.into(),
             AppError::Failed(e) => e.into(),
             AppError::Push(e) => e.into(),
             AppError::RateLimited { rule, decision, now } => over_limit(&rule, &decision, now),
@@ -597,6 +609,15 @@ pub fn over_limit(rule: &RateLimit, decision: &Decision, now: i64) -> Problem {
             rule.limit, rule.window_secs
         ))
         .retry_after(wait)
+}
+
+impl From<EventError> for Problem {
+    fn from(e: EventError) -> Self {
+        let detail = e.to_string();
+        match e {
+            EventError::IdTaken(_) => Problem::about(&EVENT_ID_TAKEN, "eventId", detail),
+        }
+    }
 }
 
 impl From<PkiError> for Problem {

@@ -9,9 +9,10 @@ use axum::extract::State;
 use axum::http::{request::Parts, StatusCode};
 use axum::routing::get;
 use axum::Json;
+use rp_app::events::Report;
 use rp_app::AppState;
 use rp_domain::apps::AppId;
-use rp_domain::events::{EventRecord, NAMES, SERVER_NAMES};
+use rp_domain::events::{self, EventRecord, NAMES, SERVER_NAMES};
 use rp_domain::time::EpochMillis;
 use rp_domain::validate;
 use rp_repo::events::{EventCursor, EventFilter};
@@ -32,6 +33,10 @@ pub struct EventReport {
     pub name: String,
     #[schema(pattern = "^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
     pub app_id: Option<String>,
+    /// The reporter's own id for this event. A report sent again with the same id (after a
+    /// lost answer) is answered with the event stored the first time, and stores nothing.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
+    pub event_id: Option<String>,
     #[serde(default)]
     #[schema(schema_with = attributes_schema)]
     pub attributes: Map<String, Value>,
@@ -152,13 +157,14 @@ async fn report(
 ) -> Result<(StatusCode, Json<EventStored>), Problem> {
     let body = body.and_then(|ApiJson(body)| {
         check_name("name", &body.name)?;
+        let event_id = body.event_id.as_deref().map(|id| events::reported_id("eventId", id)).transpose()?;
         check_attributes(&body.attributes)?;
         let named = named_app(&parts.headers, body.app_id.as_deref())?;
-        Ok((body, named))
+        Ok((Report { name: body.name, event_id, attributes: body.attributes }, named))
     });
     // The app the body names is read beside the token; the token's own app, if it names none,
     // after it.
-    let early = |(_, named): &(EventReport, Option<NamedApp>)| {
+    let early = |(_, named): &(Report, Option<NamedApp>)| {
         rp_app::apps::named(&state, named.clone().map(|n| n.app_id))
     };
     let (caller, (body, named), early) =
@@ -169,8 +175,7 @@ async fn report(
     };
     let (app_id, source) = reporter(&caller, named.as_ref())?;
     let early = early.filter(|_| named.is_some() && named == app_id);
-    let event =
-        rp_app::events::report(&state, &body.name, app_id, early, field, source, body.attributes).await?;
+    let event = rp_app::events::report(&state, body, app_id, early, field, source).await?;
     Ok((StatusCode::CREATED, Json(EventStored { event_id: event.event_id, timestamp: event.at.iso8601() })))
 }
 

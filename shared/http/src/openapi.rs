@@ -427,6 +427,7 @@ fn problems_of(tag: &str, body: bool, authenticated: bool, tenant: bool) -> Vec<
         "offline" => &[errors::CONTROL, errors::PAIRING],
         "content" => &[errors::CONTENT],
         "code" => &[errors::CONTROL, errors::CODE],
+        "events" if body => &[errors::EVENTS],
         _ => &[],
     };
     kinds.extend(areas.iter().flat_map(|t| t.iter().copied()));

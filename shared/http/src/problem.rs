@@ -87,6 +87,7 @@ pub mod codes {
     pub const TOO_MANY_SIGNING_KEYS: u32 = 1_700_007;
     pub const OOB_DENIED: u32 = 1_200_007;
     pub const OOB_HOOK_FAILED: u32 = 1_200_008;
+    pub const EVENT_ID_TAKEN: u32 = 1_800_001;
     pub const RATE_LIMITED: u32 = 1_900_001;
     pub const APP_NOT_FOUND: u32 = 1_050_001;
     pub const APP_EXISTS: u32 = 1_050_002;

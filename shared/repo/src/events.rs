@@ -8,6 +8,10 @@
 //! (`EVENTNAME#<name>#<shard>`); both sort by the same time key. A listing reads its partitions
 //! at once and merges them by that key. TTL 90 days.
 //!
+//! A report that names its own id (`eventId`) also writes, in the same transaction, a marker
+//! `EVENTID#<appId>#<eventId>` / `REPORT` holding the event, kept as long as the event: a report
+//! sent again finds it and is answered with the event stored the first time.
+//!
 //! Events stored before this layout sit in one partition for all apps (pk `EVENT`, `gsi1`
 //! `EVENTAPP#<appId>`, `gsi2` `EVENTNAME#<name>`); every listing reads the matching one of
 //! those too, until they expire.
@@ -41,6 +45,11 @@ fn sort_key(event: &EventRecord) -> String {
 /// The app's own partition.
 fn partition(app: Option<&AppId>) -> String {
     format!("EVENT#{}", app.map_or("-", AppId::as_str))
+}
+
+/// The marker of the report of `app` whose reporter named it `event_id`.
+fn reported(app: Option<&AppId>, event_id: &str) -> ItemKey {
+    ItemKey::new(format!("EVENTID#{}#{event_id}", app.map_or("-", AppId::as_str)), "REPORT")
 }
 
 /// The index partition `event_id` is written to: FNV-1a of the id, so the spread is even and
@@ -191,6 +200,31 @@ impl<'a> Events<'a> {
         self.store.put(Self::item(event)?, Condition::Absent).await?;
         log(event);
         Ok(())
+    }
+
+    /// Stores the event under its reporter's own id ([`EventRecord::event_id`]) once: `None` when
+    /// this call stored it (and wrote its log line), or the event an earlier report of that id
+    /// stored, as it was stored.
+    pub async fn record_once(&self, event: &EventRecord) -> Result<Option<EventRecord>, StoreError> {
+        let key = reported(event.app_id.as_ref(), &event.event_id);
+        let expires = Some(event.at.plus_secs(RETENTION_SECS).as_secs());
+        let marker = Item::new(key.clone(), event)?.with_ttl(expires);
+        let ops = vec![
+            WriteOp::Put { item: marker, condition: Condition::Absent },
+            WriteOp::Put { item: Self::item(event)?, condition: Condition::Absent },
+        ];
+        match self.store.transact(ops).await {
+            Ok(()) => {
+                log(event);
+                Ok(None)
+            }
+            // The marker is written with its event, so an earlier report's event is there.
+            Err(StoreError::Conflict) => match self.store.get(&key).await? {
+                Some(earlier) => earlier.data().map(Some),
+                None => Err(StoreError::Conflict),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// A page of events in time order: the filter's partitions merged by time and cut at

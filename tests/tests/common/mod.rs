@@ -261,6 +261,8 @@ macro_rules! router_tests {
         $crate::router_case!($make, pairing_queues_one_certificate_request);
         $crate::router_case!($make, events_are_reported_and_listed);
         $crate::router_case!($make, each_apps_events_are_stored_apart_and_listed_across_apps);
+        $crate::router_case!($make, a_reported_event_sent_again_is_stored_once);
+        $crate::router_case!($make, a_report_held_while_its_repeat_lands_stores_one_event);
         $crate::router_case!($make, link_to_queued_certificate_request_end_to_end);
         $crate::router_case!($make, certificate_poll_and_results_contract);
         $crate::router_case!($make, agent_issues_and_the_device_decrypts);

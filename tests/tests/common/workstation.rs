@@ -791,6 +791,87 @@ pub async fn events_are_reported_and_listed(h: Harness) {
 /// Each app's events are stored in that app's own partition, so one tenant's events never load
 /// another's; the listings across apps still find every app's events, in time order, page by
 /// page.
+/// A report that names its own id (`eventId`) is stored once: sent again after a lost answer,
+/// it is answered as the first time and stores nothing; the id of another report's content is
+/// refused; ids are each app's own.
+pub async fn a_reported_event_sent_again_is_stored_once(h: Harness) {
+    let app = h.app().await;
+    let access = h.access_token(&app).await;
+    let id = "3f1c9a52-7d3e-4b8a-9c1e-5a2f6b7d8e90";
+    let report = json!({"name": "OOB_WORKSTATION_REG", "eventId": id, "attributes": {"success": false, "machineId": "m1"}});
+    let post = |token: &str, body: &Value| {
+        let (token, body) = (token.to_owned(), body.clone());
+        let client = h.client.clone();
+        async move { client.send("POST", "/rp/api/events", Some(&token), Some(body)).await }
+    };
+    let first = post(&access, &report).await;
+    assert_eq!(first.status, 201, "{}", first.json());
+    assert_eq!(first.json()["eventId"], id, "the reporter's id is the event's");
+    h.clock.advance(Duration::from_secs(5));
+    let again = post(&access, &report).await;
+    assert_eq!((again.status.as_u16(), again.json()), (201, first.json()), "answered as the first time");
+    let mut other = report.clone();
+    other["attributes"]["machineId"] = json!("m2");
+    assert_eq!(post(&access, &other).await.problem(409, codes::EVENT_ID_TAKEN)["field"], "eventId");
+    let another_workstation = h.access_token(&app).await;
+    post(&another_workstation, &report).await.problem(409, codes::EVENT_ID_TAKEN);
+    let other_app = h.app().await;
+    let r = post(&h.access_token(&other_app).await, &report).await;
+    assert_eq!(r.status, 201, "another app's id: {}", r.json());
+    let plain = json!({"name": "WORKSTATION_ENROLL"});
+    for _ in 0..2 {
+        assert_eq!(post(&access, &plain).await.status, 201);
+    }
+    let listed = h.admin("GET", &format!("/rp/api/events?appId={app}"), None).await.json();
+    let events = listed["events"].as_array().unwrap();
+    let names: Vec<_> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["OOB_WORKSTATION_REG", "WORKSTATION_ENROLL", "WORKSTATION_ENROLL"],
+        "without an id, each is one"
+    );
+    assert_eq!((&events[0]["eventId"], &events[0]["timestamp"]), (&json!(id), &first.json()["timestamp"]));
+    for bad in [json!(""), json!("a#b"), json!("x".repeat(129)), json!(7)] {
+        let body = json!({"name": "WORKSTATION_ENROLL", "eventId": bad});
+        assert_eq!(
+            post(&access, &body).await.problem(400, codes::INVALID_FIELD)["field"],
+            "eventId",
+            "{bad}"
+        );
+    }
+}
+
+/// A report held at its write while the same report, sent again, lands: the held one finds it
+/// and answers with it, and one event is stored.
+pub async fn a_report_held_while_its_repeat_lands_stores_one_event(h: Harness) {
+    use rp_shared::app::events::{report, Report};
+    use rp_shared::domain::events::attributes;
+    let app = h.app().await;
+    let app_id = AppId::parse("appId", &app).unwrap();
+    let sent = || Report {
+        name: "WORKSTATION_ENROLL".into(),
+        event_id: Some("held-report-1".into()),
+        attributes: attributes(&[("machineId", "m1")]),
+    };
+    let held_app = app_id.clone();
+    let (gate, held) = h
+        .held(move |held| async move {
+            report(&held, sent(), Some(held_app), None, "appId", "agent:a1".into())
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+    h.clock.advance(Duration::from_secs(1));
+    let state = rp_shared::http::AppState::new(h.backend.clone(), HttpConfig::default());
+    let landed = report(&state, sent(), Some(app_id), None, "appId", "agent:a1".into()).await.unwrap();
+    gate.open(true);
+    assert_eq!(held.await.unwrap(), Ok(landed.clone()), "the held report is answered with the stored one");
+    let listed = h.admin("GET", &format!("/rp/api/events?appId={app}"), None).await.json();
+    let ids: Vec<_> = listed["events"].as_array().unwrap().iter().map(|e| e["eventId"].clone()).collect();
+    assert_eq!(ids, [json!("held-report-1")], "{listed}");
+    assert_eq!(listed["events"][0]["timestamp"], json!(landed.at.iso8601()));
+}
+
 pub async fn each_apps_events_are_stored_apart_and_listed_across_apps(h: Harness) {
     let (a, b) = (h.app().await, h.app().await);
     let from = {
