@@ -67,9 +67,7 @@ impl EventRecord {
             attributes,
         }
     }
-}
 
-impl EventRecord {
     /// Whether `other` reports what this event does: the same name, app, reporter and
     /// attributes, whatever its id and time.
     pub fn same_report(&self, other: &EventRecord) -> bool {

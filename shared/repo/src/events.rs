@@ -209,15 +209,9 @@ impl<'a> Events<'a> {
         let key = reported(event.app_id.as_ref(), &event.event_id);
         let expires = Some(event.at.plus_secs(RETENTION_SECS).as_secs());
         let marker = Item::new(key.clone(), event)?.with_ttl(expires);
-        let ops = vec![
-            WriteOp::Put { item: marker, condition: Condition::Absent },
-            WriteOp::Put { item: Self::item(event)?, condition: Condition::Absent },
-        ];
-        match self.store.transact(ops).await {
-            Ok(()) => {
-                log(event);
-                Ok(None)
-            }
+        let ops = vec![WriteOp::Put { item: marker, condition: Condition::Absent }];
+        match transact_with(self.store, ops, event).await {
+            Ok(()) => Ok(None),
             // The marker is written with its event, so an earlier report's event is there.
             Err(StoreError::Conflict) => match self.store.get(&key).await? {
                 Some(earlier) => earlier.data().map(Some),
