@@ -788,9 +788,6 @@ pub async fn events_are_reported_and_listed(h: Harness) {
     r.problem(403, codes::OTHER_TENANT);
 }
 
-/// Each app's events are stored in that app's own partition, so one tenant's events never load
-/// another's; the listings across apps still find every app's events, in time order, page by
-/// page.
 /// A report that names its own id (`eventId`) is stored once: sent again after a lost answer,
 /// it is answered as the first time and stores nothing; the id of another report's content is
 /// refused; ids are each app's own.
@@ -872,6 +869,9 @@ pub async fn a_report_held_while_its_repeat_lands_stores_one_event(h: Harness) {
     assert_eq!(listed["events"][0]["timestamp"], json!(landed.at.iso8601()));
 }
 
+/// Each app's events are stored in that app's own partition, so one tenant's events never load
+/// another's; the listings across apps still find every app's events, in time order, page by
+/// page.
 pub async fn each_apps_events_are_stored_apart_and_listed_across_apps(h: Harness) {
     let (a, b) = (h.app().await, h.app().await);
     let from = {
