@@ -276,6 +276,12 @@ async fn hostile_scripts_are_contained() {
         ("options past the bound", "function handler() { return jwtVerify('a.b.c', {secret: 'k'.repeat(2 << 20)}); }", "jwtVerify options: at most 1048576 bytes"),
         ("a payload past the bound", "function handler() { return jwtCreateSignedJwt({x: 'k'.repeat(2 << 20)}); }", "jwtCreateSignedJwt payload: at most 1048576 bytes"),
         ("a helper fed garbage", "function handler() { return sha256({length: 1e12}); }", "must be a string or an array of bytes"),
+        ("catastrophic regex backtracking", "function handler() { return /^(a+)+$/.test('a'.repeat(40) + 'b'); }", "timed out"),
+        ("a microtask loop", "async function handler() { for (;;) await Promise.resolve(1); }", "timed out"),
+        ("a result whose getter never returns", "function handler() { return {get x() { for (;;) {} }}; }", "timed out"),
+        ("a thrown object whose toString never returns", "function handler() { throw {toString() { for (;;) {} }}; }", "non-Error"),
+        ("a 4-billion-element array", "function handler() { return new Array(2 ** 32 - 1).fill(0).length; }", "memory limit"),
+        ("a result past the memory limit", "function handler() { return 'z'.repeat(50 << 20); }", "memory limit"),
     ];
     let keys = keys();
     let mut faults = Vec::new();
