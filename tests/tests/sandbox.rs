@@ -408,3 +408,84 @@ async fn a_loop_catching_its_own_out_of_memory_errors_stops_at_its_deadline() {
         );
     }
 }
+
+/// Array methods loop in C over `length`, which holes or an array-like set as high as they like
+/// while allocating nothing. Each such run ends at its own deadline, not the watchdog's: its
+/// thread stops with it, so the tenant's next run is not refused as overrunning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_methods_over_holes_stop_at_the_deadline() {
+    let keys = keys();
+    let looping = [
+        ("join", "new Array(2 ** 32 - 1).join('')"),
+        ("forEach", "new Array(2 ** 32 - 1).forEach(() => {})"),
+        ("reverse", "new Array(2 ** 32 - 1).reverse().length"),
+        ("indexOf on an array-like", "Array.prototype.indexOf.call({length: 2 ** 53 - 1}, 1)"),
+        ("lastIndexOf on an array-like", "Array.prototype.lastIndexOf.call({length: 2 ** 53 - 1}, 1)"),
+        ("splice on an array-like", "Array.prototype.splice.call({length: 2 ** 53 - 2}, 0, 1).length"),
+        (
+            "concat of a spreadable array-like",
+            "[].concat({length: 2 ** 53 - 2, [Symbol.isConcatSpreadable]: true}).length",
+        ),
+        ("a Set of holes", "new Set(new Array(2 ** 32 - 1)).size"),
+    ];
+    for (name, expression) in looping {
+        let tenant = format!("holes-{name}");
+        let source = format!("function handler() {{ return {expression}; }}");
+        let r = sandbox::run(keys.clone(), tenant_job(&tenant, &source, 200)).await;
+        assert_eq!(r.error.as_deref(), Some("timed out after 200 ms"), "{name}: {r:?}");
+        let next =
+            sandbox::run(keys.clone(), tenant_job(&tenant, "function handler() { return 1; }", 1_000)).await;
+        assert_eq!((next.error, next.result), (None, json!(1)), "{name}: its thread outlived the run");
+    }
+}
+
+/// The paced methods answer as the native ones do: on array-likes, on strings, and on an array
+/// longer than the run's memory could hold densely.
+#[tokio::test]
+async fn paced_array_methods_answer_as_before() {
+    let source = "function handler() {
+        const like = {length: 4, 0: 'a', 2: 'c', 3: 'd'};
+        const sparse = new Array(300000); sparse[5] = 1; sparse[299999] = 2;
+        const reversed = Array.prototype.reverse.call({length: 2, 0: 'x', 1: 'y'});
+        let keys = 0, last;
+        for (const _ of sparse.keys()) keys++;
+        for (const entry of sparse.entries()) last = entry;
+        return [
+            Array.prototype.join.call(like, '-'),
+            Array.prototype.slice.call('abc'),
+            Array.prototype.indexOf.call(like, 'c'),
+            [sparse.indexOf(1), sparse.lastIndexOf(2), sparse.includes(2), sparse.join('').length],
+            keys, last, new Set(sparse).size,
+            [reversed[0], reversed[1]],
+            sparse.fill(0, 0, 2) === sparse, sparse.slice(0, 2),
+            [].concat([1], {length: 1, 0: 2, [Symbol.isConcatSpreadable]: true}),
+            [3, 1, 2].sort(), [1, 2, 3].map((x) => x * 2),
+            [Array.prototype.join.name, Array.prototype.join.length, Array.prototype.splice.length],
+            Array.prototype[Symbol.iterator] === Array.prototype.values,
+        ];
+    }";
+    // 4 MiB of memory: the 300,000-element array is past what it could hold densely.
+    let job = Job { memory_bytes: 4 * 1024 * 1024, ..job(source, 15_000) };
+    let r = sandbox::run(keys(), job).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(
+        r.result,
+        json!([
+            "a--c-d",
+            ["a", "b", "c"],
+            2,
+            [5, 299999, true, 2],
+            300000,
+            [299999, 2],
+            3,
+            ["y", "x"],
+            true,
+            [0, 0],
+            [1, 2],
+            [1, 2, 3],
+            [2, 4, 6],
+            ["join", 1, 2],
+            true
+        ])
+    );
+}

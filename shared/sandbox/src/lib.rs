@@ -11,7 +11,11 @@
 //!   costly. Past the deadline, large allocations fail ([`LATE_ALLOCATION_BYTES`]): a loop that
 //!   catches its own out-of-memory errors, which ran 25 s past a 1 ms deadline, now stops
 //!   within milliseconds. Operations that allocate nothing (filling or searching a large array
-//!   10,000 times) can still run long.
+//!   10,000 times) can still run long. An array's methods loop in C over its `length`, which
+//!   holes (`new Array(2 ** 32 - 1)`) or an array-like set as high as they like while
+//!   allocating nothing: on an array longer than memory could hold densely, or on anything
+//!   but an array, they run on a view whose property accesses are JavaScript, so the deadline
+//!   is asked as they go (`paced.js`); the answers are the same.
 //! - So each run also gets its own OS thread and a watchdog: the caller gets its answer (a
 //!   time-out error) at the deadline plus [`BACKSTOP`] whatever the thread is doing. A thread
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
@@ -47,6 +51,9 @@ use tokio::sync::Semaphore;
 
 /// The memory limit of one run.
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// What QuickJS holds one element of a dense array in: an array longer than the memory limit
+/// over this is mostly holes, and its methods are paced (paced.js).
+const JS_VALUE_BYTES: usize = 16;
 /// QuickJS's own stack limit; the run's thread has [`THREAD_STACK_BYTES`].
 pub const STACK_BYTES: usize = 1024 * 1024;
 const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;
@@ -678,6 +685,10 @@ fn install<'js>(
         })?,
     )?;
     globals.set("__api", api)?;
+
+    // Array methods ask the deadline as they loop over an array mostly of holes (paced.js).
+    let paced: Function = ctx.eval(include_str!("paced.js"))?;
+    paced.call::<_, ()>((job.memory_bytes / JS_VALUE_BYTES,))?;
 
     // Nothing the host gave can be replaced or changed by the script.
     ctx.eval::<(), _>(
