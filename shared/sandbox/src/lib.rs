@@ -4,7 +4,9 @@
 //!
 //! Containment:
 //! - QuickJS has no file, network, process, module loader or timers unless the host adds them,
-//!   and this host adds none: the globals are the language's own and the ones below.
+//!   and this host adds none: the globals are the language's own and the ones below. The one
+//!   module a script can import is the run's prelude (`rp:prelude`), whose export does
+//!   nothing once it has run.
 //! - Limits: a memory limit (64 MiB by default), a stack limit, and an interrupt handler that
 //!   ends the run at its wall-clock deadline.
 //! - QuickJS asks the interrupt handler only every 10,000 operations, and one operation can be
@@ -15,7 +17,7 @@
 //!   holes (`new Array(2 ** 32 - 1)`) or an array-like set as high as they like while
 //!   allocating nothing: on an array longer than memory could hold densely, or on anything
 //!   but an array, they run on a view whose property accesses are JavaScript, so the deadline
-//!   is asked as they go (`paced.js`); the answers are the same.
+//!   is asked as they go (`prelude.js`); the answers are the same.
 //! - So each run also gets its own OS thread and a watchdog: the caller gets its answer (a
 //!   time-out error) at the deadline plus [`BACKSTOP`] whatever the thread is doing. A thread
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
@@ -38,7 +40,10 @@ use p256::ecdsa::signature::Signer as _;
 use p256::ecdsa::SigningKey;
 use rp_domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
 use rquickjs::allocator::RustAllocator;
-use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime, Value};
+use rquickjs::{
+    CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Module, Object, Runtime, Value,
+    WriteOptions,
+};
 use serde_json::Value as Json;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -52,7 +57,7 @@ use tokio::sync::Semaphore;
 /// The memory limit of one run.
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// What QuickJS holds one element of a dense array in: an array longer than the memory limit
-/// over this is mostly holes, and its methods are paced (paced.js).
+/// over this is mostly holes, and its methods are paced (prelude.js).
 const JS_VALUE_BYTES: usize = 16;
 /// QuickJS's own stack limit; the run's thread has [`THREAD_STACK_BYTES`].
 pub const STACK_BYTES: usize = 1024 * 1024;
@@ -565,6 +570,23 @@ fn options<'js, T: serde::de::DeserializeOwned + Default>(
     }
 }
 
+/// prelude.js as QuickJS bytecode, compiled on first use: loading it costs a run about a tenth
+/// of parsing it.
+fn prelude() -> rquickjs::Result<&'static [u8]> {
+    static BYTECODE: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
+    let compiled = BYTECODE.get_or_init(|| {
+        let runtime = Runtime::new().map_err(|e| e.to_string())?;
+        let context = Context::full(&runtime).map_err(|e| e.to_string())?;
+        context
+            .with(|ctx| {
+                let module = Module::declare(ctx, "rp:prelude", include_str!("prelude.js"))?;
+                module.write(WriteOptions::default())
+            })
+            .map_err(|e| e.to_string())
+    });
+    compiled.as_deref().map_err(|e| rquickjs::Error::Io(std::io::Error::other(format!("prelude.js: {e}"))))
+}
+
 /// The globals: `console`, `env`, the helpers and `__api`, all frozen.
 fn install<'js>(
     ctx: &Ctx<'js>,
@@ -686,23 +708,13 @@ fn install<'js>(
     )?;
     globals.set("__api", api)?;
 
-    // Array methods ask the deadline as they loop over an array mostly of holes (paced.js).
-    let paced: Function = ctx.eval(include_str!("paced.js"))?;
-    paced.call::<_, ()>((job.memory_bytes / JS_VALUE_BYTES,))?;
-
-    // Nothing the host gave can be replaced or changed by the script.
-    ctx.eval::<(), _>(
-        r#"(() => {
-            'use strict';
-            const names = ['console', 'env', '__api', 'sha256', 'getHmacSHA256Signature',
-              'base64EncodeToString', 'jwtDecodeJwt', 'jwtDecodeVerify', 'jwtVerify', 'jwtCreateSignedJwt'];
-            for (const name of names) {
-              const value = globalThis[name];
-              if (typeof value === 'object') Object.freeze(value);
-              Object.defineProperty(globalThis, name, { value, writable: false, configurable: false, enumerable: false });
-            }
-        })();"#,
-    )?;
+    // Array methods paced to the deadline, then nothing the host gave can be replaced or changed
+    // by the script (prelude.js).
+    // SAFETY: the bytes are this process's own QuickJS's compilation of prelude.js.
+    let prelude = unsafe { Module::load(ctx.clone(), prelude()?) }?;
+    let (prelude, evaluated) = prelude.eval()?;
+    evaluated.finish::<()>()?;
+    prelude.get::<_, Function>("default")?.call::<_, ()>((job.memory_bytes / JS_VALUE_BYTES,))?;
     Ok(())
 }
 

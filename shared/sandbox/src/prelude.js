@@ -1,3 +1,25 @@
+// The prelude of every run, after the host's globals and before the customization's source:
+// array methods paced to the deadline, then the host's globals frozen. It is a module compiled
+// to bytecode once a process (lib.rs, `prelude`), so a run loads it rather than parsing it.
+
+// The host's globals, which the script may neither replace nor change.
+const HOST = ['console', 'env', '__api', 'sha256', 'getHmacSHA256Signature',
+  'base64EncodeToString', 'jwtDecodeJwt', 'jwtDecodeVerify', 'jwtVerify', 'jwtCreateSignedJwt'];
+
+let installed = false;
+
+// Once a context: a second call (a script that imports this module) changes nothing.
+export default (limit) => {
+  if (installed) return;
+  installed = true;
+  pace(limit);
+  for (const name of HOST) {
+    const value = globalThis[name];
+    if (typeof value === 'object') Object.freeze(value);
+    Object.defineProperty(globalThis, name, { value, writable: false, configurable: false, enumerable: false });
+  }
+};
+
 // Array methods that never outrun the run's deadline.
 //
 // QuickJS asks the interrupt handler only from its bytecode loop. Array.prototype's methods
@@ -8,8 +30,7 @@
 // and otherwise on a view of its receiver whose every property access is a line of JavaScript,
 // so the deadline is asked about as the loop goes. The answers are the same; only the time
 // differs.
-((limit) => {
-  'use strict';
+const pace = (limit) => {
   const { apply, get, set, has, deleteProperty, defineProperty, getOwnPropertyDescriptor } = Reflect;
   const { isArray } = Array;
   const P = Proxy;
@@ -59,10 +80,10 @@
     defineProperty(method, 'length', { value: native.length, configurable: true });
     return method;
   };
+  // Assigned, not redefined: each keeps its attributes (writable, configurable, not enumerable).
   for (const name of O.getOwnPropertyNames(proto)) {
-    const d = getOwnPropertyDescriptor(proto, name);
-    if (name === 'constructor' || typeof d.value !== 'function') continue;
-    defineProperty(proto, name, { ...d, value: paced(name, d.value) });
+    const native = proto[name];
+    if (name !== 'constructor' && typeof native === 'function') proto[name] = paced(name, native);
   }
-  defineProperty(proto, iterator, { ...getOwnPropertyDescriptor(proto, iterator), value: proto.values });
-})
+  proto[iterator] = proto.values;
+};
