@@ -126,6 +126,33 @@ fn every_operation_is_complete() {
     assert!(problem["errorCode"].is_object() && problem["type"].is_object());
 }
 
+/// Every 409 refuses a write: an operation documents 409 only when its function may write the
+/// table (the endpoint table's grants, which the IAM suite holds to the calls each function
+/// makes), and then with `1000409`, a concurrent update won.
+#[test]
+fn only_an_operation_that_may_write_documents_409() {
+    use rp_shared::ports::iam::dynamodb::{DELETE_ITEM, PUT_ITEM, UPDATE_ITEM};
+    let doc = document();
+    let mut read_only = Vec::new();
+    for (method, path, operation) in operations(&doc) {
+        let at = format!("{method} {path}");
+        let endpoint = http::ENDPOINTS.iter().find(|e| e.path == path).unwrap_or_else(|| panic!("{at}"));
+        let writes = endpoint.grants.table.iter().any(|a| [PUT_ITEM, UPDATE_ITEM, DELETE_ITEM].contains(a));
+        let conflict = operation["responses"].get("409").map(|r| {
+            let name = r["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/responses/"));
+            let examples =
+                &doc["components"]["responses"][name.unwrap()]["content"]["application/problem+json"];
+            examples["examples"].get("1000409").is_some()
+        });
+        let stateless = endpoint.grants.table.is_empty();
+        assert_eq!(conflict, writes.then_some(true), "{at}: 409, with 1000409, iff its function may write");
+        if !writes && !stateless {
+            read_only.push(at);
+        }
+    }
+    assert!(read_only.len() >= 5, "read-only operations: {read_only:?}");
+}
+
 #[test]
 fn a_code_customizations_schema_has_the_bounds_the_api_checks() {
     use rp_shared::domain::code::{MAX_DISPLAY_NAME, MAX_SOURCE_BYTES, MAX_TIMEOUT_MS};

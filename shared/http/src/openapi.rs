@@ -4,6 +4,7 @@
 //! answers, grouped by status, each `errorCode` an example. The local server serves it at
 //! `GET /openapi.json`; `openapi.json` at the top of the repository is a copy a test holds to it.
 
+use super::endpoints::{ENDPOINTS, READ};
 use super::errors::{self, TABLES};
 use super::problem::ProblemType;
 use super::{
@@ -19,7 +20,7 @@ use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::link::LinkBuilder;
-use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, SchemaType};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
@@ -200,8 +201,11 @@ struct Problems;
 impl Modify for Problems {
     fn modify(&self, api: &mut Document) {
         let mut shared = Shared::default();
-        for operation in operations_mut(api) {
-            complete(operation, &mut shared);
+        for (path, item) in api.paths.paths.iter_mut() {
+            let writes = writes_table(path);
+            for operation in operations_of(item) {
+                complete(operation, writes, &mut shared);
+            }
         }
         let components = api.components.get_or_insert_with(Default::default);
         components.responses.extend(shared.responses);
@@ -210,11 +214,22 @@ impl Modify for Problems {
 
 /// Every operation of the document.
 fn operations_mut(api: &mut Document) -> impl Iterator<Item = &mut Operation> {
-    api.paths.paths.values_mut().flat_map(|item| {
-        [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch]
-            .into_iter()
-            .flatten()
-    })
+    api.paths.paths.values_mut().flat_map(operations_of)
+}
+
+/// The operations at one path.
+fn operations_of(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
+}
+
+/// Whether the function serving `path` may write the table (its IAM grants, from the endpoint
+/// table). One that may not answers no 409: every 409 refuses a write (one that lost its race,
+/// or one the state it would change does not allow).
+fn writes_table(path: &str) -> bool {
+    ENDPOINTS
+        .iter()
+        .find(|endpoint| endpoint.path == path)
+        .is_none_or(|endpoint| endpoint.grants.table.iter().any(|action| !READ.contains(action)))
 }
 
 /// What an answer names that other operations take (OpenAPI `links`), so that a client, or the
@@ -344,7 +359,7 @@ impl Shared {
     }
 }
 
-fn complete(operation: &mut Operation, shared: &mut Shared) {
+fn complete(operation: &mut Operation, writes: bool, shared: &mut Shared) {
     let tag = operation.tags.as_ref().and_then(|t| t.first()).cloned().unwrap_or_default();
     // Handler names repeat across areas (`list`, `create`): the area makes them unique.
     if let Some(id) = operation.operation_id.as_mut() {
@@ -361,7 +376,10 @@ fn complete(operation: &mut Operation, shared: &mut Shared) {
     if tenant {
         operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(tenant_header()));
     }
-    let kinds = problems_of(&tag, operation.request_body.is_some(), !schemes.is_empty(), tenant);
+    let mut kinds = problems_of(&tag, operation.request_body.is_some(), !schemes.is_empty(), tenant);
+    if !writes {
+        kinds.retain(|kind| kind.status != StatusCode::CONFLICT);
+    }
     let mut by_status: BTreeMap<u16, Vec<&ProblemType>> = BTreeMap::new();
     for kind in kinds {
         by_status.entry(kind.status.as_u16()).or_default().push(kind);
