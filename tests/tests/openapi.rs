@@ -140,9 +140,9 @@ fn only_an_operation_that_may_write_documents_409() {
         let writes = endpoint.grants.table.iter().any(|a| [PUT_ITEM, UPDATE_ITEM, DELETE_ITEM].contains(a));
         let conflict = operation["responses"].get("409").map(|r| {
             let name = r["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/responses/"));
-            let examples =
+            let content =
                 &doc["components"]["responses"][name.unwrap()]["content"]["application/problem+json"];
-            examples["examples"].get("1000409").is_some()
+            content["examples"].get("1000409").is_some()
         });
         let stateless = endpoint.grants.table.is_empty();
         assert_eq!(conflict, writes.then_some(true), "{at}: 409, with 1000409, iff its function may write");
