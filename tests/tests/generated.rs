@@ -282,6 +282,29 @@ fn the_template_declares_what_the_table_writes() {
     assert_all_current(check("infra/template.yaml", &expected).into_iter().collect());
 }
 
+/// The alarm on lapsing CRLs watches what the code counts: the metric's name, in the namespace
+/// every function writes to, with the `Function` dimension of the function that stores CRLs.
+#[test]
+fn the_crl_alarm_watches_the_metric_the_crl_function_counts() {
+    use rp_shared::ports::metrics::Metric;
+    let template = std::fs::read_to_string(root().join("infra/template.yaml")).unwrap();
+    let start = template.find("\n  CrlNotPublishedAlarm:\n").expect("the CRL alarm");
+    let end = template[start + 1..].find("\n\n").map_or(template.len(), |n| start + 1 + n);
+    let alarm = &template[start..end];
+    let namespace = "!Sub \"RelyingParty/${Stage}\"";
+    assert!(template.contains(&format!("METRICS_NAMESPACE: {namespace}")), "the functions' namespace");
+    let crl = ENDPOINTS.iter().find(|e| e.path == "/rp/pki/{caId}/crl").expect("the CRL endpoint");
+    for line in [
+        format!("Namespace: {namespace}"),
+        format!("MetricName: {}", Metric::CrlPublished.name()),
+        "- Name: Function".to_owned(),
+        format!("Value: !Ref {}Function", logical_id(crl.name)),
+        "TreatMissingData: breaching".to_owned(),
+    ] {
+        assert!(alarm.lines().any(|l| l.trim() == line), "the CRL alarm has {line:?}:\n{alarm}");
+    }
+}
+
 /// `methods` as both generated lists write them: `"GET", "POST"`.
 fn quoted(methods: &[&str]) -> String {
     methods.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(", ")

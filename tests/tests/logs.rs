@@ -123,7 +123,8 @@ fn expected(metrics: &[(&str, u64, Option<&str>)]) -> Vec<(String, u64, Option<S
 /// Each metric docs/deploying.md lists is counted when it says, once, with its value and
 /// outcome: a poll's leases; a lease that ends without a result (re-queued, then dead), both as a
 /// late result finds it and as its time-out message does; an OOB request that ends, and a start
-/// a customization refuses or fails (a run out of time); a wake-up sent, failed or gone; a 429.
+/// a customization refuses or fails (a run out of time); a wake-up sent, failed or gone; a 429;
+/// a new CRL stored (not the same one again, nor one refused).
 #[test]
 fn the_documented_metrics_are_counted() {
     use rp_shared::ports::PushError;
@@ -213,5 +214,23 @@ fn the_documented_metrics_are_counted() {
         let limited =
             expected(&[("OobOutcome", 1, Some("DENIED_BY_CUSTOMIZATION")), ("TooManyRequests", 1, None)]);
         assert_eq!(metrics_since(), limited);
+
+        // The agent's CRL: stored, then the same one again, then one its CA did not sign.
+        use base64::{engine::general_purpose::STANDARD, Engine};
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, crl) = common::certificates::ca_with_revocations(dir.path(), 1);
+        let path = format!("/rp/pki/{}/crl", ca.id());
+        let upload = |crl: &[u8], ca: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(ca)});
+        let body = upload(&crl, ca.certificate_der());
+        for (attempt, counted) in [(1, expected(&[("CrlPublished", 1, None)])), (2, vec![])] {
+            let r = h.admin("PUT", &path, Some(body.clone())).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(metrics_since(), counted, "CRL upload {attempt}");
+        }
+        let other = tempfile::tempdir().unwrap();
+        let (stranger, _) = common::certificates::ca_with_revocations(other.path(), 1);
+        let r = h.admin("PUT", &path, Some(upload(&crl, stranger.certificate_der()))).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert_eq!(metrics_since(), [], "a refused CRL counts nothing");
     });
 }

@@ -2,6 +2,7 @@
 
 use crate::HasStore;
 use rp_domain::pki::{self, PkiError, PublishedCrl};
+use rp_ports::metrics::{self, Metric};
 use rp_ports::retry_on_conflict;
 use rp_repo::pki::Pki;
 
@@ -20,6 +21,7 @@ pub async fn publish(state: &impl HasStore, crl: &PublishedCrl) -> Result<bool, 
     .await?;
     if written {
         tracing::info!(ca_id = %crl.ca_id, crl_number = %crl.number_hex(), "CRL published");
+        metrics::count(Metric::CrlPublished, 1, None);
     }
     Ok(written)
 }

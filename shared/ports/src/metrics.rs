@@ -51,6 +51,8 @@ pub enum Metric {
     SandboxTimeouts,
     /// A wake-up was sent, failed, or found its endpoint gone (dimension `Outcome`).
     PushOutcome,
+    /// An agent's new CRL was stored: what verifiers fetch is fresh again.
+    CrlPublished,
 }
 
 impl Metric {
@@ -64,6 +66,7 @@ impl Metric {
             Metric::OobOutcome => "OobOutcome",
             Metric::SandboxTimeouts => "SandboxTimeouts",
             Metric::PushOutcome => "PushOutcome",
+            Metric::CrlPublished => "CrlPublished",
         }
     }
 }
