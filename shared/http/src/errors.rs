@@ -798,14 +798,18 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// Each code means one thing: no two problems, nor a problem and an event's code, share one.
     #[test]
     fn codes_are_unique_and_grouped_by_area() {
         let mut seen = HashSet::new();
         for table in TABLES {
             for p in *table {
-                assert!(seen.insert(p.code), "{} appears twice", p.code);
+                assert!(seen.insert(i64::from(p.code)), "{} appears twice", p.code);
                 assert!((1_000_000..2_000_000).contains(&p.code));
             }
+        }
+        for (code, _) in EVENT_CODES {
+            assert!(seen.insert(*code), "{code} is an event's code and a problem's");
         }
     }
 

@@ -51,7 +51,7 @@ pub mod codes {
     pub const REQUEST_DEAD: u32 = 1_300_007;
     pub const CERT_QUEUE_FULL: u32 = 1_300_008;
     pub const CA_NOT_PUBLISHED: u32 = 1_300_009;
-    pub const CRL_OUTDATED: u32 = 1_300_010;
+    pub const CRL_OUTDATED: u32 = 1_300_011;
     pub const LINK_NOT_FOUND: u32 = 1_400_001;
     pub const LINK_EXPIRED: u32 = 1_400_002;
     pub const LINK_USED: u32 = 1_400_003;
