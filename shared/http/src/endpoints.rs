@@ -46,6 +46,11 @@ pub struct Grants {
 }
 
 impl Grants {
+    /// Whether it may write the table: any action beyond [`READ`].
+    pub fn writes_table(&self) -> bool {
+        self.table.iter().any(|action| !READ.contains(action))
+    }
+
     pub const NONE: Self = Self {
         table: &[],
         indexes: false,

@@ -4,7 +4,7 @@
 //! answers, grouped by status, each `errorCode` an example. The local server serves it at
 //! `GET /openapi.json`; `openapi.json` at the top of the repository is a copy a test holds to it.
 
-use super::endpoints::{ENDPOINTS, READ};
+use super::endpoints::ENDPOINTS;
 use super::errors::{self, TABLES};
 use super::problem::ProblemType;
 use super::{
@@ -229,7 +229,7 @@ fn writes_table(path: &str) -> bool {
     ENDPOINTS
         .iter()
         .find(|endpoint| endpoint.path == path)
-        .is_none_or(|endpoint| endpoint.grants.table.iter().any(|action| !READ.contains(action)))
+        .is_none_or(|endpoint| endpoint.grants.writes_table())
 }
 
 /// What an answer names that other operations take (OpenAPI `links`), so that a client, or the

@@ -1461,7 +1461,6 @@ fn pem(label: &str, der: &[u8]) -> String {
 
 /// A CA directory whose `revoked.json` lists `count` serials (revoked now, expiry unknown), and
 /// its CRL: the agent's own format and signature, at the size of a large fleet's.
-/// The agent's CA in `dir`, with `count` serials revoked now, and its CRL (DER).
 pub fn ca_with_revocations(dir: &std::path::Path, count: usize) -> (LocalCa, Vec<u8>) {
     let _ = LocalCa::open_or_create(dir).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
