@@ -26,6 +26,13 @@ pub const READ: &[&str] = &[GET_ITEM, QUERY];
 /// list only adds a way to fail in production that no emulator shows (none enforces IAM).
 pub const WRITE: &[&str] = &[GET_ITEM, QUERY, PUT_ITEM, UPDATE_ITEM, DELETE_ITEM, CONDITION_CHECK_ITEM];
 
+/// The endpoints whose GET writes the table beyond a budget's counter: the agent's poll, which
+/// leases the requests it answers, and a phone's fetch of its OOB requests, which marks each
+/// as fetched. Every other GET reads, and at most counts against a budget (whose refusal is a
+/// 429 or a 503), so it answers no 409. The IAM suite notes each GET's writes and fails on one
+/// whose path is not listed here.
+pub const GETS_THAT_WRITE: &[&str] = &["/rp/api/certificate/requests", "/rp/versioned/device/oob/requests"];
+
 /// What an endpoint's function may do in AWS besides writing its logs: its IAM role, and the
 /// clients its binary builds (a function that may not call a service does not link its client).
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +96,11 @@ impl Endpoint {
     pub const fn services(&self) -> Services {
         let keys = !self.grants.envelope.is_empty();
         Services { queue: self.grants.queue, keys, push: !self.grants.push.is_empty() }
+    }
+
+    /// Whether its GET may write the table beyond a budget's counter ([`GETS_THAT_WRITE`]).
+    pub fn get_writes(&self) -> bool {
+        GETS_THAT_WRITE.contains(&self.path)
     }
 
     /// Every path API Gateway routes to it: its own, and its pages' further ones.

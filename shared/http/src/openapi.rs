@@ -202,8 +202,13 @@ impl Modify for Problems {
     fn modify(&self, api: &mut Document) {
         let mut shared = Shared::default();
         for (path, item) in api.paths.paths.iter_mut() {
-            let writes = writes_table(path);
-            for operation in operations_of(item) {
+            let (writes, get_writes) = writes_table(path);
+            if let Some(get) = item.get.as_mut() {
+                complete(get, get_writes, &mut shared);
+            }
+            for operation in
+                [&mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
+            {
                 complete(operation, writes, &mut shared);
             }
         }
@@ -223,13 +228,17 @@ fn operations_of(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
 }
 
 /// Whether the function serving `path` may write the table (its IAM grants, from the endpoint
-/// table). One that may not answers no 409: every 409 refuses a write (one that lost its race,
-/// or one the state it would change does not allow).
-fn writes_table(path: &str) -> bool {
-    ENDPOINTS
-        .iter()
-        .find(|endpoint| endpoint.path == path)
-        .is_none_or(|endpoint| endpoint.grants.writes_table())
+/// table), and whether its GET may ([`get_writes`](super::endpoints::Endpoint::get_writes)). An
+/// operation that may not answers no 409: every 409 refuses a write (one that lost its race, or
+/// one the state it would change does not allow).
+fn writes_table(path: &str) -> (bool, bool) {
+    match ENDPOINTS.iter().find(|endpoint| endpoint.path == path) {
+        Some(endpoint) => {
+            let writes = endpoint.grants.writes_table();
+            (writes, writes && endpoint.get_writes())
+        }
+        None => (true, true),
+    }
 }
 
 /// What an answer names that other operations take (OpenAPI `links`), so that a client, or the

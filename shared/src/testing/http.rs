@@ -62,8 +62,8 @@ impl TestClient {
     }
 
     pub async fn request(&self, request: Request<Body>) -> TestResponse {
-        let path = request.uri().path().to_owned();
-        let response = super::iam::within(path, self.router.clone().oneshot(request))
+        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        let response = super::iam::within(&method, path, self.router.clone().oneshot(request))
             .await
             .expect("routers are infallible");
         let (parts, body) = response.into_parts();

@@ -18,6 +18,7 @@ use crate::ports::push::{EndpointRequest, Platform, Push, PushError, WakeUp};
 use crate::ports::queue::ReceivedMessage;
 use crate::ports::*;
 use async_trait::async_trait;
+use axum::http::Method;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,25 +28,27 @@ tokio::task_local! {
     static CALLER: Caller;
 }
 
-/// A request to a path, whose function is looked up only when one of its calls is noted (so a
-/// benchmark, whose backend notes nothing, does not pay for the lookup), or a function named.
+/// A request to a path (and whether it is a GET), whose function is looked up only when one of
+/// its calls is noted (so a benchmark, whose backend notes nothing, does not pay for the
+/// lookup), or a function named.
 enum Caller {
-    Path(String),
+    Request { path: String, get: bool },
     Function(&'static str),
 }
 
 impl Caller {
     fn function(&self) -> Option<&'static str> {
         match self {
-            Caller::Path(path) => function_of(path),
+            Caller::Request { path, .. } => function_of(path),
             Caller::Function(function) => Some(function),
         }
     }
 }
 
-/// Runs `request` as a request to the function that serves `path` (none: not noted).
-pub async fn within<F: std::future::Future>(path: String, request: F) -> F::Output {
-    CALLER.scope(Caller::Path(path), request).await
+/// Runs `request`, a `method` request to `path`, as a request to the function that serves
+/// `path` (none: not noted).
+pub async fn within<F: std::future::Future>(method: &Method, path: String, request: F) -> F::Output {
+    CALLER.scope(Caller::Request { path, get: method == Method::GET }, request).await
 }
 
 /// Runs `calls` as calls of `function`, one no route leads to (the queue consumer).
@@ -60,6 +63,9 @@ pub fn function_of(path: &str) -> Option<&'static str> {
 
 /// A query of the table's indexes: an action on a resource of its own.
 const INDEX_QUERY: &str = "dynamodb:Query on an index";
+/// A write of the table, but a budget's counter, made by a GET: allowed only where the endpoint
+/// table says its GET writes (the OpenAPI document lists 409 for no other GET).
+const GET_WRITE: &str = "a write by a GET (not listed in GETS_THAT_WRITE)";
 
 /// The (function, action) pairs noted so far.
 #[derive(Default)]
@@ -70,6 +76,13 @@ impl Needed {
         let Some(action) = action else { return };
         let Some(function) = CALLER.try_with(Caller::function).ok().flatten() else { return };
         self.0.lock().expect("never poisoned").insert((function, action));
+    }
+
+    /// Notes a write of the table (but a counter's) as [`GET_WRITE`] when a GET makes it.
+    fn note_write(&self) {
+        if CALLER.try_with(|caller| matches!(caller, Caller::Request { get: true, .. })).unwrap_or(false) {
+            self.note(Some(GET_WRITE));
+        }
     }
 
     /// What was noted, since the last call.
@@ -103,6 +116,7 @@ fn allows(endpoint: &Endpoint, action: &str) -> bool {
     let grants = &endpoint.grants;
     match action {
         INDEX_QUERY => grants.indexes && grants.table.contains(&dynamodb::QUERY),
+        GET_WRITE => endpoint.get_writes(),
         sqs::SEND_MESSAGE => grants.queue,
         kms if kms.starts_with("kms:") => grants.envelope.contains(&kms),
         sns if sns.starts_with("sns:") => grants.push.contains(&sns),
@@ -138,14 +152,19 @@ impl ItemStore for Noting<dyn ItemStore> {
     }
     async fn put(&self, item: Item, condition: Condition) -> Result<Item, StoreError> {
         self.needed.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition }));
+        self.needed.note_write();
         self.inner.put(item, condition).await
     }
     async fn delete(&self, key: &ItemKey, condition: Condition) -> Result<(), StoreError> {
         self.needed.note(aws::iam_action(&WriteOp::Delete { key: key.clone(), condition }));
+        self.needed.note_write();
         self.inner.delete(key, condition).await
     }
     async fn transact(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
         ops.iter().for_each(|op| self.needed.note(aws::iam_action(op)));
+        if ops.iter().any(|op| !matches!(op, WriteOp::Increment(_))) {
+            self.needed.note_write();
+        }
         self.inner.transact(ops).await
     }
     async fn query(&self, query: Query) -> Result<Page, StoreError> {
@@ -159,6 +178,9 @@ impl ItemStore for Noting<dyn ItemStore> {
     async fn put_each(&self, puts: Vec<(Item, Condition)>) -> Vec<Result<Item, StoreError>> {
         for (item, condition) in &puts {
             self.needed.note(aws::iam_action(&WriteOp::Put { item: item.clone(), condition: *condition }));
+        }
+        if !puts.is_empty() {
+            self.needed.note_write();
         }
         self.inner.put_each(puts).await
     }
