@@ -45,7 +45,7 @@ pub struct LoginProfile<'a> {
     pub validity_days: i64,
     /// The public base URL its CRL distribution point and CA issuers URL point under.
     pub public_base_url: &'a str,
-    /// The user's SID, for the SID extension (strong mapping, [`sids`]).
+    /// The user's SID, for the SID extension (strong mapping, `sids`).
     pub sid: Option<&'a Sid>,
 }
 /// The agent's own error codes in posted error payloads.

@@ -134,7 +134,7 @@ fn new_token(
 /// Registers the device `registration` describes with the link its code stands for (used up
 /// by it): the device and its token's secret, shown only here. The same registration sent again
 /// while the link is live (the reply was lost) gives the device another token in place of the
-/// one it never received ([`register_again`]).
+/// one it never received (`register_again`).
 pub async fn register(
     state: &(impl HasClock + HasStore),
     registration: Registration,

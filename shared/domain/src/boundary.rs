@@ -52,7 +52,7 @@ impl StoreError {
     }
 }
 
-/// An error that may be a lost optimistic race, which [`retry_on_conflict`] retries.
+/// An error that may be a lost optimistic race, which `rp_ports::retry_on_conflict` retries.
 pub trait MaybeConflict {
     fn is_conflict(&self) -> bool;
 }
@@ -64,7 +64,7 @@ impl MaybeConflict for StoreError {
 }
 
 /// A failure every area shares: a bad field, or the store's, the key service's or the queue's.
-/// Each area's error carries it as its `Failed` variant ([`shares_failures!`]).
+/// Each area's error carries it as its `Failed` variant ([`shares_failures!`](crate::shares_failures)).
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     #[error(transparent)]

@@ -76,7 +76,7 @@ async fn within_deadline(request: Request, next: axum::middleware::Next) -> Resp
 }
 
 /// The time a request (or the queue consumer's batch) may run before an invocation's
-/// `deadline` (epoch milliseconds): up to [`ANSWER_MARGIN`] before it, none once that has passed.
+/// `deadline` (epoch milliseconds): up to `ANSWER_MARGIN` before it, none once that has passed.
 pub fn time_left(deadline: u64, now: SystemTime) -> Duration {
     let deadline = UNIX_EPOCH + Duration::from_millis(deadline);
     deadline.duration_since(now).unwrap_or_default().saturating_sub(ANSWER_MARGIN)

@@ -491,7 +491,7 @@ impl<'a> Devices<'a> {
         self.store.get(&token_key(token_id)).await?.map(|i| i.data()).transpose()
     }
 
-    /// The token of each of `devices`, in their order, read several at once ([`super::at_once`]):
+    /// The token of each of `devices`, in their order, read several at once (`super::at_once`):
     /// a user's list waits for about one read, not one per device.
     pub async fn tokens_of<'d>(
         &self,

@@ -222,7 +222,7 @@ impl<'a> Events<'a> {
     }
 
     /// A page of events in time order: the filter's partitions merged by time and cut at
-    /// `limit`, each read only as far as the merge takes from it ([`Events::merge`]). With both
+    /// `limit`, each read only as far as the merge takes from it (`Events::merge`). With both
     /// an app and a name, the app's partition is read and the name filtered here, so a page may
     /// hold fewer than `limit` events.
     pub async fn list(

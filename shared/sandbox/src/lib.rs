@@ -59,7 +59,7 @@ pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// What QuickJS holds one element of a dense array in: an array longer than the memory limit
 /// over this is mostly holes, and its methods are paced (prelude.js).
 const JS_VALUE_BYTES: usize = 16;
-/// QuickJS's own stack limit; the run's thread has [`THREAD_STACK_BYTES`].
+/// QuickJS's own stack limit; the run's thread has `THREAD_STACK_BYTES`.
 pub const STACK_BYTES: usize = 1024 * 1024;
 const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;
 /// How long past its deadline a run may take before the watchdog answers for it.

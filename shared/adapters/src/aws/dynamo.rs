@@ -797,7 +797,7 @@ impl ItemStore for DynamoStore {
     /// The puts in `TransactWriteItems` of up to 100: one round trip for a poll's leases
     /// instead of one per lease (at twice the write units). A cancelled transaction's per-put
     /// reasons say which puts failed their condition (those are conflicts); the others are sent
-    /// again without them, after a jittered pause, up to [`TRANSACTION_TRIES`] times. Whatever is left after that, or
+    /// again without them, after a jittered pause, up to `TRANSACTION_TRIES` times. Whatever is left after that, or
     /// after a failure without per-put reasons, goes as separate puts, each with its own
     /// outcome; so do puts under `Exists`/`Any` (their version is learnt from the response) and
     /// repeated keys.
