@@ -283,7 +283,8 @@ fn the_template_declares_what_the_table_writes() {
 }
 
 /// The alarm on lapsing CRLs watches what the code counts: the metric's name, in the namespace
-/// every function writes to, with the `Function` dimension of the function that stores CRLs.
+/// every function writes to, with the `Function` dimension of the function that stores CRLs;
+/// and docs/deploying.md's alarm for one CA has the same settings.
 #[test]
 fn the_crl_alarm_watches_the_metric_the_crl_function_counts() {
     use rp_shared::ports::metrics::Metric;
@@ -302,6 +303,26 @@ fn the_crl_alarm_watches_the_metric_the_crl_function_counts() {
         "TreatMissingData: breaching".to_owned(),
     ] {
         assert!(alarm.lines().any(|l| l.trim() == line), "the CRL alarm has {line:?}:\n{alarm}");
+    }
+    // docs/deploying.md's alarm for one CA: the same settings, on the metric's `CaId` too.
+    let setting = |name: &str| {
+        let line = alarm.lines().map(str::trim).find_map(|l| l.strip_prefix(&format!("{name}: ")));
+        line.unwrap_or_else(|| panic!("the CRL alarm's {name}")).to_owned()
+    };
+    let docs = std::fs::read_to_string(root().join("docs/deploying.md")).unwrap();
+    let recipe = docs.split("aws cloudwatch put-metric-alarm").nth(1).expect("the per-CA alarm");
+    let recipe = &recipe[..recipe.find("```").unwrap()];
+    for flag in [
+        format!("--metric-name {}", Metric::CrlPublished.name()),
+        format!("--logical-resource-id {}Function", logical_id(crl.name)),
+        "Name=CaId,Value=".to_owned(),
+        format!("--statistic {}", setting("Statistic")),
+        format!("--period {}", setting("Period")),
+        format!("--threshold {}", setting("Threshold")),
+        format!("--comparison-operator {}", setting("ComparisonOperator")),
+        format!("--treat-missing-data {}", setting("TreatMissingData")),
+    ] {
+        assert!(recipe.contains(&flag), "docs/deploying.md's per-CA alarm has {flag:?}:\n{recipe}");
     }
 }
 

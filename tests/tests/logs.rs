@@ -94,8 +94,9 @@ fn offline_secrets_never_reach_the_logs() {
     assert_eq!(logged, stored);
 }
 
-/// Every metric line written since the last call, as (name, value, `Outcome`): the sink is
-/// installed on the first call, before any case runs a use case.
+/// Every metric line written since the last call, as (name, value, the extra dimension's value,
+/// an `Outcome` or a `CaId`): the sink is installed on the first call, before any case runs a
+/// use case.
 fn metrics_since() -> Vec<(String, u64, Option<String>)> {
     static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let lines = LINES.get_or_init(|| {
@@ -110,12 +111,15 @@ fn metrics_since() -> Vec<(String, u64, Option<String>)> {
             let name =
                 line["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"].as_str().unwrap().to_owned();
             let value = line[&name].as_u64().unwrap();
-            (name, value, line["Outcome"].as_str().map(str::to_owned))
+            // The extra dimension's value (an outcome, a CA), from the last dimension set.
+            let sets = line["_aws"]["CloudWatchMetrics"][0]["Dimensions"].as_array().unwrap();
+            let extra = sets.last().and_then(|set| set.get(1)).and_then(|n| n.as_str());
+            (name, value, extra.map(|n| line[n].as_str().unwrap().to_owned()))
         })
         .collect()
 }
 
-/// The metrics as [`metrics_since`] gives them, from `(name, value, outcome)`.
+/// The metrics as [`metrics_since`] gives them, from `(name, value, extra dimension's value)`.
 fn expected(metrics: &[(&str, u64, Option<&str>)]) -> Vec<(String, u64, Option<String>)> {
     metrics.iter().map(|(n, v, o)| (n.to_string(), *v, o.map(str::to_owned))).collect()
 }
@@ -222,7 +226,8 @@ fn the_documented_metrics_are_counted() {
         let path = format!("/rp/pki/{}/crl", ca.id());
         let upload = |crl: &[u8], ca: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(ca)});
         let body = upload(&crl, ca.certificate_der());
-        for (attempt, counted) in [(1, expected(&[("CrlPublished", 1, None)])), (2, vec![])] {
+        let ca_id = ca.id();
+        for (attempt, counted) in [(1, expected(&[("CrlPublished", 1, Some(ca_id.as_str()))])), (2, vec![])] {
             let r = h.admin("PUT", &path, Some(body.clone())).await;
             assert_eq!(r.status, 200, "{}", r.text());
             assert_eq!(metrics_since(), counted, "CRL upload {attempt}");

@@ -21,7 +21,7 @@ pub async fn publish(state: &impl HasStore, crl: &PublishedCrl) -> Result<bool, 
     .await?;
     if written {
         tracing::info!(ca_id = %crl.ca_id, crl_number = %crl.number_hex(), "CRL published");
-        metrics::count(Metric::CrlPublished, 1, None);
+        metrics::count(Metric::CrlPublished, 1, Some(("CaId", &crl.ca_id)));
     }
     Ok(written)
 }

@@ -6,8 +6,9 @@
 //! and the crates that write it pull in a metrics facade and its registry for a few counters.
 //!
 //! Metrics go to the namespace `METRICS_NAMESPACE` (default `RelyingParty`), with the
-//! dimension `Function` (the Lambda function's name) and at most one more. Off Lambda (the
-//! local server, tests) nothing is written unless a sink is installed.
+//! dimension `Function` (the Lambda function's name) and at most one more; a metric counted per
+//! CA is counted under `Function` alone as well. Off Lambda (the local server, tests) nothing is
+//! written unless a sink is installed.
 
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
@@ -51,7 +52,8 @@ pub enum Metric {
     SandboxTimeouts,
     /// A wake-up was sent, failed, or found its endpoint gone (dimension `Outcome`).
     PushOutcome,
-    /// An agent's new CRL was stored: what verifiers fetch is fresh again.
+    /// An agent's new CRL was stored: what verifiers fetch is fresh again (dimension `CaId`,
+    /// and also under `Function` alone, which the template's alarm watches).
     CrlPublished,
 }
 
@@ -68,6 +70,12 @@ impl Metric {
             Metric::PushOutcome => "PushOutcome",
             Metric::CrlPublished => "CrlPublished",
         }
+    }
+
+    /// Whether a count with an extra dimension is also a count under `Function` alone: one
+    /// alarm then watches the sum (every CA's CRLs), and another can watch one CA's.
+    fn also_by_function_alone(self) -> bool {
+        matches!(self, Metric::CrlPublished)
     }
 }
 
@@ -101,11 +109,14 @@ fn line(
     namespace: &str,
     at: i64,
 ) -> Value {
-    let mut dimensions = vec!["Function"];
+    let mut dimensions = vec![vec!["Function"]];
     let mut root = Map::new();
     root.insert("Function".into(), function.into());
     if let Some((name, value)) = dimension {
-        dimensions.push(name);
+        match metric.also_by_function_alone() {
+            true => dimensions.push(vec!["Function", name]),
+            false => dimensions[0].push(name),
+        }
         root.insert(name.into(), value.into());
     }
     root.insert(metric.name().into(), value.into());
@@ -115,7 +126,7 @@ fn line(
             "Timestamp": at,
             "CloudWatchMetrics": [{
                 "Namespace": namespace,
-                "Dimensions": [dimensions],
+                "Dimensions": dimensions,
                 "Metrics": [{"Name": metric.name(), "Unit": "Count"}],
             }],
         }),
@@ -150,5 +161,10 @@ mod tests {
         let plain = super::line(Metric::Leases, 12, None, "f", "n", 1);
         assert_eq!(plain["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
         assert_eq!(plain["Leases"], 12);
+        // Per CA, and under the function alone for the alarm on every CA's sum.
+        let crl = super::line(Metric::CrlPublished, 1, Some(("CaId", "5c1f0e9a7b3d2c48")), "f", "n", 1);
+        let sets = json!([["Function"], ["Function", "CaId"]]);
+        assert_eq!(crl["_aws"]["CloudWatchMetrics"][0]["Dimensions"], sets);
+        assert_eq!((&crl["CaId"], &crl["CrlPublished"]), (&json!("5c1f0e9a7b3d2c48"), &json!(1)));
     }
 }
