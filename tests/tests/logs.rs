@@ -223,10 +223,10 @@ fn the_documented_metrics_are_counted() {
         use base64::{engine::general_purpose::STANDARD, Engine};
         let dir = tempfile::tempdir().unwrap();
         let (ca, crl) = common::certificates::ca_with_revocations(dir.path(), 1);
-        let path = format!("/rp/pki/{}/crl", ca.id());
+        let ca_id = ca.id();
+        let path = format!("/rp/pki/{ca_id}/crl");
         let upload = |crl: &[u8], ca: &[u8]| json!({"crl": STANDARD.encode(crl), "caCertificate": STANDARD.encode(ca)});
         let body = upload(&crl, ca.certificate_der());
-        let ca_id = ca.id();
         for (attempt, counted) in [(1, expected(&[("CrlPublished", 1, Some(ca_id.as_str()))])), (2, vec![])] {
             let r = h.admin("PUT", &path, Some(body.clone())).await;
             assert_eq!(r.status, 200, "{}", r.text());

@@ -113,9 +113,10 @@ fn line(
     let mut root = Map::new();
     root.insert("Function".into(), function.into());
     if let Some((name, value)) = dimension {
-        match metric.also_by_function_alone() {
-            true => dimensions.push(vec!["Function", name]),
-            false => dimensions[0].push(name),
+        if metric.also_by_function_alone() {
+            dimensions.push(vec!["Function", name]);
+        } else {
+            dimensions[0].push(name);
         }
         root.insert(name.into(), value.into());
     }
