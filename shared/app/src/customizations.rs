@@ -8,10 +8,11 @@ use rp_domain::apps::AppId;
 use rp_domain::boundary::MaybeConflict;
 use rp_domain::code::{CodeError, CodeRecord};
 use rp_domain::content::{ContentError, ContentRecord};
+use rp_domain::idempotency::{self, IdempotencyKey, SentAgain};
 use rp_domain::time::EpochMillis;
 use rp_domain::FieldError;
 use rp_ports::{Cursor, Query, StoreError};
-use rp_repo::versioned::{Records, Versioned};
+use rp_repo::versioned::{Created, Once, Records, Versioned};
 use rp_repo::Order;
 
 /// A kind of customization: a versioned record of a tenant.
@@ -21,6 +22,8 @@ pub trait Customization: Versioned + Send + Sync + 'static {
     const NOUN: &'static str;
     fn not_found(id: i64) -> Self::Error;
     fn version_not_found(id: i64, version: u64) -> Self::Error;
+    /// A create under an idempotency key an earlier, other create used.
+    fn key_reused() -> Self::Error;
     /// The record as it may be stored (a content customization is bounded in size).
     fn storable(self) -> Result<Self, Self::Error>;
     /// The current record with an earlier version's contents, as its next version.
@@ -35,6 +38,9 @@ impl Customization for ContentRecord {
     }
     fn version_not_found(id: i64, version: u64) -> ContentError {
         ContentError::VersionNotFound { id, version }
+    }
+    fn key_reused() -> ContentError {
+        ContentError::KeyReused
     }
     fn storable(self) -> Result<Self, ContentError> {
         self.within_size()
@@ -52,6 +58,9 @@ impl Customization for CodeRecord {
     }
     fn version_not_found(id: i64, version: u64) -> CodeError {
         CodeError::VersionNotFound { id, version }
+    }
+    fn key_reused() -> CodeError {
+        CodeError::KeyReused
     }
     fn storable(self) -> Result<Self, CodeError> {
         Ok(self)
@@ -81,18 +90,39 @@ pub async fn list<R: Customization, E: From<StoreError>>(
     Ok(records.list(limit, cursor).await?)
 }
 
-/// Stores the record `make` builds under the next id, checked before an id is allocated.
+/// Stores the record `make` builds under the next id, checked before an id is allocated. Under
+/// an idempotency key (`once`), the same request sent again within a day gets the record the
+/// first made (as it is now), and another request under the key is refused; nothing is stored
+/// for either.
 pub async fn create<R: Customization>(
     state: &(impl HasClock + HasSettings + HasStore),
     tenant: &AppId,
+    once: Option<&IdempotencyKey>,
     make: impl Fn(i64, EpochMillis) -> R,
 ) -> Result<R, R::Error> {
     let now = state.clock().now_millis();
     // Checked before an id is allocated; the id's digits are a few bytes against any bound.
     make(0, now).storable()?;
-    let created = records::<R>(state, tenant).create(|id| make(id, now)).await?;
-    tracing::info!(tenant = %tenant, id = created.id(), "{} created", R::NOUN);
-    Ok(created)
+    let once = once.map(|key| Once {
+        key,
+        fingerprint: idempotency::fingerprint(&make(0, EpochMillis(0))),
+        expires_at: now.as_secs() + idempotency::KEPT_SECS,
+    });
+    let first = match records::<R>(state, tenant).create(once.as_ref(), |id| make(id, now)).await? {
+        Created::New(created) => {
+            tracing::info!(tenant = %tenant, id = created.id(), "{} created", R::NOUN);
+            return Ok(created);
+        }
+        Created::Before(first) => first,
+    };
+    let fingerprint = once.as_ref().map_or("", |once| once.fingerprint.as_str());
+    match first.judge(fingerprint) {
+        SentAgain::Same(id) => {
+            tracing::info!(tenant = %tenant, id, "{} create sent again: answered with the first", R::NOUN);
+            get(state, tenant, id).await
+        }
+        SentAgain::Other => Err(R::key_reused()),
+    }
 }
 
 /// Customization `id`.

@@ -325,6 +325,8 @@ pub enum CodeError {
     TooManyEnvVars,
     #[error("source: {0}")]
     BadSource(String),
+    #[error("Idempotency-Key: the key was sent with another request within the last day")]
+    KeyReused,
     /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
     Failed(#[from] crate::boundary::Failure),

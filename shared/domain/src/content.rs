@@ -69,6 +69,8 @@ pub enum ContentError {
     VersionNotFound { id: i64, version: u64 },
     #[error("contentMap: the customization would take {bytes} bytes; at most {MAX_RECORD_BYTES} are kept")]
     TooLarge { bytes: usize },
+    #[error("Idempotency-Key: the key was sent with another request within the last day")]
+    KeyReused,
     /// A bad field, or a failure of the store, the key service or the queue.
     #[error(transparent)]
     Failed(#[from] crate::boundary::Failure),

@@ -11,6 +11,7 @@ pub mod devices;
 pub mod enrollment;
 pub mod envelope;
 pub mod events;
+pub mod idempotency;
 pub mod messages;
 pub mod offline;
 pub mod oob;

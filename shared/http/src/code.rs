@@ -6,7 +6,7 @@
 
 use super::extract::{ApiJson, ApiPath, ApiQuery, Tenant};
 use super::problem::Problem;
-use crate::params::{AppIdPath, Checked, ItemId, ItemVersion, ListParams};
+use crate::params::{AppIdPath, Checked, ItemId, ItemVersion, ListParams, OnceKey};
 use crate::ratelimit::Counted;
 use crate::wire::code::{CreateCode, EnvValue, RunReport, Trigger, UpdateCode};
 use axum::extract::State;
@@ -119,15 +119,17 @@ pub struct CodeVersionList {
     pub next_cursor: Option<String>,
 }
 
-#[utoipa::path(post, path = "/code-customization", tag = "code", security(("tenantAdmin" = [])), request_body = CreateCode,
+#[utoipa::path(post, path = "/code-customization", tag = "code", security(("tenantAdmin" = [])), params(crate::params::IdempotencyKeyHeader), request_body = CreateCode,
     responses((status = 201, description = "Created", body = CodeView)))]
 async fn create(
     Counted(state, _): Counted,
     tenant: Tenant,
+    OnceKey(once): OnceKey,
     ApiJson(body): ApiJson<CreateCode>,
 ) -> Result<Response, Problem> {
     let new = NewCode::try_from(body)?;
-    let created = customizations::create(&state, tenant.id(), |id, now| new.record(id, now)).await?;
+    let created =
+        customizations::create(&state, tenant.id(), once.as_ref(), |id, now| new.record(id, now)).await?;
     let location = format!("/code-customization/{}", created.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(CodeView::from(created))).into_response())
 }

@@ -4,7 +4,7 @@
 
 use super::extract::{ApiJson, ApiQuery, Tenant};
 use super::problem::Problem;
-use crate::params::{Checked, ItemId, ItemVersion, ListParams};
+use crate::params::{Checked, ItemId, ItemVersion, ListParams, OnceKey};
 use crate::ratelimit::{gated_as, Counted};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -219,11 +219,12 @@ pub struct VersionList {
     pub next_cursor: Option<String>,
 }
 
-#[utoipa::path(post, path = "/content-customization", tag = "content", security(("tenantAdmin" = [])), request_body = ContentCreate,
+#[utoipa::path(post, path = "/content-customization", tag = "content", security(("tenantAdmin" = [])), params(crate::params::IdempotencyKeyHeader), request_body = ContentCreate,
     responses((status = 201, description = "Created", body = ContentView)))]
 async fn create(
     Counted(state, _): Counted,
     tenant: Tenant,
+    OnceKey(once): OnceKey,
     ApiJson(body): ApiJson<ContentCreate>,
 ) -> Result<Response, Problem> {
     let new = content::parse_create(
@@ -231,7 +232,8 @@ async fn create(
         body.description.as_ref(),
         body.content_map.as_ref(),
     )?;
-    let created = customizations::create(&state, tenant.id(), |id, now| new.record(id, now)).await?;
+    let created =
+        customizations::create(&state, tenant.id(), once.as_ref(), |id, now| new.record(id, now)).await?;
     let location = format!("/content-customization/{}", created.id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(ContentView::of(created))).into_response())
 }

@@ -6,9 +6,9 @@
 
 use super::problem::{codes, row, Problem, ProblemType};
 pub use super::problem::{
-    BODY_TOO_LARGE, CONFLICT, HEADERS_TOO_LARGE, INTERNAL, INVALID_FIELD, MALFORMED_BODY, MALFORMED_REQUEST,
-    METHOD_NOT_ALLOWED, REJECTED_BY_STORE, ROUTE_NOT_FOUND, UNAVAILABLE, UNSUPPORTED_MEDIA_TYPE,
-    URI_TOO_LONG,
+    BODY_TOO_LARGE, CONFLICT, HEADERS_TOO_LARGE, IDEMPOTENCY_KEY_REUSED, INTERNAL, INVALID_FIELD,
+    MALFORMED_BODY, MALFORMED_REQUEST, METHOD_NOT_ALLOWED, REJECTED_BY_STORE, ROUTE_NOT_FOUND, UNAVAILABLE,
+    UNSUPPORTED_MEDIA_TYPE, URI_TOO_LONG,
 };
 use axum::http::StatusCode;
 use rp_app::AppError;
@@ -20,6 +20,7 @@ use rp_domain::content::ContentError;
 use rp_domain::devices::{RegistrationError, REPEAT_AFTER_SECS};
 use rp_domain::enrollment::EnrollError;
 use rp_domain::events::EventError;
+use rp_domain::idempotency;
 use rp_domain::offline::OfflineError;
 use rp_domain::oob::OobError;
 use rp_domain::pairing::PairingError;
@@ -40,6 +41,7 @@ pub const GENERAL: &[&ProblemType] = &[
     &URI_TOO_LONG,
     &HEADERS_TOO_LARGE,
     &CONFLICT,
+    &IDEMPOTENCY_KEY_REUSED,
     &INTERNAL,
     &UNAVAILABLE,
 ];
@@ -648,6 +650,7 @@ impl From<CodeError> for Problem {
         let detail = e.to_string();
         match e {
             CodeError::NotFound(_) => Problem::about(&CODE_NOT_FOUND, "id", detail),
+            CodeError::KeyReused => Problem::about(&IDEMPOTENCY_KEY_REUSED, idempotency::HEADER, detail),
             CodeError::VersionNotFound { .. } => Problem::about(&CODE_VERSION_NOT_FOUND, "version", detail),
             CodeError::EnvNotFound(_) => Problem::about(&ENV_NOT_FOUND, "name", detail),
             CodeError::TooManyEnvVars => Problem::about(&TOO_MANY_ENV_VARS, "name", detail),
@@ -784,6 +787,7 @@ impl From<ContentError> for Problem {
         let detail = e.to_string();
         match e {
             ContentError::NotFound(_) => Problem::about(&CONTENT_NOT_FOUND, "id", detail),
+            ContentError::KeyReused => Problem::about(&IDEMPOTENCY_KEY_REUSED, idempotency::HEADER, detail),
             ContentError::VersionNotFound { .. } => {
                 Problem::about(&CONTENT_VERSION_NOT_FOUND, "version", detail)
             }

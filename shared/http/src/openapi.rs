@@ -20,7 +20,7 @@ use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::link::LinkBuilder;
-use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn, PathItem};
+use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, SchemaType};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
@@ -386,6 +386,11 @@ fn complete(operation: &mut Operation, writes: bool, shared: &mut Shared) {
         operation.parameters.get_or_insert_with(Vec::new).push(RefOr::T(tenant_header()));
     }
     let mut kinds = problems_of(&tag, operation.request_body.is_some(), !schemes.is_empty(), tenant);
+    let named = |p: &RefOr<Parameter>| matches!(p, RefOr::T(p) if p.name == rp_domain::idempotency::HEADER);
+    let once = operation.parameters.iter().flatten().any(named);
+    if once {
+        kinds.push(&errors::IDEMPOTENCY_KEY_REUSED);
+    }
     if !writes {
         kinds.retain(|kind| kind.status != StatusCode::CONFLICT);
     }

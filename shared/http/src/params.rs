@@ -157,3 +157,34 @@ impl Status {
         Self { response_code: 200, response_message: message.to_owned() }
     }
 }
+
+/// The `Idempotency-Key` request header of a create: optional; as
+/// [`IdempotencyKey::parse`](rp_domain::idempotency::IdempotencyKey::parse) checks it (a bad one
+/// is a 400 naming the header). Documented by [`IdempotencyKeyHeader`].
+pub struct OnceKey(pub Option<rp_domain::idempotency::IdempotencyKey>);
+
+impl<S: Send + Sync> FromRequestParts<S> for OnceKey {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Problem> {
+        use rp_domain::idempotency::{IdempotencyKey, HEADER};
+        let Some(value) = parts.headers.get(HEADER) else { return Ok(OnceKey(None)) };
+        let text = value.to_str().map_err(|_| FieldError::new(HEADER, "must be visible ASCII"))?;
+        Ok(OnceKey(Some(IdempotencyKey::parse(text)?)))
+    }
+}
+
+/// The `Idempotency-Key` header, as the OpenAPI document shows it ([`OnceKey`] reads it).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyKeyHeader {
+    /// A key of the client's choosing for this create: sent again with the same request within
+    /// a day, the create answers with what the first made and makes nothing; with another
+    /// request, 422. Quoted (`"…"`, as the IETF draft writes it) or bare.
+    #[param(
+        rename = "Idempotency-Key",
+        nullable = false,
+        pattern = r#"^([!#-\[\]-~]{1,255}|"[!#-\[\]-~]{1,255}")$"#
+    )]
+    pub idempotency_key: Option<String>,
+}

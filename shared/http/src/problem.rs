@@ -26,6 +26,7 @@ pub mod codes {
     pub const URI_TOO_LONG: u32 = 1_000_009;
     pub const HEADERS_TOO_LARGE: u32 = 1_000_010;
     pub const CONFLICT: u32 = 1_000_409;
+    pub const IDEMPOTENCY_KEY_REUSED: u32 = 1_000_422;
     pub const INTERNAL: u32 = 1_000_500;
     pub const UNAVAILABLE: u32 = 1_000_503;
     pub const MISSING_CREDENTIALS: u32 = 1_100_001;
@@ -194,6 +195,13 @@ pub const CONFLICT: ProblemType = row(
     "conflict",
     "Concurrent update",
     "A concurrent update won; retry",
+);
+pub const IDEMPOTENCY_KEY_REUSED: ProblemType = row(
+    StatusCode::UNPROCESSABLE_ENTITY,
+    codes::IDEMPOTENCY_KEY_REUSED,
+    "idempotency-key-reused",
+    "Idempotency key reused",
+    "The `Idempotency-Key` came with another request within the last day; nothing is written",
 );
 pub const INTERNAL: ProblemType = row(
     StatusCode::INTERNAL_SERVER_ERROR,

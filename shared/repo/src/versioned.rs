@@ -7,6 +7,7 @@
 //! | `META` | `{nextId, count, index}`: id allocation, the list's `total`, the ids each index lists |
 //! | `ITEM#<id, 19 digits>` | the current record; its store version is its version |
 //! | `VER#<id, 19 digits>#<version, 10 digits>` | each earlier version, as it was |
+//! | `KEY#<idempotency key>` | `{id, fingerprint}`: what the create sent with that key made, and its request's fingerprint; written in the create's transaction, absent-conditioned, with a TTL of a day |
 //!
 //! A create writes the item and advances `META` in one transaction conditional on `META`'s
 //! version, so ids are gap-free and increasing and `total` is exact under concurrent creates. An
@@ -25,6 +26,7 @@ use crate::Order;
 use rp_domain::apps::AppId;
 use rp_domain::code::{CodeRecord, Trigger};
 use rp_domain::content::ContentRecord;
+use rp_domain::idempotency::{FirstCreate, IdempotencyKey};
 use rp_domain::time::EpochMillis;
 use rp_ports::{
     retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Item, ItemKey, ItemStore, Listed,
@@ -140,6 +142,25 @@ fn item_sk(id: i64) -> String {
     format!("ITEM#{id:019}")
 }
 
+fn key_sk(key: &IdempotencyKey) -> String {
+    format!("KEY#{}", key.as_str())
+}
+
+/// A create under an idempotency key: the key, its request's fingerprint, and when the key
+/// lapses (epoch seconds).
+pub struct Once<'k> {
+    pub key: &'k IdempotencyKey,
+    pub fingerprint: String,
+    pub expires_at: i64,
+}
+
+/// What a create did: made the record, or found its key holding an earlier create.
+#[derive(Debug)]
+pub enum Created<R> {
+    New(R),
+    Before(FirstCreate),
+}
+
 fn version_sk(id: i64, version: u64) -> String {
     format!("VER#{id:019}#{version:010}")
 }
@@ -186,15 +207,31 @@ impl<'a, R: Versioned> Records<'a, R> {
         }
     }
 
-    /// Stores `make(id)` under the next id and returns it.
-    pub async fn create(&self, make: impl Fn(i64) -> R) -> Result<R, StoreError> {
+    /// Stores `make(id)` under the next id and returns it; under `once`'s key, only if the key
+    /// holds nothing yet, and then the key with it: else what the key holds, and nothing is
+    /// stored.
+    pub async fn create(
+        &self,
+        once: Option<&Once<'_>>,
+        make: impl Fn(i64) -> R,
+    ) -> Result<Created<R>, StoreError> {
         let make = &make;
         retry_on_conflict(|| async move {
-            let (meta, meta_version) = self.meta().await?;
+            let key_read = async {
+                match once {
+                    Some(once) => self.store.get(&self.key(key_sk(once.key))).await,
+                    None => Ok(None),
+                }
+            };
+            let (meta, held) = tokio::join!(self.meta(), key_read);
+            if let Some(held) = held? {
+                return Ok(Created::Before(held.data()?));
+            }
+            let (meta, meta_version) = meta?;
             let created = make(meta.next_id);
             let mut next = Meta { next_id: meta.next_id + 1, count: meta.count + 1, ..meta };
             next.reindex(created.id(), None, created.index());
-            let ops = vec![
+            let mut ops = vec![
                 // Its store version is its version, 1 to start with: ids are never used again.
                 WriteOp::Put {
                     item: Item::new(self.key(item_sk(created.id())), &created)?.numbered_from(1),
@@ -202,8 +239,13 @@ impl<'a, R: Versioned> Records<'a, R> {
                 },
                 self.put_meta(&next, meta_version)?,
             ];
+            if let Some(once) = once {
+                let first = FirstCreate { id: created.id(), fingerprint: once.fingerprint.clone() };
+                let item = Item::new(self.key(key_sk(once.key)), &first)?.with_ttl(Some(once.expires_at));
+                ops.push(WriteOp::Put { item, condition: Condition::Absent });
+            }
             self.store.transact(ops).await?;
-            Ok(created)
+            Ok(Created::New(created))
         })
         .await
     }
@@ -465,7 +507,7 @@ mod tests {
         let hooks = || indexed(&records, "oob.start");
         assert!(hooks().await.unwrap().is_empty(), "no META yet");
         for enabled in [true, false, true] {
-            records.create(|id| code(id, enabled)).await.unwrap();
+            records.create(None, |id| code(id, enabled)).await.unwrap();
         }
         assert_eq!(ids(&hooks().await.unwrap()), [1, 3]);
         assert_eq!(meta_json(&records).await["index"], json!({"oob.start": [1, 3]}));
@@ -499,7 +541,10 @@ mod tests {
     async fn an_index_is_read_a_bounded_number_at_once() {
         let (backend, tenant) = fixture();
         for _ in 0..40 {
-            CodeRecords::new(backend.store.as_ref(), &tenant).create(|id| code(id, true)).await.unwrap();
+            CodeRecords::new(backend.store.as_ref(), &tenant)
+                .create(None, |id| code(id, true))
+                .await
+                .unwrap();
         }
         let (traced, trips) = rp_ports::trips::recorded(&backend, std::time::Duration::from_millis(5));
         let records = CodeRecords::new(traced.store.as_ref(), &tenant);
@@ -548,7 +593,7 @@ mod tests {
         let (backend, tenant) = fixture();
         let keep = 3;
         let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(keep);
-        records.create(|id| code(id, false)).await.unwrap();
+        records.create(None, |id| code(id, false)).await.unwrap();
         for at in 0..10 {
             records.update(1, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
             let (kept, _) = records.versions(1, Order::OldestFirst, 200, None).await.unwrap();
@@ -570,7 +615,7 @@ mod tests {
         let records = CodeRecords::new(backend.store.as_ref(), &tenant).keeping(500);
         let versions = |id| records.versions(id, Order::OldestFirst, 200, None);
         for (id, updates) in [(1, 130), (2, 3), (3, DELETE_ROOM as i64)] {
-            records.create(|id| code(id, false)).await.unwrap();
+            records.create(None, |id| code(id, false)).await.unwrap();
             for at in 0..updates {
                 records.update(id, EpochMillis(2 + at), enable(at % 2 == 0)).await.unwrap();
             }

@@ -623,3 +623,104 @@ pub async fn twenty_concurrent_updates_each_succeed(h: Harness) {
     let answers = super::joined(racers).await;
     assert!(answers.iter().all(|(status, _)| *status == 200), "{answers:?}");
 }
+
+/// A create sent again under its `Idempotency-Key` (both kinds: content and code): the same
+/// request gets the first create's record and stores nothing; another request under the key
+/// is refused (422, naming the header) and stores nothing; ten at once store one; the key is
+/// the tenant's and the kind's own; a bad key is a 400 naming the header; without one, every
+/// create stores.
+pub async fn a_create_sent_again_under_its_key_is_stored_once(h: Harness) {
+    use rp_shared::domain::idempotency::HEADER;
+    let t = tenant(&h).await;
+    let other = tenant(&h).await;
+    let code = |name: &str| json!({"displayName": name, "trigger": "oob.start", "source": "async function handler() {}"});
+    for (path, body, changed) in [
+        (PATH, json!({"displayName": "Spring"}), json!({"displayName": "Summer"})),
+        ("/code-customization", code("Spring"), code("Summer")),
+    ] {
+        let send = |t: String, key: &'static str, body: Value| {
+            let h = &h;
+            async move {
+                h.client
+                    .send_with(
+                        "POST",
+                        path,
+                        Some(&h.admin),
+                        &[("x-tenant-id", &t), (HEADER, key)],
+                        Some(body),
+                    )
+                    .await
+            }
+        };
+        let total = |t: String| {
+            let h = &h;
+            async move { h.as_tenant(&t, "GET", path, None).await.json()["total"].as_i64().unwrap() }
+        };
+        let first = send(t.clone(), "\"order-1\"", body.clone()).await;
+        assert_eq!(first.status, 201, "{path}: {}", first.json());
+        let id = first.json()["id"].as_i64().unwrap();
+        for key in ["\"order-1\"", "order-1"] {
+            let again = send(t.clone(), key, body.clone()).await;
+            assert_eq!(again.status, 201, "{path}, {key}: {}", again.json());
+            assert_eq!(again.json()["id"], id, "{path}, {key}: the first create's record");
+            assert_eq!(again.header("location"), first.header("location"), "{path}");
+        }
+        let refused = send(t.clone(), "order-1", changed.clone()).await;
+        assert_eq!(refused.problem(422, codes::IDEMPOTENCY_KEY_REUSED)["field"], HEADER, "{path}");
+        assert_eq!(total(t.clone()).await, 1, "{path}: one stored");
+
+        // Another tenant's key of the same name is its own.
+        let elsewhere = send(other.clone(), "order-1", changed.clone()).await;
+        assert_eq!(elsewhere.status, 201, "{path}: {}", elsewhere.json());
+
+        // Bad keys name the header and store nothing; no key, a create each time.
+        for bad in ["", "a b", "\"open", &"k".repeat(256)] {
+            let r = h
+                .client
+                .send_with(
+                    "POST",
+                    path,
+                    Some(&h.admin),
+                    &[("x-tenant-id", &t), (HEADER, bad)],
+                    Some(body.clone()),
+                )
+                .await;
+            assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], HEADER, "{path}: {bad:?}");
+        }
+        for _ in 0..2 {
+            assert_eq!(h.as_tenant(&t, "POST", path, Some(body.clone())).await.status, 201, "{path}");
+        }
+        assert_eq!(total(t.clone()).await, 3, "{path}: two more without a key");
+
+        // Ten at once under one new key: one stored, every answer its record.
+        if !rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
+            let racing = &h;
+            let sends = (0..10).map(|_| {
+                let t = t.clone();
+                let body = body.clone();
+                async move {
+                    racing
+                        .client
+                        .send_with(
+                            "POST",
+                            path,
+                            Some(&racing.admin),
+                            &[("x-tenant-id", &t), (HEADER, "burst")],
+                            Some(body),
+                        )
+                        .await
+                }
+            });
+            let answers = futures_util::future::join_all(sends).await;
+            let ids: std::collections::BTreeSet<_> = answers
+                .iter()
+                .map(|r| {
+                    assert_eq!(r.status, 201, "{path}: {}", r.json());
+                    r.json()["id"].as_i64().unwrap()
+                })
+                .collect();
+            assert_eq!(ids.len(), 1, "{path}: one record for the key: {ids:?}");
+            assert_eq!(total(t.clone()).await, 4, "{path}: one stored");
+        }
+    }
+}

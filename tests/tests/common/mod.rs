@@ -251,6 +251,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, content_versions_and_restore);
         $crate::router_case!($make, content_races_lose_nothing);
         $crate::router_case!($make, twenty_concurrent_updates_each_succeed);
+        $crate::router_case!($make, a_create_sent_again_under_its_key_is_stored_once);
         $crate::router_case!($make, content_maps_round_trip_and_merge_per_rfc_7396);
         $crate::router_case!($make, content_size_is_capped_and_versions_are_retained);
         $crate::router_case!($make, registration_links_and_qr_page);

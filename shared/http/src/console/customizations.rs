@@ -75,7 +75,7 @@ where
     Problem: From<R::Error>,
 {
     rp_app::within_rate_limit(state, app, SCOPE).await?;
-    let created = customizations::create(state, &app.app_id, make).await?;
+    let created = customizations::create(state, &app.app_id, None, make).await?;
     let page = format!("/console/apps/{}/{kind}/{}?notice=created", app.app_id, created.id());
     Ok(Redirect::to(&page).into_response())
 }
