@@ -638,15 +638,15 @@ pub async fn a_create_sent_again_under_its_key_is_stored_once(h: Harness) {
         (PATH, json!({"displayName": "Spring"}), json!({"displayName": "Summer"})),
         ("/code-customization", code("Spring"), code("Summer")),
     ] {
-        let send = |t: String, key: &'static str, body: Value| {
-            let h = &h;
+        let send = |t: String, key: &str, body: Value| {
+            let (h, key) = (&h, key.to_owned());
             async move {
                 h.client
                     .send_with(
                         "POST",
                         path,
                         Some(&h.admin),
-                        &[("x-tenant-id", &t), (HEADER, key)],
+                        &[("x-tenant-id", &t), (HEADER, &key)],
                         Some(body),
                     )
                     .await
@@ -675,16 +675,7 @@ pub async fn a_create_sent_again_under_its_key_is_stored_once(h: Harness) {
 
         // Bad keys name the header and store nothing; no key, a create each time.
         for bad in ["", "a b", "\"open", &"k".repeat(256)] {
-            let r = h
-                .client
-                .send_with(
-                    "POST",
-                    path,
-                    Some(&h.admin),
-                    &[("x-tenant-id", &t), (HEADER, bad)],
-                    Some(body.clone()),
-                )
-                .await;
+            let r = send(t.clone(), bad, body.clone()).await;
             assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], HEADER, "{path}: {bad:?}");
         }
         for _ in 0..2 {
@@ -694,23 +685,7 @@ pub async fn a_create_sent_again_under_its_key_is_stored_once(h: Harness) {
 
         // Ten at once under one new key: one stored, every answer its record.
         if !rp_shared::testing::aws::transactions_race_unsafely(h.backend.store.as_ref()) {
-            let racing = &h;
-            let sends = (0..10).map(|_| {
-                let t = t.clone();
-                let body = body.clone();
-                async move {
-                    racing
-                        .client
-                        .send_with(
-                            "POST",
-                            path,
-                            Some(&racing.admin),
-                            &[("x-tenant-id", &t), (HEADER, "burst")],
-                            Some(body),
-                        )
-                        .await
-                }
-            });
+            let sends = (0..10).map(|_| send(t.clone(), "burst", body.clone()));
             let answers = futures_util::future::join_all(sends).await;
             let ids: std::collections::BTreeSet<_> = answers
                 .iter()
