@@ -203,13 +203,8 @@ impl Modify for Problems {
         let mut shared = Shared::default();
         for (path, item) in api.paths.paths.iter_mut() {
             let (writes, get_writes) = writes_table(path);
-            if let Some(get) = item.get.as_mut() {
-                complete(get, get_writes, &mut shared);
-            }
-            for operation in
-                [&mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
-            {
-                complete(operation, writes, &mut shared);
+            for (get, operation) in operations_of(item) {
+                complete(operation, if get { get_writes } else { writes }, &mut shared);
             }
         }
         let components = api.components.get_or_insert_with(Default::default);
@@ -219,12 +214,14 @@ impl Modify for Problems {
 
 /// Every operation of the document.
 fn operations_mut(api: &mut Document) -> impl Iterator<Item = &mut Operation> {
-    api.paths.paths.values_mut().flat_map(operations_of)
+    api.paths.paths.values_mut().flat_map(operations_of).map(|(_, operation)| operation)
 }
 
-/// The operations at one path.
-fn operations_of(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
-    [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
+/// The operations at one path, each with whether it is the GET.
+fn operations_of(item: &mut PathItem) -> impl Iterator<Item = (bool, &mut Operation)> {
+    let others = [&mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+    let get = item.get.as_mut().map(|operation| (true, operation));
+    get.into_iter().chain(others.into_iter().flatten().map(|operation| (false, operation)))
 }
 
 /// Whether the function serving `path` may write the table (its IAM grants, from the endpoint
