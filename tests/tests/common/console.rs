@@ -741,6 +741,45 @@ pub async fn console_lists_page_with_their_own_cursors(h: Harness) {
     }
 }
 
+/// A create form sent twice (a double click, a resend after a lost answer) creates once: the
+/// page drew a key for it. Sent again with other contents it is refused; a page drawn afresh
+/// creates another; an edit form carries no key.
+pub async fn console_create_forms_sent_twice_create_once(h: Harness) {
+    let app = h.app().await;
+    let console = Console::sign_in(&h, &h.admin).await;
+    let content: &[(&str, &str)] = &[("displayName", "Login"), ("contentMap", "{}")];
+    let code: &[(&str, &str)] =
+        &[("displayName", "Login"), ("trigger", "oob.start"), ("source", "function handler() {}")];
+    for (kind, which, fields) in
+        [("content", "id=\"content-form\"", content), ("code", "id=\"code-form\"", code)]
+    {
+        let list = format!("/console/apps/{app}/{kind}");
+        let page = html(&console.get(&list).await);
+        let first = console.submit(&page, which, fields).await;
+        assert_eq!(first.status, 303, "{kind}: {}", html(&first));
+        let again = console.submit(&page, which, fields).await;
+        assert_eq!(again.status, 303, "{kind}: {}", html(&again));
+        assert_eq!(again.header("location"), first.header("location"), "{kind}: on to what the first made");
+        let mut other = fields.to_vec();
+        other[0] = ("displayName", "Other");
+        let r = console.submit(&page, which, &other).await;
+        assert_eq!(r.status, 422, "{kind}: {}", html(&r));
+        assert!(html(&r).contains("Reload the page to create another"), "{}", html(&r));
+        let fresh = html(&console.get(&list).await);
+        let r = console.submit(&fresh, which, fields).await;
+        assert_eq!(r.status, 303, "{kind}: {}", html(&r));
+        assert_ne!(r.header("location"), first.header("location"), "{kind}: a fresh page creates another");
+        let listed = h.as_tenant(&app, "GET", &format!("/{kind}-customization"), None).await.json();
+        assert_eq!(listed["total"], 2, "{kind}: {listed}");
+        let edit = html(&console.follow(&first).await);
+        assert!(!posted_form(&edit, which).1.contains("name=\"once\""), "{kind}: {edit}");
+    }
+    let hostile = [("once", "a b"), ("displayName", "x"), ("contentMap", "{}")];
+    let r = console.post(&format!("/console/apps/{app}/content"), &hostile).await;
+    assert_eq!(r.status, 400, "{}", html(&r));
+    assert!(html(&r).contains("once: must be"), "{}", html(&r));
+}
+
 pub async fn console_scoped_admins_see_only_their_app(h: Harness) {
     let (own, other) = (h.app().await, h.app().await);
     let admin = h.token_for("controlCenterAdmin", &own).await;

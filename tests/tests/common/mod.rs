@@ -223,6 +223,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, console_operator_tasks_reach_the_api);
         $crate::router_case!($make, console_tokens_show_their_state_and_their_revoke_button_works);
         $crate::router_case!($make, console_lists_page_with_their_own_cursors);
+        $crate::router_case!($make, console_create_forms_sent_twice_create_once);
         $crate::router_case!($make, console_scoped_admins_see_only_their_app);
         $crate::router_case!($make, console_renders_hostile_values_as_text);
         $crate::router_case!($make, console_watches_the_queue_and_revokes_a_certificate);

@@ -7,7 +7,7 @@ use super::apps::Listing;
 use super::auth::{AppOf, ItemOf, PageQuery, Posted, ScopedApp};
 use super::operator::Operator;
 use super::view::{self, csrf, notice, when, Page, Refusal};
-use crate::problem::Problem;
+use crate::problem::{codes, Problem};
 use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
@@ -15,6 +15,7 @@ use rp_app::customizations::{self, Customization};
 use rp_app::AppState;
 use rp_domain::code::{CodeFields, CodePatch, CodeRecord, EnvEntry, NewCode, Trigger, DEFAULT_TIMEOUT_MS};
 use rp_domain::content::{self, ContentRecord};
+use rp_domain::idempotency::IdempotencyKey;
 use rp_domain::{validate, FieldError};
 use rp_repo::apps::AppRecord;
 use rp_repo::Order;
@@ -63,19 +64,54 @@ pub struct RestoreForm {
     version: String,
 }
 
+/// What a customization's form does: create one, or save the one shown.
+#[derive(Debug, Clone, Copy)]
+enum Submit {
+    Create,
+    Save,
+}
+
+impl Submit {
+    /// The form's button; a create form's also carries a key made as the page is drawn, so that
+    /// the form sent twice (a double click, a resend after a lost answer) creates once.
+    fn button(self) -> Markup {
+        match self {
+            Submit::Create => html! {
+                input type="hidden" name="once" value=(uuid::Uuid::new_v4());
+                p { button type="submit" { "Create" } }
+            },
+            Submit::Save => html! { p { button type="submit" { "Save" } } },
+        }
+    }
+}
+
 /// Creates a customization of `kind` (`content`, `code`) that `make` builds, counted against the
-/// app's rate limit: on to its page.
+/// app's rate limit: on to its page. Under the create form's key (`once`, as the API's
+/// `Idempotency-Key`), the form sent again goes on to what it created the first time; sent
+/// with other contents, it is refused.
 async fn create<R: Customization>(
     state: &AppState,
     app: &AppRecord,
     kind: &str,
+    once: &str,
     make: impl Fn(i64, rp_domain::EpochMillis) -> R,
 ) -> Result<Response, Refusal>
 where
     Problem: From<R::Error>,
 {
+    let once = match once {
+        "" => None,
+        key => Some(IdempotencyKey::parse(key).map_err(|e| FieldError::new("once", e.message))?),
+    };
     rp_app::within_rate_limit(state, app, SCOPE).await?;
-    let created = customizations::create(state, &app.app_id, None, make).await?;
+    let created = customizations::create(state, &app.app_id, once.as_ref(), make).await.map_err(|e| {
+        let problem = Problem::from(e);
+        match problem.code() {
+            codes::IDEMPOTENCY_KEY_REUSED => problem
+                .detail("This form was sent before with other contents. Reload the page to create another."),
+            _ => problem,
+        }
+    })?;
     let page = format!("/console/apps/{}/{kind}/{}?notice=created", app.app_id, created.id());
     Ok(Redirect::to(&page).into_response())
 }
@@ -160,7 +196,7 @@ pub async fn content_list(
         }
         @if let Some(next) = next { p { a href={ (base) "?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
         h2 { "Create a content customization" }
-        (content_form(&op, &base, "", "", "{\n  \n}", "Create"))
+        (content_form(&op, &base, "", "", "{\n  \n}", Submit::Create))
     };
     Ok(Page::new(Some(&op), &format!("Content customizations of {}", app.display_name), body))
 }
@@ -171,7 +207,7 @@ fn content_form(
     name: &str,
     description: &str,
     map: &str,
-    submit: &str,
+    submit: Submit,
 ) -> Markup {
     html! {
         form.card #content-form method="post" action=(action) {
@@ -182,7 +218,7 @@ fn content_form(
             input #description type="text" name="description" value=(description);
             label for="contentMap" { "Screen texts (a JSON object)" }
             textarea #contentMap name="contentMap" spellcheck="false" { (map) }
-            p { button type="submit" { (submit) } }
+            (submit.button())
         }
     }
 }
@@ -190,6 +226,8 @@ fn content_form(
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ContentForm {
+    /// A create form's key ([`Submit::button`]); none on an edit form.
+    once: String,
     display_name: String,
     description: String,
     content_map: String,
@@ -216,7 +254,7 @@ pub async fn content_create(
 ) -> Result<Response, Refusal> {
     let name = Value::String(form.display_name.clone());
     let new = content::parse_create(Some(&name), Some(&form.description()), Some(&form.map()?))?;
-    create(&state, &app, "content", |id, now| new.record(id, now)).await
+    create(&state, &app, "content", &form.once, |id, now| new.record(id, now)).await
 }
 
 /// `GET /console/apps/{appId}/content/{id}`
@@ -232,7 +270,7 @@ pub async fn content_show(
     let body = html! {
         (notice(query.notice.as_deref()))
         p { a href={ "/console/apps/" (app.app_id) "/content" } { "Back to the content customizations" } " · version " (record.version) ", changed " (when(record.updated_at)) }
-        (content_form(&op, &base, &record.display_name, description, &map, "Save"))
+        (content_form(&op, &base, &record.display_name, description, &map, Submit::Save))
         (versions_table(&op, &format!("{base}/restore"), &versions, |v| (v.version, v.display_name.clone(), when(v.updated_at))))
     };
     Ok(Page::new(Some(&op), &format!("Content customization {}", record.display_name), body))
@@ -311,7 +349,7 @@ pub async fn code_list(
         @if let Some(next) = next { p { a href={ (base) "?cursor=" (view::query_value(&next.encode())) } { "Next page" } } }
         (env_table(&names))
         h2 { "Create a code customization" }
-        (code_form(&op, &base, None, "Create"))
+        (code_form(&op, &base, None, Submit::Create))
     };
     Ok(Page::new(Some(&op), &format!("Code customizations of {}", app.display_name), body))
 }
@@ -354,7 +392,7 @@ fn env_table(names: &[EnvEntry]) -> Markup {
 const SAMPLE_SOURCE: &str =
     "async function handler(event, api) {\n  console.log('user', event.user);\n  return { ok: true };\n}\n";
 
-fn code_form(op: &Operator, action: &str, record: Option<&CodeRecord>, submit: &str) -> Markup {
+fn code_form(op: &Operator, action: &str, record: Option<&CodeRecord>, submit: Submit) -> Markup {
     let name = record.map_or("", |r| r.display_name.as_str());
     let source = record.map_or(SAMPLE_SOURCE, |r| r.source.as_str());
     let timeout = record.map_or(DEFAULT_TIMEOUT_MS, |r| r.timeout_ms);
@@ -377,7 +415,7 @@ fn code_form(op: &Operator, action: &str, record: Option<&CodeRecord>, submit: &
             label { input #enabled type="checkbox" name="enabled" checked[enabled]; " Enabled: runs on its trigger" }
             label for="source" { "Source (JavaScript)" }
             textarea #source name="source" spellcheck="false" { (source) }
-            p { button type="submit" { (submit) } }
+            (submit.button())
         }
     }
 }
@@ -385,6 +423,8 @@ fn code_form(op: &Operator, action: &str, record: Option<&CodeRecord>, submit: &
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct CodeForm {
+    /// A create form's key ([`Submit::button`]); none on an edit form.
+    once: String,
     display_name: String,
     trigger: String,
     timeout_ms: Option<String>,
@@ -408,10 +448,11 @@ impl CodeForm {
 /// `POST /console/apps/{appId}/code`
 pub async fn code_create(
     State(state): State<AppState>,
-    Posted { by: AppOf { app, .. }, form }: Posted<CodeForm, ScopedApp>,
+    Posted { by: AppOf { app, .. }, mut form }: Posted<CodeForm, ScopedApp>,
 ) -> Result<Response, Refusal> {
+    let once = std::mem::take(&mut form.once);
     let new = NewCode::parse(form.fields()?)?;
-    create(&state, &app, "code", |id, now| new.record(id, now)).await
+    create(&state, &app, "code", &once, |id, now| new.record(id, now)).await
 }
 
 /// `GET /console/apps/{appId}/code/{id}`
@@ -437,7 +478,7 @@ fn code_page(
     html! {
         (notice(notice_code))
         p { a href={ "/console/apps/" (app.app_id) "/code" } { "Back to the code customizations" } " · version " (record.version) ", changed " (when(record.updated_at)) }
-        (code_form(op, &base, Some(record), "Save"))
+        (code_form(op, &base, Some(record), Submit::Save))
         h2 { "Test run" }
         form.card #test-form method="post" action={ (base) "/test" } {
             (csrf(op))
