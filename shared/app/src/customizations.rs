@@ -108,20 +108,16 @@ pub async fn create<R: Customization>(
         fingerprint: idempotency::fingerprint(&make(0, EpochMillis(0))),
         expires_at: now.as_secs() + idempotency::KEPT_SECS,
     });
-    let first = match records::<R>(state, tenant).create(once.as_ref(), |id| make(id, now)).await? {
+    match records::<R>(state, tenant).create(once.as_ref(), |id| make(id, now)).await? {
         Created::New(created) => {
             tracing::info!(tenant = %tenant, id = created.id(), "{} created", R::NOUN);
-            return Ok(created);
+            Ok(created)
         }
-        Created::Before(first) => first,
-    };
-    let fingerprint = once.as_ref().map_or("", |once| once.fingerprint.as_str());
-    match first.judge(fingerprint) {
-        SentAgain::Same(id) => {
+        Created::Before(SentAgain::Same(id)) => {
             tracing::info!(tenant = %tenant, id, "{} create sent again: answered with the first", R::NOUN);
             get(state, tenant, id).await
         }
-        SentAgain::Other => Err(R::key_reused()),
+        Created::Before(SentAgain::Other) => Err(R::key_reused()),
     }
 }
 

@@ -26,7 +26,7 @@ use crate::Order;
 use rp_domain::apps::AppId;
 use rp_domain::code::{CodeRecord, Trigger};
 use rp_domain::content::ContentRecord;
-use rp_domain::idempotency::{FirstCreate, IdempotencyKey};
+use rp_domain::idempotency::{FirstCreate, IdempotencyKey, SentAgain};
 use rp_domain::time::EpochMillis;
 use rp_ports::{
     retry_on_conflict, retry_on_conflict_from, Condition, Cursor, Item, ItemKey, ItemStore, Listed,
@@ -154,11 +154,12 @@ pub struct Once<'k> {
     pub expires_at: i64,
 }
 
-/// What a create did: made the record, or found its key holding an earlier create.
+/// What a create did: made the record, or found its key holding an earlier create, judged
+/// against this one's request.
 #[derive(Debug)]
 pub enum Created<R> {
     New(R),
-    Before(FirstCreate),
+    Before(SentAgain),
 }
 
 fn version_sk(id: i64, version: u64) -> String {
@@ -218,14 +219,14 @@ impl<'a, R: Versioned> Records<'a, R> {
         let make = &make;
         retry_on_conflict(|| async move {
             let key_read = async {
-                match once {
-                    Some(once) => self.store.get(&self.key(key_sk(once.key))).await,
-                    None => Ok(None),
-                }
+                let Some(once) = once else { return Ok(None) };
+                let held = self.store.get(&self.key(key_sk(once.key))).await?;
+                let first = held.map(|held| held.data::<FirstCreate>()).transpose()?;
+                Ok::<_, StoreError>(first.map(|first| first.judge(&once.fingerprint)))
             };
             let (meta, held) = tokio::join!(self.meta(), key_read);
-            if let Some(held) = held? {
-                return Ok(Created::Before(held.data()?));
+            if let Some(judged) = held? {
+                return Ok(Created::Before(judged));
             }
             let (meta, meta_version) = meta?;
             let created = make(meta.next_id);
