@@ -249,6 +249,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_app_id_reads_and_prints_as_given_and_a_name_is_held_to_its_bounds() {
+        let id = AppId::parse("appId", "workstationDemo").unwrap();
+        assert_eq!((id.as_str(), id.to_string()), ("workstationDemo", "workstationDemo".to_owned()));
+        assert_eq!(serde_json::to_value(&id).unwrap(), "workstationDemo");
+        assert_eq!(String::from(id), "workstationDemo");
+        assert_eq!(AppId::try_from("1bad".to_owned()).unwrap_err().field, "appId");
+        assert!(display_name("displayName", &"n".repeat(255)).is_ok());
+        for bad in [String::new(), "n".repeat(256)] {
+            assert_eq!(display_name("displayName", &bad).unwrap_err().field, "displayName", "{bad:?}");
+        }
+    }
+
+    #[test]
     fn omitted_workstation_settings_read_as_their_defaults() {
         let read: WorkstationSettings = serde_json::from_value(serde_json::json!({})).unwrap();
         assert_eq!(read, WorkstationSettings::default());

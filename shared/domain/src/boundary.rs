@@ -200,3 +200,35 @@ macro_rules! unavailable_from {
 }
 
 unavailable_from!(StoreError, KeyError, PushError, QueueError);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_condition_that_did_not_hold_is_a_lost_race() {
+        assert!(StoreError::Conflict.is_conflict());
+        assert!(Failure::Store(StoreError::Conflict).is_conflict());
+        let others = [
+            Failure::Store(StoreError::LimitReached),
+            Failure::Store(StoreError::encoding("x")),
+            Failure::Store(StoreError::Invalid(Invalid::ZeroLimit)),
+            Failure::Invalid(crate::FieldError::new("f", "bad")),
+            Failure::Keys(KeyError::Decrypt),
+            Failure::Queue(QueueError::Invalid("x".into())),
+        ];
+        for other in others {
+            assert!(!other.is_conflict(), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_sealed_secret_keeps_its_bytes_as_base64_and_refuses_other_text() {
+        let sealed = Sealed { wrapped_key: vec![0, 255], nonce: vec![1; 12], ciphertext: b"secret".to_vec() };
+        let json = serde_json::to_value(&sealed).unwrap();
+        assert_eq!(json["wrappedKey"], "AP8=");
+        assert_eq!(serde_json::from_value::<Sealed>(json).unwrap(), sealed);
+        let bad = serde_json::json!({"wrappedKey": "not base64!", "nonce": "", "ciphertext": ""});
+        assert!(serde_json::from_value::<Sealed>(bad).is_err());
+    }
+}

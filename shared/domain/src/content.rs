@@ -369,6 +369,49 @@ mod tests {
     }
 
     #[test]
+    fn a_record_is_kept_up_to_its_size_and_refused_a_byte_past_it() {
+        let with_description = |len: usize| ContentRecord {
+            description: Some("d".repeat(len)),
+            ..NewContent { display_name: "x".into(), description: None, content_map: json!({}) }
+                .record(1, EpochMillis(1))
+        };
+        let bare = serde_json::to_vec(&with_description(0)).unwrap().len();
+        let at_bound = with_description(MAX_RECORD_BYTES - bare);
+        assert_eq!(at_bound.clone().within_size().unwrap(), at_bound);
+        let past = with_description(MAX_RECORD_BYTES - bare + 1).within_size();
+        assert!(matches!(past, Err(ContentError::TooLarge { bytes }) if bytes == MAX_RECORD_BYTES + 1));
+    }
+
+    #[test]
+    fn a_restore_takes_the_earlier_texts_and_keeps_the_identity() {
+        let current = ContentRecord {
+            version: 3,
+            updated_at: EpochMillis(30),
+            ..NewContent { display_name: "now".into(), description: None, content_map: json!({}) }
+                .record(7, EpochMillis(10))
+        };
+        let earlier = ContentRecord {
+            id: 99,
+            display_name: "then".into(),
+            description: Some("old".into()),
+            content_map: json!({"otpScreen": {"cardHeader": {"title": "T"}}}),
+            created_at: EpochMillis(1),
+            updated_at: EpochMillis(20),
+            version: 1,
+        };
+        let restored = current.restored_from(&earlier);
+        assert_eq!(
+            restored,
+            ContentRecord {
+                display_name: earlier.display_name,
+                description: earlier.description,
+                content_map: earlier.content_map,
+                ..current
+            }
+        );
+    }
+
+    #[test]
     fn merge_follows_rfc_7396() {
         let current = json!({"otpScreen": {"cardHeader": {"title": "A", "description": "B"}}, "deniedScreen": {"cardFooter": {"caption1": "C"}}});
         let patch = json!({"otpScreen": {"cardHeader": {"title": "A2", "description": null}}, "deniedScreen": null, "outcomeScreen": {"cardContent": {"mainContent": "M"}}});

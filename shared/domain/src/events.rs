@@ -95,3 +95,46 @@ pub enum EventError {
 pub fn attributes(pairs: &[(&str, &str)]) -> Map<String, Value> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned()))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_report_is_the_same_whatever_its_id_and_time_and_differs_in_any_other_field() {
+        let app = AppId::parse("appId", "acme").unwrap();
+        let first = EventRecord::new(
+            NAMES[3],
+            Some(app.clone()),
+            "agent:t1",
+            EpochMillis(1),
+            attributes(&[("a", "1")]),
+        );
+        let again = EventRecord { event_id: "other".into(), at: EpochMillis(2), ..first.clone() };
+        assert!(first.same_report(&again));
+        let others = [
+            EventRecord { name: NAMES[4].into(), ..first.clone() },
+            EventRecord { app_id: None, ..first.clone() },
+            EventRecord { source: "agent:t2".into(), ..first.clone() },
+            EventRecord { attributes: attributes(&[("a", "2")]), ..first.clone() },
+        ];
+        for other in others {
+            assert!(!first.same_report(&other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_reported_id_is_taken_as_given_or_refused_by_its_field() {
+        let uuid = "8e03978e-40d5-43e8-bc93-6894a57f9324";
+        assert_eq!(reported_id("eventId", uuid).unwrap(), uuid);
+        for bad in ["", "a b", "é", &"k".repeat(129)] {
+            assert_eq!(reported_id("eventId", bad).unwrap_err().field, "eventId", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn attributes_are_strings_by_name() {
+        assert_eq!(Value::Object(attributes(&[("a", "1"), ("b", "x")])), json!({"a": "1", "b": "x"}));
+    }
+}
