@@ -165,6 +165,92 @@ pub fn replaces(published: Option<&PublishedCrl>, sent: &PublishedCrl) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertificateRevocationListParams, DistinguishedName, DnType,
+        IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose, SerialNumber, SignatureAlgorithm,
+    };
+
+    /// A CA named `name` with a new key of `alg`: its certificate (DER) and its issuer.
+    fn ca(name: &str, alg: &'static SignatureAlgorithm) -> (Vec<u8>, Issuer<'static, KeyPair>) {
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate_for(alg).unwrap();
+        let der = params.self_signed(&key).unwrap().der().to_vec();
+        (der, Issuer::new(params, key))
+    }
+
+    /// A CRL numbered `number` (big-endian, as sent), valid from 1,000 s to 4,600 s.
+    fn crl_by(issuer: &Issuer<'_, KeyPair>, number: &[u8]) -> Vec<u8> {
+        let at = |secs| rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(secs);
+        let params = CertificateRevocationListParams {
+            this_update: at(1_000),
+            next_update: at(4_600),
+            crl_number: SerialNumber::from(number.to_vec()),
+            issuing_distribution_point: None,
+            revoked_certs: Vec::new(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        params.signed_by(issuer).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn an_upload_is_its_cas_signed_numbered_crl_and_nothing_else() {
+        let p256 = &rcgen::PKCS_ECDSA_P256_SHA256;
+        let (cert, issuer) = ca("Agent CA", p256);
+        let id = ca_id(&cert);
+        let published = check_upload(&id, cert.clone(), crl_by(&issuer, &[0, 0, 0x01, 0x02])).unwrap();
+        assert_eq!((published.ca_id.as_str(), published.number_hex()), (id.as_str(), "0102".to_owned()));
+        assert_eq!(
+            (published.this_update, published.next_update),
+            (EpochMillis(1_000_000), Some(EpochMillis(4_600_000)))
+        );
+
+        let refused = |cert: Vec<u8>, crl: Vec<u8>| check_upload(&id, cert, crl).unwrap_err();
+        let said = |e: FieldError| format!("{}: {}", e.field, e.message);
+        let (other_cert, other) = ca("Another CA", p256);
+        let (_, same_name) = ca("Agent CA", p256);
+        let (_, p384) = ca("Agent CA", &rcgen::PKCS_ECDSA_P384_SHA384);
+        let cases = [
+            (other_cert.clone(), crl_by(&issuer, &[1]), "caCertificate: is not the certificate of CA"),
+            (cert.clone(), crl_by(&other, &[1]), "crl: is not issued by this CA"),
+            (cert.clone(), crl_by(&same_name, &[1]), "crl: its signature does not verify"),
+            (cert.clone(), crl_by(&p384, &[1]), "crl: must be signed with ecdsa-with-SHA256"),
+            (cert.clone(), b"not a CRL".to_vec(), "crl: is not a DER CRL"),
+            (b"not a certificate".to_vec(), crl_by(&issuer, &[1]), "caCertificate: is not a DER certificate"),
+        ];
+        for (cert, crl, told) in cases {
+            let said = said(refused(cert, crl));
+            assert!(said.starts_with(told), "{said}");
+        }
+        // The size bounds: at the bound the bytes are read (and are no DER); a byte past, not.
+        for (field, bound) in [("caCertificate", MAX_CA_CERTIFICATE_BYTES), ("crl", MAX_CRL_BYTES)] {
+            for (len, told) in [(bound, "is not a DER"), (bound + 1, "must be at most")] {
+                let bytes = vec![0u8; len];
+                let e = match field {
+                    "crl" => refused(cert.clone(), bytes),
+                    _ => refused(bytes, crl_by(&issuer, &[1])),
+                };
+                assert!(e.field == field && e.message.starts_with(told), "{len}: {}", said(e));
+            }
+        }
+    }
+
+    #[test]
+    fn a_ca_id_is_the_start_of_its_certificates_sha256_in_hex() {
+        assert_eq!(ca_id(b""), "e3b0c44298fc1c14");
+        assert_eq!(
+            (crl(&[], b"a").number_hex(), crl(&[0x0a, 0x01], b"a").number_hex()),
+            ("0".into(), "0a01".into())
+        );
+        assert_eq!(check_ca_id("e3b0c44298fc1c14").unwrap(), "e3b0c44298fc1c14");
+        for bad in ["E3B0C44298FC1C14", "e3b0c44298fc1c1", "e3b0c44298fc1c14a", "g3b0c44298fc1c14"] {
+            assert_eq!(check_ca_id(bad).unwrap_err().field, "caId", "{bad}");
+        }
+    }
 
     fn crl(number: &[u8], bytes: &[u8]) -> PublishedCrl {
         PublishedCrl {

@@ -72,6 +72,7 @@ mod tests {
     fn formats_and_parses_utc_with_millis() {
         assert_eq!(EpochMillis(0).iso8601(), "1970-01-01T00:00:00.000Z");
         assert_eq!(EpochMillis(1_795_357_040_123).iso8601(), "2026-11-22T14:17:20.123Z");
+        assert_eq!(EpochMillis(1_795_357_040_123).to_string(), "2026-11-22T14:17:20.123Z");
         assert_eq!(
             EpochMillis::parse_iso8601("2026-11-22T14:17:20.123Z"),
             Some(EpochMillis(1_795_357_040_123))
@@ -84,6 +85,8 @@ mod tests {
         assert_eq!(EpochMillis(1_999).as_secs(), 1);
         assert_eq!(EpochMillis(-1).as_secs(), -1, "before the epoch rounds toward the past");
         assert_eq!(EpochMillis(500).plus_secs(2), EpochMillis(2_500));
+        assert_eq!(EpochMillis(500).plus(Duration::from_millis(1_250)), EpochMillis(1_750));
+        assert_eq!(EpochMillis(500).plus(Duration::MAX), EpochMillis(i64::MAX), "saturates");
         assert_eq!(EpochMillis::from_secs(3), EpochMillis(3_000));
         assert_eq!(EpochMillis(1_000).until(EpochMillis(250)), Duration::ZERO);
         assert_eq!(EpochMillis(1_000).until(EpochMillis(3_500)), Duration::from_millis(2_500));
