@@ -326,6 +326,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);
         $crate::router_case!($make, devices_are_woken_when_there_is_something_to_fetch);
         $crate::router_case!($make, removing_a_device_deletes_its_push_endpoint);
+        $crate::router_case!($make, a_registration_past_the_end_of_its_token_leaves_no_endpoint);
         $crate::router_case!($make, a_push_endpoint_stays_while_another_device_holds_it);
         $crate::router_case!($make, a_gone_endpoint_is_disabled_unless_the_device_moved_on);
         $crate::router_case!($make, a_registration_that_loses_a_race_reads_the_device_again);

@@ -244,6 +244,31 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
     }
 }
 
+/// A registration whose write waits past the end of its device's token finds the device kept
+/// but frozen: it is refused as for a removed device, at once, and the endpoint it made goes
+/// (retried, it would make endpoints until its retries ran out, and leave them all).
+pub async fn a_registration_past_the_end_of_its_token_leaves_no_endpoint(h: Harness) {
+    use rp_shared::domain::push::PushToken;
+    let app = app_with_push(&h).await;
+    let dev = device(&h, &app, "max@example.com", None).await;
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
+    let (user, device_id) = (dev.user.clone(), dev.device_id.clone());
+    let request = PushToken::parse(Platform::Apns, hex::encode(rand::random::<[u8; 32]>())).unwrap();
+    let refused = h
+        .held_past_removal(
+            &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id),
+            move |held| async move {
+                rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
+                    .await
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .await;
+    assert!(refused.as_ref().is_err_and(|e| e.contains(&dev.device_id)), "{refused:?}");
+    assert_eq!(record_of(&h, &dev).await.push, None, "the device is kept, with no endpoint");
+    assert_eq!(h.pushes.removed().len(), 1, "the endpoint it made went: {:?}", h.pushes.removed());
+}
+
 /// One phone's token is one endpoint of a platform application, so each device record made on
 /// that phone holds the same endpoint: in one app, or in several apps (tenants) naming the same
 /// platform application. Removing one device, or moving one to another platform, leaves the
