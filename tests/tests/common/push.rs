@@ -205,8 +205,27 @@ async fn sns_received_and_gone_endpoints_are_handled(
 /// A removed device's push endpoint goes with it, so that no push token of a device that is
 /// gone stays with the platform; a registration still running when the removal began deletes
 /// the endpoint it made, and answers as for a device that is gone.
+/// A new APNs token of `dev` (in `app`) registered through the use case, held past its reads
+/// while the admin's `DELETE path` runs to its 204: its outcome.
+async fn registered_past(
+    h: &Harness,
+    app: &str,
+    dev: &TestDevice,
+    path: &str,
+) -> Result<rp_shared::domain::push::PushRegistration, String> {
+    let app_id = rp_shared::domain::apps::AppId::parse("appId", app).unwrap();
+    let (user, device_id) = (dev.user.clone(), dev.device_id.clone());
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    let request = rp_shared::domain::push::PushToken::parse(Platform::Apns, token).unwrap();
+    h.held_past_removal(path, move |held| async move {
+        rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+}
+
 pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
-    use rp_shared::domain::push::PushToken;
     let app = app_with_push(&h).await;
     let (dev, racer) =
         (device(&h, &app, "kay@example.com", None).await, device(&h, &app, "lee@example.com", None).await);
@@ -218,19 +237,8 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
     assert_eq!(h.pushes.removed(), [endpoint]);
 
     // A registration whose write waits past the removal of its device.
-    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
-    let (user, device_id) = (racer.user.clone(), racer.device_id.clone());
-    let request = PushToken::parse(Platform::Apns, hex::encode(rand::random::<[u8; 32]>())).unwrap();
-    let refused = h
-        .held_past_removal(
-            &format!("/cc/api/apps/{app}/devices/{}", racer.device_id),
-            move |held| async move {
-                rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
-                    .await
-                    .map_err(|e| e.to_string())
-            },
-        )
-        .await;
+    let refused =
+        registered_past(&h, &app, &racer, &format!("/cc/api/apps/{app}/devices/{}", racer.device_id)).await;
     assert!(refused.as_ref().is_err_and(|e| e.contains(&racer.device_id)), "{refused:?}");
     let forgotten = h.pushes.removed();
     assert_eq!(forgotten.len(), 2, "the racing registration's endpoint went too: {forgotten:?}");
@@ -248,22 +256,10 @@ pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
 /// but frozen: it is refused as for a removed device, at once, and the endpoint it made goes
 /// (retried, it would make endpoints until its retries ran out, and leave them all).
 pub async fn a_registration_past_the_end_of_its_token_leaves_no_endpoint(h: Harness) {
-    use rp_shared::domain::push::PushToken;
     let app = app_with_push(&h).await;
     let dev = device(&h, &app, "max@example.com", None).await;
-    let app_id = rp_shared::domain::apps::AppId::parse("appId", &app).unwrap();
-    let (user, device_id) = (dev.user.clone(), dev.device_id.clone());
-    let request = PushToken::parse(Platform::Apns, hex::encode(rand::random::<[u8; 32]>())).unwrap();
-    let refused = h
-        .held_past_removal(
-            &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id),
-            move |held| async move {
-                rp_shared::app::push::register_token(&held, &app_id, &user, &device_id, request)
-                    .await
-                    .map_err(|e| e.to_string())
-            },
-        )
-        .await;
+    let refused =
+        registered_past(&h, &app, &dev, &format!("/cc/api/apps/{app}/devices/{}/token", dev.device_id)).await;
     assert!(refused.as_ref().is_err_and(|e| e.contains(&dev.device_id)), "{refused:?}");
     assert_eq!(record_of(&h, &dev).await.push, None, "the device is kept, with no endpoint");
     assert_eq!(h.pushes.removed().len(), 1, "the endpoint it made went: {:?}", h.pushes.removed());
