@@ -1,7 +1,8 @@
 // The operator console in a real browser: Debian's headless Chromium, driven by Playwright
 // (playwright-core, which downloads no browser). Against the server at RP_BASE_URL, signed in
 // with the admin token RP_ADMIN_TOKEN, it does an operator's tasks from the pages alone: sign in,
-// create an app and a token, turn offline access on, send a registration link and read its QR
+// create an app and a token (pressed twice while a slow answer is on its way: one token), turn
+// offline access on, send a registration link and read its QR
 // code off a screenshot, see the device registered through it appear and remove it (once the
 // page's question is answered yes; declined, nothing is sent), test-run a
 // code customization, look at the events and the certificate queue; then it checks that a
@@ -129,6 +130,55 @@ test("an access token is created, shown once with a copy button, and works", asy
   assert.notEqual(response.status, 401, "the new token is accepted");
   await page.goto(`${base}/console/tokens`);
   assert.ok(!(await page.content()).includes(accessToken), "the list never shows a secret");
+});
+
+test("a form pressed again while its answer is on its way sends nothing more: one token", async () => {
+  await page.goto(`${base}/console/tokens`);
+  await page.selectOption("#kind", "access");
+  await page.fill("#tokenApp", app);
+  const description = unique("pressed-twice-");
+  await page.fill("#description", description);
+  const button = page.locator("#new-token-form button[type=submit]");
+  const box = await button.boundingBox();
+  // Pressed as a user presses: the page cannot be read while its navigation is pending.
+  const press = () => page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  // The answer is held back, as a cold start holds it; the request itself reaches the server.
+  let sent = 0;
+  let reached;
+  const first = new Promise((resolve) => { reached = resolve; });
+  await page.route(`${base}/console/tokens`, async (route) => {
+    if (route.request().method() !== "POST") return route.continue();
+    sent += 1;
+    const response = await route.fetch();
+    reached();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await route.fulfill({ response }).catch(() => {});
+  });
+  await press();
+  await first;
+  await press();
+  await page.waitForSelector("#new-token");
+  await page.unroute(`${base}/console/tokens`);
+  assert.equal(sent, 1, "the second press sent nothing");
+  await page.goto(`${base}/console/tokens`);
+  assert.equal(await page.locator(`tr:has-text("${description}")`).count(), 1, "one token made");
+
+  // An answer that leaves the page (a 204) leaves its form sent, and its button says so; shown
+  // again from the browser's history (its back-forward cache), the page can send again.
+  await page.route(`${base}/console/tokens`, (route) => {
+    if (route.request().method() !== "POST") return route.continue();
+    sent += 1;
+    return route.fulfill({ status: 204 });
+  });
+  await page.selectOption("#kind", "access");
+  await page.fill("#tokenApp", app);
+  await button.click();
+  await page.waitForFunction(() => document.querySelector("#new-token-form button").textContent === "Sending\u2026");
+  await button.click();
+  await page.evaluate(() => window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true })));
+  assert.equal(await button.textContent(), "Create token");
+  await page.unroute(`${base}/console/tokens`);
+  assert.equal(sent, 2, "a sent form sends nothing more until the page is shown again");
 });
 
 let deviceId;
