@@ -202,9 +202,6 @@ async fn sns_received_and_gone_endpoints_are_handled(
     assert_eq!(endpoint_of(h, dev).await, (endpoint.to_owned(), true), "registering again enables it");
 }
 
-/// A removed device's push endpoint goes with it, so that no push token of a device that is
-/// gone stays with the platform; a registration still running when the removal began deletes
-/// the endpoint it made, and answers as for a device that is gone.
 /// A new APNs token of `dev` (in `app`) registered through the use case, held past its reads
 /// while the admin's `DELETE path` runs to its 204: its outcome.
 async fn registered_past(
@@ -225,6 +222,9 @@ async fn registered_past(
     .await
 }
 
+/// A removed device's push endpoint goes with it, so that no push token of a device that is
+/// gone stays with the platform; a registration still running when the removal began deletes
+/// the endpoint it made, and answers as for a device that is gone.
 pub async fn removing_a_device_deletes_its_push_endpoint(h: Harness) {
     let app = app_with_push(&h).await;
     let (dev, racer) =
