@@ -395,6 +395,42 @@ async fn one_tenants_overrunning_runs_make_only_that_tenant_wait_or_fail() {
     assert!(recovered, "the hostile tenant runs again once its abandoned run ended");
 }
 
+/// Memory filled with small values runs out where QuickJS cannot even build its out-of-memory
+/// error, and throws `null` instead: the run is still told it met its memory limit. A script's
+/// own `null` is not taken for it, and a run that meets the limit, lets go and goes on ends well.
+#[tokio::test]
+async fn running_out_of_memory_is_told_as_such_whatever_fills_it() {
+    let filling = [
+        ("nested objects", "function handler() { let o = {}, c = o; for (;;) { c.a = {}; c = c.a; } }"),
+        ("small arrays", "function handler() { const a = []; for (;;) a.push([1, 2, 3]); }"),
+        ("short strings", "function handler() { const a = []; for (;;) a.push('s' + a.length); }"),
+        ("a map", "function handler() { const m = new Map(); for (let i = 0; ; i++) m.set(i, i); }"),
+        ("objects", "function handler() { const a = []; for (;;) a.push({k: a.length}); }"),
+        ("closures", "function handler() { const a = []; for (let i = 0; ; i++) a.push(() => i); }"),
+        (
+            "megabyte strings",
+            "function handler() { const a = []; for (;;) a.push('x'.repeat(1 << 20) + a.length); }",
+        ),
+        ("one growing array", "function handler() { const a = []; for (;;) a.push(0); }"),
+    ];
+    for (name, source) in filling {
+        let job = Job { memory_bytes: 8 * 1024 * 1024, ..job(source, 10_000) };
+        let r = sandbox::run(keys(), job).await;
+        assert_eq!(r.error.as_deref(), Some("the run exceeded its memory limit"), "{name}");
+    }
+    let r = run("function handler() { throw null; }").await;
+    assert_eq!(r.error.as_deref(), Some("a non-Error value was thrown: null"));
+    let recovering = "function handler() { let a = []; try { for (;;) a.push([1, 2, 3]); } catch (e) { a = null; } return 'recovered'; }";
+    let r = sandbox::run(keys(), Job { memory_bytes: 8 * 1024 * 1024, ..job(recovering, 10_000) }).await;
+    assert_eq!((r.result, r.error), (json!("recovered"), None));
+    // What is let go is counted out: ten times the limit, a megabyte at a time, and an array
+    // grown to a megabyte, eight times over.
+    let churning = "function handler() { let n = 0; for (let i = 0; i < 80; i++) n += ('x'.repeat(1 << 20) + i).length; \
+                    for (let i = 0; i < 8; i++) { const a = []; while (a.length < (1 << 16)) a.push(i); n += a.length; } return n; }";
+    let r = sandbox::run(keys(), Job { memory_bytes: 8 * 1024 * 1024, ..job(churning, 10_000) }).await;
+    assert_eq!((r.result, r.error), (json!(80 * (1 << 20) + 10 + 2 * 70 + 8 * (1 << 16)), None));
+}
+
 #[tokio::test]
 async fn a_loop_catching_its_own_out_of_memory_errors_stops_at_its_deadline() {
     // Before large allocations failed past the deadline, this ran 25 s past a 1 ms limit and

@@ -39,13 +39,13 @@ pub mod helpers;
 use p256::ecdsa::signature::Signer as _;
 use p256::ecdsa::SigningKey;
 use rp_domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
-use rquickjs::allocator::RustAllocator;
+use rquickjs::allocator::{Allocator, RustAllocator};
 use rquickjs::{
     CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Module, Object, Runtime, Value,
     WriteOptions,
 };
 use serde_json::Value as Json;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -357,7 +357,13 @@ fn scrub(mut text: String, env: &BTreeMap<String, String>) -> String {
 /// Past the run's deadline, allocations of more than this many bytes fail.
 pub const LATE_ALLOCATION_BYTES: usize = 16 * 1024;
 
-/// The run's allocator: Rust's, except that past the deadline a large allocation fails.
+/// The run's allocator: Rust's, holding the run to its memory limit, and past the deadline
+/// refusing large allocations too.
+///
+/// The limit is kept here rather than by QuickJS, so that a refusal is known for what it is:
+/// QuickJS reports running out of memory with an `InternalError`, but when even that error
+/// cannot be allocated (a script that fills memory with small objects) it throws `null`, which
+/// a script can throw too. `out_of_memory` tells them apart.
 ///
 /// QuickJS asks the interrupt handler only every 10,000 operations, and a script can make each
 /// of them costly: a loop that builds megabyte strings until it runs out of memory, catches the
@@ -365,41 +371,70 @@ pub const LATE_ALLOCATION_BYTES: usize = 16 * 1024;
 /// deadline has passed makes each such operation fail at once, so the next poll comes quickly
 /// and ends the run with an error the script cannot catch; small allocations still succeed, so
 /// that error can be built.
-struct LateAllocations {
+struct RunAllocator {
     deadline: Instant,
+    /// The most bytes the run may hold at once.
+    limit: usize,
+    /// The bytes it holds now.
+    held: usize,
+    /// Set when an allocation was refused for the limit.
+    out_of_memory: Rc<Cell<bool>>,
 }
 
-impl LateAllocations {
-    fn refuses(&self, size: usize) -> bool {
+impl RunAllocator {
+    /// Whether an allocation of `size` bytes, adding `more` to what the run holds, is refused.
+    fn refuses(&self, size: usize, more: usize) -> bool {
+        if self.held.saturating_add(more) > self.limit {
+            self.out_of_memory.set(true);
+            return true;
+        }
         size > LATE_ALLOCATION_BYTES && Instant::now() >= self.deadline
+    }
+
+    fn taken(&mut self, ptr: *mut u8) -> *mut u8 {
+        if !ptr.is_null() {
+            // SAFETY: `ptr` was just allocated by `RustAllocator`.
+            self.held += unsafe { RustAllocator::usable_size(ptr) };
+        }
+        ptr
     }
 }
 
-// SAFETY: every allocation is made, sized and freed by `RustAllocator`; this only refuses some.
-unsafe impl rquickjs::allocator::Allocator for LateAllocations {
+// SAFETY: every allocation is made, sized and freed by `RustAllocator`; this only counts them
+// and refuses some.
+unsafe impl Allocator for RunAllocator {
     fn alloc(&mut self, size: usize) -> *mut u8 {
-        if self.refuses(size) {
+        if self.refuses(size, size) {
             return std::ptr::null_mut();
         }
-        RustAllocator.alloc(size)
+        let ptr = RustAllocator.alloc(size);
+        self.taken(ptr)
     }
 
     fn calloc(&mut self, count: usize, size: usize) -> *mut u8 {
-        if self.refuses(count.saturating_mul(size)) {
+        let total = count.saturating_mul(size);
+        if self.refuses(total, total) {
             return std::ptr::null_mut();
         }
-        RustAllocator.calloc(count, size)
+        let ptr = RustAllocator.calloc(count, size);
+        self.taken(ptr)
     }
 
     unsafe fn dealloc(&mut self, ptr: *mut u8) {
+        self.held -= RustAllocator::usable_size(ptr);
         RustAllocator.dealloc(ptr)
     }
 
     unsafe fn realloc(&mut self, ptr: *mut u8, new_size: usize) -> *mut u8 {
-        if new_size > RustAllocator::usable_size(ptr) && self.refuses(new_size) {
+        let old = RustAllocator::usable_size(ptr);
+        if new_size > old && self.refuses(new_size, new_size - old) {
             return std::ptr::null_mut();
         }
-        RustAllocator.realloc(ptr, new_size)
+        let moved = RustAllocator.realloc(ptr, new_size);
+        if !moved.is_null() {
+            self.held = self.held - old + RustAllocator::usable_size(moved);
+        }
+        moved
     }
 
     unsafe fn usable_size(ptr: *mut u8) -> usize {
@@ -414,15 +449,17 @@ fn evaluate(
     started: Instant,
 ) -> Result<Json, String> {
     let deadline = started + job.timeout;
-    let runtime = Runtime::new_with_alloc(LateAllocations { deadline })
-        .map_err(|e| format!("the sandbox could not start: {e}"))?;
-    runtime.set_memory_limit(job.memory_bytes);
+    let out_of_memory = Rc::new(Cell::new(false));
+    let allocator =
+        RunAllocator { deadline, limit: job.memory_bytes, held: 0, out_of_memory: out_of_memory.clone() };
+    let runtime =
+        Runtime::new_with_alloc(allocator).map_err(|e| format!("the sandbox could not start: {e}"))?;
     runtime.set_max_stack_size(STACK_BYTES);
     runtime.set_interrupt_handler(Some(Box::new(move || Instant::now() >= deadline)));
     let context = Context::full(&runtime).map_err(|e| format!("the sandbox could not start: {e}"))?;
     let timed_out = || Instant::now() >= deadline;
     let outcome = context.with(|ctx| -> Result<Json, String> {
-        let describe = |e: CaughtError<'_>| describe(e, timed_out(), job.timeout);
+        let describe = |e: CaughtError<'_>| describe(e, timed_out(), out_of_memory.get(), job.timeout);
         install(&ctx, job, signer, captured).catch(&ctx).map_err(describe)?;
         ctx.eval::<(), _>(job.source.as_str()).catch(&ctx).map_err(describe)?;
         let handler: Value = ctx.globals().get("handler").catch(&ctx).map_err(describe)?;
@@ -461,12 +498,14 @@ fn evaluate(
     outcome
 }
 
-/// A caught JavaScript error as one line; a hit deadline as a time-out.
-fn describe(error: CaughtError<'_>, timed_out: bool, timeout: Duration) -> String {
+/// A caught JavaScript error as one line; a hit deadline as a time-out, and the memory limit
+/// as such, also where QuickJS could only throw `null` for it.
+fn describe(error: CaughtError<'_>, timed_out: bool, out_of_memory: bool, timeout: Duration) -> String {
     if timed_out {
         return format!("timed out after {} ms", job_ms(timeout));
     }
     match error {
+        CaughtError::Value(v) if out_of_memory && v.is_null() => "the run exceeded its memory limit".into(),
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
             let name = e.get::<_, String>("name").unwrap_or_else(|_| "Error".into());
