@@ -148,6 +148,31 @@ async fn a_hooks_texts_are_bounded() {
     assert_eq!(r.actions.denied, Some("n".repeat(1000)));
 }
 
+/// A hook's texts are strings: one of another kind is a `TypeError` naming the argument, and a
+/// deny reason left `undefined` or `null` is none, as when it is left out.
+#[tokio::test]
+async fn a_hooks_texts_are_strings_and_a_missing_reason_is_none() {
+    for (call, denied) in [
+        ("api.deny(undefined)", Some("denied by a code customization")),
+        ("api.deny(null)", Some("denied by a code customization")),
+        ("api.deny()", Some("denied by a code customization")),
+        ("api.deny('risky')", Some("risky")),
+    ] {
+        let r = run(&format!("function handler(e, api) {{ {call}; return 1; }}")).await;
+        assert_eq!((r.error, r.actions.denied.as_deref()), (None, denied), "{call}");
+    }
+    for (call, error) in [
+        ("api.deny(42)", "TypeError: deny: the reason must be a string"),
+        ("api.deny({reason: 'x'})", "TypeError: deny: the reason must be a string"),
+        ("api.setTransactionText(42)", "TypeError: setTransactionText: the text must be a string"),
+        ("api.setTransactionText()", "TypeError: setTransactionText: the text must be a string"),
+    ] {
+        let r = run(&format!("function handler(e, api) {{ {call}; return 1; }}")).await;
+        assert_eq!(r.error.as_deref(), Some(error), "{call}");
+        assert_eq!((r.actions.denied, r.actions.transaction_text), (None, None), "{call}");
+    }
+}
+
 /// Log lines past the bound are dropped, and the logs say how many.
 #[tokio::test]
 async fn logs_past_their_bound_are_counted() {
@@ -159,6 +184,22 @@ async fn logs_past_their_bound_are_counted() {
     assert_eq!(r.logs.last().map(String::as_str), Some("[5 more log lines dropped]"));
     let r = run("function handler() { console.log('one'); return 1; }").await;
     assert_eq!(r.logs, ["one"], "nothing dropped, nothing said");
+}
+
+/// `console.log` and a thrown non-Error write each value as JavaScript would: JSON where JSON
+/// can, and `undefined`, a BigInt, a symbol or a function by what it is, not by its type's name.
+#[tokio::test]
+async fn a_logged_or_thrown_value_is_written_as_javascript_would() {
+    let r = run("function handler() { console.log('text', 1, {a: 1}, [1, 2], null, undefined, \
+                 -12345678901234567890n, Symbol('s'), Symbol(), () => 1, {b: 2n}); throw undefined; }")
+    .await;
+    assert_eq!(
+        r.logs,
+        [
+            r#"text 1 {"a":1} [1,2] null undefined -12345678901234567890n Symbol(s) Symbol() [Function] [Object]"#
+        ]
+    );
+    assert_eq!(r.error.as_deref(), Some("a non-Error value was thrown: undefined"));
 }
 
 /// No env value leaves the sandbox through what a hook asks for: a deny reason and a transaction

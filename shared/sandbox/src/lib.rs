@@ -529,16 +529,42 @@ fn describe(error: CaughtError<'_>, timed_out: bool, out_of_memory: bool, timeou
     }
 }
 
+/// A value as `console.log` and a thrown non-Error show it: a string as it is, what JSON can
+/// write as JSON, and the rest as JavaScript writes it (`undefined`, `10n`, `Symbol(x)`,
+/// `[Function]`; `[Object]` for an object JSON cannot write).
 fn value_text(v: &Value<'_>) -> String {
     if let Some(s) = v.as_string() {
         return s.to_string().unwrap_or_default();
+    }
+    if v.is_undefined() {
+        return "undefined".into();
+    }
+    if v.is_function() {
+        return "[Function]".into();
+    }
+    if v.is_big_int() {
+        // A BigInt's own digits: converting it runs none of the script's code.
+        let digits = v.get::<rquickjs::convert::Coerced<String>>().map(|c| c.0);
+        return digits.map_or_else(|_| "[BigInt]".into(), |d| format!("{d}n"));
+    }
+    if let Some(symbol) = v.as_symbol() {
+        let description = symbol.description().ok().and_then(|d| d.as_string()?.to_string().ok());
+        return format!("Symbol({})", description.unwrap_or_default());
     }
     v.ctx()
         .json_stringify(v.clone())
         .ok()
         .flatten()
         .and_then(|s| s.to_string().ok())
-        .unwrap_or_else(|| format!("{:?}", v.type_of()))
+        .unwrap_or_else(|| format!("[{:?}]", v.type_of()))
+}
+
+/// A hook's text argument (`what`): a string, or a `TypeError` that names it.
+fn text_argument(ctx: &Ctx<'_>, value: &Value<'_>, what: &str) -> rquickjs::Result<String> {
+    match value.as_string() {
+        Some(text) => text.to_string(),
+        None => Err(Exception::throw_type(ctx, &format!("{what} must be a string"))),
+    }
 }
 
 fn throw(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
@@ -727,17 +753,24 @@ fn install<'js>(
     let sink = captured.clone();
     api.set(
         "deny",
-        Function::new(ctx.clone(), move |ctx: Ctx<'js>, reason: Opt<String>| {
-            let reason = reason.0.unwrap_or_else(|| "denied by a code customization".into());
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, reason: Opt<Value<'js>>| {
+            // A reason left out, `undefined` or `null` is none, as JavaScript reads an argument.
+            let reason = match reason.0.filter(|r| !r.is_undefined() && !r.is_null()) {
+                None => "denied by a code customization".into(),
+                Some(r) => text_argument(&ctx, &r, "deny: the reason")?,
+            };
             let reason: String = reason.chars().take(MAX_HOOK_TEXT).collect();
-            let _ = ctx;
             sink.borrow_mut().actions.denied.get_or_insert(reason);
+            Ok::<_, rquickjs::Error>(())
         })?,
     )?;
     let sink = captured.clone();
     api.set(
         "setTransactionText",
-        Function::new(ctx.clone(), move |ctx: Ctx<'js>, text: String| {
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, text: Opt<Value<'js>>| {
+            let undefined = Value::new_undefined(ctx.clone());
+            let text =
+                text_argument(&ctx, text.0.as_ref().unwrap_or(&undefined), "setTransactionText: the text")?;
             if text.chars().count() > MAX_HOOK_TEXT {
                 return Err(throw(&ctx, &format!("setTransactionText: at most {MAX_HOOK_TEXT} characters")));
             }
