@@ -560,8 +560,8 @@ fn value_text(v: &Value<'_>) -> String {
 }
 
 /// A hook's text argument (`what`): a string, or a `TypeError` that names it.
-fn text_argument(ctx: &Ctx<'_>, value: &Value<'_>, what: &str) -> rquickjs::Result<String> {
-    match value.as_string() {
+fn text_argument(ctx: &Ctx<'_>, value: Option<&Value<'_>>, what: &str) -> rquickjs::Result<String> {
+    match value.and_then(Value::as_string) {
         Some(text) => text.to_string(),
         None => Err(Exception::throw_type(ctx, &format!("{what} must be a string"))),
     }
@@ -757,7 +757,7 @@ fn install<'js>(
             // A reason left out, `undefined` or `null` is none, as JavaScript reads an argument.
             let reason = match reason.0.filter(|r| !r.is_undefined() && !r.is_null()) {
                 None => "denied by a code customization".into(),
-                Some(r) => text_argument(&ctx, &r, "deny: the reason")?,
+                reason => text_argument(&ctx, reason.as_ref(), "deny: the reason")?,
             };
             let reason: String = reason.chars().take(MAX_HOOK_TEXT).collect();
             sink.borrow_mut().actions.denied.get_or_insert(reason);
@@ -768,9 +768,7 @@ fn install<'js>(
     api.set(
         "setTransactionText",
         Function::new(ctx.clone(), move |ctx: Ctx<'js>, text: Opt<Value<'js>>| {
-            let undefined = Value::new_undefined(ctx.clone());
-            let text =
-                text_argument(&ctx, text.0.as_ref().unwrap_or(&undefined), "setTransactionText: the text")?;
+            let text = text_argument(&ctx, text.0.as_ref(), "setTransactionText: the text")?;
             if text.chars().count() > MAX_HOOK_TEXT {
                 return Err(throw(&ctx, &format!("setTransactionText: at most {MAX_HOOK_TEXT} characters")));
             }
