@@ -360,19 +360,26 @@ impl Cursor {
 
     /// Whether this cursor was produced by a query over the partition and sort condition
     /// `query` reads, with keys a store can hold (DynamoDB refuses an empty key, a partition key
-    /// over 2,048 bytes and a sort key over 1,024 as a bad request, not as a foreign cursor).
+    /// over 2,048 bytes and a sort key over 1,024 as a bad request, not as a foreign cursor), and
+    /// a sort key inside the condition (DynamoDB refuses a start key outside it as a bad request;
+    /// a cursor the list gave out always stops at an item the condition took).
     pub fn belongs_to(&self, query: &Query) -> bool {
         let holdable =
             |key: &ItemKey| (1..=2048).contains(&key.pk.len()) && (1..=1024).contains(&key.sk.len());
         if !holdable(&self.key) || !self.index_key.as_ref().is_none_or(holdable) {
             return false;
         }
-        let same_partition = match (query.index, &self.index_key) {
-            (None, None) => self.key.pk == query.pk,
-            (Some(_), Some(index_key)) => index_key.pk == query.pk,
-            _ => false,
+        let resumed = match (query.index, &self.index_key) {
+            (None, None) if self.key.pk == query.pk => &self.key.sk,
+            (Some(_), Some(index_key)) if index_key.pk == query.pk => &index_key.sk,
+            _ => return false,
         };
-        same_partition && self.scope.as_ref().is_none_or(|scope| *scope == Self::scope_of(query))
+        let in_range = match &query.sort {
+            SortKey::All => true,
+            SortKey::BeginsWith(prefix) => resumed.starts_with(prefix.as_str()),
+            SortKey::Between(lo, hi) => (lo..=hi).contains(&resumed),
+        };
+        in_range && self.scope.as_ref().is_none_or(|scope| *scope == Self::scope_of(query))
     }
 }
 
@@ -606,6 +613,32 @@ mod tests {
         {
             assert!(!cursor(pk, sk, index_sk).belongs_to(&query), "{pk} {sk} {index_sk}");
         }
+    }
+
+    /// A cursor resumes where its list's sort condition holds: one forged to stop before or
+    /// after the range (or, on an index, with only its table key in it) belongs to no page of it.
+    #[test]
+    fn a_cursor_outside_its_querys_sort_condition_belongs_to_no_query() {
+        let cursor = |sk: &str, index_key: Option<&str>| Cursor {
+            key: ItemKey::new("P", sk),
+            index_key: index_key.map(|isk| ItemKey::new("P", isk)),
+            scope: None,
+        };
+        let prefixed = Query::table("P").sort(SortKey::BeginsWith("V#".into()));
+        for sk in ["V#", "V#1", "V#~"] {
+            assert!(cursor(sk, None).belongs_to(&prefixed), "{sk}");
+        }
+        for sk in ["A", "V", "W#1", "~"] {
+            assert!(!cursor(sk, None).belongs_to(&prefixed), "{sk}");
+        }
+        let window = Query::index(Index::Gsi1, "P").sort(SortKey::Between("B".into(), "D".into()));
+        for isk in ["B", "C#9", "D"] {
+            assert!(cursor("Z", Some(isk)).belongs_to(&window), "{isk}");
+        }
+        for isk in ["A", "D#", "E"] {
+            assert!(!cursor("C", Some(isk)).belongs_to(&window), "{isk}");
+        }
+        assert!(cursor("anything", None).belongs_to(&Query::table("P")));
     }
 
     #[test]

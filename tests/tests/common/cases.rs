@@ -551,4 +551,16 @@ pub async fn inputs_dynamodb_would_refuse_never_reach_it(h: Harness) {
     let cursor = versions["nextCursor"].as_str().expect("a second page").to_owned();
     let r = h.as_tenant(&app, "GET", &format!("/content-customization?cursor={cursor}"), None).await;
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor");
+    // A cursor of this very list, forged to resume before or past the versions it pages
+    // (DynamoDB refuses a start key outside the query's sort condition): refused by name too.
+    let versions_path = format!("/content-customization/{id}/versions");
+    let r = h.as_tenant(&app, "GET", &format!("{versions_path}?cursor={cursor}"), None).await;
+    assert_eq!(r.status, 200, "the cursor as given is this list's: {}", r.text());
+    let given = rp_shared::ports::Cursor::decode(&cursor).unwrap();
+    for sk in ["ITEM#", "VER#", "VER#9999999999999999999#1", "~"] {
+        let mut forged = given.clone();
+        forged.key.sk = sk.to_owned();
+        let r = h.as_tenant(&app, "GET", &format!("{versions_path}?cursor={}", forged.encode()), None).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "cursor", "{sk}");
+    }
 }
