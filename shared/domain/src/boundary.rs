@@ -38,7 +38,7 @@ pub enum Invalid {
     TransactionSize,
     #[error("a transaction may touch an item only once")]
     RepeatedKey,
-    #[error("keys must be non-empty and free of NUL")]
+    #[error("keys must be free of NUL")]
     MalformedKey,
     /// The store refused values the request carried (DynamoDB `ValidationException`): caused by
     /// input, so the caller gets a 400, never a 500.

@@ -25,6 +25,12 @@ impl ItemKey {
     pub fn new(pk: impl Into<String>, sk: impl Into<String>) -> Self {
         Self { pk: pk.into(), sk: sk.into() }
     }
+
+    /// Whether a table can hold this key: DynamoDB takes a partition key of 1 to 2,048 bytes and
+    /// a sort key of 1 to 1,024, and refuses any other as a bad request.
+    pub fn holdable(&self) -> bool {
+        (1..=2048).contains(&self.pk.len()) && (1..=1024).contains(&self.sk.len())
+    }
 }
 
 /// The secondary indexes every backend provides (DynamoDB GSIs `gsi1` and `gsi2`).
@@ -364,9 +370,7 @@ impl Cursor {
     /// a sort key inside the condition (DynamoDB refuses a start key outside it as a bad request;
     /// a cursor the list gave out always stops at an item the condition took).
     pub fn belongs_to(&self, query: &Query) -> bool {
-        let holdable =
-            |key: &ItemKey| (1..=2048).contains(&key.pk.len()) && (1..=1024).contains(&key.sk.len());
-        if !holdable(&self.key) || !self.index_key.as_ref().is_none_or(holdable) {
+        if !self.key.holdable() || !self.index_key.as_ref().is_none_or(ItemKey::holdable) {
             return false;
         }
         let resumed = match (query.index, &self.index_key) {

@@ -55,9 +55,26 @@ fn index_sort(index_sk: &str, key: &ItemKey) -> String {
     format!("{index_sk}{SEP}{}{SEP}{}", key.pk, key.sk)
 }
 
+/// An item's key: one DynamoDB would refuse (empty, or longer than it holds) is refused as it
+/// refuses it, as input; NUL, which this store's own index entries use, as malformed.
 fn check_key(key: &ItemKey) -> Result<(), StoreError> {
-    let bad = |s: &str| s.is_empty() || s.contains(SEP);
-    if bad(&key.pk) || bad(&key.sk) {
+    if !key.holdable() {
+        return Err(Invalid::Rejected(format!(
+            "a key of {} and {} bytes: a partition key takes 1 to 2048, a sort key 1 to 1024",
+            key.pk.len(),
+            key.sk.len()
+        ))
+        .into());
+    }
+    check_index_key(key)
+}
+
+/// An index key: DynamoDB refuses an empty one as it refuses an empty table key.
+fn check_index_key(key: &ItemKey) -> Result<(), StoreError> {
+    if key.pk.is_empty() || key.sk.is_empty() {
+        return Err(Invalid::Rejected("a key attribute cannot hold an empty string".into()).into());
+    }
+    if key.pk.contains(SEP) || key.sk.contains(SEP) {
         return Err(Invalid::MalformedKey.into());
     }
     Ok(())
@@ -124,7 +141,7 @@ fn write_item(items: &mut Items<'_>, index: &mut Items<'_>, item: &Item) -> Resu
     remove_item(items, index, &item.key)?;
     for idx in Index::ALL {
         if let Some(ik) = item.index_key(idx) {
-            check_key(ik)?;
+            check_index_key(ik)?;
             let part = index_partition(idx, &ik.pk);
             let sort = index_sort(&ik.sk, &item.key);
             index.insert((part.as_str(), sort.as_str()), &[][..]).map_err(db_err)?;
