@@ -122,6 +122,13 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 /// `TransactWriteItems`: 4 MB.
 pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 
+/// The longest partition key a store holds, in bytes, as DynamoDB bounds it (on a table; its
+/// sort key: [`MAX_SORT_KEY_BYTES`]). Neither may be empty.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+
+/// The longest sort key a store holds, in bytes, as DynamoDB bounds it.
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     /// The wrapped key or ciphertext does not open under this context (tampered, or another

@@ -11,7 +11,8 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use rp_domain::boundary::{
-    Invalid, MaybeConflict, StoreError, MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS,
+    Invalid, MaybeConflict, StoreError, MAX_ITEM_BYTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES,
+    MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS,
 };
 
 /// Address of one item: partition key and sort key.
@@ -26,10 +27,12 @@ impl ItemKey {
         Self { pk: pk.into(), sk: sk.into() }
     }
 
-    /// Whether a table can hold this key: DynamoDB takes a partition key of 1 to 2,048 bytes and
-    /// a sort key of 1 to 1,024, and refuses any other as a bad request.
+    /// Whether a table can hold this key: DynamoDB takes a partition key of 1 to
+    /// [`MAX_PARTITION_KEY_BYTES`] and a sort key of 1 to [`MAX_SORT_KEY_BYTES`], and refuses any
+    /// other as a bad request.
     pub fn holdable(&self) -> bool {
-        (1..=2048).contains(&self.pk.len()) && (1..=1024).contains(&self.sk.len())
+        (1..=MAX_PARTITION_KEY_BYTES).contains(&self.pk.len())
+            && (1..=MAX_SORT_KEY_BYTES).contains(&self.sk.len())
     }
 }
 

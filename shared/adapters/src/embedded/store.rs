@@ -60,7 +60,7 @@ fn index_sort(index_sk: &str, key: &ItemKey) -> String {
 fn check_key(key: &ItemKey) -> Result<(), StoreError> {
     if !key.holdable() {
         return Err(Invalid::Rejected(format!(
-            "a key of {} and {} bytes: a partition key takes 1 to 2048, a sort key 1 to 1024",
+            "a key of {} and {} bytes: a partition key takes 1 to {MAX_PARTITION_KEY_BYTES}, a sort key 1 to {MAX_SORT_KEY_BYTES}",
             key.pk.len(),
             key.sk.len()
         ))
