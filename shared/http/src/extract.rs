@@ -82,12 +82,19 @@ fn is_identity(value: &[u8]) -> bool {
     })
 }
 
+/// The UTF-8 encoding of U+FEFF, the byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The configured body limit, put in request extensions so rejections can name it.
 #[derive(Clone, Copy)]
 pub struct BodyLimit(pub usize);
 
-/// Parses JSON, naming the failing field by its path (`offlineAccess.tokenCount`).
+/// Parses JSON, naming the failing field by its path (`offlineAccess.tokenCount`). A leading
+/// UTF-8 byte order mark is passed over, as RFC 8259 (8.1) lets a reader do and as Java's and
+/// .NET's common stream readers (Jackson, System.Text.Json) do: a client whose writer puts one
+/// there (a .NET `StreamWriter` with `Encoding.UTF8` does) works unchanged.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Problem::malformed_body("a JSON object is required"));
     }

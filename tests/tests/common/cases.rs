@@ -274,6 +274,17 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
         )
         .await;
     assert_eq!(r.status, 201, "charset parameter is fine");
+    // A leading UTF-8 byte order mark is passed over (RFC 8259, 8.1); one anywhere else, or a
+    // mark with no JSON after it, is no JSON.
+    let bom = "\u{feff}";
+    let marked = format!("{bom}{{\"appId\":\"bom1\",\"displayName\":\"x\"}}");
+    let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, marked).await;
+    assert_eq!(r.status, 201, "a leading byte order mark: {}", r.text());
+    assert_eq!(h.client.send("GET", "/cc/api/apps/bom1", admin, None).await.json()["appId"], "bom1");
+    for body in [bom.to_owned(), format!("{bom}{bom}{{}}"), format!(" {bom}{{}}"), format!("{{{bom}}}")] {
+        let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, body).await;
+        r.problem(400, codes::MALFORMED_BODY);
+    }
     // Auth is checked before the body: a bad body without a token is still a 401.
     let r = h.client.send_raw("POST", "/cc/api/apps", None, json, "{").await;
     r.problem(401, codes::MISSING_CREDENTIALS);
