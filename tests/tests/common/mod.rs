@@ -323,6 +323,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, an_answer_that_loses_its_race_decides_again);
         $crate::router_case!($make, a_removal_wins_over_a_start_in_flight);
         $crate::router_case!($make, the_device_list_answers_what_hypr_clients_read);
+        $crate::router_case!($make, the_clients_the_docs_list_as_refused_are_refused_as_they_say);
         $crate::router_case!($make, a_start_goes_to_the_device_the_caller_names);
         $crate::router_case!($make, devices_are_woken_when_there_is_something_to_fetch);
         $crate::router_case!($make, removing_a_device_deletes_its_push_endpoint);

@@ -653,6 +653,44 @@ pub async fn the_device_list_answers_what_hypr_clients_read(h: Harness) {
     assert_eq!(r.status, 403, "{}", r.json());
 }
 
+/// The two public clients docs/api/oob.md ("Clients") lists as not running unchanged are refused
+/// as it says: a start as Bravura Safe's HYPR two-factor sends it is refused for each of its
+/// three departures from the contract in turn, and taken without them; FusionAuth's paths, and
+/// the control-center call Bravura Safe checks its settings with, are no endpoints.
+pub async fn the_clients_the_docs_list_as_refused_are_refused_as_they_say(h: Harness) {
+    let (app, access, _) = setup(&h, "gil@example.com").await;
+    let path = "/rp/api/oob/client/authentication/requests";
+    let sha1 = "AB".repeat(20);
+    let mut body = json!({
+        "actionId": "defaultAuthAction", "appId": app, "machineId": "push-notif-request",
+        "namedUser": "gil@example.com", "machine": "WEB", "sessionNonce": sha1, "deviceNonce": sha1,
+        "serviceNonce": sha1, "serviceHmac": sha1, "additionalDetails": {"mobileBrowser": false},
+    });
+    // Each departure is named in turn, then left out for the next.
+    for (named, left_out) in
+        [("actionId", "actionId"), ("additionalDetails.mobileBrowser", "additionalDetails")]
+    {
+        let r = h.client.send("POST", path, Some(&access), Some(body.clone())).await;
+        assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], named);
+        body.as_object_mut().unwrap().remove(left_out);
+    }
+    let r = h.client.send("POST", path, Some(&access), Some(body.clone())).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "sessionNonce", "a SHA-1's 40 characters");
+    for nonce_field in ["sessionNonce", "deviceNonce", "serviceNonce", "serviceHmac"] {
+        body[nonce_field] = json!(nonce());
+    }
+    start(&h, &access, body).await;
+    let anonymous = [
+        ("POST", "/rp/oob/client/authentication/requests".to_owned()),
+        ("GET", format!("/rp/oob/client/authentication/{app}/gil@example.com/devices")),
+    ];
+    for (method, fusionauth) in anonymous {
+        h.client.send(method, &fusionauth, None, None).await.problem(404, codes::ROUTE_NOT_FOUND);
+    }
+    let rp_user = h.client.send("GET", "/cc/api/versioned/rpUser", Some(&access), None).await;
+    rp_user.problem(404, codes::ROUTE_NOT_FOUND);
+}
+
 pub async fn a_start_goes_to_the_device_the_caller_names(h: Harness) {
     let (app, access, older) = setup(&h, "fay@example.com").await;
     h.clock.advance(Duration::from_secs(1));
