@@ -202,6 +202,19 @@ async fn a_logged_or_thrown_value_is_written_as_javascript_would() {
     assert_eq!(r.error.as_deref(), Some("a non-Error value was thrown: undefined"));
 }
 
+/// `console.info`, `warn`, `error` and `debug` write a line each, as `console.log` does, in the
+/// order called: a script that reaches for one (`console.error` in a catch) runs on, where a
+/// missing method would throw and fail an `oob.start` hook closed.
+#[tokio::test]
+async fn the_consoles_other_levels_write_as_log_does() {
+    let r = run("function handler() { for (const level of ['log', 'info', 'warn', 'error', 'debug']) \
+                 console[level](level, {n: 1}, 2n); return 1; }")
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    let levels = ["log", "info", "warn", "error", "debug"];
+    assert_eq!(r.logs, levels.map(|level| format!(r#"{level} {{"n":1}} 2n"#)));
+}
+
 /// No env value leaves the sandbox through what a hook asks for: a deny reason and a transaction
 /// text (which reach a 403, an event, a log line and the phone) are scrubbed as logs are.
 #[tokio::test]

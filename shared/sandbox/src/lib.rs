@@ -1,6 +1,6 @@
 //! The code-customization sandbox: a tenant's JavaScript run in QuickJS (`rquickjs`), one fresh
 //! runtime and context per run, with the helpers of DECISIONS §8, the tenant's environment
-//! variables as `env`, `console.log` captured, and an `api` object for the hook.
+//! variables as `env`, `console.log` (and its levels) captured, and an `api` object for the hook.
 //!
 //! Containment:
 //! - QuickJS has no file, network, process, module loader or timers unless the host adds them,
@@ -652,6 +652,11 @@ fn prelude() -> rquickjs::Result<&'static [u8]> {
     compiled.as_deref().map_err(|e| rquickjs::Error::Io(std::io::Error::other(format!("prelude.js: {e}"))))
 }
 
+/// The `console` methods a run has, each writing its line to the logs as `log` does. A script's
+/// `console.error` in a catch must not throw for want of the method: in an `oob.start` hook the
+/// throw would fail every start of the tenant closed.
+const CONSOLE_LEVELS: [&str; 5] = ["log", "info", "warn", "error", "debug"];
+
 /// The globals: `console`, `env`, the helpers and `__api`, all frozen.
 fn install<'js>(
     ctx: &Ctx<'js>,
@@ -664,14 +669,13 @@ fn install<'js>(
 
     let console = Object::new(ctx.clone())?;
     let sink = captured.clone();
-    console.set(
-        "log",
-        Function::new(ctx.clone(), move |ctx: Ctx<'js>, args: Rest<Value<'js>>| {
-            let line: Vec<String> = args.0.iter().map(value_text).collect();
-            let _ = ctx;
-            sink.borrow_mut().log(line.join(" "));
-        })?,
-    )?;
+    let log = Function::new(ctx.clone(), move |args: Rest<Value<'js>>| {
+        let line: Vec<String> = args.0.iter().map(value_text).collect();
+        sink.borrow_mut().log(line.join(" "));
+    })?;
+    for level in CONSOLE_LEVELS {
+        console.set(level, log.clone())?;
+    }
     globals.set("console", console)?;
 
     let env = Object::new(ctx.clone())?;
