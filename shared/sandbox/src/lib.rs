@@ -654,7 +654,7 @@ fn prelude() -> rquickjs::Result<&'static [u8]> {
 
 /// The `console` methods a run has, each writing its line to the logs as `log` does. A script's
 /// `console.error` in a catch must not throw for want of the method: in an `oob.start` hook the
-/// throw would fail every start of the tenant closed.
+/// throw would fail closed each start that reached the catch.
 const CONSOLE_LEVELS: [&str; 5] = ["log", "info", "warn", "error", "debug"];
 
 /// The globals: `console`, `env`, the helpers and `__api`, all frozen.
