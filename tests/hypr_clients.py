@@ -12,7 +12,9 @@
 - A Go MFA strategy on the same API: the same device list (it needs only a non-empty array), a
   start with `machine: "WEB"`, a random 6-letter `machineId` that names no device and
   `"additionalDetails": null`, then a poll every 2 s for up to 120 s until any state entry is
-  COMPLETED, CANCELED or FAILED.
+  COMPLETED, CANCELED or FAILED. Its requests go as Go writes them: the user name in the path as
+  it is (`fmt.Sprintf`), each body with the trailing newline of Go's `json.Encoder`, and
+  `Content-Type: application/json` on the GETs too.
 
 The phones are played here with real P-256 keys (the `cryptography` package, independent of the
 server's code): each registers through a registration link, fetches its pending requests and
@@ -54,6 +56,21 @@ def call(method, path, token=None, body=None):
         with urllib.request.urlopen(request, timeout=30) as response:
             text = response.read()
             return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        return e.code, json.loads(text) if text else None
+
+
+def go_call(method, path, token, payload=None):
+    """`call` as the Go strategy's performRequest sends it: `json.Encoder`'s body (with its
+    trailing newline), and `Content-Type: application/json` on every request, GETs included."""
+    data = b"" if payload is None else (json.dumps(payload) + "\n").encode()
+    request = urllib.request.Request(BASE + path, data=data or None, method=method)
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
     except urllib.error.HTTPError as e:
         text = e.read()
         return e.code, json.loads(text) if text else None
@@ -183,7 +200,7 @@ def wso2(app_id, access, user, phones):
 
 def go_strategy(app_id, access, user, phones):
     print("-- a Go MFA strategy")
-    status, listed = devices(app_id, access, user)
+    status, listed = go_call("GET", f"/rp/api/oob/client/authentication/{app_id}/{user}/devices", access)
     expect("the device list is a non-empty array", status == 200 and isinstance(listed, list) and listed,
            f"{status} {listed}")
     start = {
@@ -197,7 +214,7 @@ def go_strategy(app_id, access, user, phones):
         "serviceHmac": pin_nonce(),
         "additionalDetails": None,
     }
-    status, started = call("POST", "/rp/api/oob/client/authentication/requests", access, start)
+    status, started = go_call("POST", "/rp/api/oob/client/authentication/requests", access, start)
     request_id = must("the start (random machineId, additionalDetails null)", status, 200, started)["response"]["requestId"]
     # A machineId that names no device: the most recently registered phone.
     newest = phones[-1]
@@ -205,7 +222,7 @@ def go_strategy(app_id, access, user, phones):
     deadline = time.monotonic() + 120
     while True:
         time.sleep(2)
-        status, polled = status_of(access, request_id)
+        status, polled = go_call("GET", f"/rp/api/oob/client/authentication/requests/{request_id}", access)
         must("the status", status, 200, polled)
         values = {entry["value"] for entry in polled["state"]}
         if values & FINAL or time.monotonic() > deadline:
