@@ -44,14 +44,8 @@ ADMIN = os.environ["RP_ADMIN_TOKEN"]
 FINAL = {"COMPLETED", "CANCELED", "FAILED"}
 
 
-def call(method, path, token=None, body=None):
+def send(request):
     """(status, parsed JSON body or None)."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(BASE + path, data=data, method=method)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             text = response.read()
@@ -61,19 +55,24 @@ def call(method, path, token=None, body=None):
         return e.code, json.loads(text) if text else None
 
 
+def call(method, path, token=None, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(BASE + path, data=data, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    return send(request)
+
+
 def go_call(method, path, token, payload=None):
     """`call` as the Go strategy's performRequest sends it: `json.Encoder`'s body (with its
     trailing newline), and `Content-Type: application/json` on every request, GETs included."""
-    data = b"" if payload is None else (json.dumps(payload) + "\n").encode()
-    request = urllib.request.Request(BASE + path, data=data or None, method=method)
+    data = None if payload is None else (json.dumps(payload) + "\n").encode()
+    request = urllib.request.Request(BASE + path, data=data, method=method)
     request.add_header("Content-Type", "application/json")
     request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        text = e.read()
-        return e.code, json.loads(text) if text else None
+    return send(request)
 
 
 def expect(step, ok, detail=""):
