@@ -202,6 +202,22 @@ async fn a_logged_or_thrown_value_is_written_as_javascript_would() {
     assert_eq!(r.error.as_deref(), Some("a non-Error value was thrown: undefined"));
 }
 
+/// An error a script logs (`catch (e) { console.error('failed', e) }`) is written as a thrown one
+/// is told, `name: message`, whatever threw it: the script, a helper or the engine; a secret in
+/// its message is scrubbed as any log line's is.
+#[tokio::test]
+async fn a_logged_error_says_what_it_is() {
+    let r = run("function handler() { class HookError extends Error { constructor(m) { super(m); this.name = 'HookError'; } } \
+                 for (const f of [() => jwtDecodeJwt('x'), () => null.x, () => { throw new HookError('no ' + env.WEBHOOK_SECRET); }]) \
+                 { try { f(); } catch (e) { console.error('failed', e); } } return 1; }")
+    .await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.logs.len(), 3, "{r:?}");
+    assert!(r.logs[0].starts_with("failed Error: jwtDecodeJwt: not a JWT"), "{r:?}");
+    assert_eq!(r.logs[1], "failed TypeError: cannot read property 'x' of null");
+    assert_eq!(r.logs[2], "failed HookError: no [env.WEBHOOK_SECRET]");
+}
+
 /// `console.info`, `warn`, `error` and `debug` write a line each, as `console.log` does, in the
 /// order called: a script that reaches for one (`console.error` in a catch) runs on, where a
 /// missing method would throw and fail an `oob.start` hook closed.
@@ -334,6 +350,7 @@ async fn hostile_scripts_are_contained() {
         ("a microtask loop", "async function handler() { for (;;) await Promise.resolve(1); }", "timed out"),
         ("a result whose getter never returns", "function handler() { return {get x() { for (;;) {} }}; }", "timed out"),
         ("a thrown object whose toString never returns", "function handler() { throw {toString() { for (;;) {} }}; }", "non-Error"),
+        ("a logged error whose name never returns", "function handler() { const e = new Error('x'); Object.defineProperty(e, 'name', {get() { for (;;) {} }}); console.log(e); return 1; }", "timed out"),
         // Filled through the paced view, it meets the deadline or the memory limit first,
         // whichever the machine's pace brings first (it met the deadline 3 runs in 5 at 5 s).
         ("a 4-billion-element array", "function handler() { return new Array(2 ** 32 - 1).fill(0).length; }", "timed out|memory limit"),
@@ -447,6 +464,40 @@ async fn one_tenants_overrunning_runs_make_only_that_tenant_wait_or_fail() {
         }
     }
     assert!(recovered, "the hostile tenant runs again once its abandoned run ended");
+}
+
+/// The deadline's interrupt ends a run also where it lands in the script's own code that a host
+/// function called (a getter or `toJSON` of what is logged or handed a helper): the host passes
+/// it on, so the run's thread ends and the tenant runs again, where a swallowed interrupt left
+/// the thread running for ever and the tenant refused as still overrunning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_inside_a_host_call_still_ends_the_run() {
+    let scripts = [
+        "function handler() { const o = {toJSON() { for (;;) {} }}; for (;;) console.log(o); }",
+        "function handler() { const e = new Error('x'); Object.defineProperty(e, 'name', {get() { for (;;) {} }}); for (;;) console.log(e); }",
+        "function handler() { const e = new Error(); e.message = {toString() { for (;;) {} }}; for (;;) console.log(e); }",
+        "function handler() { for (;;) { try { sha256({get length() { for (;;) {} }}); } catch (e) {} } }",
+    ];
+    let keys = keys();
+    for (i, source) in scripts.iter().enumerate() {
+        let tenant = format!("interrupted-{i}");
+        let r = sandbox::run(keys.clone(), tenant_job(&tenant, source, 100)).await;
+        assert_eq!(r.error.as_deref(), Some("timed out after 100 ms"), "{source}: {r:?}");
+        // The thread ends at the deadline, not abandoned past the backstop: a tenant whose run
+        // still runs is refused; give a busy machine a few seconds to show the end.
+        let mut ran = None;
+        for _ in 0..25 {
+            let next =
+                sandbox::run(keys.clone(), tenant_job(&tenant, "function handler() { return 1; }", 1_000))
+                    .await;
+            if next.error.is_none() {
+                ran = Some(next.result);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(ran, Some(json!(1)), "{source}: the run's thread never ended");
+    }
 }
 
 /// Memory filled with small values runs out where QuickJS cannot even build its out-of-memory

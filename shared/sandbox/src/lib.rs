@@ -21,8 +21,8 @@
 //! - So each run also gets its own OS thread and a watchdog: the caller gets its answer (a
 //!   time-out error) at the deadline plus [`BACKSTOP`] whatever the thread is doing. A thread
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
-//!   polled, and it is lowered to the least CPU priority (Linux), so that it takes CPU only
-//!   when nothing else wants it. A tenant whose last run ran out of time runs its next one at a
+//!   polled (host functions pass it on: `from_script`), and it is lowered to the least CPU
+//!   priority (Linux), so that it takes CPU only when nothing else wants it. A tenant whose last run ran out of time runs its next one at a
 //!   lower priority too ([`OVERRUNNING_NICE`]), so code that keeps hitting its limit yields the
 //!   cores to other tenants' runs.
 //! - Tenants are kept apart: each tenant has its own run slots ([`runs_per_tenant`], waited for
@@ -508,16 +508,17 @@ fn describe(error: CaughtError<'_>, timed_out: bool, out_of_memory: bool, timeou
         CaughtError::Value(v) if out_of_memory && v.is_null() => "the run exceeded its memory limit".into(),
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
-            let name = e.get::<_, String>("name").unwrap_or_else(|_| "Error".into());
             if message.contains("out of memory") {
                 "the run exceeded its memory limit".into()
             } else if message.contains("stack overflow") {
                 "the run exceeded its stack limit".into()
             } else {
-                format!("{name}: {message}")
+                error_text(&e).unwrap_or_else(|_| "Error".into())
             }
         }
-        CaughtError::Value(v) => format!("a non-Error value was thrown: {}", value_text(&v)),
+        CaughtError::Value(v) => {
+            format!("a non-Error value was thrown: {}", value_text(&v).unwrap_or_else(|_| "[Object]".into()))
+        }
         CaughtError::Error(e) => {
             let text = e.to_string();
             if text.contains("out of memory") || text.contains("Allocation") {
@@ -529,34 +530,64 @@ fn describe(error: CaughtError<'_>, timed_out: bool, out_of_memory: bool, timeou
     }
 }
 
-/// A value as `console.log` and a thrown non-Error show it: a string as it is, what JSON can
-/// write as JSON, and the rest as JavaScript writes it (`undefined`, `10n`, `Symbol(x)`,
-/// `[Function]`; `[Object]` for an object JSON cannot write).
-fn value_text(v: &Value<'_>) -> String {
+/// What the script's own code (a getter, `toJSON`, `toString`) computed for a host function:
+/// `Some` as it came, `None` where the script threw (the host then falls back), and the
+/// deadline's interrupt passed on. No host function may swallow the interrupt: the run ends only
+/// when it reaches the top, and a script whose every poll landed in a getter that it logged or
+/// handed a helper ran on past its deadline for ever, its thread abandoned.
+fn from_script<T>(ctx: &Ctx<'_>, computed: rquickjs::Result<T>) -> rquickjs::Result<Option<T>> {
+    match computed {
+        Ok(value) => Ok(Some(value)),
+        Err(rquickjs::Error::Exception) => {
+            let thrown = ctx.catch();
+            if thrown.is_uncatchable_error() {
+                Err(ctx.throw(thrown))
+            } else {
+                Ok(None)
+            }
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// An error as one line, `name: message` (`TypeError: x`), as a thrown one is told.
+fn error_text(e: &Exception<'_>) -> rquickjs::Result<String> {
+    use rquickjs::convert::Coerced;
+    let ctx = e.ctx();
+    let name = from_script(ctx, e.get::<_, String>("name"))?.unwrap_or_else(|| "Error".into());
+    let message = from_script(ctx, e.get::<_, Option<Coerced<String>>>("message"))?.flatten();
+    Ok(format!("{name}: {}", message.map(|m| m.0).unwrap_or_default()))
+}
+
+/// A value as `console.log` and a thrown non-Error show it: a string as it is, an error as
+/// `name: message` (JSON writes one as `{}`, which told a script's `catch` nothing), what JSON
+/// can write as JSON, and the rest as JavaScript writes it (`undefined`, `10n`, `Symbol(x)`,
+/// `[Function]`; `[Object]` for an object JSON cannot write). An `Err` is the deadline's
+/// interrupt, passed on ([`from_script`]).
+fn value_text(v: &Value<'_>) -> rquickjs::Result<String> {
     if let Some(s) = v.as_string() {
-        return s.to_string().unwrap_or_default();
+        return Ok(s.to_string().unwrap_or_default());
+    }
+    if let Some(e) = v.as_object().cloned().and_then(Exception::from_object) {
+        return error_text(&e);
     }
     if v.is_undefined() {
-        return "undefined".into();
+        return Ok("undefined".into());
     }
     if v.is_function() {
-        return "[Function]".into();
+        return Ok("[Function]".into());
     }
     if v.is_big_int() {
         // A BigInt's own digits: converting it runs none of the script's code.
         let digits = v.get::<rquickjs::convert::Coerced<String>>().map(|c| c.0);
-        return digits.map_or_else(|_| "[BigInt]".into(), |d| format!("{d}n"));
+        return Ok(digits.map_or_else(|_| "[BigInt]".into(), |d| format!("{d}n")));
     }
     if let Some(symbol) = v.as_symbol() {
         let description = symbol.description().ok().and_then(|d| d.as_string()?.to_string().ok());
-        return format!("Symbol({})", description.unwrap_or_default());
+        return Ok(format!("Symbol({})", description.unwrap_or_default()));
     }
-    v.ctx()
-        .json_stringify(v.clone())
-        .ok()
-        .flatten()
-        .and_then(|s| s.to_string().ok())
-        .unwrap_or_else(|| format!("[{:?}]", v.type_of()))
+    let json = from_script(v.ctx(), v.ctx().json_stringify(v.clone()))?.flatten();
+    Ok(json.and_then(|s| s.to_string().ok()).unwrap_or_else(|| format!("[{:?}]", v.type_of())))
 }
 
 /// A hook's text argument (`what`): a string, or a `TypeError` that names it.
@@ -591,7 +622,7 @@ fn bytes_of<'js>(ctx: &Ctx<'js>, value: &Value<'js>, what: &str) -> rquickjs::Re
         return Ok(bounded(ctx, s.to_string()?, what)?.into_bytes());
     }
     if let Some(object) = value.as_object() {
-        let length: f64 = object.get("length").unwrap_or(-1.0);
+        let length = from_script(ctx, object.get::<_, f64>("length"))?.unwrap_or(-1.0);
         if length >= 0.0 && length <= MAX_HELPER_INPUT as f64 {
             let mut bytes = Vec::with_capacity(length as usize);
             for i in 0..length as usize {
@@ -670,8 +701,9 @@ fn install<'js>(
     let console = Object::new(ctx.clone())?;
     let sink = captured.clone();
     let log = Function::new(ctx.clone(), move |args: Rest<Value<'js>>| {
-        let line: Vec<String> = args.0.iter().map(value_text).collect();
+        let line = args.0.iter().map(value_text).collect::<rquickjs::Result<Vec<_>>>()?;
         sink.borrow_mut().log(line.join(" "));
+        Ok::<_, rquickjs::Error>(())
     })?;
     for level in CONSOLE_LEVELS {
         console.set(level, log.clone())?;
