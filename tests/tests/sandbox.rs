@@ -469,7 +469,8 @@ async fn one_tenants_overrunning_runs_make_only_that_tenant_wait_or_fail() {
 /// The deadline's interrupt ends a run also where it lands in the script's own code that a host
 /// function called (a getter or `toJSON` of what is logged or handed a helper): the host passes
 /// it on, so the run's thread ends and the tenant runs again, where a swallowed interrupt left
-/// the thread running for ever and the tenant refused as still overrunning.
+/// the thread running for ever and the tenant refused as still overrunning. A promise's
+/// reactions, which the host runs job by job, end at the deadline too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_inside_a_host_call_still_ends_the_run() {
     let scripts = [
@@ -477,6 +478,8 @@ async fn an_interrupt_inside_a_host_call_still_ends_the_run() {
         "function handler() { const e = new Error('x'); Object.defineProperty(e, 'name', {get() { for (;;) {} }}); for (;;) console.log(e); }",
         "function handler() { const e = new Error(); e.message = {toString() { for (;;) {} }}; for (;;) console.log(e); }",
         "function handler() { for (;;) { try { sha256({get length() { for (;;) {} }}); } catch (e) {} } }",
+        "async function handler() { for (;;) { await Promise.resolve().then(() => { for (;;) {} }).catch(() => {}); } }",
+        "async function handler() { for (;;) { await Promise.resolve().then(() => console.log({toJSON() { for (;;) {} }})).catch(() => {}); } }",
     ];
     let keys = keys();
     for (i, source) in scripts.iter().enumerate() {
