@@ -22,9 +22,9 @@
 //!   time-out error) at the deadline plus [`BACKSTOP`] whatever the thread is doing. A thread
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
 //!   polled (host functions pass it on: `from_script`), and it is lowered to the least CPU
-//!   priority (Linux), so that it takes CPU only when nothing else wants it. A tenant whose last run ran out of time runs its next one at a
-//!   lower priority too ([`OVERRUNNING_NICE`]), so code that keeps hitting its limit yields the
-//!   cores to other tenants' runs.
+//!   priority (Linux), so that it takes CPU only when nothing else wants it. A tenant whose
+//!   last run ran out of time runs its next one at a lower priority too ([`OVERRUNNING_NICE`]),
+//!   so code that keeps hitting its limit yields the cores to other tenants' runs.
 //! - Tenants are kept apart: each tenant has its own run slots ([`runs_per_tenant`], waited for
 //!   up to the run's own time limit) and its own count of abandoned runs; while one of its runs
 //!   is abandoned, that tenant's new runs fail at once ("overran its limits"). No count is
