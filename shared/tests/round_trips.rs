@@ -1,8 +1,14 @@
 //! How many round trips a request waits for, one after another (its *waves*, `testing::trips`):
 //! each sample of `events/` sent through its function's router on the embedded backend, every
-//! backend call recorded and held for 20 ms, far longer than the work between calls, so that a
-//! slow machine cannot move a call to another wave. Reads that do not depend on one another go
-//! at once.
+//! backend call recorded and held for 20 ms. Reads that do not depend on one another go at once.
+//!
+//! The tests run on tokio's paused clock, so the 20 ms are the clock's own: it moves only when
+//! every task waits on it, never while the embedded store works on its blocking pool. A slow
+//! machine, or a commit that waits on the disk, cannot then move a call to another wave. On the
+//! wall clock a loaded CI machine once answered one of two key-budget counts more than 20 ms after
+//! the other, and the key call behind it counted a wave late. A test that runs the sandbox stays
+//! on the wall clock: the sandbox's watchdog is a tokio timer, which paused time would fire at
+//! once, and a run cut off so marks its tenant as overrunning for the rest of the process.
 
 use rp_shared::backend::{self, Backend};
 use rp_shared::http::{self, AppState, HttpConfig};
@@ -83,7 +89,7 @@ async fn calls_on(backend: &Backend, sample: Sample, times: usize) -> Vec<(u16, 
 }
 
 /// The wave `call` went out in (1 for the first), for every time it was made.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_tenant_and_its_app_are_read_at_once() {
     let (status, tally) = first_call("content-customization.get").await;
     assert_eq!(status, 200);
@@ -93,7 +99,7 @@ async fn a_tenant_and_its_app_are_read_at_once() {
     assert_eq!(tally.waves, 2, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_version_and_its_record_are_read_at_once() {
     for stem in ["content-customization-version", "code-customization-version"] {
         let (status, tally) = first_call(stem).await;
@@ -104,7 +110,7 @@ async fn a_version_and_its_record_are_read_at_once() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_changed_environment_waits_for_the_key_service_once() {
     for stem in ["code-customization-env-var", "code-customization-env-var.delete"] {
         let (status, tally) = first_call(stem).await;
@@ -125,7 +131,7 @@ async fn a_changed_environment_waits_for_the_key_service_once() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn used_pins_are_opened_and_resealed_in_one_wait() {
     let (status, tally) = first_call("rp-device-offline-used").await;
     assert_eq!(status, 200);
@@ -134,7 +140,7 @@ async fn used_pins_are_opened_and_resealed_in_one_wait() {
     assert_eq!(tally.waves_of("keys.generate_data_key"), opened, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_repeated_pin_report_asks_the_key_service_nothing() {
     let outcomes = calls("rp-device-offline-used", 2).await;
     assert_eq!(outcomes[0].0, 200);
@@ -143,7 +149,7 @@ async fn a_repeated_pin_report_asks_the_key_service_nothing() {
     assert!(again.calls.iter().all(|(_, call)| !call.starts_with("keys.")), "{again}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_users_device_tokens_are_read_at_once() {
     let (status, tally) = first_call("cc-app-user-devices").await;
     assert_eq!(status, 200);
@@ -157,7 +163,7 @@ async fn a_users_device_tokens_are_read_at_once() {
 
 /// A device recorded before its token's end was kept learns it from its token, which the list
 /// reads anyway: each token is read once, all at once, legacy records or not.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_users_device_tokens_are_read_once_when_a_record_is_legacy() {
     use rp_shared::ports::{Condition, Query, SortKey};
     let (_dir, backend) = seeded().await;
@@ -179,7 +185,7 @@ async fn a_users_device_tokens_are_read_once_when_a_record_is_legacy() {
     assert_eq!(tally.waves, 2, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
     for (stem, read) in [
         ("cc-apps.get", "store.query APP"),
@@ -194,7 +200,7 @@ async fn a_listing_is_read_beside_the_token_and_the_jwks_key_beside_the_app() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_enrollment_reads_what_it_can_at_once() {
     for stem in ["rp-enroll", "rp-client-registrations"] {
         let (status, tally) = first_call(stem).await;
@@ -211,7 +217,7 @@ async fn an_enrollment_reads_what_it_can_at_once() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_oob_start_reads_what_it_needs_at_once_and_its_devices_beside_the_count() {
     let (status, tally) = first_call("rp-oob-requests").await;
     assert_eq!(status, 200);
@@ -237,6 +243,7 @@ async fn with_a_start_hook() -> (tempfile::TempDir, Backend) {
     (dir, backend)
 }
 
+// On the wall clock: it runs the sandbox, whose watchdog paused time would fire at once.
 #[tokio::test]
 async fn an_oob_start_reads_its_customization_and_variables_beside_the_count() {
     let (_dir, backend) = with_a_start_hook().await;
@@ -252,6 +259,7 @@ async fn an_oob_start_reads_its_customization_and_variables_beside_the_count() {
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
+// On the wall clock: it runs the sandbox, whose watchdog paused time would fire at once.
 #[tokio::test]
 async fn a_refused_oob_start_opens_no_variables() {
     // A replayed nonce: refused before the customization runs.
@@ -274,7 +282,7 @@ async fn a_refused_oob_start_opens_no_variables() {
     assert!(tally.calls.iter().all(|(_, call)| !call.starts_with("keys.")), "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_device_answer_reads_its_request_beside_its_token() {
     let (status, tally) = first_call("rp-device-oob-request").await;
     assert_eq!(status, 200, "{tally}");
@@ -284,7 +292,7 @@ async fn a_device_answer_reads_its_request_beside_its_token() {
     assert_eq!(tally.waves, 2, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_pairing_and_its_app_are_read_at_once() {
     for stem in ["rp-client-reg", "rp-client-reg.get"] {
         let (status, tally) = first_call(stem).await;
@@ -308,7 +316,7 @@ async fn a_pairing_and_its_app_are_read_at_once() {
 /// A new pairing reads all it is judged on beside the app and the pairing: only the device's own
 /// record and the user an alias names wait for a read before them. A pairing that exists is
 /// answered without waiting for any of it.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_new_pairing_reads_what_it_is_judged_on_beside_the_pairing() {
     use serde_json::json;
     let (_dir, backend) = seeded().await;
@@ -352,7 +360,7 @@ async fn a_new_pairing_reads_what_it_is_judged_on_beside_the_pairing() {
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     let (status, tally) = first_call("rp-certificate-requests").await;
     assert_eq!(status, 200);
@@ -371,7 +379,7 @@ async fn a_poll_moves_its_pointer_beside_the_time_out_message() {
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_admin_token_and_the_app_of_its_path_are_read_at_once() {
     let (status, tally) = first_call("cc-app").await;
     assert_eq!(status, 200);
@@ -382,7 +390,7 @@ async fn an_admin_token_and_the_app_of_its_path_are_read_at_once() {
 
 /// Reading the app beside the token changes no answer: a refused token is refused first, and
 /// an app that does not exist is a 404 only for an admin.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_token_is_still_judged_before_the_app() {
     let (_dir, backend) = seeded().await;
     let sample = sample("cc-app");
@@ -394,6 +402,7 @@ async fn the_token_is_still_judged_before_the_app() {
     assert_eq!(send(&router, &bad_token(&sample.event)).await, 401);
 }
 
+// On the wall clock: it runs the sandbox, whose watchdog paused time would fire at once.
 #[tokio::test]
 async fn a_test_run_reads_its_environment_beside_the_customization() {
     let (status, tally) = first_call("code-customization-test").await;
@@ -406,7 +415,7 @@ async fn a_test_run_reads_its_environment_beside_the_customization() {
     assert_eq!(tally.waves, 4, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_app_change_starts_from_the_app_read_beside_the_token() {
     for stem in ["cc-app-rate-limit", "cc-app-workstation"] {
         let (status, tally) = first_call(stem).await;
@@ -417,7 +426,7 @@ async fn an_app_change_starts_from_the_app_read_beside_the_token() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
     for stem in ["rp-device-setup", "rp-device-offline-used", "rp-client-reg.patch"] {
         let (status, tally) = first_call(stem).await;
@@ -429,7 +438,7 @@ async fn a_pairings_settings_and_the_pairing_are_read_at_once() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_pairing_update_writes_once_and_reads_nothing_back() {
     // A new name and a used PIN: one write, after the key service (its budget counted, then
     // open and reseal, at once); the answer shows what is left of the PINs as they were
@@ -459,7 +468,7 @@ async fn a_pairing_update_writes_once_and_reads_nothing_back() {
     assert_eq!(tally.waves, 4, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_renamed_pairings_pins_are_opened_beside_the_write() {
     let (status, tally) = first_call("rp-client-reg.patch").await;
     assert_eq!(status, 200, "{tally}");
@@ -473,7 +482,7 @@ async fn a_renamed_pairings_pins_are_opened_beside_the_write() {
 
 /// A renamed pairing whose PINs the answer would not show (its app turned offline access off)
 /// has nothing opened for it, beside the write or after it.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_renamed_pairings_hidden_pins_are_not_opened() {
     use serde_json::json;
     let (_dir, backend) = seeded().await;
@@ -488,7 +497,7 @@ async fn a_renamed_pairings_hidden_pins_are_not_opened() {
 
 /// A list of customizations reads its page beside its count (`META`), and a list of versions
 /// beside the customization: at once, and beside the rate limit's counter.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_list_reads_its_page_beside_what_it_answers_with() {
     for (stem, kind) in [
         ("code-customizations.get", "CODE"),
@@ -504,7 +513,7 @@ async fn a_list_reads_its_page_beside_what_it_answers_with() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
     use rp_shared::domain::certificates::RequestState;
     use rp_shared::domain::pairing::PairingKey;
@@ -534,7 +543,7 @@ async fn an_unpairing_reads_its_certificate_where_its_request_filed_it() {
     assert!(cert.revocation_request_id.is_some(), "the revocation is queued");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_removed_device_is_frozen_before_its_pairings_are_listed() {
     let (status, tally) = first_call("cc-app-device").await;
     assert_eq!(status, 204);
@@ -550,7 +559,7 @@ async fn a_removed_device_is_frozen_before_its_pairings_are_listed() {
     assert_eq!(tally.waves, 5, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn what_an_admins_app_path_names_is_read_beside_the_token_and_the_app() {
     // A device whose token ends; whoever holds the alias a registration link names.
     for (stem, read) in
@@ -564,7 +573,7 @@ async fn what_an_admins_app_path_names_is_read_beside_the_token_and_the_app() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_admins_first_read_goes_beside_the_token() {
     // A poll reads where its round starts; a revocation reads the certificate of its path, and
     // the app (for the request's time-out) beside the certificate its serial's item points at.
@@ -582,7 +591,7 @@ async fn an_admins_first_read_goes_beside_the_token() {
 }
 
 /// A refused token is refused before the path is judged, and the path before the certificate.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_revocations_token_is_judged_before_its_path() {
     let (_dir, backend) = seeded().await;
     let sample = sample("cc-certificate-revoke");
@@ -598,7 +607,7 @@ async fn a_revocations_token_is_judged_before_its_path() {
     assert_eq!(send(&router, &sample.event).await, 202);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_customizations_reads_go_beside_the_count_and_its_writes_after_it() {
     for (stem, kind) in [
         ("content-customization.get", "CONTENT"),
@@ -620,6 +629,7 @@ async fn a_customizations_reads_go_beside_the_count_and_its_writes_after_it() {
 
 /// Every customization sample over the limit: its reads may have gone beside the count, but it
 /// writes nothing, asks the key service nothing and answers 429.
+// On the wall clock: its test run runs the sandbox, whose watchdog paused time would fire at once.
 #[tokio::test]
 async fn a_refused_customization_request_writes_nothing_and_asks_no_key() {
     let gated = samples().into_iter().filter(|s| {
@@ -647,7 +657,7 @@ async fn a_refused_customization_request_writes_nothing_and_asks_no_key() {
     assert!(seen >= 15, "every customization sample: {seen}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_restore_starts_from_the_record_read_beside_its_version() {
     for (stem, kind) in [("content-customization-restore", "CONTENT"), ("code-customization-restore", "CODE")]
     {
@@ -659,7 +669,7 @@ async fn a_restore_starts_from_the_record_read_beside_its_version() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_delete_reads_its_record_meta_and_versions_at_once() {
     let (status, tally) = first_call("code-customization.delete").await;
     assert_eq!(status, 204);
@@ -672,7 +682,7 @@ async fn a_delete_reads_its_record_meta_and_versions_at_once() {
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_enrollments_completion_reads_its_session_beside_the_user() {
     let (status, tally) = first_call("rp-enroll-complete").await;
     assert_eq!(status, 200);
@@ -681,7 +691,7 @@ async fn an_enrollments_completion_reads_its_session_beside_the_user() {
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn what_a_request_names_is_read_beside_its_token() {
     // A result's request; the token to revoke; a new token's app; an OOB request; an event's app.
     for (stem, read, waves) in [
@@ -712,7 +722,7 @@ fn with_body(event: &str, change: impl FnOnce(&mut serde_json::Value)) -> String
 /// What the path or body names is judged after the token, however early it is read: a refused
 /// token is a 401 whatever the request names, and a bad name is a 400 (or 404) for a good token
 /// (an unknown OOB request is the seed's 400).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn what_a_request_names_is_still_judged_after_its_token() {
     use rp_shared::samples::{ACCESS_TOKEN, ADMIN_TOKEN, DEVICE_TOKEN};
     let (_dir, backend) = seeded().await;
@@ -822,7 +832,7 @@ async fn what_a_request_names_is_still_judged_after_its_token() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_token_refresh_reads_the_device_where_its_token_says_it_is() {
     let (status, tally) = first_call("rp-device-token").await;
     assert_eq!(status, 201);
@@ -831,7 +841,7 @@ async fn a_token_refresh_reads_the_device_where_its_token_says_it_is() {
     assert_eq!(tally.waves, 3, "{tally}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_poll_reads_past_an_app_that_comes_up_short_in_one_round() {
     use rp_shared::domain::apps::AppId;
     use rp_shared::domain::certificates::{CertRequest, RequestKind};
@@ -907,7 +917,7 @@ async fn pairings_left(backend: &Backend) -> (usize, bool) {
 
 /// A device paired with many workstations is removed in a few rounds, not one round trip after
 /// another per pairing: its pairings (and then its certificates) end several at once.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_removed_devices_pairings_end_several_at_once() {
     use rp_shared::app::devices::REMOVALS_AT_ONCE;
     let (_dir, backend) = seeded().await;
@@ -930,7 +940,7 @@ async fn a_removed_devices_pairings_end_several_at_once() {
 
 /// A removal cut off part-way (the function's time-out) leaves its device frozen with what it
 /// did not reach; sent again, it ends the rest.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_removal_cut_off_part_way_is_finished_by_sending_it_again() {
     let (_dir, backend) = seeded().await;
     let removal = paired_with_many(&backend, 22).await;
@@ -952,7 +962,7 @@ async fn a_removal_cut_off_part_way_is_finished_by_sending_it_again() {
 /// A phone's fetch of its pending OOB requests marks each fetched and opens the recovery keys of
 /// each one's machine at once, not one request after another; each request's mark goes beside
 /// its machine's enrollment read.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_devices_pending_requests_are_marked_and_opened_at_once() {
     use rp_shared::samples::{ACCESS_TOKEN, APP, WATCH_TOKEN};
     use rp_shared::testing::http::TestClient;
