@@ -187,7 +187,8 @@ async fn logs_past_their_bound_are_counted() {
 }
 
 /// `console.log` and a thrown non-Error write each value as JavaScript would: JSON where JSON
-/// can, and `undefined`, a BigInt, a symbol or a function by what it is, not by its type's name.
+/// can, and `undefined`, a BigInt, a symbol or a function by what it is, not by its type's name;
+/// a BigInt inside an object as a string that says so.
 #[tokio::test]
 async fn a_logged_or_thrown_value_is_written_as_javascript_would() {
     let r = run("function handler() { console.log('text', 1, {a: 1}, [1, 2], null, undefined, \
@@ -196,10 +197,38 @@ async fn a_logged_or_thrown_value_is_written_as_javascript_would() {
     assert_eq!(
         r.logs,
         [
-            r#"text 1 {"a":1} [1,2] null undefined -12345678901234567890n Symbol(s) Symbol() [Function] [Object]"#
+            r#"text 1 {"a":1} [1,2] null undefined -12345678901234567890n Symbol(s) Symbol() [Function] {"b":"2n"}"#
         ]
     );
     assert_eq!(r.error.as_deref(), Some("a non-Error value was thrown: undefined"));
+}
+
+/// What JSON cannot write inside a logged object is told as it is at the top: an error as
+/// `name: message` (`console.log({error})` from a catch wrote `{"error":{}}`), a BigInt with its
+/// `n`, and a reference back to an object that holds it as `[Circular]` (where the whole line was
+/// `[Object]`). An object held twice, but not inside itself, is written twice; a thrown object
+/// is told the same way.
+#[tokio::test]
+async fn a_logged_object_says_what_json_cannot_write() {
+    let r = run("function handler() { \
+                 try { null.x; } catch (error) { console.log('failed', {error, id: 7n, causes: [new RangeError('r')]}); } \
+                 const shared = {k: 1}; const loop = {name: 'loop', shared, again: shared}; \
+                 loop.self = loop; loop.list = [loop, {up: loop, shared}]; console.log(loop); \
+                 throw {reason: new Error('no ' + env.WEBHOOK_SECRET), loop}; }")
+    .await;
+    assert_eq!(
+        r.logs,
+        [
+            r#"failed {"error":"TypeError: cannot read property 'x' of null","id":"7n","causes":["RangeError: r"]}"#,
+            r#"{"name":"loop","shared":{"k":1},"again":{"k":1},"self":"[Circular]","list":["[Circular]",{"up":"[Circular]","shared":{"k":1}}]}"#,
+        ]
+    );
+    assert_eq!(
+        r.error.as_deref(),
+        Some(
+            r#"a non-Error value was thrown: {"reason":"Error: no [env.WEBHOOK_SECRET]","loop":{"name":"loop","shared":{"k":1},"again":{"k":1},"self":"[Circular]","list":["[Circular]",{"up":"[Circular]","shared":{"k":1}}]}}"#
+        )
+    );
 }
 
 /// An error a script logs (`catch (e) { console.error('failed', e) }`) is written as a thrown one
@@ -350,6 +379,9 @@ async fn hostile_scripts_are_contained() {
         ("a microtask loop", "async function handler() { for (;;) await Promise.resolve(1); }", "timed out"),
         ("a result whose getter never returns", "function handler() { return {get x() { for (;;) {} }}; }", "timed out"),
         ("a thrown object whose toString never returns", "function handler() { throw {toString() { for (;;) {} }}; }", "non-Error"),
+        // Written with a replacer, which JSON calls for each value it writes, and which asks the
+        // deadline as it goes: a million references to one chain 400 deep.
+        ("logging a deep chain a million times over", "function handler() { let c = {}; for (let i = 0; i < 400; i++) c = {next: c}; const wide = new Array(1e6).fill(c); for (;;) console.log(wide); }", "timed out"),
         ("a logged error whose name never returns", "function handler() { const e = new Error('x'); Object.defineProperty(e, 'name', {get() { for (;;) {} }}); console.log(e); return 1; }", "timed out"),
         // Filled through the paced view, it meets the deadline or the memory limit first,
         // whichever the machine's pace brings first (it met the deadline 3 runs in 5 at 5 s).

@@ -459,8 +459,8 @@ fn evaluate(
     let context = Context::full(&runtime).map_err(|e| format!("the sandbox could not start: {e}"))?;
     let timed_out = || Instant::now() >= deadline;
     let outcome = context.with(|ctx| -> Result<Json, String> {
-        let describe = |e: CaughtError<'_>| describe(e, timed_out(), out_of_memory.get(), job.timeout);
-        install(&ctx, job, signer, captured).catch(&ctx).map_err(describe)?;
+        let describe = |e: CaughtError<'_>| describe(e, deadline, out_of_memory.get(), job.timeout);
+        install(&ctx, job, deadline, signer, captured).catch(&ctx).map_err(describe)?;
         ctx.eval::<(), _>(job.source.as_str()).catch(&ctx).map_err(describe)?;
         let handler: Value = ctx.globals().get("handler").catch(&ctx).map_err(describe)?;
         let Some(handler) = handler.as_function() else {
@@ -500,8 +500,8 @@ fn evaluate(
 
 /// A caught JavaScript error as one line; a hit deadline as a time-out, and the memory limit
 /// as such, also where QuickJS could only throw `null` for it.
-fn describe(error: CaughtError<'_>, timed_out: bool, out_of_memory: bool, timeout: Duration) -> String {
-    if timed_out {
+fn describe(error: CaughtError<'_>, deadline: Instant, out_of_memory: bool, timeout: Duration) -> String {
+    if Instant::now() >= deadline {
         return format!("timed out after {} ms", job_ms(timeout));
     }
     match error {
@@ -517,7 +517,10 @@ fn describe(error: CaughtError<'_>, timed_out: bool, out_of_memory: bool, timeou
             }
         }
         CaughtError::Value(v) => {
-            format!("a non-Error value was thrown: {}", value_text(&v).unwrap_or_else(|_| "[Object]".into()))
+            format!(
+                "a non-Error value was thrown: {}",
+                value_text(&v, deadline).unwrap_or_else(|_| "[Object]".into())
+            )
         }
         CaughtError::Error(e) => {
             let text = e.to_string();
@@ -561,10 +564,10 @@ fn error_text(e: &Exception<'_>) -> rquickjs::Result<String> {
 
 /// A value as `console.log` and a thrown non-Error show it: a string as it is, an error as
 /// `name: message` (JSON writes one as `{}`, which told a script's `catch` nothing), what JSON
-/// can write as JSON, and the rest as JavaScript writes it (`undefined`, `10n`, `Symbol(x)`,
-/// `[Function]`; `[Object]` for an object JSON cannot write). An `Err` is the deadline's
-/// interrupt, passed on ([`from_script`]).
-fn value_text(v: &Value<'_>) -> rquickjs::Result<String> {
+/// can write as JSON ([`json_text`]), and the rest as JavaScript writes it (`undefined`, `10n`,
+/// `Symbol(x)`, `[Function]`; `[Object]` for an object whose getter or `toJSON` threw). An `Err`
+/// is the deadline's interrupt, passed on ([`from_script`]).
+fn value_text(v: &Value<'_>, deadline: Instant) -> rquickjs::Result<String> {
     if let Some(s) = v.as_string() {
         return Ok(s.to_string().unwrap_or_default());
     }
@@ -578,16 +581,69 @@ fn value_text(v: &Value<'_>) -> rquickjs::Result<String> {
         return Ok("[Function]".into());
     }
     if v.is_big_int() {
-        // A BigInt's own digits: converting it runs none of the script's code.
-        let digits = v.get::<rquickjs::convert::Coerced<String>>().map(|c| c.0);
-        return Ok(digits.map_or_else(|_| "[BigInt]".into(), |d| format!("{d}n")));
+        return Ok(big_int_text(v));
     }
     if let Some(symbol) = v.as_symbol() {
         let description = symbol.description().ok().and_then(|d| d.as_string()?.to_string().ok());
         return Ok(format!("Symbol({})", description.unwrap_or_default()));
     }
-    let json = from_script(v.ctx(), v.ctx().json_stringify(v.clone()))?.flatten();
-    Ok(json.and_then(|s| s.to_string().ok()).unwrap_or_else(|| format!("[{:?}]", v.type_of())))
+    Ok(json_text(v, deadline)?.unwrap_or_else(|| format!("[{:?}]", v.type_of())))
+}
+
+/// A BigInt as JavaScript writes one, `10n`: its own digits, which converting runs none of the
+/// script's code for.
+fn big_int_text(v: &Value<'_>) -> String {
+    let digits = v.get::<rquickjs::convert::Coerced<String>>().map(|c| c.0);
+    digits.map_or_else(|_| "[BigInt]".into(), |d| format!("{d}n"))
+}
+
+/// A value as JSON writes it, with what JSON cannot write inside it told as a string, as
+/// [`value_text`] tells it at the top: an error as `"name: message"` (JSON writes `{}`), a BigInt
+/// as `"10n"` (JSON throws), and a reference back to an object that holds it as `"[Circular]"`
+/// (JSON throws). A script logs `{error, request}` from its `catch`, and each of those made the
+/// whole line `{"error":{}}` or `[Object]`. `None` where the script's own getter or `toJSON`
+/// threw.
+///
+/// The replacer keeps the objects from the top down to the one being written (JSON writes depth
+/// first, and hands the replacer each value's holder), in a set as well as in order, so that
+/// each value costs the same whatever its depth. A replacer call costs more than JSON's own
+/// step, and JSON asks no interrupt while it writes, so the replacer asks the deadline itself:
+/// past it, it throws, and the value is written `[Object]` as the run ends.
+fn json_text<'js>(v: &Value<'js>, deadline: Instant) -> rquickjs::Result<Option<String>> {
+    use rquickjs::function::This;
+    use std::collections::HashSet;
+    let ctx = v.ctx();
+    let path: Rc<RefCell<(Vec<Value<'js>>, HashSet<Value<'js>>)>> = Rc::default();
+    let held = path.clone();
+    let replacer =
+        Function::new(ctx.clone(), move |holder: This<Value<'js>>, _key: Value<'js>, value: Value<'js>| {
+            let ctx = value.ctx().clone();
+            if Instant::now() >= deadline {
+                return Err(throw(&ctx, "console.log: the run's deadline passed"));
+            }
+            let text = |text: &str| rquickjs::String::from_str(ctx.clone(), text).map(|s| s.into_value());
+            if value.is_big_int() {
+                return text(&big_int_text(&value));
+            }
+            let Some(object) = value.as_object() else { return Ok(value) };
+            if let Some(e) = Exception::from_object(object.clone()) {
+                return text(&error_text(&e)?);
+            }
+            let mut path = held.borrow_mut();
+            let (order, set) = &mut *path;
+            while order.last().is_some_and(|top| *top != holder.0) {
+                order.pop().map(|left| set.remove(&left));
+            }
+            if set.contains(&value) {
+                return text("[Circular]");
+            }
+            order.push(value.clone());
+            set.insert(value.clone());
+            Ok(value)
+        })?;
+    let json = from_script(ctx, ctx.json_stringify_replacer(v.clone(), replacer));
+    *path.borrow_mut() = Default::default();
+    Ok(json?.flatten().and_then(|s| s.to_string().ok()))
 }
 
 /// A hook's text argument (`what`): a string, or a `TypeError` that names it.
@@ -692,6 +748,7 @@ const CONSOLE_LEVELS: [&str; 5] = ["log", "info", "warn", "error", "debug"];
 fn install<'js>(
     ctx: &Ctx<'js>,
     job: &Job,
+    deadline: Instant,
     signer: &Rc<Signer>,
     captured: &Rc<RefCell<Captured>>,
 ) -> rquickjs::Result<()> {
@@ -701,7 +758,7 @@ fn install<'js>(
     let console = Object::new(ctx.clone())?;
     let sink = captured.clone();
     let log = Function::new(ctx.clone(), move |args: Rest<Value<'js>>| {
-        let line = args.0.iter().map(value_text).collect::<rquickjs::Result<Vec<_>>>()?;
+        let line = args.0.iter().map(|v| value_text(v, deadline)).collect::<rquickjs::Result<Vec<_>>>()?;
         sink.borrow_mut().log(line.join(" "));
         Ok::<_, rquickjs::Error>(())
     })?;
