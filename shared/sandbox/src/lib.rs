@@ -600,9 +600,8 @@ fn big_int_text(v: &Value<'_>) -> String {
 /// A value as JSON writes it, with what JSON cannot write inside it told as a string, as
 /// [`value_text`] tells it at the top: an error as `"name: message"` (JSON writes `{}`), a BigInt
 /// as `"10n"` (JSON throws), and a reference back to an object that holds it as `"[Circular]"`
-/// (JSON throws). A script logs `{error, request}` from its `catch`, and each of those made the
-/// whole line `{"error":{}}` or `[Object]`. `None` where the script's own getter or `toJSON`
-/// threw.
+/// (JSON throws), so that `console.log({error, request})` in a `catch` tells what failed. `None`
+/// where the script's own getter or `toJSON` threw.
 ///
 /// The replacer keeps the objects from the top down to the one being written (JSON writes depth
 /// first, and hands the replacer each value's holder), in a set as well as in order, so that
@@ -619,7 +618,7 @@ fn json_text<'js>(v: &Value<'js>, deadline: Instant) -> rquickjs::Result<Option<
         Function::new(ctx.clone(), move |holder: This<Value<'js>>, _key: Value<'js>, value: Value<'js>| {
             let ctx = value.ctx().clone();
             if Instant::now() >= deadline {
-                return Err(throw(&ctx, "console.log: the run's deadline passed"));
+                return Err(throw(&ctx, "the run's deadline passed"));
             }
             let text = |text: &str| rquickjs::String::from_str(ctx.clone(), text).map(|s| s.into_value());
             if value.is_big_int() {
@@ -631,8 +630,12 @@ fn json_text<'js>(v: &Value<'js>, deadline: Instant) -> rquickjs::Result<Option<
             }
             let mut path = held.borrow_mut();
             let (order, set) = &mut *path;
-            while order.last().is_some_and(|top| *top != holder.0) {
-                order.pop().map(|left| set.remove(&left));
+            while let Some(top) = order.last() {
+                if *top == holder.0 {
+                    break;
+                }
+                set.remove(top);
+                order.pop();
             }
             if set.contains(&value) {
                 return text("[Circular]");
