@@ -645,6 +645,8 @@ fn json_text<'js>(v: &Value<'js>, deadline: Instant) -> rquickjs::Result<Option<
             Ok(value)
         })?;
     let json = from_script(ctx, ctx.json_stringify_replacer(v.clone(), replacer));
+    // Emptied here, not left to the replacer's drop: QuickJS's collector cannot see the values a
+    // Rust closure holds, so none may stay held should the function outlive the call.
     *path.borrow_mut() = Default::default();
     Ok(json?.flatten().and_then(|s| s.to_string().ok()))
 }
