@@ -940,6 +940,20 @@ mod tests {
     }
 
     #[test]
+    fn the_log_replacer_stops_writing_at_the_deadline() {
+        // JSON asks no interrupt while it writes; only the replacer's own check ends a long write.
+        let runtime = rquickjs::Runtime::new().unwrap();
+        let context = rquickjs::Context::full(&runtime).unwrap();
+        context.with(|ctx| {
+            let value: Value = ctx.eval("({a: [1, {b: 2n}]})").unwrap();
+            let later = Instant::now() + Duration::from_secs(60);
+            assert_eq!(json_text(&value, later).unwrap().as_deref(), Some(r#"{"a":[1,{"b":"2n"}]}"#));
+            assert_eq!(json_text(&value, Instant::now()).unwrap(), None, "written past the deadline");
+            assert_eq!(value_text(&value, Instant::now()).unwrap(), "[Object]");
+        });
+    }
+
+    #[test]
     fn logs_are_bounded() {
         let mut c = Captured::default();
         for i in 0..(MAX_LOG_LINES + 5) {
