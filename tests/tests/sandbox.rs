@@ -387,6 +387,8 @@ async fn hostile_scripts_are_contained() {
         // whichever the machine's pace brings first (it met the deadline 3 runs in 5 at 5 s).
         ("a 4-billion-element array", "function handler() { return new Array(2 ** 32 - 1).fill(0).length; }", "timed out|memory limit"),
         ("a result past the memory limit", "function handler() { return 'z'.repeat(50 << 20); }", "memory limit"),
+        // A wait blocks the thread in C, where no interrupt reaches it: the runtime may not block.
+        ("Atomics.wait with no time-out", "function handler() { return Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); }", "TypeError: cannot block in this thread"),
         // The prelude is a module a script can import by name; a second call changes nothing
         // (the methods are not wrapped again), and its array methods stay paced.
         ("importing the prelude to run it again", "async function handler() { const m = await import('rp:prelude'); const join = [].join; m.default(1e12); if ([].join !== join) return 'wrapped again'; return new Array(2 ** 32 - 1).join('').length; }", "timed out"),
