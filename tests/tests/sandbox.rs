@@ -386,6 +386,8 @@ async fn hostile_scripts_are_contained() {
         // Filled through the paced view, it meets the deadline or the memory limit first,
         // whichever the machine's pace brings first (it met the deadline 3 runs in 5 at 5 s).
         ("a 4-billion-element array", "function handler() { return new Array(2 ** 32 - 1).fill(0).length; }", "timed out|memory limit"),
+        // Met where QuickJS had no memory left for its own error's message either.
+        ("two million keys", "const a = []; for (let i = 0; i < 2e6; i++) a.push('k' + ((i * 7919) % 2e6)); function handler() { return a.length; }", "memory limit"),
         ("a result past the memory limit", "function handler() { return 'z'.repeat(50 << 20); }", "memory limit"),
         // A wait blocks the thread in C, where no interrupt reaches it: the runtime may not block.
         ("Atomics.wait with no time-out", "function handler() { return Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); }", "TypeError: cannot block in this thread"),

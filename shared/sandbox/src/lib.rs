@@ -498,8 +498,13 @@ fn evaluate(
     outcome
 }
 
+/// The message QuickJS puts on an error when it has no memory left for the one it meant, its
+/// own `out of memory` among them: a run that met its limit there was told
+/// `InternalError: Invalid error message`.
+const UNWRITTEN_MESSAGE: &str = "Invalid error message";
+
 /// A caught JavaScript error as one line; a hit deadline as a time-out, and the memory limit
-/// as such, also where QuickJS could only throw `null` for it.
+/// as such, also where QuickJS could only throw `null` for it, or an error without its message.
 fn describe(error: CaughtError<'_>, deadline: Instant, out_of_memory: bool, timeout: Duration) -> String {
     if Instant::now() >= deadline {
         return format!("timed out after {} ms", job_ms(timeout));
@@ -508,7 +513,7 @@ fn describe(error: CaughtError<'_>, deadline: Instant, out_of_memory: bool, time
         CaughtError::Value(v) if out_of_memory && v.is_null() => "the run exceeded its memory limit".into(),
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
-            if message.contains("out of memory") {
+            if message.contains("out of memory") || out_of_memory && message == UNWRITTEN_MESSAGE {
                 "the run exceeded its memory limit".into()
             } else if message.contains("stack overflow") {
                 "the run exceeded its stack limit".into()
@@ -950,6 +955,22 @@ mod tests {
             assert_eq!(json_text(&value, later).unwrap().as_deref(), Some(r#"{"a":[1,{"b":"2n"}]}"#));
             assert_eq!(json_text(&value, Instant::now()).unwrap(), None, "written past the deadline");
             assert_eq!(value_text(&value, Instant::now()).unwrap(), "[Object]");
+        });
+    }
+
+    #[test]
+    fn an_error_quickjs_had_no_memory_to_write_is_the_memory_limit_only_once_it_was_met() {
+        let runtime = rquickjs::Runtime::new().unwrap();
+        let context = rquickjs::Context::full(&runtime).unwrap();
+        context.with(|ctx| {
+            let later = Instant::now() + Duration::from_secs(60);
+            let told = |out_of_memory: bool| {
+                let thrown =
+                    ctx.eval::<(), _>("throw new InternalError('Invalid error message')").catch(&ctx);
+                describe(thrown.unwrap_err(), later, out_of_memory, Duration::from_millis(100))
+            };
+            assert_eq!(told(true), "the run exceeded its memory limit");
+            assert_eq!(told(false), "InternalError: Invalid error message", "a script's own error");
         });
     }
 
