@@ -513,7 +513,7 @@ fn describe(error: CaughtError<'_>, deadline: Instant, out_of_memory: bool, time
         CaughtError::Value(v) if out_of_memory && v.is_null() => "the run exceeded its memory limit".into(),
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
-            if message.contains("out of memory") || out_of_memory && message == UNWRITTEN_MESSAGE {
+            if message.contains("out of memory") || (out_of_memory && message == UNWRITTEN_MESSAGE) {
                 "the run exceeded its memory limit".into()
             } else if message.contains("stack overflow") {
                 "the run exceeded its stack limit".into()
