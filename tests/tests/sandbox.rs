@@ -559,6 +559,10 @@ async fn running_out_of_memory_is_told_as_such_whatever_fills_it() {
             "keys, at the top level, leaving no room for the error's message",
             "const a = []; for (let i = 0; i < 2e6; i++) a.push('k' + ((i * 7919) % 2e6)); function handler() { return 1; }",
         ),
+        (
+            "a normalized string, whose engine sets no error for it",
+            "function handler() { return '\\u1e9b\\u0323'.repeat(4e5).normalize('NFKD').length; }",
+        ),
     ];
     for (name, source) in filling {
         let job = Job { memory_bytes: 8 * 1024 * 1024, ..job(source, 10_000) };

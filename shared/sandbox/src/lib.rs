@@ -41,7 +41,7 @@ use p256::ecdsa::SigningKey;
 use rp_domain::code::{HookActions, RunReport, MAX_HOOK_TEXT};
 use rquickjs::allocator::{Allocator, RustAllocator};
 use rquickjs::{
-    CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Module, Object, Runtime, Value,
+    CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Module, Object, Runtime, Type, Value,
     WriteOptions,
 };
 use serde_json::Value as Json;
@@ -504,13 +504,17 @@ fn evaluate(
 const UNWRITTEN_MESSAGE: &str = "Invalid error message";
 
 /// A caught JavaScript error as one line; a hit deadline as a time-out, and the memory limit
-/// as such, also where QuickJS could only throw `null` for it, or an error without its message.
+/// as such, also where QuickJS could only throw `null` for it, or an error without its message,
+/// or nothing at all: `String.prototype.normalize` fails without setting an error, and what is
+/// caught is then the engine's "uninitialized" value, which no script can throw.
 fn describe(error: CaughtError<'_>, deadline: Instant, out_of_memory: bool, timeout: Duration) -> String {
     if Instant::now() >= deadline {
         return format!("timed out after {} ms", job_ms(timeout));
     }
     match error {
-        CaughtError::Value(v) if out_of_memory && v.is_null() => "the run exceeded its memory limit".into(),
+        CaughtError::Value(v) if out_of_memory && (v.is_null() || v.type_of() == Type::Uninitialized) => {
+            "the run exceeded its memory limit".into()
+        }
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
             if message.contains("out of memory") || (out_of_memory && message == UNWRITTEN_MESSAGE) {
