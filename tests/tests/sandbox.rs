@@ -392,6 +392,9 @@ async fn hostile_scripts_are_contained() {
         // One operation in C that allocates nothing as it goes: writing out a BigInt of a million
         // bits took 4.4 s here (debug), so the watchdog answers and the thread is abandoned.
         ("a million-bit BigInt written in decimal", "function handler() { return String(2n ** 1000000n - 1n).length; }", "timed out"),
+        // A proxy's traps recurse in C, one native frame a proxy: the run's stack limit holds
+        // them, short of its thread's own stack.
+        ("a chain of 100,000 proxies", "function handler() { let p = {}; for (let i = 0; i < 1e5; i++) p = new Proxy(p, {}); return p.x; }", "Maximum call stack size exceeded"),
         // The prelude is a module a script can import by name; a second call changes nothing
         // (the methods are not wrapped again), and its array methods stay paced.
         ("importing the prelude to run it again", "async function handler() { const m = await import('rp:prelude'); const join = [].join; m.default(1e12); if ([].join !== join) return 'wrapped again'; return new Array(2 ** 32 - 1).join('').length; }", "timed out"),
