@@ -637,6 +637,50 @@ async fn array_methods_over_holes_stop_at_the_deadline() {
     }
 }
 
+/// QuickJS searches a string for a string in C, comparing at each place the first character
+/// matches: a long run of one letter searched for half of it and another letter is one
+/// operation of hours. Each such search, whichever method makes it and however its argument
+/// becomes a string, ends at the run's own deadline, so the tenant's next run is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_searches_stop_at_the_deadline() {
+    let keys = keys();
+    let searching = [
+        ("indexOf", "s.indexOf(t)"),
+        ("lastIndexOf", "s.lastIndexOf(t)"),
+        ("includes", "s.includes(t)"),
+        ("split", "s.split(t).length"),
+        ("replace", "s.replace(t, 'x').length"),
+        ("replaceAll", "s.replaceAll(t, 'x').length"),
+        ("a search that becomes a string", "s.indexOf({toString: () => t})"),
+        ("called on an object", "String.prototype.includes.call({toString: () => s}, t)"),
+    ];
+    for (name, expression) in searching {
+        let tenant = format!("search-{name}");
+        let source = format!(
+            "function handler() {{ const s = 'a'.repeat(1e7), t = 'a'.repeat(5e5) + 'b'; return {expression}; }}"
+        );
+        let r = sandbox::run(keys.clone(), tenant_job(&tenant, &source, 300)).await;
+        assert_eq!(r.error.as_deref(), Some("timed out after 300 ms"), "{name}: {r:?}");
+        let next =
+            sandbox::run(keys.clone(), tenant_job(&tenant, "function handler() { return 1; }", 1_000)).await;
+        assert_eq!((next.error, next.result), (None, json!(1)), "{name}: its thread outlived the run");
+    }
+    // Searches paced as these are answer as before: in a long text, and where the first
+    // character matches everywhere.
+    let methods = "[s.indexOf(t), s.lastIndexOf(t), s.includes(t), s.split(t).length, s.replace(t, '').length, s.replaceAll(t, '!').length]";
+    let found = [
+        ("'lorem ipsum dolor sit amet, '.repeat(1e4) + 'the end'", "'sit amet, the end'", [279_990, 279_990]),
+        ("'a'.repeat(5e4) + 'b'", "'a'.repeat(100) + 'b'", [49_900, 49_900]),
+    ];
+    for (s, t, [at, left]) in found {
+        let source = format!("function handler() {{ const s = {s}, t = {t}; return {methods}; }}");
+        let started = Instant::now();
+        let r = sandbox::run(keys.clone(), job(&source, 15_000)).await;
+        println!("{s}: {:?}", started.elapsed());
+        assert_eq!((r.error, r.result), (None, json!([at, at, true, 2, left, left + 1])), "{s}");
+    }
+}
+
 /// The paced methods answer as the native ones do: on array-likes, on strings, and on an array
 /// longer than the run's memory could hold densely.
 #[tokio::test]

@@ -17,7 +17,10 @@
 //!   holes (`new Array(2 ** 32 - 1)`) or an array-like set as high as they like while
 //!   allocating nothing: on an array longer than memory could hold densely, or on anything
 //!   but an array, they run on a view whose property accesses are JavaScript, so the deadline
-//!   is asked as they go (`prelude.js`); the answers are the same.
+//!   is asked as they go (`prelude.js`); the answers are the same. A string search compares
+//!   in C at each place the first character matches: where the string's length times the
+//!   searched one's is over [`SEARCH_BUDGET`], the prelude makes the search, a short piece in C
+//!   at a time.
 //! - So each run also gets its own OS thread and a watchdog: the caller gets its answer (a
 //!   time-out error) at the deadline plus [`BACKSTOP`] whatever the thread is doing. A thread
 //!   still running then is abandoned: its memory stays capped, the interrupt ends it once
@@ -59,6 +62,9 @@ pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// What QuickJS holds one element of a dense array in: an array longer than the memory limit
 /// over this is mostly holes, and its methods are paced (prelude.js).
 const JS_VALUE_BYTES: usize = 16;
+/// The most characters one string search may compare in C, where no interrupt reaches it: the
+/// string's length times the searched one's. A larger search is paced (prelude.js).
+pub const SEARCH_BUDGET: usize = 1_000_000;
 /// QuickJS's own stack limit; the run's thread has `THREAD_STACK_BYTES`.
 pub const STACK_BYTES: usize = 1024 * 1024;
 const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;
@@ -885,14 +891,19 @@ fn install<'js>(
     )?;
     globals.set("__api", api)?;
 
-    // Array methods paced to the deadline, then nothing the host gave can be replaced or changed
-    // by the script (prelude.js).
+    // Array methods and string searches paced to the deadline, then nothing the host gave can
+    // be replaced or changed by the script (prelude.js).
+    run_prelude(ctx, job.memory_bytes / JS_VALUE_BYTES, SEARCH_BUDGET)
+}
+
+/// Runs prelude.js in `ctx`: arrays up to `limit` elements and searches up to `budget`
+/// comparisons run natively.
+fn run_prelude(ctx: &Ctx<'_>, limit: usize, budget: usize) -> rquickjs::Result<()> {
     // SAFETY: the bytes are this process's own QuickJS's compilation of prelude.js.
     let prelude = unsafe { Module::load(ctx.clone(), prelude()?) }?;
     let (prelude, evaluated) = prelude.eval()?;
     evaluated.finish::<()>()?;
-    prelude.get::<_, Function>("default")?.call::<_, ()>((job.memory_bytes / JS_VALUE_BYTES,))?;
-    Ok(())
+    prelude.get::<_, Function>("default")?.call::<_, ()>((limit, budget))
 }
 
 #[cfg(test)]
@@ -977,6 +988,114 @@ mod tests {
             assert_eq!(told(false), "InternalError: Invalid error message", "a script's own error");
         });
     }
+
+    /// The paced string searches answer as QuickJS's own: with no budget, every search of two
+    /// characters or more runs in prelude.js, and each case is asked of both.
+    #[test]
+    fn paced_string_searches_answer_as_the_native_ones() {
+        let runtime = rquickjs::Runtime::new().unwrap();
+        let context = rquickjs::Context::full(&runtime).unwrap();
+        context.with(|ctx| {
+            ctx.eval::<(), _>(
+                "globalThis.native = {}; for (const n of ['indexOf', 'lastIndexOf', 'includes', 'split', 'replace', 'replaceAll']) native[n] = String.prototype[n];",
+            )
+            .unwrap();
+            run_prelude(&ctx, 1_000_000_000, 0).unwrap();
+            let report: String = ctx.eval(SEARCH_CASES).catch(&ctx).unwrap();
+            let report: Json = serde_json::from_str(&report).unwrap();
+            assert_eq!(report["mismatches"], serde_json::json!([]), "{report:#}");
+            assert!(report["cases"].as_u64().unwrap() > 20_000, "{report}");
+        });
+    }
+
+    /// The cases of `paced_string_searches_answer_as_the_native_ones`: each search asked of the
+    /// method QuickJS had (`native`) and of the one the prelude put in its place.
+    const SEARCH_CASES: &str = r#"
+(() => {
+  const W = String.prototype;
+  const mismatches = [];
+  let cases = 0;
+  const name = (x) => {
+    try {
+      return typeof x === 'symbol' ? x.toString() : typeof x === 'function' ? 'fn' : typeof x === 'bigint' ? `${x}n` : JSON.stringify(x) ?? String(x);
+    } catch {
+      return typeof x;
+    }
+  };
+  const answer = (f) => {
+    const calls = [];
+    globalThis.calls = calls;
+    try {
+      return JSON.stringify([f(), calls]);
+    } catch (e) {
+      return `throws ${e && e.constructor && e.constructor.name}`;
+    }
+  };
+  // A sticky or global RegExp keeps where its last match ended: each call starts it afresh.
+  const fresh = (args) => args.forEach((a) => a instanceof RegExp && (a.lastIndex = 0));
+  const check = (method, self, args) => {
+    cases++;
+    fresh(args);
+    const a = answer(() => native[method].apply(self, args));
+    fresh(args);
+    const b = answer(() => W[method].apply(self, args));
+    if (a !== b && mismatches.length < 20) mismatches.push([method, name(self), args.map(name), a, b]);
+  };
+  const log = (tag, value) => (...a) => (globalThis.calls.push([tag, ...a]), value);
+  const selves = ['abcabcab', '', 'aaaaab', 'ab', 'ba', '\u00e9\u00e9a\u00e9a\u00e9', '\ud800\udc00x\ud800', 12345, true,
+    {toString: log('this', 'xyxyx')}, null, undefined, Symbol('s')];
+  const needles = ['ab', 'bc', 'abc', 'aa', 'aab', 'b', '', 'zz', '\u00e9a', 'a\u00e9', 'xy', '\udc00x', '23', 'ue',
+    undefined, null, 12, 23, true, /ab/, /ab/g, /b/y, {toString: log('needle', 'ab')}, {toString: log('needle', 'yx')},
+    {[Symbol.match]: false, toString: log('needle', 'ca')}, {[Symbol.replace]: log('replace', 'R'), toString: () => 'ab'},
+    {[Symbol.split]: log('split', ['S'])}, {[Symbol.match]: true, flags: 'g', [Symbol.replace]: log('all', 'A')},
+    Symbol('x'), 1n];
+  const positions = [undefined, 0, 1, 2, 5, -1, 3.7, NaN, Infinity, -Infinity, '2', {valueOf: log('position', 1)}, 1n, Symbol('p')];
+  const limits = [undefined, 0, 1, 2, -1, 2 ** 32 + 1, NaN, '3', {valueOf: log('limit', 2)}, 1n];
+  const replacements = ['X', '$$', '$&', '$`', "$'", '$1', '$<a>', '$0', '$', 'a$', '$$&', "[$&|$`|$'|$$$]", '$&$&',
+    (...a) => JSON.stringify(a), () => ({toString: () => 'obj'}), () => { throw new RangeError('r'); }, 12, undefined, null];
+  for (const self of selves) {
+    for (const needle of needles) {
+      for (const p of positions) for (const m of ['indexOf', 'lastIndexOf', 'includes']) check(m, self, [needle, p]);
+      for (const l of limits) check('split', self, [needle, l]);
+      for (const r of replacements) for (const m of ['replace', 'replaceAll']) check(m, self, [needle, r]);
+    }
+  }
+  // Random strings over a small alphabet, where matches overlap and almost match.
+  let seed = 7;
+  const random = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+  const text = (n) => {
+    let s = '';
+    for (let i = 0; i < n; i++) s += 'aab\u00e9'[random(4)];
+    return s;
+  };
+  for (let i = 0; i < 3000; i++) {
+    const s = text(random(14));
+    const t = text(1 + random(random(3) === 0 ? 9 : 4));
+    const p = random(18) - 2;
+    for (const m of ['indexOf', 'lastIndexOf', 'includes']) check(m, s, [t, p]);
+    check('split', s, [t, random(5) === 0 ? random(4) : undefined]);
+    check('replace', s, [t, '<$&>']);
+    check('replaceAll', s, [t, (m, at) => `<${at}>`]);
+  }
+  // Longer ones, compared a piece at a time (with no budget, of two characters).
+  const long = ['ab'.repeat(50), 'a'.repeat(90) + 'b', '\u00e9'.repeat(50) + 'a' + '\u00e9'.repeat(50)];
+  for (const s of long) {
+    for (const t of [s.slice(0, 41), s.slice(1, 83), s.slice(-45), 'a'.repeat(40) + 'b', s, s + 'a']) {
+      for (const m of ['indexOf', 'lastIndexOf', 'includes']) for (const p of [undefined, 1, 4000]) check(m, s, [t, p]);
+      check('split', s, [t]);
+      check('replace', s, [t, '[$`]']);
+      check('replaceAll', s, [t, (m, at) => at]);
+    }
+  }
+  const shape = (f) => [f.name, f.length, Object.getOwnPropertyDescriptor(W, f.name).enumerable];
+  for (const m of ['indexOf', 'lastIndexOf', 'includes', 'split', 'replace', 'replaceAll']) {
+    cases++;
+    const a = JSON.stringify(shape(native[m])), b = JSON.stringify(shape(W[m]));
+    if (a !== b) mismatches.push([m, 'shape', a, b]);
+  }
+  return JSON.stringify({cases, mismatches});
+})()
+"#;
 
     #[test]
     fn logs_are_bounded() {
