@@ -225,7 +225,8 @@ const searches = (budget) => {
       const s = `${this}`;
       const lim = limit === undefined ? 2 ** 32 - 1 : limit >>> 0;
       const t = `${separator}`;
-      if (separator === undefined || !large(s, t)) return apply(native.split, s, [separator === undefined ? undefined : t, lim]);
+      if (separator === undefined) return apply(native.split, s, [undefined, lim]);
+      if (!large(s, t)) return apply(native.split, s, [t, lim]);
       const parts = [];
       if (lim === 0) return parts;
       let end = 0;
