@@ -607,6 +607,23 @@ async fn a_loop_catching_its_own_out_of_memory_errors_stops_at_its_deadline() {
     }
 }
 
+/// One operation in C can carry a run past its deadline with no interrupt asked on the way (a
+/// long BigInt parsed). A run that ends past its deadline is a time-out whatever it
+/// returned: its limit does not depend on where in the script the time went.
+#[tokio::test]
+async fn a_run_that_ends_past_its_deadline_is_a_time_out() {
+    let source = "function handler(event, api) { api.deny('late'); return BigInt('9'.repeat(150000)) > 0n; }";
+    let whole = sandbox::run(keys(), job(source, 20_000)).await;
+    assert_eq!((whole.error, whole.result), (None, json!(true)), "with time enough, it answers");
+    // Half its own duration: the one operation starts before the deadline and ends after it,
+    // well inside the backstop, so the run's thread ends it, not the watchdog.
+    let timeout_ms = (whole.duration_ms / 2).max(1);
+    let late = sandbox::run(keys(), job(source, timeout_ms)).await;
+    assert_eq!(late.error, Some(format!("timed out after {timeout_ms} ms")), "{late:?}");
+    assert_eq!(late.result, json!(null));
+    assert!(late.duration_ms >= timeout_ms, "{late:?}");
+}
+
 /// Array methods loop in C over `length`, which holes or an array-like set as high as they like
 /// while allocating nothing. Each such run ends at its own deadline, not the watchdog's: its
 /// thread stops with it, so the tenant's next run is not refused as overrunning.
