@@ -528,34 +528,33 @@ fn describe(error: CaughtError<'_>, deadline: Instant, out_of_memory: bool, time
     if Instant::now() >= deadline {
         return timed_out_after(timeout);
     }
-    match error {
-        CaughtError::Value(v) if out_of_memory && (v.is_null() || v.type_of() == Type::Uninitialized) => {
-            "the run exceeded its memory limit".into()
-        }
+    // The memory limit first, however QuickJS could tell it; then the error as it was thrown.
+    let memory = match &error {
+        CaughtError::Value(v) => out_of_memory && (v.is_null() || v.type_of() == Type::Uninitialized),
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
-            if message.contains("out of memory") || (out_of_memory && message == UNWRITTEN_MESSAGE) {
-                "the run exceeded its memory limit".into()
-            } else if message.contains("stack overflow") {
-                "the run exceeded its stack limit".into()
-            } else {
-                error_text(&e).unwrap_or_else(|_| "Error".into())
-            }
+            message.contains("out of memory") || (out_of_memory && message == UNWRITTEN_MESSAGE)
         }
+        CaughtError::Error(e) => {
+            let text = e.to_string();
+            text.contains("out of memory") || text.contains("Allocation")
+        }
+    };
+    if memory {
+        return "the run exceeded its memory limit".into();
+    }
+    match error {
+        CaughtError::Exception(e) if e.message().is_some_and(|m| m.contains("stack overflow")) => {
+            "the run exceeded its stack limit".into()
+        }
+        CaughtError::Exception(e) => error_text(&e).unwrap_or_else(|_| "Error".into()),
         CaughtError::Value(v) => {
             format!(
                 "a non-Error value was thrown: {}",
                 value_text(&v, deadline).unwrap_or_else(|_| "[Object]".into())
             )
         }
-        CaughtError::Error(e) => {
-            let text = e.to_string();
-            if text.contains("out of memory") || text.contains("Allocation") {
-                "the run exceeded its memory limit".into()
-            } else {
-                text
-            }
-        }
+        CaughtError::Error(e) => e.to_string(),
     }
 }
 
