@@ -133,7 +133,16 @@ fn json_problem(path: &str, err: &serde_json::Error, valid_json: bool) -> Proble
     match err.classify() {
         Category::Syntax if valid_json => {
             let field = if path == "." { "body" } else { path };
-            Problem::invalid(field, "is a value of the wrong kind")
+            // JSON's grammar lets a `\u` escape name half a surrogate pair, and a number be
+            // larger than any double: neither is a value of the wrong kind, so say which.
+            let what = if message.contains("surrogate") || message.contains("hex escape") {
+                "is not text: a \\u escape names half a surrogate pair"
+            } else if message.starts_with("number out of range") {
+                "is a number out of range"
+            } else {
+                "is a value of the wrong kind"
+            };
+            Problem::invalid(field, what)
         }
         Category::Syntax | Category::Eof | Category::Io => {
             Problem::malformed_body(format!("not valid JSON ({message})"))

@@ -295,6 +295,29 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
         let r = h.client.send_raw("POST", "/cc/api/tokens", admin, json, body).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "kind", "kind: {kind}");
     }
+    // Valid JSON that names half a surrogate pair, or a number past any double, is told as such.
+    let told = [
+        (
+            r#"{"appId": "sur1", "displayName": "\ud800"}"#,
+            "is not text: a \\u escape names half a surrogate pair",
+        ),
+        (
+            r#"{"appId": "sur2", "displayName": "a\udc00b"}"#,
+            "is not text: a \\u escape names half a surrogate pair",
+        ),
+        (
+            r#"{"appId": "sur3", "displayName": "\ud800\u0041"}"#,
+            "is not text: a \\u escape names half a surrogate pair",
+        ),
+    ];
+    let too_big = (r#"{"kind": "access", "appId": "x", "expiresInSecs": 1e400}"#, "is a number out of range");
+    let told = told.map(|told| ("/cc/api/apps", told)).into_iter().chain([("/cc/api/tokens", too_big)]);
+    for (path, (body, detail)) in told {
+        let r = h.client.send_raw("POST", path, admin, json, body).await;
+        let problem = r.problem(400, codes::INVALID_FIELD);
+        assert!(problem["detail"].as_str().unwrap().contains(detail), "{body}: {problem}");
+    }
+    assert_eq!(h.admin("GET", "/cc/api/apps/sur1", None).await.status, 404);
     // A member the document does not allow `null` for is refused as `null`, not taken for left out.
     let tenant = h.app().await;
     let create = json!({"displayName": "n", "trigger": "oob.start", "source": "async function handler() {}"});
