@@ -191,8 +191,30 @@ where
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| ApiPath(p.0))
-            .map_err(|rejection| Problem::invalid("path", rejection.body_text()))
+            .map_err(|rejection| path_problem(parts, rejection.body_text()))
     }
+}
+
+/// A path whose parameters did not decode. One that is not UTF-8 once percent-decoded is named
+/// as the document names it (`certSerialNumber`): by its place in the route API Gateway takes
+/// for the path ([`route_of`](crate::routes::route_of)), or as `path` where that route takes
+/// every remaining segment.
+fn path_problem(parts: &Parts, text: String) -> Problem {
+    let path = parts.uri.path();
+    let undecodable = |segment: &str| {
+        let decoded: Vec<u8> = percent_encoding::percent_decode_str(segment).collect();
+        std::str::from_utf8(&decoded).is_err()
+    };
+    if !path.split('/').any(undecodable) {
+        return Problem::invalid("path", text);
+    }
+    let named = crate::routes::route_of(path).and_then(|route| {
+        route.path.split('/').zip(path.split('/')).find_map(|(part, segment)| {
+            let name = part.strip_prefix('{')?.strip_suffix('}')?;
+            (!name.ends_with('+') && undecodable(segment)).then_some(name)
+        })
+    });
+    Problem::invalid(named.unwrap_or("path"), "is not UTF-8 once percent-decoded")
 }
 
 /// Query-string parameters; unknown ones are refused.
@@ -405,7 +427,7 @@ impl AdminOfApp {
                 .ok_or_else(|| Problem::internal(std::io::Error::other("the route has no {app_id}"))),
             Err(rejection) => {
                 Admin::from_request_parts(parts, state).await?;
-                Err(Problem::invalid("path", rejection.body_text()))
+                Err(path_problem(parts, rejection.body_text()))
             }
         }
     }

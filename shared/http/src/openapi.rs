@@ -431,8 +431,9 @@ fn problems_of(tag: &str, body: bool, authenticated: bool, tenant: bool) -> Vec<
         return kinds;
     }
     if tag == "problems" {
-        // A slug no problem type has.
-        kinds.push(&errors::ROUTE_NOT_FOUND);
+        // A slug no problem type has, or one that is not UTF-8 once percent-decoded.
+        kinds.extend([&errors::ROUTE_NOT_FOUND, &errors::INVALID_FIELD]);
+        kinds.sort_by_key(|k| k.code);
         return kinds;
     }
     kinds.extend([

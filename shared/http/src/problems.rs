@@ -4,8 +4,8 @@
 //! them all. No token: the descriptions are public, as the codes are.
 
 use crate::errors;
+use crate::extract::ApiPath;
 use crate::problem::{Problem, ProblemType};
-use axum::extract::Path;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -27,7 +27,7 @@ pub fn rows_of(slug: &str) -> Vec<&'static ProblemType> {
 #[utoipa::path(get, path = "/problems/{slug}", tag = "problems",
     params(("slug" = String, Path, description = "The part of a problem's `type` after `/problems/`", pattern = "^[a-z0-9-]{1,64}$")),
     responses((status = 200, description = "A short description of the problem type, for a person", content_type = "text/html")))]
-async fn page(Path(slug): Path<String>) -> Response {
+async fn page(ApiPath(slug): ApiPath<String>) -> Response {
     let rows = rows_of(&slug);
     let Some(first) = rows.first() else {
         return Problem::route_not_found(&format!("/problems/{slug}")).into_response();

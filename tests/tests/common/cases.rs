@@ -351,6 +351,42 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
     assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "body");
 }
 
+/// A path parameter that is not UTF-8 once percent-decoded is a 400 naming it as the document
+/// does (`certSerialNumber`, not the route's own name for it), on every route, and as a
+/// problem document on the routes that need no token too.
+pub async fn undecodable_path_parameters_are_named_as_documented(h: Harness) {
+    let tenant = h.app().await;
+    let access = h.access_token(&tenant).await;
+    let admin = Some(h.admin.as_str());
+    let undecodable = [
+        ("GET", "/cc/api/apps/%ff".to_owned(), admin, "appId"),
+        ("POST", "/cc/api/certificates/%ff/revoke".to_owned(), admin, "certSerialNumber"),
+        ("GET", format!("/cc/api/apps/{tenant}/users/%C3%28/devices"), admin, "namedUser"),
+        ("DELETE", format!("/cc/api/apps/{tenant}/devices/%ff"), admin, "deviceId"),
+        ("DELETE", "/cc/api/tokens/%ff".to_owned(), admin, "tokenId"),
+        (
+            "GET",
+            "/rp/api/oob/client/authentication/requests/%ff".to_owned(),
+            Some(access.as_str()),
+            "sessionId",
+        ),
+        ("GET", "/problems/%ff".to_owned(), None, "slug"),
+        ("GET", "/rp/register/%ff".to_owned(), None, "code"),
+        ("GET", "/console/assets/%ff".to_owned(), None, "path"),
+    ];
+    for (method, path, token, field) in undecodable {
+        let r = h.client.send(method, &path, token, None).await;
+        let problem = r.problem(400, codes::INVALID_FIELD);
+        assert_eq!(problem["field"], field, "{method} {path}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains("is not UTF-8 once percent-decoded"),
+            "{path}: {problem}"
+        );
+    }
+    let r = h.as_tenant(&tenant, "GET", "/content-customization/%ff", None).await;
+    assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "id");
+}
+
 pub async fn workstation_settings_have_defaults_and_bounds(h: Harness) {
     let app = h.app().await;
     let path = format!("/cc/api/apps/{app}/workstation");

@@ -239,6 +239,7 @@ macro_rules! router_tests {
         $crate::router_case!($make, app_ids_are_unique_even_under_races);
         $crate::router_case!($make, app_input_is_validated_field_by_field);
         $crate::router_case!($make, malformed_bodies_are_refused_cleanly);
+        $crate::router_case!($make, undecodable_path_parameters_are_named_as_documented);
         $crate::router_case!($make, workstation_settings_have_defaults_and_bounds);
         $crate::router_case!($make, tokens_are_created_listed_and_revoked);
         $crate::router_case!($make, token_input_is_validated);

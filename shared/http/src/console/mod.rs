@@ -16,6 +16,7 @@ pub mod operator;
 mod users;
 pub mod view;
 
+use crate::extract::ApiPath;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -85,7 +86,7 @@ const STYLE: &str = include_str!("assets/console.css");
 const SCRIPT: &str = include_str!("assets/console.js");
 
 /// `GET /console/assets/{name}`: the style sheet and the script, served here.
-async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Response {
+async fn asset(ApiPath(name): ApiPath<String>) -> Response {
     let (content_type, body) = match name.as_str() {
         "console.css" => ("text/css; charset=utf-8", STYLE),
         "console.js" => ("text/javascript; charset=utf-8", SCRIPT),
