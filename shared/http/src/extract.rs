@@ -439,13 +439,15 @@ pub const TENANT_HEADER: &str = "x-tenant-id";
 /// The app `X-Tenant-Id` names, if the request carries the header; a 400 naming the header if
 /// it is not an app id.
 pub fn tenant_header(headers: &HeaderMap) -> Result<Option<AppId>, Problem> {
-    headers
-        .get(TENANT_HEADER)
-        .map(|value| {
-            let text = value.to_str().map_err(|_| Problem::invalid("X-Tenant-Id", "must be an app id"))?;
-            Ok(AppId::parse("X-Tenant-Id", text)?)
-        })
-        .transpose()
+    let mut given = headers.get_all(TENANT_HEADER).iter();
+    let Some(value) = given.next() else { return Ok(None) };
+    // Two tenants are one too many: neither is taken, as API Gateway's joining of the two with
+    // a comma is no app id either.
+    if given.next().is_some() {
+        return Err(Problem::invalid("X-Tenant-Id", "is given more than once"));
+    }
+    let text = value.to_str().map_err(|_| Problem::invalid("X-Tenant-Id", "must be an app id"))?;
+    Ok(Some(AppId::parse("X-Tenant-Id", text)?))
 }
 
 /// An app a request names, and the field that names it (`X-Tenant-Id` or `appId`).
