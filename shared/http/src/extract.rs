@@ -98,6 +98,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Problem::malformed_body("a JSON object is required"));
     }
+    // JSON is UTF-8 (RFC 8259, 8.1). serde_json checks it only in what it keeps, so a stray
+    // byte in a member name or a value passed over would be told as something else.
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(Problem::malformed_body(format!(
+            "not valid JSON (not UTF-8 at byte {})",
+            e.valid_up_to()
+        )));
+    }
     if let Some(path) = crate::strict_json::duplicate_member(bytes) {
         return Err(Problem::invalid(path, "appears twice in its object"));
     }

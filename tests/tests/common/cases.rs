@@ -295,6 +295,16 @@ pub async fn malformed_bodies_are_refused_cleanly(h: Harness) {
         let r = h.client.send_raw("POST", "/cc/api/tokens", admin, json, body).await;
         assert_eq!(r.problem(400, codes::INVALID_FIELD)["field"], "kind", "kind: {kind}");
     }
+    // JSON is UTF-8: a stray byte anywhere, in a name or a value, is no JSON.
+    for body in [
+        &b"{\"appId\": \"u8\", \"displayName\": \"\xff\"}"[..],
+        b"{\"appId\": \"u8\", \"\xc3\x28\": 1}",
+        b"{\"appId\": \"u8\", \"displayName\": \"\xed\xa0\x80\"}",
+    ] {
+        let r = h.client.send_raw("POST", "/cc/api/apps", admin, json, body.to_vec()).await;
+        let problem = r.problem(400, codes::MALFORMED_BODY);
+        assert!(problem["detail"].as_str().unwrap().contains("not UTF-8 at byte"), "{problem}");
+    }
     // Valid JSON that names half a surrogate pair, or a number past any double, is told as such.
     let told = [
         (
