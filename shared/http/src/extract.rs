@@ -445,7 +445,7 @@ impl AdminOfApp {
 pub const TENANT_HEADER: &str = "x-tenant-id";
 
 /// The app `X-Tenant-Id` names, if the request carries the header; a 400 naming the header if
-/// it is not an app id.
+/// it is not an app id or is given more than once.
 pub fn tenant_header(headers: &HeaderMap) -> Result<Option<AppId>, Problem> {
     let mut given = headers.get_all(TENANT_HEADER).iter();
     let Some(value) = given.next() else { return Ok(None) };
