@@ -99,17 +99,15 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
         return Err(Problem::malformed_body("a JSON object is required"));
     }
     // JSON is UTF-8 (RFC 8259, 8.1). serde_json checks it only in what it keeps, so a stray
-    // byte in a member name or a value passed over would be told as something else.
-    if let Err(e) = std::str::from_utf8(bytes) {
-        return Err(Problem::malformed_body(format!(
-            "not valid JSON (not UTF-8 at byte {})",
-            e.valid_up_to()
-        )));
-    }
+    // byte in a member name or a value passed over would be told as something else. Checked
+    // once here, the text is read as a `str`, which serde_json checks no further.
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Problem::malformed_body(format!("not valid JSON (not UTF-8 at byte {})", e.valid_up_to()))
+    })?;
     if let Some(path) = crate::strict_json::duplicate_member(bytes) {
         return Err(Problem::invalid(path, "appears twice in its object"));
     }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut de = serde_json::Deserializer::from_str(text);
     let value = match serde_path_to_error::deserialize::<_, T>(Strict(&mut de)) {
         Ok(value) => value,
         Err(err) => {
@@ -117,7 +115,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
             let inner = err.into_inner();
             // serde_json reports some values of the wrong kind (a `null` or a number where an
             // enum's name goes) as a syntax error; the body is valid JSON all the same.
-            let valid = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+            let valid = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
             return Err(json_problem(&path, &inner, valid));
         }
     };
