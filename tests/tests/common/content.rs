@@ -267,12 +267,10 @@ pub async fn content_is_isolated_per_tenant(h: Harness) {
     let twice = [("x-tenant-id", a.as_str()), ("x-tenant-id", b.as_str())];
     let r = h.client.send_with("GET", PATH, Some(&h.admin), &twice, None).await;
     let problem = r.problem(400, codes::INVALID_FIELD);
-    assert_eq!(
-        (
-            problem["field"].as_str(),
-            problem["detail"].as_str().map(|d| d.starts_with("X-Tenant-Id: is given more than once"))
-        ),
-        (Some("X-Tenant-Id"), Some(true))
+    assert_eq!(problem["field"], "X-Tenant-Id");
+    assert!(
+        problem["detail"].as_str().unwrap().starts_with("X-Tenant-Id: is given more than once"),
+        "{problem}"
     );
     let access = h.access_token(&a).await;
     h.client.send("GET", PATH, Some(&access), None).await.problem(403, codes::WRONG_TOKEN_KIND);
